@@ -1,0 +1,146 @@
+"""`python -m bench`: run, matrix, list, selfcheck. A thin typer layer over plain functions."""
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bench.errors import KitError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: run studies on this host.")
+
+
+class Study(str, Enum):
+    mnist_cnn = "mnist-cnn"
+
+
+class Platform(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    mps = "mps"
+
+
+def fail(msg: str, code: int = 2) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    study: Annotated[Study, typer.Argument(help="study to run")],
+    backend: Annotated[str, typer.Option(help="e.g. torch-cpu, numba-cpu")] = "torch-cpu",
+    pipeline: Annotated[str, typer.Option(help="seed | resident")] = "resident",
+    variant: Annotated[str, typer.Option(help="backend tuning label")] = "default",
+    epochs: Annotated[int, typer.Option(help="passes over the training set")] = 10,
+    batch_size: Annotated[int, typer.Option(help="samples per step")] = 512,
+    lr: Annotated[float, typer.Option(help="SGD learning rate")] = 0.01,
+    momentum: Annotated[float, typer.Option(help="SGD momentum")] = 0.9,
+    seed: Annotated[int, typer.Option(help="weights and batch order")] = 0,
+    threads: Annotated[int, typer.Option(help="CPU threads; 0 = all available")] = 0,
+    last_batch: Annotated[str, typer.Option(help="pad (repeat samples, as the seed) | drop")] = "pad",
+    dataset: Annotated[str, typer.Option(help="auto | mnist | digits")] = "auto",
+    data_dir: Annotated[Optional[str], typer.Option(help="dir holding mnist/; default $KIT_DATA_DIR or ./data")] = None,
+    limit_train: Annotated[int, typer.Option(help="use the first N training samples; 0 = all")] = 0,
+    out: Annotated[Path, typer.Option(help="results directory")] = Path("results/native"),
+    quiet: Annotated[bool, typer.Option(help="no progress bar (used by the matrix runner)")] = False,
+) -> None:
+    """Run one cell of a study's matrix and write its rows and system.json under OUT."""
+    from bench.studies.mnist_cnn import MnistCnnConfig, run_cell
+
+    cfg = MnistCnnConfig(backend=backend, pipeline=pipeline, variant=variant, epochs=epochs, batch_size=batch_size,
+                         lr=lr, momentum=momentum, seed=seed, threads=threads, last_batch=last_batch,
+                         dataset=dataset, data_dir=data_dir, limit_train=limit_train)
+    try:
+        if quiet or not sys.stderr.isatty():
+            cell_dir = run_cell(cfg, out)
+        else:
+            from rich.progress import Progress
+
+            with Progress(transient=False) as progress:
+                cell_dir = run_cell(cfg, out, progress=progress)
+    except KitError as err:
+        fail(str(err))
+    _print_cell(cell_dir)
+
+
+def _print_cell(cell_dir: Path) -> None:
+    from bench.results import read_rows
+
+    rows = read_rows(cell_dir / "rows.jsonl")
+    last = rows[-1]
+    if last["status"] != "ok":
+        typer.echo(f"{last['status']}: {last.get('reason', '')}")
+        return
+    typer.echo(f"{cell_dir}: {len(rows)} epochs on {last['dataset']}; "
+               f"median {sorted(r['samples_per_s'] for r in rows)[len(rows) // 2]:,.0f} samples/s; "
+               f"final test acc {last['test_acc']:.4f}")
+
+
+@app.command()
+def matrix(
+    study: Annotated[Study, typer.Argument()],
+    platform: Annotated[Platform, typer.Option(help="which platform's default matrix")] = Platform.cpu,
+    smoke: Annotated[bool, typer.Option(help="2 epochs on the first 4,096 samples")] = False,
+    epochs: Annotated[Optional[int], typer.Option(help="override the matrix's epochs")] = None,
+    data_dir: Annotated[Optional[str], typer.Option()] = None,
+    dataset: Annotated[str, typer.Option(help="auto | mnist | digits")] = "auto",
+    out: Annotated[Path, typer.Option()] = Path("results/native"),
+    rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
+    timeout_s: Annotated[float, typer.Option(help="per-cell time limit")] = 3600,
+) -> None:
+    """Run every cell of PLATFORM's default matrix, each in its own process."""
+    import dataclasses
+
+    from bench.data.mnist import load_dataset
+    from bench.runner import run_matrix
+    from bench.studies.mnist_cnn import default_matrix
+
+    try:
+        if epochs is not None and epochs <= 0:
+            raise KitError(f"--epochs must be > 0 (got {epochs})")
+        load_dataset(data_dir, dataset)  # fail fast on a bad data dir, before any cell starts
+        cells = [dataclasses.replace(c, data_dir=data_dir, dataset=dataset)
+                 for c in default_matrix(platform.value, smoke=smoke, epochs=epochs)]
+    except KitError as err:
+        fail(str(err))
+    outcomes = run_matrix(cells, out, timeout_s=timeout_s, rerun=rerun)
+    bad = [o for o in outcomes if o.status == "error"]
+    typer.echo(f"{len(outcomes)} cells: " + ", ".join(f"{s} {sum(o.status == s for o in outcomes)}"
+                                                     for s in ("ok", "reused", "skipped", "error")))
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Studies and backends, and whether each can run here."""
+    from bench.backends import REGISTRY, why_unavailable
+
+    for study, backs in REGISTRY.items():
+        typer.echo(study)
+        for name in backs:
+            reason = why_unavailable(study, name)
+            typer.echo(f"  {name:<12} {'available' if reason is None else 'unavailable: ' + reason}")
+
+
+@app.command()
+def selfcheck(
+    platform: Annotated[Optional[Platform], typer.Option(help="default: $KIT_PLATFORM, else cpu")] = None,
+) -> None:
+    """Import every backend this image should have; on a GPU, compile one numba-cuda and one CuPy kernel."""
+    from bench.selfcheck import run_selfcheck
+
+    plat = platform.value if platform else os.environ.get("KIT_PLATFORM", "cpu")
+    ok = run_selfcheck(plat, echo=typer.echo)
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except KitError as err:  # anything that slipped past a command's own handling
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""Dataset readers, fetch with checksums, and the embedded default."""

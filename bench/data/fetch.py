@@ -1,0 +1,72 @@
+"""Download MNIST from public mirrors with SHA-256 verification.
+
+Each file goes to a temp name in the target dir, is verified (SHA-256 of its decompressed
+IDX bytes, see mnist.RAW_SHA256), and only then renamed into place; a mismatch deletes
+the temp file and raises, so nothing unverified is ever left where the reader looks.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from bench.data.mnist import RAW_SHA256
+from bench.errors import KitError
+
+MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+
+
+def _raw_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with gzip.open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, EOFError) as err:
+        raise KitError(f"{path.name}: not a valid gzip stream ({err})") from None
+    return h.hexdigest()
+
+
+def fetch_mnist(data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None) -> list[Path]:
+    """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept."""
+    target = Path(data_dir) / "mnist"
+    target.mkdir(parents=True, exist_ok=True)
+    done = []
+    for stem, want in RAW_SHA256.items():
+        final = target / f"{stem}.gz"
+        if final.is_file() and _raw_sha256(final) == want:
+            done.append(final)
+            continue
+        errors = []
+        for mirror in mirrors:
+            url = mirror.rstrip("/") + "/" + final.name
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=target)
+            try:
+                with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as resp:
+                    total = int(resp.headers.get("Content-Length") or 0)
+                    task = progress.add_task(final.name, total=total or None) if progress else None
+                    for chunk in iter(lambda: resp.read(1 << 16), b""):
+                        out.write(chunk)
+                        if progress:
+                            progress.advance(task, len(chunk))
+                got = _raw_sha256(Path(tmp))
+                if got != want:
+                    raise KitError(f"{final.name} from {url}: SHA-256 mismatch (content {got[:12]}…, expected {want[:12]}…)")
+                os.replace(tmp, final)
+                done.append(final)
+                break
+            except (urllib.error.URLError, OSError, KitError) as err:
+                errors.append(f"{url}: {err}")
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        else:
+            raise KitError(f"could not fetch {final.name}: " + "; ".join(errors))
+    return done

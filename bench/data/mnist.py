@@ -1,0 +1,164 @@
+"""MNIST from IDX files (raw or .gz), and the data-dir resolution every command shares.
+
+Layout: <data dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+Data dir: --data-dir, else $KIT_DATA_DIR, else ./data.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.errors import KitError
+
+FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+# SHA-256 of each file's *decompressed* IDX bytes. Mirrors serve gzip streams whose bytes
+# differ (compression level, header timestamps) while the content is the same, so the
+# content is what we pin. Evidence: computed from the checked copy in ../shared/datasets
+# (60,000 + 10,000 images, mean pixel 33.318), 2026-11-21.
+RAW_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+_MAGIC_IMAGES = 2051
+_MAGIC_LABELS = 2049
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images as uint8 (N,28,28), labels as int64 (N,); plus where they came from."""
+
+    name: str  # "mnist" | "digits-embedded"
+    real_mnist: bool
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    checksum: str  # sha256 over the arrays' bytes, so any change to the data shows
+    source: str  # path or package it was read from
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "real_mnist": self.real_mnist,
+            "kind": "real" if self.real_mnist else "embedded",
+            "n_train": int(len(self.y_train)),
+            "n_test": int(len(self.y_test)),
+            "sha256": self.checksum,
+            "source": self.source,
+        }
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """--data-dir, else $KIT_DATA_DIR, else ./data (it need not exist)."""
+    if data_dir:
+        return Path(data_dir)
+    env = os.environ.get("KIT_DATA_DIR")
+    return Path(env) if env else Path("data")
+
+
+def _find(mnist_dir: Path, stem: str) -> Path | None:
+    for name in (stem, stem + ".gz"):
+        if (mnist_dir / name).is_file():
+            return mnist_dir / name
+    return None
+
+
+def has_mnist(data_dir: Path) -> bool:
+    return all(_find(data_dir / "mnist", s) for s in FILES.values())
+
+
+def read_idx(path: Path, magic: int) -> np.ndarray:
+    """Read one IDX file; every way it can be malformed is a KitError naming the file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as err:  # gzip raises these for truncated/corrupt streams
+        raise KitError(f"{path}: cannot read ({err}); delete it and run `python orchestrate.py data fetch mnist`") from None
+    if len(raw) < 8:
+        raise KitError(f"{path}: truncated IDX file ({len(raw)} bytes)")
+    got_magic, count = struct.unpack(">II", raw[:8])
+    if got_magic != magic:
+        raise KitError(f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {'image' if magic == _MAGIC_IMAGES else 'label'} file")
+    header = 16 if magic == _MAGIC_IMAGES else 8
+    if magic == _MAGIC_IMAGES:
+        rows, cols = struct.unpack(">II", raw[8:16])
+        if (rows, cols) != (28, 28):
+            raise KitError(f"{path}: images are {rows}x{cols}, expected 28x28")
+        shape = (count, rows, cols)
+    else:
+        shape = (count,)
+    need = header + int(np.prod(shape))
+    if len(raw) != need:
+        raise KitError(f"{path}: header says {count} items ({need} bytes) but the file has {len(raw)} bytes (truncated or corrupt)")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+
+
+def load_mnist(data_dir: Path) -> Dataset:
+    mnist_dir = data_dir / "mnist"
+    paths = {}
+    for key, stem in FILES.items():
+        p = _find(mnist_dir, stem)
+        if p is None:
+            raise KitError(f"{mnist_dir}: missing {stem}[.gz]; run `python orchestrate.py data fetch mnist --data-dir {data_dir}`")
+        paths[key] = p
+    arrays = {}
+    for key, p in paths.items():
+        arrays[key] = read_idx(p, _MAGIC_IMAGES if "images" in key else _MAGIC_LABELS)
+    for split in ("train", "test"):
+        n_img, n_lab = len(arrays[f"{split}_images"]), len(arrays[f"{split}_labels"])
+        if n_img != n_lab:
+            raise KitError(f"{mnist_dir}: {split} has {n_img} images but {n_lab} labels")
+    if arrays["train_labels"].max(initial=0) > 9 or arrays["test_labels"].max(initial=0) > 9:
+        raise KitError(f"{mnist_dir}: labels outside 0..9")
+    return Dataset(
+        name="mnist",
+        real_mnist=True,
+        x_train=arrays["train_images"],
+        y_train=arrays["train_labels"].astype(np.int64),
+        x_test=arrays["test_images"],
+        y_test=arrays["test_labels"].astype(np.int64),
+        checksum=_checksum(arrays.values()),
+        source=str(mnist_dir),
+    )
+
+
+def _checksum(arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> Dataset:
+    """dataset: "auto" (MNIST if present, else the embedded default), "mnist" (required), "digits"."""
+    from bench.data.embedded import load_digits_28
+
+    if dataset not in ("auto", "mnist", "digits"):
+        raise KitError(f"unknown dataset {dataset!r}: choose auto, mnist or digits")
+    root = resolve_data_dir(data_dir)
+    if dataset == "digits":
+        return load_digits_28()
+    if dataset == "mnist" or data_dir:
+        # an explicit data dir (or dataset) must exist: a typo should not silently fall back
+        if not root.is_dir():
+            raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`")
+        if dataset == "mnist" or has_mnist(root) or (root / "mnist").is_dir():
+            return load_mnist(root)
+        return load_digits_28()
+    if has_mnist(root) or (root / "mnist").is_dir():
+        return load_mnist(root)
+    return load_digits_28()

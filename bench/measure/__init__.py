@@ -1,0 +1,1 @@
+"""Timers, memory samplers and telemetry."""

@@ -1,0 +1,64 @@
+"""Timing that cannot go negative silently.
+
+`PhaseTimer` accumulates wall time per named phase. A `sync` callable (e.g.
+torch.cuda.synchronize) is called before each clock read, so asynchronous device work is
+charged to the phase that launched it. Every duration is asserted non-negative.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Callable
+
+
+def _noop() -> None:
+    return None
+
+
+def checked_duration(start: float, end: float) -> float:
+    d = end - start
+    if d < 0:
+        raise AssertionError(f"negative duration {d!r} s (start {start}, end {end}): clock pair reversed?")
+    return d
+
+
+class PhaseTimer:
+    """Seconds per phase; `with t.phase("forward"): ...`."""
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self.sync = sync or _noop
+        self.totals: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+
+    @contextmanager
+    def phase(self, name: str):
+        self.sync()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.totals[name] += checked_duration(t0, time.perf_counter())
+            self.counts[name] += 1
+
+    def as_fields(self, suffix: str = "_s") -> dict[str, float]:
+        return {f"{k}{suffix}": v for k, v in self.totals.items()}
+
+
+@contextmanager
+def stopwatch(sync: Callable[[], None] | None = None):
+    """`with stopwatch() as sw: ...` then `sw.seconds`."""
+    sync = sync or _noop
+
+    class _SW:
+        seconds = 0.0
+
+    sw = _SW()
+    sync()
+    t0 = time.perf_counter()
+    try:
+        yield sw
+    finally:
+        sync()
+        sw.seconds = checked_duration(t0, time.perf_counter())

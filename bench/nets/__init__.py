@@ -1,0 +1,1 @@
+"""Network definitions shared by every backend (shapes, parameter layout, init, FLOPs)."""

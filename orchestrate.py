@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""cnn-bench host CLI: data, run, all, report (and, with Docker, doctor/base/build).
+
+    python orchestrate.py all                 # default matrix this host can run, then the report
+    python orchestrate.py data fetch mnist    # download MNIST with SHA-256 checks
+    python orchestrate.py report DIR...       # merge result dirs from any hosts into results/report/
+"""
+from __future__ import annotations
+
+import socket
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from bench.errors import KitError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums.")
+app.add_typer(data_app, name="data")
+
+
+class DatasetName(str, Enum):
+    mnist = "mnist"
+
+
+class Runtime(str, Enum):
+    auto = "auto"
+    native = "native"
+    docker = "docker"
+
+
+def fail(msg: str, code: int = 2):
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+@data_app.command("fetch")
+def data_fetch(
+    name: Annotated[DatasetName, typer.Argument()],
+    data_dir: Annotated[Optional[Path], typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
+    mirror: Annotated[Optional[List[str]], typer.Option(help="base URL to fetch from (repeatable)")] = None,
+) -> None:
+    """Download the dataset's files, verify SHA-256, and rename them into place."""
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+    from bench.data.fetch import MIRRORS, fetch_mnist
+    from bench.data.mnist import resolve_data_dir
+
+    root = resolve_data_dir(data_dir)
+    try:
+        with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as progress:
+            paths = fetch_mnist(root, tuple(mirror) if mirror else MIRRORS, progress=progress)
+    except KitError as err:
+        fail(str(err))
+    typer.echo(f"{len(paths)} files verified in {root / 'mnist'}")
+
+
+def host_platforms() -> dict[str, str | None]:
+    """platform -> None if this host can run it natively, else why not."""
+    import platform as pf
+
+    out: dict[str, str | None] = {"cpu": None}
+    try:
+        import torch
+
+        out["cuda"] = None if torch.cuda.is_available() else "no NVIDIA GPU visible on this host"
+        mps_ok = getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+        out["mps"] = None if mps_ok else ("needs macOS on Apple silicon" if sys.platform != "darwin" or pf.machine() != "arm64"
+                                          else "torch reports no MPS device")
+    except ImportError:
+        out["cuda"] = out["mps"] = "torch not installed"
+    return out
+
+
+def default_out() -> Path:
+    return Path("results") / f"{socket.gethostname()}-native"
+
+
+@app.command()
+def run(
+    platform: Annotated[str, typer.Argument(help="cpu | cuda | mps")] = "cpu",
+    runtime: Annotated[Runtime, typer.Option(help="native runs here, without containers")] = Runtime.native,
+    data_dir: Annotated[Optional[str], typer.Option()] = None,
+    out: Annotated[Optional[Path], typer.Option()] = None,
+    smoke: Annotated[bool, typer.Option(help="2 epochs on 4,096 samples")] = False,
+    epochs: Annotated[Optional[int], typer.Option()] = None,
+    rerun: Annotated[bool, typer.Option()] = False,
+) -> None:
+    """Run PLATFORM's default matrix (natively)."""
+    code = _run_native(platform, data_dir, out or default_out(), smoke, epochs, rerun)
+    raise typer.Exit(code)
+
+
+def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: bool) -> int:
+    import subprocess
+
+    if platform not in ("cpu", "cuda", "mps"):
+        fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
+    argv = [sys.executable, "-m", "bench", "matrix", "mnist-cnn", "--platform", platform, "--out", str(out)]
+    if data_dir:
+        argv += ["--data-dir", str(data_dir)]
+    if smoke:
+        argv.append("--smoke")
+    if epochs is not None:
+        argv += ["--epochs", str(epochs)]
+    if rerun:
+        argv.append("--rerun")
+    return subprocess.call(argv)
+
+
+@app.command("all")
+def all_cmd(
+    runtime: Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")] = Runtime.auto,
+    data_dir: Annotated[Optional[str], typer.Option(help="dir holding mnist/; default $KIT_DATA_DIR or ./data")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="results dir for this host")] = None,
+    smoke: Annotated[bool, typer.Option(help="2 epochs on 4,096 samples")] = False,
+    epochs: Annotated[Optional[int], typer.Option()] = None,
+    rerun: Annotated[bool, typer.Option()] = False,
+) -> None:
+    """Run every platform this host can run, then merge the report into results/report/."""
+    from bench.data.mnist import load_dataset
+    from bench.results import write_json
+
+    try:
+        ds = load_dataset(data_dir, "auto")
+    except KitError as err:
+        fail(str(err))
+    typer.echo(f"dataset: {ds.name} ({'real MNIST' if ds.real_mnist else 'embedded default, not MNIST'}) from {ds.source}")
+    if runtime == Runtime.docker:
+        fail("the docker runtime is not available in this build; use --runtime native")
+    if runtime == Runtime.auto:
+        typer.echo("runtime: native (container images are not wired in this build)")
+    out = out or default_out()
+    notes, codes = {}, []
+    for plat, reason in host_platforms().items():
+        if reason:
+            typer.echo(f"platform {plat}: skipped ({reason})")
+            notes[plat] = {"status": "skipped", "reason": reason, "runtime": "native"}
+            continue
+        typer.echo(f"platform {plat}: running natively into {out}")
+        code = _run_native(plat, data_dir, out, smoke, epochs, rerun)
+        notes[plat] = {"status": "ran" if code == 0 else "errors", "runtime": "native",
+                       "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt"}
+        codes.append(code)
+    write_json(out / "platforms.json", notes)
+    _report([out], Path("results/report"))
+    raise typer.Exit(max(codes, default=0))
+
+
+def _report(dirs: list[Path], out: Path) -> dict:
+    from bench.report.build import build_report
+
+    try:
+        info = build_report(dirs, out)
+    except KitError as err:
+        fail(str(err))
+    from bench.report.tables import TABLE1_COLUMNS, fmt
+
+    cols = TABLE1_COLUMNS[:5] + [TABLE1_COLUMNS[5]]
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="Table I (seed 000 columns)")
+    for _, h in cols:
+        t.add_column(h)
+    for r in info["rows"]:
+        t.add_row(*[fmt(r.get(k)) for k, _ in cols])
+    Console().print(t)
+    typer.echo(f"report: {info['report']} ({len(info['plots'])} plots, {len(info['not_run'])} cells not run)")
+    return info
+
+
+@app.command()
+def report(
+    dirs: Annotated[List[Path], typer.Argument(help="result dirs, from any hosts")],
+    out: Annotated[Path, typer.Option(help="where REPORT.md and the plots go")] = Path("results/report"),
+) -> None:
+    """Merge any number of result dirs into REPORT.md, table1.csv and the Fig. 1 plots."""
+    _report(list(dirs), out)
+
+
+try:  # container commands (doctor, base, build, run via images), when that part of the kit is present
+    from bench.host.docker_cli import register as _register_docker
+except ImportError:
+    _register_docker = None
+if _register_docker:
+    _register_docker(app)
+
+
+if __name__ == "__main__":
+    try:
+        app()
+    except KitError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
