@@ -94,6 +94,8 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
     if got_magic != magic:
         raise KitError(f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {'image' if magic == _MAGIC_IMAGES else 'label'} file")
     header = 16 if magic == _MAGIC_IMAGES else 8
+    if len(raw) < header:
+        raise KitError(f"{path}: truncated or corrupt IDX header ({len(raw)} bytes)")
     if magic == _MAGIC_IMAGES:
         rows, cols = struct.unpack(">II", raw[8:16])
         if (rows, cols) != (28, 28):
@@ -150,15 +152,12 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     if dataset not in ("auto", "mnist", "digits"):
         raise KitError(f"unknown dataset {dataset!r}: choose auto, mnist or digits")
     root = resolve_data_dir(data_dir)
+    explicit = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
+    # a data dir someone named must exist: a typo should not silently fall back to the digits
+    if (explicit or dataset == "mnist") and not root.is_dir():
+        raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`")
     if dataset == "digits":
         return load_digits_28()
-    if dataset == "mnist" or data_dir:
-        # an explicit data dir (or dataset) must exist: a typo should not silently fall back
-        if not root.is_dir():
-            raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`")
-        if dataset == "mnist" or has_mnist(root) or (root / "mnist").is_dir():
-            return load_mnist(root)
-        return load_digits_28()
-    if has_mnist(root) or (root / "mnist").is_dir():
-        return load_mnist(root)
+    if dataset == "mnist" or (root / "mnist").is_dir():
+        return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
     return load_digits_28()

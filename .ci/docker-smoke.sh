@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Container smoke test, called by .ci/run (also runnable by hand, as root, from the repo root):
+#
+#   PYTHON=.venv/bin/python bash .ci/docker-smoke.sh
+#
+# 1. apt-get install Debian's docker.io + debootstrap (+ docker-buildx where Debian has it)
+# 2. start dockerd in the background unless an engine answers; wait for it
+# 3. bootstrap cnn-bench/base:bookworm from Debian packages (no container registry here)
+# 4. build the cpu image (pip reaches PyPI through the proxy CA: --ca-cert, a BuildKit secret)
+# 5. run the cpu smoke matrix in it, ../shared/datasets mounted read-only at /data
+# 6. build the cuda image and run its selfcheck (no GPU here: must say so and exit 0)
+# Prints each step's time, the image ids and sizes, and the containers' exit codes.
+# Needs: root (apt, dockerd, debootstrap), Debian bookworm, PyPI + Debian mirrors.
+# Measured on a fresh 2-core VM: see the timings the script prints (~15-20 min in all).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REPO="$(pwd)"
+PYTHON="${PYTHON:-python3}"
+DATA_DIR="${KIT_CI_DATA_DIR:-$REPO/../shared/datasets}"
+OUT="${KIT_CI_RESULTS_DIR:-$REPO/results/ci-container}"
+CA_CERT="${KIT_CI_CA_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+BASE_TAG="cnn-bench/base:bookworm"
+SUMMARY=()
+T0=$(date +%s)
+
+step() {  # step NAME CMD...: run, time, record
+  local name="$1"; shift
+  local s=$(date +%s)
+  echo "::: docker-smoke: $name"
+  "$@"
+  local d=$(( $(date +%s) - s ))
+  SUMMARY+=("$(printf '%-34s %5ds' "$name" "$d")")
+  echo "::: docker-smoke: $name done in ${d}s"
+}
+
+install_packages() {
+  local pkgs=()
+  command -v dockerd >/dev/null || pkgs+=(docker.io)
+  command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+  [ -x /usr/bin/docker ] || pkgs+=(docker.io)
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" iptables ca-certificates
+  fi
+  # buildx is packaged from Debian trixie on; use it where the mirror has it.
+  if ! docker buildx version >/dev/null 2>&1 && apt-cache show docker-buildx >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-buildx || true
+  fi
+}
+
+start_engine() {
+  if docker version >/dev/null 2>&1; then echo "engine already answering"; return 0; fi
+  echo "starting dockerd (log: /tmp/dockerd.log)"
+  nohup dockerd >/tmp/dockerd.log 2>&1 &
+  for _ in $(seq 1 60); do
+    docker version >/dev/null 2>&1 && { docker version --format 'engine {{.Server.Version}} (client {{.Client.Version}})'; return 0; }
+    sleep 1
+  done
+  tail -20 /tmp/dockerd.log >&2
+  echo "docker-smoke: dockerd did not answer within 60 s" >&2
+  return 1
+}
+
+python_env() {
+  # orchestrate.py needs the host requirements (typer, rich, docker SDK); .ci/run usually
+  # provides them in $PYTHON already, else make a venv from the hash-locked host.txt.
+  if ! "$PYTHON" -c "import docker, typer, rich" 2>/dev/null; then
+    "$PYTHON" -m venv /tmp/cnn-bench-host-venv
+    /tmp/cnn-bench-host-venv/bin/pip install -q --require-hashes -r requirements/host.txt
+    PYTHON=/tmp/cnn-bench-host-venv/bin/python
+  fi
+}
+
+run_in_image() {  # run_in_image PLATFORM GPU ARGS...: python -m bench ARGS in the image
+  local plat="$1" gpu="$2"; shift 2
+  "$PYTHON" - "$plat" "$gpu" "$DATA_DIR" "$OUT" "$@" <<'EOF'
+import sys
+from bench.errors import KitError
+from bench.host import docker as dk
+plat, gpu, data, out, args = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5:]
+try:
+    code, image_id = dk.run(plat, data, out, args, gpu=gpu)
+except KitError as err:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(2)
+print(f"CONTAINER {plat} {' '.join(args[:2])}: image {image_id} exit code {code}")
+sys.exit(code)
+EOF
+}
+
+image_line() {
+  local plat="$1" ref
+  ref="$("$PYTHON" -c "from bench.host.docker import image_ref; print(image_ref('$plat'))")"
+  docker image inspect -f "IMAGE $plat: $ref {{.Id}} {{.Size}} bytes (lock {{index .Config.Labels \"cnn-bench.lock-hash\"}})" "$ref"
+}
+
+step "install docker.io + debootstrap" install_packages
+step "start dockerd" start_engine
+step "host python env" python_env
+[ -d "$DATA_DIR/mnist" ] || { echo "docker-smoke: $DATA_DIR/mnist missing (set KIT_CI_DATA_DIR)" >&2; exit 1; }
+mkdir -p "$OUT"
+if docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
+  echo "::: docker-smoke: $BASE_TAG already present, not bootstrapped again"
+else
+  step "bootstrap base (debootstrap)" "$PYTHON" orchestrate.py base
+fi
+step "build cpu image" "$PYTHON" orchestrate.py build cpu --base-image "$BASE_TAG" --ca-cert "$CA_CERT"
+CPU_RC=0
+step "cpu smoke matrix in container" run_in_image cpu 0 matrix mnist-cnn --platform cpu --smoke \
+  --out /results --data-dir /data || CPU_RC=$?
+step "build cuda image" "$PYTHON" orchestrate.py build cuda --base-image "$BASE_TAG" --ca-cert "$CA_CERT"
+CUDA_RC=0
+step "cuda selfcheck in container (no GPU)" run_in_image cuda 0 selfcheck || CUDA_RC=$?
+
+echo "::: docker-smoke summary"
+printf '%s\n' "${SUMMARY[@]}"
+echo "total $(( $(date +%s) - T0 ))s"
+image_line cpu
+image_line cuda
+echo "CONTAINER EXIT CODES: cpu smoke matrix $CPU_RC, cuda selfcheck $CUDA_RC"
+echo "results: $OUT"
+[ "$CPU_RC" = 0 ] && [ "$CUDA_RC" = 0 ]

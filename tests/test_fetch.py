@@ -1,0 +1,88 @@
+"""`data fetch mnist` against a local HTTP server on 127.0.0.1 serving good and bad files."""
+import functools
+import gzip
+import http.server
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from bench.data import fetch
+from bench.errors import KitError
+
+ROOT = fetch.Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def server(tmp_path):
+    """Serves tmp_path/www on an ephemeral loopback port; yields (base URL, www dir)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", www
+    httpd.shutdown()
+
+
+def _serve_fake(www, monkeypatch, corrupt=None):
+    """Four small gz files; their content hashes become the expected ones (RAW_SHA256 patched)."""
+    import hashlib
+
+    want = {}
+    for i, stem in enumerate(fetch.RAW_SHA256):
+        raw = bytes([i]) * 1000
+        want[stem] = hashlib.sha256(raw).hexdigest()
+        served = raw if stem != corrupt else raw[:-1] + b"X"
+        (www / f"{stem}.gz").write_bytes(gzip.compress(served))
+    monkeypatch.setattr(fetch, "RAW_SHA256", want)
+
+
+def test_good_files_are_verified_and_renamed(server, tmp_path, monkeypatch):
+    url, www = server
+    _serve_fake(www, monkeypatch)
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+    assert sorted(p.name for p in paths) == sorted(f"{s}.gz" for s in fetch.RAW_SHA256)
+    assert not list((tmp_path / "data" / "mnist").glob("*.part"))
+
+
+def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, tmp_path, monkeypatch):
+    url, www = server
+    _serve_fake(www, monkeypatch, corrupt="t10k-images-idx3-ubyte")
+    with pytest.raises(KitError, match="SHA-256 mismatch"):
+        fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+    left = sorted(p.name for p in (tmp_path / "data" / "mnist").iterdir())
+    assert "t10k-images-idx3-ubyte.gz" not in left
+    assert not [n for n in left if n.endswith(".part")], left
+
+
+def test_falls_over_to_the_next_mirror(server, tmp_path, monkeypatch):
+    url, www = server
+    _serve_fake(www, monkeypatch)
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url + "missing/", url))
+    assert len(paths) == 4
+
+
+def test_real_mnist_files_verify(server, tmp_path, real_mnist_dir):
+    """The pinned content hashes match real MNIST, served gzip'd as the mirrors do."""
+    import shutil
+
+    url, www = server
+    for p in (real_mnist_dir / "mnist").glob("*.gz"):
+        shutil.copy(p, www / p.name)
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+    assert len(paths) == 4
+
+
+def test_cli_reports_mismatch_in_one_line(server, tmp_path, monkeypatch):
+    url, www = server
+    (www / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"not mnist"))
+    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "mnist",
+                          "--data-dir", str(tmp_path / "d"), "--mirror", url], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode != 0
+    err = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and "SHA-256 mismatch" in err[0], out.stderr
+    assert not list((tmp_path / "d" / "mnist").glob("*.gz"))
