@@ -108,7 +108,9 @@ def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: 
         argv += ["--epochs", str(epochs)]
     if rerun:
         argv.append("--rerun")
-    return subprocess.call(argv)
+    from bench.runner import subprocess_env
+
+    return subprocess.call(argv, env=subprocess_env())
 
 
 @app.command("all")

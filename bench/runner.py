@@ -31,6 +31,14 @@ class CellOutcome:
     reason: str = ""
 
 
+def subprocess_env() -> dict:
+    """The environment for a child `python -m bench`: unbuffered, and able to import this
+    very package whatever the working directory."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
 def cell_argv(cfg: MnistCnnConfig, out_dir: Path) -> list[str]:
     argv = [sys.executable, "-m", "bench", "run", STUDY, "--backend", cfg.backend, "--pipeline", cfg.pipeline,
             "--variant", cfg.variant, "--epochs", str(cfg.epochs), "--batch-size", str(cfg.batch_size),
@@ -67,7 +75,7 @@ def run_matrix(cells: list[MnistCnnConfig], out_dir: Path, timeout_s: float = 36
             for stale in ("rows.jsonl", "rows.csv", "rows.partial.jsonl"):
                 (cell_dir / stale).unlink(missing_ok=True)
             t0 = time.monotonic()
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            env = subprocess_env()
             with open(cell_dir / "log.txt", "w", encoding="utf-8") as log:
                 proc = subprocess.Popen(cell_argv(cfg, out_dir), stdout=log, stderr=subprocess.STDOUT, env=env)
                 reason = ""

@@ -1,0 +1,66 @@
+"""The report: Table I arithmetic on known rows, merging dirs from two hosts, plots, not-run cells."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.errors import KitError
+from bench.report.build import build_report
+from bench.report.plots import PLOTS
+from bench.results import write_json, write_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_cell(root: Path, backend: str, pipeline: str, epoch_s: list[float], acc: list[float], host: str, gpu=None, vram=None):
+    cell = root / "mnist-cnn" / f"{backend}_{pipeline}"
+    rows = [{"study": "mnist-cnn", "backend": backend, "pipeline": pipeline, "variant": "default", "batch_size": 512,
+             "seed": 0, "epoch": i + 1, "status": "ok", "epoch_s": t, "samples": 60416, "samples_per_s": 60416 / t,
+             "test_acc": a, "rss_mean_mb": 1000.0 + i, "rss_peak_mb": 1100.0, "vram_peak_mb": vram, "compile_s": 0.5,
+             "dataset": "mnist", "dataset_real_mnist": True, "cell": cell.name}
+            for i, (t, a) in enumerate(zip(epoch_s, acc))]
+    write_rows(cell, rows)
+    write_json(cell / "system.json", {"cpu_model": f"{host} CPU", "gpu": {"name": gpu} if gpu else None,
+                                      "runtime": "native", "image_id": "native"})
+    return cell
+
+
+def test_table1_values_and_two_hosts_merge(tmp_path):
+    a, b = tmp_path / "hostA", tmp_path / "hostB"
+    fake_cell(a, "torch-cpu", "resident", [2.0, 4.0], [0.9, 0.95], "Xeon")
+    fake_cell(b, "torch-cuda", "resident", [0.1, 0.1, 0.1], [0.97, 0.99, 0.98], "EPYC", gpu="NVIDIA H100", vram=12.5)
+    error = b / "mnist-cnn" / "numba-cuda_resident"
+    write_rows(error, [{"study": "mnist-cnn", "backend": "numba-cuda", "pipeline": "resident", "status": "error",
+                        "reason": "CUDA_ERROR_LAUNCH_FAILED", "cell": "numba-cuda_resident"}])
+    write_json(b / "platforms.json", {"mps": {"status": "skipped", "reason": "needs macOS on Apple silicon"}})
+    info = build_report([a, b], tmp_path / "report")
+    rows = {r["platform"]: r for r in info["rows"]}
+    cpu, gpu = rows["torch-cpu resident"], rows["torch-cuda resident"]
+    assert cpu["avg_epoch_s"] == pytest.approx(3.0) and cpu["total_train_s"] == pytest.approx(6.0)
+    assert cpu["avg_samples_per_s"] == pytest.approx((60416 / 2 + 60416 / 4) / 2)
+    assert cpu["final_test_acc_pct"] == pytest.approx(95.0) and cpu["max_test_acc_pct"] == pytest.approx(95.0)
+    assert cpu["avg_rss_mb"] == pytest.approx(1000.5) and cpu["max_vram_mb"] == 0.0 and cpu["device"] == "Xeon CPU"
+    assert gpu["final_test_acc_pct"] == pytest.approx(98.0) and gpu["max_test_acc_pct"] == pytest.approx(99.0)
+    assert gpu["device"] == "NVIDIA H100" and gpu["max_vram_mb"] == 12.5
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "| Avg Epoch Time (s) |" in md and "CUDA_ERROR_LAUNCH_FAILED" in md and "needs macOS" in md
+    for name in PLOTS:
+        p = tmp_path / "report" / name
+        assert p.stat().st_size > 5000 and p.read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "report" / "table1.json").read_text())["rows"]
+
+
+def test_missing_or_empty_dir_is_an_error(tmp_path):
+    with pytest.raises(KitError, match="does not exist"):
+        build_report([tmp_path / "nope"], tmp_path / "r")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(KitError, match="no results under"):
+        build_report([tmp_path / "empty"], tmp_path / "r")
+
+
+def test_report_cli_bad_dir_one_line(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "report", str(tmp_path / "nope")],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "does not exist" in r.stderr
