@@ -114,6 +114,42 @@ def matrix(
     raise typer.Exit(1 if bad else 0)
 
 
+@app.command("bench")
+def bench_cmd(
+    study: Annotated[Study, typer.Argument()],
+    cells: Annotated[str, typer.Option(help="platform matrices to interleave, joined by '+': cpu, cuda, cuda+cpu")] = "cpu",
+    epochs: Annotated[int, typer.Option(help="epochs per cell")] = 10,
+    variants: Annotated[str, typer.Option(help="extra torch-cuda variants, comma-separated (e.g. graphs+bf16,compile)")] = "",
+    data_dir: Annotated[Optional[str], typer.Option()] = None,
+    dataset: Annotated[str, typer.Option(help="auto | mnist | digits")] = "auto",
+    out: Annotated[Path, typer.Option()] = Path("results/bench"),
+) -> None:
+    """Benchmark: every available cell in one session, epochs interleaved; prints Table I and the ratios."""
+    from bench.data.mnist import load_dataset
+    from bench.interleaved import cells_for, run_interleaved
+    from bench.report.build import build_report
+    from bench.report.tables import fmt
+
+    try:
+        if epochs <= 0:
+            raise KitError(f"--epochs must be > 0 (got {epochs})")
+        load_dataset(data_dir, dataset)
+        todo = cells_for(cells, epochs, data_dir, dataset, [v for v in variants.split(",") if v])
+    except KitError as err:
+        fail(str(err))
+    summary = run_interleaved(todo, out, echo=typer.echo)
+    info = build_report([out], out / "report")
+    cols = ["platform", "device", "avg_epoch_s", "total_train_s", "avg_samples_per_s", "median_samples_per_s",
+            "final_test_acc_pct", "max_test_acc_pct", "avg_rss_mb", "max_vram_mb", "compile_s"]
+    typer.echo("\nTable I (this session)\n" + " | ".join(cols))
+    for r in info["rows"]:
+        typer.echo(" | ".join(fmt(r.get(c)) for c in cols))
+    typer.echo("\nratios of median throughput (same session)")
+    for r in summary["ratios"]:
+        typer.echo(f"  {r['numerator']} / {r['denominator']}: {r['ratio']:.2f}x {('(target ' + r['target'] + ')') if r['target'] else ''}")
+    typer.echo(f"\nrows and report under {out}")
+
+
 @app.command("list")
 def list_cmd() -> None:
     """Studies and backends, and whether each can run here."""

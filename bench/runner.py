@@ -57,6 +57,24 @@ def _partial_epochs(cell_dir: Path) -> int:
         return 0
 
 
+def settle(cfg: MnistCnnConfig, cell_dir: Path, rc: int, reason: str = "") -> tuple[str, str]:
+    """After a cell process ended: its status and reason. A crash, a non-zero exit or a
+    missing rows.jsonl becomes an error row; epochs finished before it are kept, marked
+    incomplete (they are not counted in the report)."""
+    status = results.cell_status(cell_dir)
+    if rc == 0 and status is not None:
+        return status, results.read_rows(cell_dir / "rows.jsonl")[0].get("reason", "")
+    log = cell_dir / "log.txt"
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    reason = reason or f"exit code {rc}: " + " | ".join(tail)
+    partial = cell_dir / "rows.partial.jsonl"
+    done_rows = results.read_rows(partial) if partial.exists() else []
+    for r in done_rows:
+        r["status"] = "incomplete"
+    results.write_rows(cell_dir, done_rows + [error_row(cfg, reason)])
+    return "error", reason
+
+
 def run_matrix(cells: list[MnistCnnConfig], out_dir: Path, timeout_s: float = 3600, rerun: bool = False) -> list[CellOutcome]:
     out_dir = Path(out_dir)
     outcomes: list[CellOutcome] = []
@@ -91,18 +109,7 @@ def run_matrix(cells: list[MnistCnnConfig], out_dir: Path, timeout_s: float = 36
                             rc, reason = -9, f"timed out after {timeout_s:.0f} s"
                             break
             elapsed = time.monotonic() - t0
-            status = results.cell_status(cell_dir)
-            if rc != 0 or status is None:
-                tail = (cell_dir / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-                reason = reason or f"exit code {rc}: " + " | ".join(tail)
-                partial = cell_dir / "rows.partial.jsonl"
-                done_rows = results.read_rows(partial) if partial.exists() else []
-                for r in done_rows:
-                    r["status"] = "incomplete"  # epochs that finished before the crash, kept but not counted
-                results.write_rows(cell_dir, done_rows + [error_row(cfg, reason)])
-                status = "error"
-            else:
-                reason = results.read_rows(cell_dir / "rows.jsonl")[0].get("reason", "")
+            status, reason = settle(cfg, cell_dir, rc, reason)
             progress.update(ep_task, completed=cfg.epochs if status == "ok" else _partial_epochs(cell_dir), visible=False)
             progress.advance(all_task)
             outcomes.append(CellOutcome(cfg.cell_id(), status, elapsed, reason or ""))

@@ -62,3 +62,39 @@ def stopwatch(sync: Callable[[], None] | None = None):
     finally:
         sync()
         sw.seconds = checked_duration(t0, time.perf_counter())
+
+
+class EventPhaseTimer:
+    """Per-phase device time from CUDA events, with no host sync inside the loop.
+
+    Each `phase()` records a start/end event pair on the current stream; `totals()` syncs
+    once (at the end of the epoch) and sums elapsed times. Seconds, non-negative checked.
+    """
+
+    def __init__(self, torch_mod):
+        self.torch = torch_mod
+        self.pairs: dict[str, list] = defaultdict(list)
+
+    @contextmanager
+    def phase(self, name: str):
+        start = self.torch.cuda.Event(enable_timing=True)
+        end = self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        try:
+            yield
+        finally:
+            end.record()
+            self.pairs[name].append((start, end))
+
+    def totals(self) -> dict[str, float]:
+        self.torch.cuda.synchronize()
+        out = {}
+        for name, pairs in self.pairs.items():
+            ms = [s.elapsed_time(e) for s, e in pairs]
+            if min(ms, default=0.0) < 0:
+                raise AssertionError(f"negative CUDA event time in phase {name}: {min(ms)} ms")
+            out[name] = sum(ms) / 1e3
+        return out
+
+    def as_fields(self, suffix: str = "_s") -> dict[str, float]:
+        return {f"{k}{suffix}": v for k, v in self.totals().items()}

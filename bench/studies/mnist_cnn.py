@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -104,13 +104,28 @@ def _set_threads(n: int) -> int:
     return n
 
 
-def run_cell(cfg: MnistCnnConfig, out_dir: Path, progress=None) -> Path:
-    """Run one cell; returns its directory. Raises KitError on bad input before writing anything."""
+@dataclass
+class CellRun:
+    """A prepared cell: its trainer, data and rows so far (see prepare/run_epoch/finish)."""
+
+    cfg: MnistCnnConfig
+    cell_dir: Path
+    base: dict
+    n_train: int
+    dataset: dict
+    threads: int
+    trainer: object = None
+    compile_s: float = 0.0
+    rows: list = None
+    extra: dict = None
+
+
+def prepare(cfg: MnistCnnConfig, out_dir: Path) -> CellRun:
+    """Validate, load data, build the trainer, warm up. Raises KitError on bad input before
+    writing anything; an unavailable backend is finished at once as a skipped cell."""
     from bench import backends, results
     from bench.data.mnist import load_dataset
-    from bench.measure.memory import RSSSampler
-    from bench.measure.timer import PhaseTimer, stopwatch
-    from bench.nets.cnn import init_params, train_flops_per_sample
+    from bench.nets.cnn import init_params
 
     cfg.validate()
     threads = _set_threads(cfg.threads)
@@ -124,20 +139,18 @@ def run_cell(cfg: MnistCnnConfig, out_dir: Path, progress=None) -> Path:
 
     cell_dir = Path(out_dir) / STUDY / cfg.cell_id()
     run_id = results.new_run_id()
+    rt = results.runtime_info()
     base = {"study": STUDY, "backend": cfg.backend, "pipeline": cfg.pipeline, "variant": cfg.variant,
             "batch_size": cfg.batch_size, "seed": cfg.seed, "run_id": run_id, "cell": cfg.cell_id(),
             "dataset": data.name, "dataset_real_mnist": data.real_mnist, "last_batch": cfg.last_batch,
-            "image_id": results.runtime_info()["image_id"], "lock_hash": results.runtime_info()["lock_hash"]}
-    for stale in ("rows.partial.jsonl",):
-        if (cell_dir / stale).exists():
-            (cell_dir / stale).unlink()
+            "image_id": rt["image_id"], "lock_hash": rt["lock_hash"]}
+    run = CellRun(cfg, cell_dir, base, n_train, data.describe(), threads, rows=[], extra={})
+    (cell_dir / "rows.partial.jsonl").unlink(missing_ok=True)
 
     reason = backends.why_unavailable(STUDY, cfg.backend)
     if reason:
-        rows = [{**base, "epoch": None, "status": "skipped", "reason": reason}]
-        results.write_json(cell_dir / "system.json", results.system_info(asdict(cfg), data.describe(), run_id))
-        results.write_rows(cell_dir, rows)
-        return cell_dir
+        run.rows = [{**base, "epoch": None, "status": "skipped", "reason": reason}]
+        return run
 
     import numba  # noqa: F401 - so thread settings can be pinned and recorded
     if "torch" in cfg.backend:
@@ -147,38 +160,72 @@ def run_cell(cfg: MnistCnnConfig, out_dir: Path, progress=None) -> Path:
     if cfg.backend.startswith("numba"):
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
 
-    mod = backends.load(STUDY, cfg.backend)
-    trainer = mod.create(cfg, init_params(cfg.seed), data)
-    compile_s = trainer.warmup()
-    rows = []
-    task = progress.add_task(cfg.cell_id(), total=cfg.epochs) if progress else None
-    for epoch in range(1, cfg.epochs + 1):
-        order = epoch_order(n_train, cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
-        timer = PhaseTimer()  # CPU phases need no sync; device backends time their own phases
-        with RSSSampler() as rss, stopwatch(trainer.sync if hasattr(trainer, "sync") else None) as sw:
-            stats = trainer.train_epoch(order, timer)
-        with stopwatch() as ev:
-            acc = trainer.evaluate()
-        phases = getattr(trainer, "phase_fields", None)
-        phase_fields = phases() if phases else timer.as_fields()
-        row = {**base, "epoch": epoch, "status": "ok",
-               "epoch_s": sw.seconds, "samples": len(order), "samples_per_s": len(order) / sw.seconds,
-               "train_loss": stats["train_loss"], "test_acc": acc, "eval_s": ev.seconds,
-               "compile_s": compile_s, "batch_size_used": stats["batch_size_used"],
-               "rss_mean_mb": rss.mean_mb, "rss_peak_mb": rss.peak_mb, "rss_samples": rss.n_samples,
-               "threads": threads, **{f"{k}": v for k, v in phase_fields.items()}, **trainer.memory()}
-        if "vram_peak_mb" not in row:
-            row["vram_peak_mb"] = None
-        rows.append(row)
-        results.append_partial(cell_dir, row)
-        if progress:
-            progress.update(task, advance=1, description=f"{cfg.cell_id()} acc={acc:.4f}")
-    results.write_json(cell_dir / "system.json",
-                       results.system_info(asdict(cfg), data.describe(), run_id,
-                                           {"compile_s": compile_s, "n_train_used": n_train,
-                                            "flops_per_sample_analytic": train_flops_per_sample()}))
-    results.write_rows(cell_dir, rows)
-    return cell_dir
+    run.trainer = backends.load(STUDY, cfg.backend).create(cfg, init_params(cfg.seed), data)
+    run.compile_s = run.trainer.warmup()
+    run._data = data  # noqa: SLF001 - kept for the epoch loop only
+    return run
+
+
+def run_epoch(run: CellRun, epoch: int) -> dict:
+    """Train one epoch (timed, RSS sampled), then evaluate (timed apart); append the row."""
+    from bench import results
+    from bench.measure.memory import RSSSampler
+    from bench.measure.timer import PhaseTimer, stopwatch
+
+    cfg, trainer = run.cfg, run.trainer
+    order = epoch_order(run.n_train, cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
+    timer = PhaseTimer()  # CPU phases need no sync; device trainers time their own phases (phase_fields)
+    with RSSSampler() as rss, stopwatch(getattr(trainer, "sync", None)) as sw:
+        stats = trainer.train_epoch(order, timer)
+    with stopwatch() as ev:
+        acc = trainer.evaluate()
+    phases = trainer.phase_fields() if hasattr(trainer, "phase_fields") else timer.as_fields()
+    row = {**run.base, "epoch": epoch, "status": "ok",
+           "epoch_s": sw.seconds, "samples": len(order), "samples_per_s": len(order) / sw.seconds,
+           "train_loss": stats["train_loss"], "test_acc": acc, "eval_s": ev.seconds,
+           "compile_s": run.compile_s, "batch_size_used": stats["batch_size_used"],
+           "rss_mean_mb": rss.mean_mb, "rss_peak_mb": rss.peak_mb, "rss_samples": rss.n_samples,
+           "threads": run.threads, "vram_peak_mb": None, **phases, **trainer.memory()}
+    run.rows.append(row)
+    results.append_partial(run.cell_dir, row)
+    return row
+
+
+def finish(run: CellRun) -> Path:
+    """rows.jsonl, rows.csv and system.json, each atomically."""
+    from dataclasses import asdict
+
+    from bench import results
+    from bench.nets.cnn import train_flops_per_sample
+
+    extra = {"compile_s": run.compile_s, "n_train_used": run.n_train,
+             "flops_per_sample_analytic": train_flops_per_sample(), **(run.extra or {})}
+    results.write_json(run.cell_dir / "system.json",
+                       results.system_info(asdict(run.cfg), run.dataset, run.base["run_id"], extra))
+    results.write_rows(run.cell_dir, run.rows)
+    return run.cell_dir
+
+
+def run_cell(cfg: MnistCnnConfig, out_dir: Path, progress=None) -> Path:
+    """Run one cell; returns its directory."""
+    import json
+    import sys
+
+    gate = os.environ.get("KIT_EPOCH_GATE") == "1"  # the interleaved benchmark steps us epoch by epoch
+    run = prepare(cfg, out_dir)
+    if run.trainer is not None:
+        task = progress.add_task(cfg.cell_id(), total=cfg.epochs) if progress else None
+        if gate:
+            print(f"KIT READY {run.compile_s}", flush=True)
+        for epoch in range(1, cfg.epochs + 1):
+            if gate and sys.stdin.readline().strip() != "go":
+                raise SystemExit(3)  # the parent went away: leave only the partial rows
+            row = run_epoch(run, epoch)
+            if gate:
+                print("KIT EPOCH " + json.dumps(row, default=float), flush=True)
+            if progress:
+                progress.update(task, advance=1, description=f"{cfg.cell_id()} acc={row['test_acc']:.4f}")
+    return finish(run)
 
 
 def error_row(cfg: MnistCnnConfig, reason: str) -> dict:
