@@ -99,18 +99,21 @@ def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: 
 
     if platform not in ("cpu", "cuda", "mps"):
         fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
-    argv = [sys.executable, "-m", "bench", "matrix", "mnist-cnn", "--platform", platform, "--out", str(out)]
-    if data_dir:
-        argv += ["--data-dir", str(data_dir)]
-    if smoke:
-        argv.append("--smoke")
-    if epochs is not None:
-        argv += ["--epochs", str(epochs)]
-    if rerun:
-        argv.append("--rerun")
     from bench.runner import subprocess_env
 
-    return subprocess.call(argv, env=subprocess_env())
+    codes = []
+    for study in ("mnist-cnn", "mlp-scratch"):
+        argv = [sys.executable, "-m", "bench", "matrix", study, "--platform", platform, "--out", str(out)]
+        if data_dir:
+            argv += ["--data-dir", str(data_dir)]
+        if smoke and study == "mnist-cnn":
+            argv.append("--smoke")
+        if epochs is not None and study == "mnist-cnn":
+            argv += ["--epochs", str(epochs)]
+        if rerun:
+            argv.append("--rerun")
+        codes.append(subprocess.call(argv, env=subprocess_env()))
+    return max(codes)
 
 
 @app.command("all")

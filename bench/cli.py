@@ -16,6 +16,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: r
 
 class Study(str, Enum):
     mnist_cnn = "mnist-cnn"
+    mlp_scratch = "mlp-scratch"
 
 
 class Platform(str, Enum):
@@ -37,7 +38,7 @@ def run(
     variant: Annotated[str, typer.Option(help="backend tuning label")] = "default",
     epochs: Annotated[int, typer.Option(help="passes over the training set")] = 10,
     batch_size: Annotated[int, typer.Option(help="samples per step")] = 512,
-    lr: Annotated[float, typer.Option(help="SGD learning rate")] = 0.01,
+    lr: Annotated[Optional[float], typer.Option(help="learning rate (default: the study's, 0.01 / 0.1)")] = None,
     momentum: Annotated[float, typer.Option(help="SGD momentum")] = 0.9,
     seed: Annotated[int, typer.Option(help="weights and batch order")] = 0,
     threads: Annotated[int, typer.Option(help="CPU threads; 0 = all available")] = 0,
@@ -47,12 +48,29 @@ def run(
     limit_train: Annotated[int, typer.Option(help="use the first N training samples; 0 = all")] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/native"),
     quiet: Annotated[bool, typer.Option(help="no progress bar (used by the matrix runner)")] = False,
+    variants: Annotated[str, typer.Option(help="mlp-scratch: numpy,cupy,cupy-tuned (those available run)")] = "numpy,cupy,cupy-tuned",
+    iterations: Annotated[int, typer.Option(help="mlp-scratch: gradient-descent steps")] = 500,
+    dtype: Annotated[str, typer.Option(help="mlp-scratch: float32 | float64")] = "float32",
+    repeats: Annotated[int, typer.Option(help="mlp-scratch: interleaved plain runs per variant")] = 3,
 ) -> None:
     """Run one cell of a study's matrix and write its rows and system.json under OUT."""
     from bench.studies.mnist_cnn import MnistCnnConfig, run_cell
 
+    if study == Study.mlp_scratch:
+        from bench.studies import mlp_scratch
+
+        mcfg = mlp_scratch.MlpConfig(variants=tuple(v for v in variants.split(",") if v), iterations=iterations,
+                                     lr=0.1 if lr is None else lr, dtype=dtype, seed=seed, repeats=repeats,
+                                     dataset=dataset, data_dir=data_dir)
+        try:
+            cell_dir = mlp_scratch.run_cell(mcfg, out, echo=typer.echo if not quiet else lambda s: None)
+        except KitError as err:
+            fail(str(err))
+        typer.echo(f"{cell_dir}: done")
+        return
+
     cfg = MnistCnnConfig(backend=backend, pipeline=pipeline, variant=variant, epochs=epochs, batch_size=batch_size,
-                         lr=lr, momentum=momentum, seed=seed, threads=threads, last_batch=last_batch,
+                         lr=0.01 if lr is None else lr, momentum=momentum, seed=seed, threads=threads, last_batch=last_batch,
                          dataset=dataset, data_dir=data_dir, limit_train=limit_train)
     try:
         if quiet or not sys.stderr.isatty():
@@ -95,6 +113,9 @@ def matrix(
     """Run every cell of PLATFORM's default matrix, each in its own process."""
     import dataclasses
 
+    if study == Study.mlp_scratch:
+        raise typer.Exit(_mlp_matrix(platform.value, data_dir, dataset, out, rerun))
+
     from bench.data.mnist import load_dataset
     from bench.runner import run_matrix
     from bench.studies.mnist_cnn import default_matrix
@@ -112,6 +133,32 @@ def matrix(
     typer.echo(f"{len(outcomes)} cells: " + ", ".join(f"{s} {sum(o.status == s for o in outcomes)}"
                                                      for s in ("ok", "reused", "skipped", "error")))
     raise typer.Exit(1 if bad else 0)
+
+
+def _mlp_matrix(platform: str, data_dir, dataset: str, out: Path, rerun: bool) -> int:
+    """mlp-scratch has one cell per platform (its variants run side by side inside it)."""
+    import subprocess
+
+    from bench.results import cell_status
+    from bench.runner import settle_generic, subprocess_env
+    from bench.studies.mlp_scratch import PLATFORM_VARIANTS, MlpConfig
+
+    if platform not in PLATFORM_VARIANTS:
+        typer.echo(f"mlp-scratch: no cell for platform {platform}")
+        return 0
+    cfg = MlpConfig(variants=PLATFORM_VARIANTS[platform], dataset=dataset, data_dir=data_dir)
+    cell_dir = out / "mlp-scratch" / cfg.cell_id()
+    if not rerun and cell_status(cell_dir) == "ok":
+        typer.echo(f"reused mlp-scratch {cfg.cell_id()}")
+        return 0
+    argv = [sys.executable, "-m", "bench", "run", "mlp-scratch", "--variants", ",".join(cfg.variants),
+            "--dataset", dataset, "--out", str(out)] + (["--data-dir", data_dir] if data_dir else [])
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    with open(cell_dir / "log.txt", "w", encoding="utf-8") as log:
+        rc = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, env=subprocess_env())
+    status, reason = settle_generic(cell_dir, rc, {"study": "mlp-scratch", "cell": cfg.cell_id(), "backend": "+".join(cfg.variants)})
+    typer.echo(f"{status} mlp-scratch {cfg.cell_id()}{' - ' + reason if reason else ''}")
+    return 0 if status == "ok" else 1
 
 
 @app.command("bench")

@@ -57,6 +57,18 @@ def _partial_epochs(cell_dir: Path) -> int:
         return 0
 
 
+def settle_generic(cell_dir: Path, rc: int, keys: dict, reason: str = "") -> tuple[str, str]:
+    """settle() for any study: `keys` are the cell's identifying fields for the error row."""
+    status = results.cell_status(cell_dir)
+    if rc == 0 and status is not None:
+        return status, ""
+    log = cell_dir / "log.txt"
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    reason = reason or f"exit code {rc}: " + " | ".join(tail)
+    results.write_rows(cell_dir, [{**keys, "status": "error", "reason": reason, "run_id": results.new_run_id()}])
+    return "error", reason
+
+
 def settle(cfg: MnistCnnConfig, cell_dir: Path, rc: int, reason: str = "") -> tuple[str, str]:
     """After a cell process ended: its status and reason. A crash, a non-zero exit or a
     missing rows.jsonl becomes an error row; epochs finished before it are kept, marked

@@ -39,7 +39,8 @@ def test_main_command_on_the_embedded_default(tmp_path):
     md = (report / "REPORT.md").read_text()
     assert "numba-cpu resident" in md and "torch-cpu seed" in md and "torch-cpu resident" in md
     assert "platform cuda" in md and "platform mps" in md  # skipped platforms, with reasons
-    rows = [r for p in (work / "results").rglob("rows.jsonl") for r in read_rows(p)]
+    assert "## mlp-scratch (seed 001)" in md and (report / "mlp_convergence.png").is_file()
+    rows = [r for p in (work / "results").rglob("rows.jsonl") for r in read_rows(p) if r["study"] == "mnist-cnn"]
     assert len(rows) == 30 and all(r["status"] == "ok" and r["dataset"] == "digits-embedded" for r in rows)
 
 

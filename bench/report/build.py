@@ -24,7 +24,8 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     rows = tables.table1(cells)
     not_run = [c for c in cells if c.status != "ok"]
-    plot_paths = plots.fig1(cells, out) if rows else []
+    cells_cnn = [c for c in cells if c.study == "mnist-cnn"]
+    plot_paths = plots.fig1(cells_cnn, out) if rows else []
 
     buf = io.StringIO()
     keys = [k for k, _ in tables.TABLE1_COLUMNS] + ["batch_size"]
@@ -34,10 +35,10 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     atomic_write_text(out / "table1.csv", buf.getvalue())
     write_json(out / "table1.json", {"rows": rows})
 
-    md = [f"# cnn-bench report: mnist-cnn (seed 000)", "",
+    md = ["# cnn-bench report", "", "## mnist-cnn (seed 000)", "",
           f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: "
           + ", ".join(f"`{d}`" for d in dirs), "",
-          "## Table I (measured)", "",
+          "### Table I (measured)", "",
           "Epoch time is training only (evaluation excluded); throughput = samples / epoch time, padded "
           "samples included; RAM is the process RSS sampled every 10 ms during training; VRAM is the "
           "allocator's peak. Median and min-max are over epochs.", "",
@@ -54,6 +55,9 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
             reason = next((r.get("reason", "") for r in c.rows if r.get("status") in ("error", "skipped")), "")
             md.append(f"| {c.label} ({c.rows[0].get('cell')}) | {c.status} | {reason.replace('|', '/')[:300]} |")
         md.append("")
+    from bench.report import mlp
+
+    md += mlp.section(cells, out)
     md += ["## The seed's Table I, for comparison", "", SEED_TABLE1, "",
            "The seed's PyTorch rows were bound by per-sample transforms (our `seed` pipeline), and its "
            "Numba rows trained only the dense layers; ours train every layer.", ""]

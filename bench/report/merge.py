@@ -18,11 +18,15 @@ class Cell:
     @property
     def status(self) -> str:
         s = {r.get("status") for r in self.rows}
-        return "error" if "error" in s else "skipped" if "skipped" in s else "ok"
+        return "error" if "error" in s else "ok" if "ok" in s else "skipped"
 
     @property
     def epochs(self) -> list[dict]:
         return [r for r in self.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+
+    @property
+    def study(self) -> str:
+        return self.rows[0].get("study", "mnist-cnn")
 
     @property
     def device(self) -> str:
