@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run on a GPU host from the repo root, natively with the host's own packages:
+#   bash scripts/gpu_run.sh check      # numba-cuda variants vs reference + torch-cuda variant sweep (3 epochs)
+#   bash scripts/gpu_run.sh reference  # the mnist-cnn benchmark (cuda+cpu, 10 epochs) + mlp-scratch study
+# Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
+# (default ./results/gpu-out); the reference run also leaves results/reference/<gpu-name>/.
+# Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
+# PYTHONPATH; every version actually used lands in each cell's system.json.
+set -uo pipefail
+mode=${1:?usage: gpu_run.sh check|reference}
+export PYTHONUNBUFFERED=1 KIT_DATA_DIR=${KIT_DATA_DIR:-$PWD/.data}
+OUT=${OUT:-$PWD/results/gpu-out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+python3 - <<'PY'
+import sys, numpy, torch, numba
+print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__, "cuda", torch.version.cuda, "numba", numba.__version__)
+from numba import cuda; print("numba.cuda available:", cuda.is_available())
+import cupy; print("cupy", cupy.__version__)
+PY
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
+case "$mode" in
+  check)
+    timeout 150 python3 -m bench.kernels.check_numba_cuda --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
+    timeout 330 python3 -m bench bench mnist-cnn --cells cuda --epochs 3 \
+      --variants graphs+bf16,graphs+cl,graphs+bf16+cl,bf16,compile+graphs --out /tmp/sweep 2>&1 | tee "$OUT/sweep.log"
+    tar czf "$OUT/sweep.tgz" -C /tmp sweep
+    ;;
+  reference)
+    ref=results/reference/$gpu
+    rm -rf "$ref" && mkdir -p "$ref"
+    timeout 420 python3 -m bench bench mnist-cnn --cells cuda+cpu --epochs 10 --out "$ref" 2>&1 | tee "$OUT/bench.log"
+    timeout 150 python3 -m bench run mlp-scratch --out "$ref" 2>&1 | tee "$OUT/mlp.log"
+    find "$ref" -name log.txt -size +200k -delete
+    tar czf "$OUT/reference.tgz" "$ref"
+    ;;
+esac
