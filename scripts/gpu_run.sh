@@ -33,7 +33,7 @@ case "$mode" in
   reference)
     ref=results/reference/$gpu
     rm -rf "$ref" && mkdir -p "$ref"
-    timeout 420 python3 -m bench bench mnist-cnn --cells cuda+cpu --epochs 10 --out "$ref" 2>&1 | tee "$OUT/bench.log"
+    timeout 420 python3 -m bench bench mnist-cnn --cells cuda+cpu --epochs 10 --variants graphs,graphs+bf16 --out "$ref" 2>&1 | tee "$OUT/bench.log"
     timeout 150 python3 -m bench run mlp-scratch --out "$ref" 2>&1 | tee "$OUT/mlp.log"
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/reference.tgz" "$ref"

@@ -6,7 +6,7 @@ pipeline any '+'-combination of graphs, bf16, fp16, cl (channels_last), compile,
 """
 NAME = "torch-cuda"
 PIPELINES = ("seed", "resident")
-VARIANTS = ("default", "tuned", "graphs", "bf16", "graphs+bf16", "graphs+cl", "graphs+bf16+cl", "compile",
+VARIANTS = ("default", "tuned", "graphs", "bf16", "graphs+bf16", "graphs+cl", "graphs+bf16+cl", "compile", "compile+graphs+bf16",
             "compile+graphs", "fp16", "cl")
 
 
