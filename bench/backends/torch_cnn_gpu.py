@@ -2,7 +2,7 @@
 
 Variant strings combine options with '+': `graphs`, `bf16` | `fp16` (autocast), `cl`
 (channels_last), `compile` (torch.compile). `tuned` is the combination measured fastest
-on an H100 (see results/reference/). Eager variants time each phase with CUDA events;
+on an H100 (see results/reference/H100-80GB-HBM3/variant_sweep_3epochs.log). Eager variants time each phase with CUDA events;
 a graph variant runs forward+backward+step as ONE replay, so its phases cannot be split:
 it reports the replay time as `step_graph_s` and leaves forward/backward/step empty.
 
@@ -24,7 +24,7 @@ from bench.errors import KitError
 from bench.measure.timer import EventPhaseTimer
 
 TUNED = "compile+graphs"  # fastest fp32 combination in an H100 sweep (3 epochs, 2026-11-21): 1.14M samples/s
-# vs graphs+bf16+cl 1.09M, graphs+bf16 1.06M, graphs 0.94M, eager 0.21M; see results/reference/
+# vs graphs+bf16+cl 1.09M, graphs+bf16 1.06M, graphs 0.94M, eager 0.21M; see results/reference/H100-80GB-HBM3/variant_sweep_3epochs.log
 OPTIONS = ("graphs", "bf16", "fp16", "cl", "compile")
 
 

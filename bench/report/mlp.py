@@ -112,7 +112,9 @@ def section(cells: list[Cell], out: Path) -> list[str]:
           "so its numbers add up to more than the plain per-iteration time.", ""]
     for c in cells:
         r0 = c.rows[0]
-        md += [f"### {c.device} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
+        gpu = (c.system.get("gpu") or {}).get("name")
+        where = f"{c.system.get('cpu_model', '?')}" + (f" + {gpu}" if gpu else "")
+        md += [f"### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
                f"{'' if r0.get('dataset_real_mnist') else ', not MNIST'}, {r0.get('n_train')} train / {r0.get('n_val')} val)", "",
                "Table 3: time", "", *table3(c), "", "Table 4: operations", "", *table4(c), "",
                "Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process)", "", *table5(c), ""]

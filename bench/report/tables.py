@@ -56,6 +56,8 @@ def table1(cells: list[Cell]) -> list[dict]:
 
 
 def fmt(v) -> str:
+    if isinstance(v, float) and v == 0:
+        return "0"
     if isinstance(v, float):
         if abs(v) >= 1000:
             return f"{v:,.0f}"
