@@ -41,6 +41,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are for sharing
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

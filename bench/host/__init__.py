@@ -1,0 +1,1 @@
+"""Host side: image build, container and native runners, capability detection."""

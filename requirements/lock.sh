@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Regenerate every hash-locked requirements/*.txt from its requirements/*.in.
+#
+#   requirements/lock.sh              # re-lock, keeping current pins where still valid
+#   requirements/lock.sh --upgrade    # re-resolve everything to the newest allowed
+#   requirements/lock.sh cpu cuda     # only these targets (dependents are redone too)
+#
+# Resolves against real PyPI (never a local mirror, so the locks install anywhere) with
+# uv (`pip install uv`). Every lock starts with `# input: PATH sha256:HEX` lines naming
+# the files it was resolved from; tests/test_locks.py recomputes them, offline, and
+# fails when a lock is stale against its .in.
+#
+# Targets and what each lock is for:
+#   host  host tools (orchestrate.py, report)   universal (Linux, macOS, Windows), python 3.11
+#   dev   native runs + tests (CI)               linux x86_64 (manylinux_2_28), python 3.11
+#   cuda  cuda image                             linux x86_64 (manylinux_2_28), python 3.11
+#   cpu   cpu image, constrained to cuda.txt     linux x86_64, python 3.11  (cpu.txt is a subset of cuda.txt)
+#   mps   native macOS arm64, constrained to cpu.txt pins   aarch64-apple-darwin, python 3.11
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+INDEX_URL="https://pypi.org/simple"
+PYVER="3.11"
+
+UPGRADE=()
+TARGETS=()
+for a in "$@"; do
+  case "$a" in
+    -U|--upgrade) UPGRADE=(--upgrade) ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    host|dev|cpu|cuda|mps) TARGETS+=("$a") ;;
+    *) echo "lock.sh: unknown argument '$a' (targets: host dev cpu cuda mps; --upgrade)" >&2; exit 2 ;;
+  esac
+done
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(host dev cuda cpu mps)
+# cpu depends on cuda.txt and mps on cpu.txt: redo dependents, in dependency order.
+want() { local t; for t in "${TARGETS[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
+want cuda && ! want cpu && TARGETS+=(cpu)
+want cpu && ! want mps && TARGETS+=(mps)
+
+if [ -n "${UV:-}" ]; then UVCMD=("$UV")
+elif command -v uv >/dev/null 2>&1; then UVCMD=(uv)
+elif [ -x .venv/bin/uv ]; then UVCMD=(.venv/bin/uv)
+elif python3 -m uv --version >/dev/null 2>&1; then UVCMD=(python3 -m uv)
+else echo "lock.sh: uv not found: pip install uv" >&2; exit 1; fi
+
+# Nothing from this machine's pip/uv configuration (local mirrors, find-links) may
+# reach a lock: no config files, no index/find-links environment.
+unset UV_INDEX_URL UV_DEFAULT_INDEX UV_EXTRA_INDEX_URL UV_INDEX UV_FIND_LINKS UV_NO_INDEX \
+      UV_CONSTRAINT UV_OVERRIDE UV_CONFIG_FILE PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL
+
+# Files an .in pulls in with -r/-c, recursively (paths relative to the repo root).
+includes() {
+  local f="$1" dir line inc
+  dir="$(dirname "$f")"
+  echo "$f"
+  while read -r line; do
+    case "$line" in
+      -r\ *|-c\ *|--requirement\ *|--constraint\ *)
+        inc="${line#* }"; includes "$dir/$inc" ;;
+    esac
+  done < "$f"
+}
+
+lock() {  # lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
+  local t="$1"; shift
+  local in="requirements/$t.in" out="requirements/$t.txt" constraint="" args=()
+  [ -f "$in" ] || { echo "lock.sh: $in missing: skipping $t" >&2; return 0; }
+  while [ $# -gt 0 ]; do
+    if [ "$1" = "--" ]; then constraint="$2"; shift 2; else args+=("$1"); shift; fi
+  done
+  if [ -n "$constraint" ]; then args+=(--constraint "$constraint"); fi
+  echo "lock.sh: $out <- $in ${args[*]}" >&2
+  "${UVCMD[@]}" pip compile --quiet --no-config --index-url "$INDEX_URL" \
+    --python-version "$PYVER" --generate-hashes --no-strip-extras \
+    --custom-compile-command "requirements/lock.sh" \
+    "${UPGRADE[@]}" "${args[@]}" "$in" -o "$out"
+  if grep -q 'file://' "$out"; then echo "lock.sh: $out names a file:// URL: refusing" >&2; exit 1; fi
+  # Provenance header: which inputs, with their sha256, this lock was resolved from.
+  local tmp; tmp="$(mktemp)"
+  {
+    sed -n '1,2p' "$out"
+    echo "# lock-target: $t, python $PYVER, ${args[*]}"
+    { includes "$in"; if [ -n "$constraint" ]; then echo "$constraint"; fi; } | awk '!seen[$0]++' |
+      while read -r f; do
+        f="$(realpath --relative-to=. "$f")"
+        echo "# input: $f sha256:$(sha256sum "$f" | cut -d' ' -f1)"
+      done
+    sed -n '3,$p' "$out"
+  } > "$tmp"
+  mv "$tmp" "$out"
+}
+
+for t in "${TARGETS[@]}"; do
+  case "$t" in
+    host) lock host --universal ;;
+    dev)  lock dev --python-platform x86_64-manylinux_2_28 ;;
+    cuda) lock cuda --python-platform x86_64-manylinux_2_28 ;;
+    cpu)  lock cpu --python-platform x86_64-manylinux_2_28 -- requirements/cuda.txt ;;
+    mps)  lock mps --python-platform aarch64-apple-darwin -- requirements/cpu.txt ;;
+  esac
+done
+echo "lock.sh: done: ${TARGETS[*]}" >&2
