@@ -18,6 +18,8 @@ stamp=.venv/.kit-lock-$target
 want=$(sha256sum "$lock" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing $lock into .venv (hash-checked; torch is large, this takes a few minutes the first time)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r "$lock"
+  # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r "$lock" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "$want" > "$stamp"
 fi

@@ -54,3 +54,23 @@ def test_acceptance_numba_cpu_three_epochs_reaches_97_percent_on_real_mnist(real
     rows = read_rows(next((tmp_path / "mnist-cnn").iterdir()) / "rows.jsonl")
     assert all(row["dataset"] == "mnist" and row["dataset_real_mnist"] for row in rows)
     assert rows[-1]["test_acc"] >= 0.97, [row["test_acc"] for row in rows]
+
+
+def test_every_readme_command_exists_with_its_options():
+    """Each `.venv/bin/python ...` line of the README parses: the command exists and takes
+    the options shown (typer rejects unknown options before doing any work with --help)."""
+    import shlex
+
+    lines = [line.split("#")[0].strip() for block in BLOCKS for line in block.splitlines()]
+    cmds = [shlex.split(line) for line in lines if line.startswith(".venv/bin/python") and "&&" not in line]
+    assert len(cmds) >= 7
+    for argv in cmds:
+        argv = [sys.executable] + argv[1:]
+        if argv[1] == "-m":  # python -m bench CMD ...: check the command and its options
+            probe = argv[:4] + ["--help"]
+        else:  # orchestrate.py CMD [SUB]: --help on the (sub)command
+            probe = argv[:3] + ([argv[3]] if argv[2] == "data" else []) + ["--help"]
+        r = subprocess.run(probe, capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, (argv, r.stderr[-500:])
+        for opt in [a.split("=")[0] for a in argv if a.startswith("--")]:
+            assert opt in r.stdout, f"{' '.join(argv[1:4])}: README uses {opt}, which the command does not take"
