@@ -111,7 +111,7 @@ def cell_status(cell_dir: Path) -> str | None:
 
 # ---------------------------------------------------------------- provenance
 
-def _git_sha() -> str | None:
+def git_sha() -> str | None:
     if os.environ.get("KIT_GIT_SHA"):
         return os.environ["KIT_GIT_SHA"]
     try:
@@ -203,7 +203,7 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
     info = {
         "run_id": run_id,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "kit_git_sha": _git_sha(),
+        "kit_git_sha": git_sha(),
         **runtime_info(),
         "hostname": socket.gethostname(),
         "os": platform.platform(),

@@ -92,15 +92,10 @@ def source_hash() -> str:
 
 
 def git_sha() -> str:
-    """The host checkout's commit, '+dirty' when the work tree differs; 'unknown' outside git."""
-    try:
-        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+    """The host checkout's commit ('-dirty' when tracked files differ); 'unknown' outside git."""
+    from bench.results import git_sha as _sha
+
+    return _sha() or "unknown"
 
 
 # ---- engine and host capabilities ----------------------------------------------------
