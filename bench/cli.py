@@ -30,6 +30,19 @@ def fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def check_writable(out: Path) -> None:
+    """Fail in one line, before any work, when results cannot be written under OUT."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        uid = os.getuid() if hasattr(os, "getuid") else "?"
+        fail(f"cannot write results to {out} as uid {uid} ({err.strerror}); in compose `export UID GID=$(id -g)`, "
+             f"or make the results dir writable")
+
+
 @app.command()
 def run(
     study: Annotated[Study, typer.Argument(help="study to run")],
@@ -56,6 +69,7 @@ def run(
     """Run one cell of a study's matrix and write its rows and system.json under OUT."""
     from bench.studies.mnist_cnn import MnistCnnConfig, run_cell
 
+    check_writable(out)
     if study == Study.mlp_scratch:
         from bench.studies import mlp_scratch
 
@@ -113,6 +127,7 @@ def matrix(
     """Run every cell of PLATFORM's default matrix, each in its own process."""
     import dataclasses
 
+    check_writable(out)
     if study == Study.mlp_scratch:
         raise typer.Exit(_mlp_matrix(platform.value, data_dir, dataset, out, rerun))
 
@@ -172,6 +187,7 @@ def bench_cmd(
     out: Annotated[Path, typer.Option()] = Path("results/bench"),
 ) -> None:
     """Benchmark: every available cell in one session, epochs interleaved; prints Table I and the ratios."""
+    check_writable(out)
     from bench.data.mnist import load_dataset
     from bench.interleaved import cells_for, run_interleaved
     from bench.report.build import build_report

@@ -66,6 +66,12 @@ def test_bad_input_is_one_line_nonzero_and_leaves_no_result(tmp_path, args, mess
     assert not list(tmp_path.rglob("rows.jsonl")) and not list(tmp_path.rglob("system.json"))
 
 
+@pytest.mark.parametrize("cmd", [["run", "mnist-cnn"], ["matrix", "mnist-cnn"], ["run", "mlp-scratch"]])
+def test_unwritable_results_dir_is_one_line(cmd):
+    r = bench(*cmd, "--out", "/dev/null/results")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot write results to /dev/null/results" in r.stderr, r.stderr
+
+
 def test_corrupt_mnist_is_one_line(tmp_path):
     d = tmp_path / "data" / "mnist"
     d.mkdir(parents=True)
