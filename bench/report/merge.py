@@ -35,7 +35,8 @@ class Cell:
         gpu = (self.system.get("gpu") or {}).get("name")
         if any(t in backend for t in ("cuda", "mps")) and gpu:
             return gpu
-        return self.system.get("cpu_model") or "unknown CPU"
+        cores = self.system.get("cpu_affinity") or self.system.get("cpu_logical_cores")
+        return (self.system.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
 
     @property
     def label(self) -> str:

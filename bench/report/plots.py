@@ -50,8 +50,10 @@ def fig1(cells: list[Cell], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(1, len(cells))))
     order = sorted(cells, key=lambda c: sum(r["samples_per_s"] for r in c.epochs) / len(c.epochs))
     vals = [sum(r["samples_per_s"] for r in c.epochs) / len(c.epochs) for c in order]
-    ax.barh([_name(c, multi) for c in order], vals, color="tab:blue")
-    for y, v in enumerate(vals):
+    ys = list(range(len(order)))  # positions, not category names: two cells may share a name
+    ax.barh(ys, vals, color="tab:blue")
+    ax.set_yticks(ys, [_name(c, multi) for c in order])
+    for y, v in zip(ys, vals):
         ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("average training throughput (samples/s, log scale)")
