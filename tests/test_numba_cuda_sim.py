@@ -36,6 +36,10 @@ except Exception as exc:  # noqa: BLE001
     pytest.skip(f"numba.cuda (numba-cuda) cannot be imported: {exc}", allow_module_level=True)
 
 from bench.kernels import numba_cuda_cnn as K  # noqa: E402
+
+# numba has chosen the simulator for this process; keep the variable from leaking into the
+# subprocesses other tests start (a matrix cell would otherwise "run on a GPU" in the simulator)
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
 from bench.nets.cnn import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
 
 if K.available() is not None:  # e.g. numba.cuda came up in GPU mode before this file, with no GPU

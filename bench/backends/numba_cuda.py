@@ -22,10 +22,14 @@ CHECK_RTOL = 1e-4
 
 
 def available() -> str | None:
+    import os
+
     try:
         from bench.kernels import numba_cuda_cnn
     except Exception as err:  # noqa: BLE001
         return f"cannot import numba-cuda kernels: {type(err).__name__}: {err}"
+    if numba_cuda_cnn.simulated() and os.environ.get("KIT_ALLOW_CUDASIM") != "1":
+        return "numba.cuda is the CPU simulator (NUMBA_ENABLE_CUDASIM=1), not a GPU; set KIT_ALLOW_CUDASIM=1 to run it anyway"
     return numba_cuda_cnn.available()
 
 
