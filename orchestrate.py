@@ -83,16 +83,53 @@ def default_out() -> Path:
 @app.command()
 def run(
     platform: Annotated[str, typer.Argument(help="cpu | cuda | mps")] = "cpu",
-    runtime: Annotated[Runtime, typer.Option(help="native runs here, without containers")] = Runtime.native,
+    runtime: Annotated[Runtime, typer.Option(help="auto: the platform's image when a Docker engine answers, else native")] = Runtime.auto,
     data_dir: Annotated[Optional[str], typer.Option()] = None,
     out: Annotated[Optional[Path], typer.Option()] = None,
     smoke: Annotated[bool, typer.Option(help="2 epochs on 4,096 samples")] = False,
     epochs: Annotated[Optional[int], typer.Option()] = None,
     rerun: Annotated[bool, typer.Option()] = False,
 ) -> None:
-    """Run PLATFORM's default matrix (natively)."""
-    code = _run_native(platform, data_dir, out or default_out(), smoke, epochs, rerun)
+    """Run PLATFORM's default matrices (mnist-cnn, mlp-scratch), in its image or natively."""
+    from bench.data.mnist import resolve_data_dir
+
+    if platform not in ("cpu", "cuda", "mps"):
+        fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
+    reason = _engine_reason(runtime)
+    if runtime == Runtime.docker and reason:
+        fail(reason)
+    if runtime == Runtime.native or reason or platform == "mps":
+        if runtime == Runtime.auto:
+            typer.echo(f"runtime: native ({reason or 'mps runs natively'})")
+        raise typer.Exit(_run_native(platform, data_dir, out or default_out(), smoke, epochs, rerun))
+    from bench.host import docker as dk
+
+    root = resolve_data_dir(data_dir)
+    if not root.is_dir():
+        fail(f"data dir {root} does not exist: pass --data-dir (a dir holding mnist/) or run `python orchestrate.py data fetch mnist`")
+    out = out or Path("results") / f"{socket.gethostname()}-container"
+    code = 0
+    try:
+        for study in ("mnist-cnn", "mlp-scratch"):
+            args = ["matrix", study, "--platform", platform, "--out", "/results", "--data-dir", "/data"]
+            args += (["--smoke"] if smoke and study == "mnist-cnn" else []) + (["--epochs", str(epochs)] if epochs and study == "mnist-cnn" else [])
+            rc, image_id = dk.run(platform, root, out, args + (["--rerun"] if rerun else []))
+            typer.echo(f"container {platform} {study}: image {image_id[:19]} exit code {rc}")
+            code = max(code, rc)
+    except KitError as err:
+        fail(str(err))
     raise typer.Exit(code)
+
+
+def _engine_reason(runtime: Runtime) -> str | None:
+    """None when containers can be used, else why not."""
+    if runtime == Runtime.native:
+        return "--runtime native"
+    try:
+        from bench.host import docker as dk
+    except ImportError as err:
+        return f"the docker SDK is not installed ({err})"
+    return dk.engine_ok()
 
 
 def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: bool) -> int:
@@ -100,8 +137,13 @@ def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: 
 
     if platform not in ("cpu", "cuda", "mps"):
         fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
+    from bench.data.mnist import load_dataset
     from bench.runner import subprocess_env
 
+    try:
+        load_dataset(data_dir, "auto")  # a bad data dir fails here once, before any cell starts
+    except KitError as err:
+        fail(str(err))
     codes = []
     for study in ("mnist-cnn", "mlp-scratch"):
         argv = [sys.executable, "-m", "bench", "matrix", study, "--platform", platform, "--out", str(out)]
@@ -136,16 +178,9 @@ def all_cmd(
     except KitError as err:
         fail(str(err))
     typer.echo(f"dataset: {ds.name} ({'real MNIST' if ds.real_mnist else 'embedded default, not MNIST'}) from {ds.source}")
-    engine_reason = "not asked for"
-    if runtime != Runtime.native:
-        try:
-            from bench.host import docker as dk
-
-            engine_reason = dk.engine_ok()
-        except ImportError as err:
-            engine_reason = f"the docker SDK is not installed ({err})"
-        if runtime == Runtime.docker and engine_reason:
-            fail(engine_reason)
+    engine_reason = _engine_reason(runtime)
+    if runtime == Runtime.docker and engine_reason:
+        fail(engine_reason)
     use_docker = runtime != Runtime.native and engine_reason is None
     if runtime == Runtime.auto:
         typer.echo("runtime: containers (a Docker engine answers)" if use_docker

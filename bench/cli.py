@@ -161,6 +161,12 @@ def _mlp_matrix(platform: str, data_dir, dataset: str, out: Path, rerun: bool) -
     if platform not in PLATFORM_VARIANTS:
         typer.echo(f"mlp-scratch: no cell for platform {platform}")
         return 0
+    from bench.data.mnist import load_dataset
+
+    try:
+        load_dataset(data_dir, dataset)  # fail fast on a bad data dir, before any cell starts
+    except KitError as err:
+        fail(str(err))
     cfg = MlpConfig(variants=PLATFORM_VARIANTS[platform], dataset=dataset, data_dir=data_dir)
     cell_dir = out / "mlp-scratch" / cfg.cell_id()
     if not rerun and cell_status(cell_dir) == "ok":

@@ -37,7 +37,10 @@ def _raw_sha256(path: Path) -> str:
 def fetch_mnist(data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None) -> list[Path]:
     """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept."""
     target = Path(data_dir) / "mnist"
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise KitError(f"cannot create {target}: {err.strerror}; pass a writable --data-dir") from None
     done = []
     for stem, want in RAW_SHA256.items():
         final = target / f"{stem}.gz"
