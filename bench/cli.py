@@ -31,15 +31,15 @@ def fail(msg: str, code: int = 2) -> None:
 
 
 def check_writable(out: Path) -> None:
-    """Fail in one line, before any work, when results cannot be written under OUT."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
+    """Fail in one line, before any work, when results cannot be written under OUT.
+    Creates nothing: it checks the nearest existing ancestor of OUT."""
+    p = Path(out).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir() or not os.access(p, os.W_OK | os.X_OK):
         uid = os.getuid() if hasattr(os, "getuid") else "?"
-        fail(f"cannot write results to {out} as uid {uid} ({err.strerror}); in compose `export UID GID=$(id -g)`, "
+        why = "not a directory" if not p.is_dir() else "permission denied"
+        fail(f"cannot write results to {out} as uid {uid} ({p}: {why}); in compose `export UID GID=$(id -g)`, "
              f"or make the results dir writable")
 
 
