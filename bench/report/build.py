@@ -48,6 +48,7 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
                "to 28x28): a wiring check, not comparable with the seed. Reproduce Table I on real MNIST "
                "with `KIT_DATA_DIR=... python orchestrate.py all`.", ""]
     md += ["## Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]
+    notes = [n for n in notes if n.get("status") != "ran"]
     if not_run or notes:
         md += ["## Not run", "", "| what | status | reason |", "|---|---|---|"]
         md += [f"| platform {n['platform']} | {n.get('status', 'skipped')} | {n.get('reason', '')} |" for n in notes]

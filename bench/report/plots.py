@@ -34,6 +34,7 @@ def fig1(cells: list[Cell], out: Path) -> list[Path]:
     paths = []
     for key, ylabel, fname, log in specs:
         fig, ax = plt.subplots(figsize=(8, 4.5))
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more than 10 cells must not share colours
         for c in cells:
             xs = [r["epoch"] for r in c.epochs]
             ys = [r[key] * (100 if key == "test_acc" else 1) for r in c.epochs]
