@@ -1,0 +1,1 @@
+"""Hand-written CPU/GPU kernels for the benchmark nets (Numba)."""
