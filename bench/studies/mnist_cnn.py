@@ -162,7 +162,6 @@ def prepare(cfg: MnistCnnConfig, out_dir: Path) -> CellRun:
 
     run.trainer = backends.load(STUDY, cfg.backend).create(cfg, init_params(cfg.seed), data)
     run.compile_s = run.trainer.warmup()
-    run._data = data  # noqa: SLF001 - kept for the epoch loop only
     return run
 
 
