@@ -147,10 +147,11 @@ def test_cpu_image_runs_unprivileged_read_only_without_network(cpu_image) -> Non
                                     "open('/tmp/ok', 'w').write('x'); "
                                     "print(sorted(n for _, n in socket.if_nameindex())); "
                                     "open('/opt/venv/x', 'w')"],
-                     entrypoint=["python"])
+                     entrypoint=["python", "-u"])
     assert code == 1 and "Read-only file system" in out, out
-    first = out.splitlines()[0].split()
-    assert first[0] == "10001" and first[1].startswith("2.10.0")
+    # docker interleaves the stdout and stderr streams in no fixed order: find our line
+    first = next(line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit())
+    assert first[0] == "10001" and first[1].startswith("2.10.0"), out
     assert "['lo']" in out, "network_mode none leaves only the loopback interface"
 
 
