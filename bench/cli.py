@@ -155,7 +155,8 @@ def _mlp_matrix(platform: str, data_dir, dataset: str, out: Path, rerun: bool) -
     import subprocess
 
     from bench.results import cell_status
-    from bench.runner import settle_generic, subprocess_env
+    from bench.results import new_run_id
+    from bench.runner import settle, subprocess_env
     from bench.studies.mlp_scratch import PLATFORM_VARIANTS, MlpConfig
 
     if platform not in PLATFORM_VARIANTS:
@@ -177,7 +178,8 @@ def _mlp_matrix(platform: str, data_dir, dataset: str, out: Path, rerun: bool) -
     cell_dir.mkdir(parents=True, exist_ok=True)
     with open(cell_dir / "log.txt", "w", encoding="utf-8") as log:
         rc = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, env=subprocess_env())
-    status, reason = settle_generic(cell_dir, rc, {"study": "mlp-scratch", "cell": cfg.cell_id(), "backend": "+".join(cfg.variants)})
+    status, reason = settle(cell_dir, rc, {"study": "mlp-scratch", "cell": cfg.cell_id(), "backend": "+".join(cfg.variants),
+                                           "run_id": new_run_id()})
     typer.echo(f"{status} mlp-scratch {cfg.cell_id()}{' - ' + reason if reason else ''}")
     return 0 if status == "ok" else 1
 

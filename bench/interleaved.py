@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import results
 from bench.runner import cell_argv, settle, subprocess_env
-from bench.studies.mnist_cnn import STUDY, MnistCnnConfig, default_matrix
+from bench.studies.mnist_cnn import STUDY, MnistCnnConfig, default_matrix, error_row
 
 RATIOS = [  # (numerator cell, denominator cell, the target)
     ("numba-cpu resident default", "torch-cpu resident default", ">= 1.0"),
@@ -93,7 +93,7 @@ def run_interleaved(cells: list[MnistCnnConfig], out: Path, echo=print, epoch_ti
         ready = _read_tagged(child, "KIT READY", epoch_timeout_s)
         if ready is None:  # skipped (no device) or failed during set-up: it has exited
             child.alive = False
-            status, reason = settle(cfg, cell_dir, proc.wait())
+            status, reason = settle(cell_dir, proc.wait(), error_row(cfg, ""))
             echo(f"{status:<7} {label(cfg)}: {reason}")
             summary["cells"][label(cfg)] = {"status": status, "reason": reason}
             log.close()
@@ -120,7 +120,7 @@ def run_interleaved(cells: list[MnistCnnConfig], out: Path, echo=print, epoch_ti
         child.proc.stdin.close()
         rc = child.proc.wait()
         child.log.close()
-        status, reason = settle(child.cfg, child.cell_dir, rc)
+        status, reason = settle(child.cell_dir, rc, error_row(child.cfg, ""))
         ok = [r for r in results.read_rows(child.cell_dir / "rows.jsonl") if r.get("status") == "ok"]
         if status == "ok" and ok:
             tput = [r["samples_per_s"] for r in ok]

@@ -57,21 +57,10 @@ def _partial_epochs(cell_dir: Path) -> int:
         return 0
 
 
-def settle_generic(cell_dir: Path, rc: int, keys: dict, reason: str = "") -> tuple[str, str]:
-    """settle() for any study: `keys` are the cell's identifying fields for the error row."""
-    status = results.cell_status(cell_dir)
-    if rc == 0 and status is not None:
-        return status, ""
-    log = cell_dir / "log.txt"
-    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
-    reason = reason or f"exit code {rc}: " + " | ".join(tail)
-    results.write_rows(cell_dir, [{**keys, "status": "error", "reason": reason, "run_id": results.new_run_id()}])
-    return "error", reason
-
-
-def settle(cfg: MnistCnnConfig, cell_dir: Path, rc: int, reason: str = "") -> tuple[str, str]:
+def settle(cell_dir: Path, rc: int, error_fields: dict, reason: str = "") -> tuple[str, str]:
     """After a cell process ended: its status and reason. A crash, a non-zero exit or a
-    missing rows.jsonl becomes an error row; epochs finished before it are kept, marked
+    missing rows.jsonl becomes an error row (`error_fields` name the cell, the reason is
+    the given one or the log's tail); epochs finished before it are kept, marked
     incomplete (they are not counted in the report)."""
     status = results.cell_status(cell_dir)
     if rc == 0 and status is not None:
@@ -83,7 +72,7 @@ def settle(cfg: MnistCnnConfig, cell_dir: Path, rc: int, reason: str = "") -> tu
     done_rows = results.read_rows(partial) if partial.exists() else []
     for r in done_rows:
         r["status"] = "incomplete"
-    results.write_rows(cell_dir, done_rows + [error_row(cfg, reason)])
+    results.write_rows(cell_dir, done_rows + [{**error_fields, "status": "error", "reason": reason}])
     return "error", reason
 
 
@@ -121,7 +110,7 @@ def run_matrix(cells: list[MnistCnnConfig], out_dir: Path, timeout_s: float = 36
                             rc, reason = -9, f"timed out after {timeout_s:.0f} s"
                             break
             elapsed = time.monotonic() - t0
-            status, reason = settle(cfg, cell_dir, rc, reason)
+            status, reason = settle(cell_dir, rc, error_row(cfg, ""), reason)
             progress.update(ep_task, completed=cfg.epochs if status == "ok" else _partial_epochs(cell_dir), visible=False)
             progress.advance(all_task)
             outcomes.append(CellOutcome(cfg.cell_id(), status, elapsed, reason or ""))

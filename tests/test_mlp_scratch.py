@@ -6,7 +6,6 @@ MNIST if the gzip IDX files are found ($KIT_DATA_DIR/mnist or ../shared/datasets
 """
 from __future__ import annotations
 
-import gzip
 import os
 import time
 from pathlib import Path
@@ -278,28 +277,11 @@ def test_unavailable_backend_is_a_clear_error():
 
 # ---------------------------------------------------------------- real MNIST (optional)
 
-def _mnist_dir() -> Path | None:
-    cands = [Path(os.environ["KIT_DATA_DIR"]) / "mnist"] if os.environ.get("KIT_DATA_DIR") else []
-    cands.append(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist")
-    return next((c for c in cands if (c / "train-images-idx3-ubyte.gz").exists()), None)
+def test_real_mnist_subset_learns(real_mnist_dir):
+    from bench.data.mnist import load_mnist
 
-
-def _read_idx_gz(path: Path) -> np.ndarray:
-    """Tiny IDX reader: big-endian header (magic 0x000008nn, dims), then uint8 data."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = np.frombuffer(raw, ">u4", ndim, 4).astype(int)
-    assert raw[2] == 0x08, "expected uint8 IDX"
-    return np.frombuffer(raw, np.uint8, int(np.prod(dims)), 4 + 4 * ndim).reshape(dims)
-
-
-def test_real_mnist_subset_learns():
-    d = _mnist_dir()
-    if d is None:
-        pytest.skip("real MNIST not found ($KIT_DATA_DIR/mnist or ../shared/datasets/mnist)")
-    x = _read_idx_gz(d / "train-images-idx3-ubyte.gz")
-    y = _read_idx_gz(d / "train-labels-idx1-ubyte.gz")
+    ds = load_mnist(real_mnist_dir)  # the kit's one IDX reader
+    x, y = ds.x_train, ds.y_train
     assert x.shape == (60000, 28, 28) and y.shape == (60000,)
     X = x.reshape(60000, 784).astype(np.float32) / 255.0
     # the seed's split is 59,000 / 1,000; a 5,000-sample slice keeps CI fast on 2 cores

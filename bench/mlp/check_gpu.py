@@ -17,7 +17,6 @@ Prints Tables 3, 4 and 5 and writes everything to OUT/mlp_scratch_check.json.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.errors import KitError
 from bench.mlp import net, runner
 
 TARGET_TUNED_MS = 0.4  # issue 5: tuned CuPy float32 per iteration on an H100
@@ -41,41 +41,17 @@ PLAIN = {"numpy": ("numpy", True, "kernels"), "cupy": ("cupy", True, "kernels"),
 
 # ---------------------------------------------------------------- data
 
-def _read_idx(path: Path) -> np.ndarray:
-    """IDX file (optionally .gz): magic 0x0000 08 ndim, big-endian uint32 dims, uint8 data."""
-    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
-    if raw[0:3] != b"\x00\x00\x08":
-        raise net.MLPInputError(f"{path} is not a uint8 IDX file")
-    nd = raw[3]
-    dims = [int(d) for d in np.frombuffer(raw, ">u4", nd, 4)]
-    return np.frombuffer(raw, np.uint8, int(np.prod(dims)), 4 + 4 * nd).reshape(dims)
-
-
-def _find(data: Path, stem: str) -> Path:
-    for d in (data, data / "mnist"):
-        for name in (stem, stem + ".gz"):
-            if (d / name).exists():
-                return d / name
-    raise net.MLPInputError(f"MNIST file {stem}[.gz] not found in {data} or {data / 'mnist'}")
-
-
 def load_train(data: Path) -> tuple[np.ndarray, np.ndarray, str]:
-    """(60000, 28, 28) uint8 images, (60000,) uint8 labels, and which loader read them."""
+    """(60000, 28, 28) uint8 images and labels from DATA/mnist/ (or DATA itself when it is
+    the mnist/ folder), through the kit's one IDX reader."""
+    from bench.data.mnist import load_mnist
+
+    root = data if (data / "mnist").is_dir() else data.parent
     try:
-        from bench.data.mnist import load_mnist
-        ds = load_mnist(data)
-        if isinstance(ds, tuple):
-            x, y = ds[0], ds[1]
-        else:  # a Dataset record; only real MNIST will do
-            if not getattr(ds, "real_mnist", True):
-                raise net.MLPInputError(f"{data} gave {getattr(ds, 'name', '?')}, not real MNIST")
-            x, y = ds.x_train, ds.y_train
-        return np.asarray(x), np.asarray(y), "bench.data.mnist.load_mnist"
-    except Exception as e:  # loader absent or other path convention: read the IDX files here
-        why = f"{type(e).__name__}: {e}".splitlines()[0]
-        x = _read_idx(_find(data, "train-images-idx3-ubyte"))
-        y = _read_idx(_find(data, "train-labels-idx1-ubyte"))
-        return x, y, f"check_gpu._read_idx (bench.data.mnist unusable: {why})"
+        ds = load_mnist(root)
+    except KitError as err:
+        raise net.MLPInputError(str(err)) from None
+    return ds.x_train, ds.y_train, "bench.data.mnist.load_mnist"
 
 
 def split(x: np.ndarray, y: np.ndarray, n_val: int, seed: int):
