@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""cnn-bench host CLI: data, run, all, report (and, with Docker, doctor/base/build).
+"""cnn-bench host CLI: doctor, data, build, run, report, all.
 
-    python orchestrate.py all                 # default matrix this host can run, then the report
-    python orchestrate.py data fetch mnist    # download MNIST with SHA-256 checks
-    python orchestrate.py report DIR...       # merge result dirs from any hosts into results/report/
+    python orchestrate.py all                        # every platform this host can run, then the report
+    python orchestrate.py run cpu --study mnist-cnn --profile smoke --set epochs=3
+    python orchestrate.py data fetch mnist           # download MNIST with SHA-256 checks
+    python orchestrate.py report DIR...              # merge result dirs from any hosts
+
+Host side only: imports no torch, numba or scikit-learn (requirements/host.txt is enough).
+Results go to results/<host>/ unless --out says otherwise.
 """
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from enum import Enum
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from bench.errors import KitError
+from bench.core.errors import KitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums.")
@@ -33,9 +36,27 @@ class Runtime(str, Enum):
     docker = "docker"
 
 
+class Profile(str, Enum):
+    smoke = "smoke"
+    default = "default"
+    full = "full"
+
+
+class Schedule(str, Enum):
+    sequential = "sequential"
+    interleaved = "interleaved"
+    per_device = "per-device"
+
+
 def fail(msg: str, code: int = 2):
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
+
+
+def default_out() -> Path:
+    from bench.core.provenance import host_label
+
+    return Path("results") / host_label()
 
 
 @data_app.command("fetch")
@@ -59,226 +80,167 @@ def data_fetch(
     typer.echo(f"{len(paths)} files verified in {root / 'mnist'}")
 
 
-def host_platforms() -> dict[str, str | None]:
-    """platform -> None if this host can run it natively, else why not."""
-    import platform as pf
+StudyOpt = Annotated[Optional[List[str]], typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
+ProfileOpt = Annotated[Profile, typer.Option(help="smoke (a wiring check), default (the seeds' setups), full")]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="key=value or study.key=value (repeatable)")]
+OnlyOpt = Annotated[Optional[List[str]], typer.Option(help="key=value: keep only matching cells (repeatable)")]
+ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | per-device")]
+RuntimeOpt = Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")]
+DataOpt = Annotated[Optional[str], typer.Option(help="dir holding the datasets (mnist/...); default $KIT_DATA_DIR or ./data")]
+OutOpt = Annotated[Optional[Path], typer.Option(help="results dir for this host (default results/<host>)")]
+CaOpt = Annotated[Optional[Path], typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
 
-    out: dict[str, str | None] = {"cpu": None}
+
+def _request(study, profile, set_, only, schedule, rerun, timeout_s):
+    from bench.core.registry import select
+    from host.plan import MatrixRequest
+
     try:
-        import torch
-
-        out["cuda"] = None if torch.cuda.is_available() else "no NVIDIA GPU visible on this host"
-        mps_ok = getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
-        out["mps"] = None if mps_ok else ("needs macOS on Apple silicon" if sys.platform != "darwin" or pf.machine() != "arm64"
-                                          else "torch reports no MPS device")
-    except ImportError:
-        out["cuda"] = out["mps"] = "torch not installed"
-    return out
+        select(study or [])  # an unknown study is one line here, before any work
+    except KitError as err:
+        fail(str(err))
+    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s)
 
 
-def default_out() -> Path:
-    return Path("results") / f"{socket.gethostname()}-native"
+def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str], out: Path,
+             ca_cert: Optional[Path]) -> tuple[dict, int]:
+    """Run REQ on each platform this host can run (natively or in its image). Returns
+    (platform notes for platforms.json, exit code)."""
+    from host import plan
 
-
-@app.command()
-def run(
-    platform: Annotated[str, typer.Argument(help="cpu | cuda | mps")] = "cpu",
-    runtime: Annotated[Runtime, typer.Option(help="auto: the platform's image when a Docker engine answers, else native")] = Runtime.auto,
-    data_dir: Annotated[Optional[str], typer.Option()] = None,
-    out: Annotated[Optional[Path], typer.Option()] = None,
-    smoke: Annotated[bool, typer.Option(help="2 epochs on 4,096 samples")] = False,
-    epochs: Annotated[Optional[int], typer.Option()] = None,
-    rerun: Annotated[bool, typer.Option()] = False,
-) -> None:
-    """Run PLATFORM's default matrices (mnist-cnn, mlp-scratch), in its image or natively."""
-    from bench.data.mnist import resolve_data_dir
-
-    if platform not in ("cpu", "cuda", "mps"):
-        fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
-    reason = _engine_reason(runtime)
+    for p in platforms:
+        if p not in plan.PLATFORMS:
+            fail(f"unknown platform {p!r}: choose {', '.join(plan.PLATFORMS)}")
+    try:
+        root = plan.check_data_dir(data_dir)
+    except KitError as err:
+        fail(str(err))
+    reason = plan.engine_reason() if runtime != Runtime.native else "--runtime native"
     if runtime == Runtime.docker and reason:
         fail(reason)
-    if runtime == Runtime.native or reason or platform == "mps":
-        if runtime == Runtime.auto:
-            typer.echo(f"runtime: native ({reason or 'mps runs natively'})")
-        raise typer.Exit(_run_native(platform, data_dir, out or default_out(), smoke, epochs, rerun))
-    from bench.host import docker as dk
-
-    root = resolve_data_dir(data_dir)
-    if not root.is_dir():
-        fail(f"data dir {root} does not exist: pass --data-dir (a dir holding mnist/) or run `python orchestrate.py data fetch mnist`")
-    out = out or Path("results") / f"{socket.gethostname()}-container"
-    code = 0
-    try:
-        for study in ("mnist-cnn", "mlp-scratch"):
-            args = ["matrix", study, "--platform", platform, "--out", "/results", "--data-dir", "/data"]
-            args += (["--smoke"] if smoke and study == "mnist-cnn" else []) + (["--epochs", str(epochs)] if epochs and study == "mnist-cnn" else [])
-            rc, image_id = dk.run(platform, root, out, args + (["--rerun"] if rerun else []))
-            typer.echo(f"container {platform} {study}: image {image_id[:19]} exit code {rc}")
-            code = max(code, rc)
-    except KitError as err:
-        fail(str(err))
-    raise typer.Exit(code)
-
-
-def _engine_reason(runtime: Runtime) -> str | None:
-    """None when containers can be used, else why not."""
-    if runtime == Runtime.native:
-        return "--runtime native"
-    try:
-        from bench.host import docker as dk
-    except ImportError as err:
-        return f"the docker SDK is not installed ({err})"
-    return dk.engine_ok()
-
-
-def _run_native(platform: str, data_dir, out: Path, smoke: bool, epochs, rerun: bool) -> int:
-    import subprocess
-
-    if platform not in ("cpu", "cuda", "mps"):
-        fail(f"unknown platform {platform!r}: choose cpu, cuda or mps")
-    from bench.data.mnist import load_dataset
-    from bench.runner import subprocess_env
-
-    try:
-        load_dataset(data_dir, "auto")  # a bad data dir fails here once, before any cell starts
-    except KitError as err:
-        fail(str(err))
-    codes = []
-    for study in ("mnist-cnn", "mlp-scratch"):
-        argv = [sys.executable, "-m", "bench", "matrix", study, "--platform", platform, "--out", str(out)]
-        if data_dir:
-            argv += ["--data-dir", str(data_dir)]
-        if smoke and study == "mnist-cnn":
-            argv.append("--smoke")
-        if epochs is not None and study == "mnist-cnn":
-            argv += ["--epochs", str(epochs)]
-        if rerun:
-            argv.append("--rerun")
-        codes.append(subprocess.call(argv, env=subprocess_env()))
-    return max(codes)
-
-
-@app.command("all")
-def all_cmd(
-    runtime: Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")] = Runtime.auto,
-    data_dir: Annotated[Optional[str], typer.Option(help="dir holding mnist/; default $KIT_DATA_DIR or ./data")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="results dir for this host")] = None,
-    smoke: Annotated[bool, typer.Option(help="2 epochs on 4,096 samples")] = False,
-    epochs: Annotated[Optional[int], typer.Option()] = None,
-    rerun: Annotated[bool, typer.Option()] = False,
-    ca_cert: Annotated[Optional[Path], typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")] = None,
-) -> None:
-    """Run every platform this host can run, then merge the report into results/report/."""
-    from bench.data.mnist import load_dataset, resolve_data_dir
-    from bench.results import write_json
-
-    try:
-        ds = load_dataset(data_dir, "auto")
-    except KitError as err:
-        fail(str(err))
-    typer.echo(f"dataset: {ds.name} ({'real MNIST' if ds.real_mnist else 'embedded default, not MNIST'}) from {ds.source}")
-    engine_reason = _engine_reason(runtime)
-    if runtime == Runtime.docker and engine_reason:
-        fail(engine_reason)
-    use_docker = runtime != Runtime.native and engine_reason is None
+    use_docker = reason is None
     if runtime == Runtime.auto:
-        typer.echo("runtime: containers (a Docker engine answers)" if use_docker
-                   else f"runtime: native, no containers ({engine_reason})")
-    out = out or Path("results") / f"{socket.gethostname()}-{'container' if use_docker else 'native'}"
-    if use_docker:
-        root = resolve_data_dir(data_dir)
-        if not root.is_dir():  # the embedded default: mount an empty dir, the image has the digits
-            root = Path("results") / ".no-data"
-            root.mkdir(parents=True, exist_ok=True)
-        notes, codes = _all_docker(root, out, smoke, epochs, rerun, ca_cert)
-    else:
-        notes, codes = {}, []
-        for plat, reason in host_platforms().items():
-            if reason:
-                typer.echo(f"platform {plat}: skipped ({reason})")
-                notes[plat] = {"status": "skipped", "reason": reason, "runtime": "native"}
-                continue
-            typer.echo(f"platform {plat}: running natively into {out}")
-            code = _run_native(plat, data_dir, out, smoke, epochs, rerun)
-            notes[plat] = {"status": "ran" if code == 0 else "errors", "runtime": "native",
-                           "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt"}
-            codes.append(code)
-    write_json(out / "platforms.json", notes)
-    _report([out], Path("results/report"))
-    raise typer.Exit(max(codes, default=0))
-
-
-def _all_docker(data_root: Path, out: Path, smoke: bool, epochs, rerun: bool, ca_cert) -> tuple[dict, list[int]]:
-    """Build and run each platform's image this host can run; skipped platforms get a reason."""
-    from bench.host import docker as dk
+        typer.echo("runtime: containers (a Docker engine answers)" if use_docker else f"runtime: native ({reason})")
+    typer.echo(f"data: {root} " + ("(holds mnist/)" if root and (root / 'mnist').is_dir() else "(no mnist/: the embedded default)")
+               if root else "data: none here; the studies use their embedded defaults")
+    can = plan.container_platforms() if use_docker else plan.native_platforms()
+    wanted = platforms or list(plan.PLATFORMS)
+    notes: dict = {}
+    for p in wanted:
+        if can[p]:
+            typer.echo(f"platform {p}: skipped ({can[p]})")
+            notes[p] = {"status": "skipped", "reason": can[p], "runtime": "container" if use_docker else "native"}
+    todo = [p for p in wanted if not can[p]]
+    if platforms and not todo:
+        fail(f"this host cannot run {', '.join(platforms)}: " + "; ".join(f"{p}: {can[p]}" for p in platforms))
+    code = 0
+    if not use_docker:
+        try:
+            code = plan.run_native(req, todo, out, data_dir)
+        except KitError as err:
+            fail(str(err))
+        for p in todo:
+            notes[p] = {"status": "ran" if code == 0 else "errors", "runtime": "native",
+                        "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt"}
+        return notes, code
+    from host import docker as dk
 
     if ca_cert is None:  # pip in the build may sit behind a proxy CA: hand it the system bundle (a secret, never a layer)
         sys_ca = Path(os.environ.get("KIT_CA_CERT", "/etc/ssl/certs/ca-certificates.crt"))
         ca_cert = sys_ca if sys_ca.is_file() else None
-    gpu_reason = dk.cuda_unavailable()
-    plan = {"cpu": None, "cuda": gpu_reason,
-            "mps": "Metal is not reachable from containers: on macOS arm64 run natively (docker/mps/run.sh)"}
-    notes, codes = {}, []
-    for plat, reason in plan.items():
-        if reason:
-            typer.echo(f"platform {plat}: skipped ({reason})")
-            notes[plat] = {"status": "skipped", "reason": reason, "runtime": "container"}
-            continue
+    if root is None:  # nothing to mount: an empty dir (the image carries the embedded defaults)
+        root = Path("results") / ".no-data"
+        root.mkdir(parents=True, exist_ok=True)
+    for p in todo:
         try:
-            typer.echo(f"platform {plat}: building cnn-bench/{plat}")
-            dk.build(plat, ca_cert=ca_cert)
-            mnist = dk.default_args(plat, smoke=smoke) + (["--epochs", str(epochs)] if epochs else []) + (["--rerun"] if rerun else [])
-            code, image_id = dk.run(plat, data_root, out, mnist)
-            typer.echo(f"container {plat} mnist-cnn: image {image_id[:19]} exit code {code}")
-            mlp = ["matrix", "mlp-scratch", "--platform", plat, "--out", "/results", "--data-dir", "/data"] + (["--rerun"] if rerun else [])
-            code2, _ = dk.run(plat, data_root, out, mlp)
-            typer.echo(f"container {plat} mlp-scratch: exit code {code2}")
-            code = max(code, code2)
-            notes[plat] = {"status": "ran" if code == 0 else "errors", "runtime": "container", "image_id": image_id,
-                           "reason": "" if code == 0 else f"container exit code {code}"}
+            dk.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
+            rc, image_id = dk.run(p, root, out, req.args([p], "/results", "/data"))
+            typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
+            notes[p] = {"status": "ran" if rc == 0 else "errors", "runtime": "container", "image_id": image_id,
+                        "reason": "" if rc == 0 else f"container exit code {rc}"}
         except KitError as err:
-            typer.echo(f"platform {plat}: error: {err}", err=True)
-            notes[plat] = {"status": "error", "runtime": "container", "reason": str(err)}
-            code = 1
-        codes.append(code)
-    return notes, codes
+            typer.echo(f"platform {p}: error: {err}", err=True)
+            notes[p] = {"status": "error", "runtime": "container", "reason": str(err)}
+            rc = 1
+        code = max(code, rc)
+    return notes, code
+
+
+@app.command()
+def run(
+    platforms: Annotated[Optional[List[str]], typer.Argument(help="cpu | cuda | mps (default: every one this host can run)")] = None,
+    study: StudyOpt = None,
+    profile: ProfileOpt = Profile.default,
+    set_: SetOpt = None,
+    only: OnlyOpt = None,
+    schedule: ScheduleOpt = Schedule.sequential,
+    runtime: RuntimeOpt = Runtime.auto,
+    data_dir: DataOpt = None,
+    out: OutOpt = None,
+    rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
+    timeout_s: Annotated[Optional[float], typer.Option(help="per-cell time limit (s)")] = None,
+    ca_cert: CaOpt = None,
+) -> None:
+    """Run the studies' matrices on PLATFORMS, in their images or natively."""
+    from bench.core.rows import write_json
+
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s)
+    out = out or default_out()
+    notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
+    write_json(out / "platforms.json", notes)
+    raise typer.Exit(code)
 
 
 def _report(dirs: list[Path], out: Path) -> dict:
-    from bench.report.build import build_report
+    from host.report import build_report
 
     try:
         info = build_report(dirs, out)
     except KitError as err:
         fail(str(err))
-    from bench.report.tables import TABLE1_COLUMNS, fmt
-
-    cols = TABLE1_COLUMNS[:5] + [TABLE1_COLUMNS[5]]
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title="Table I (seed 000 columns)")
-    for _, h in cols:
-        t.add_column(h)
-    for r in info["rows"]:
-        t.add_row(*[fmt(r.get(k)) for k, _ in cols])
-    Console().print(t)
-    typer.echo(f"report: {info['report']} ({len(info['plots'])} plots, {len(info['not_run'])} cells not run)")
+    for name, s in info["studies"].items():
+        typer.echo(f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else ""))
+    typer.echo(f"report: {info['report']}")
     return info
 
 
 @app.command()
 def report(
     dirs: Annotated[List[Path], typer.Argument(help="result dirs, from any hosts")],
-    out: Annotated[Path, typer.Option(help="where REPORT.md and the plots go")] = Path("results/report"),
+    out: Annotated[Path, typer.Option(help="where REPORT.md, the tables and the plots go")] = Path("results/report"),
 ) -> None:
-    """Merge any number of result dirs into REPORT.md, table1.csv and the Fig. 1 plots."""
+    """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
     _report(list(dirs), out)
 
 
-try:  # container commands (doctor, base, build, run via images), when that part of the kit is present
-    from bench.host.docker_cli import register as _register_docker
+@app.command("all")
+def all_cmd(
+    study: StudyOpt = None,
+    profile: ProfileOpt = Profile.default,
+    set_: SetOpt = None,
+    only: OnlyOpt = None,
+    schedule: ScheduleOpt = Schedule.sequential,
+    runtime: RuntimeOpt = Runtime.auto,
+    data_dir: DataOpt = None,
+    out: OutOpt = None,
+    report_dir: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/report"),
+    rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
+    timeout_s: Annotated[Optional[float], typer.Option(help="per-cell time limit (s)")] = None,
+    ca_cert: CaOpt = None,
+) -> None:
+    """Run every platform this host can run, then write the report."""
+    from bench.core.rows import write_json
+
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s)
+    out = out or default_out()
+    notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
+    write_json(out / "platforms.json", notes)
+    _report([out], report_dir)
+    raise typer.Exit(code)
+
+
+try:  # image commands (doctor, base, build), when that part of the kit is present
+    from host.docker_cli import register as _register_docker
 except ImportError:
     _register_docker = None
 if _register_docker:

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from bench.data.mnist import RAW_SHA256
-from bench.errors import KitError
+from bench.core.errors import KitError
 
 MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.errors import KitError
+from bench.core.errors import KitError
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -52,6 +52,7 @@ class Dataset:
     def describe(self) -> dict:
         return {
             "name": self.name,
+            "real": self.real_mnist,
             "real_mnist": self.real_mnist,
             "kind": "real" if self.real_mnist else "embedded",
             "n_train": int(len(self.y_train)),
@@ -161,3 +162,31 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     if dataset == "mnist" or (root / "mnist").is_dir():
         return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
     return load_digits_28()
+
+
+_CACHE: dict[tuple[str, str], Dataset] = {}
+
+
+def load_cached(data_dir: str | os.PathLike | None, dataset: str) -> Dataset:
+    """load_dataset, once per (resolved dir, dataset) in this process (a matrix resolves many cells)."""
+    key = (str(resolve_data_dir(data_dir).absolute()), dataset)
+    if key not in _CACHE:
+        _CACHE[key] = load_dataset(data_dir, dataset)
+    return _CACHE[key]
+
+
+def resolve_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
+    """The data identity a cell records: dataset 'mnist' or 'digits' (never 'auto') and the
+    checksum of exactly the arrays it will train on, so other data is another cell."""
+    ds = load_cached(data_dir, params.get("dataset", "auto"))
+    return {"dataset": "mnist" if ds.real_mnist else "digits", "dataset_sha256": ds.checksum}
+
+
+def load_for_cell(params: dict, data_dir: str | os.PathLike | None) -> Dataset:
+    """The cell's dataset; a checksum other than the one the cell was resolved for is an error."""
+    ds = load_cached(data_dir, params.get("dataset", "auto"))
+    want = params.get("dataset_sha256")
+    if want and want != ds.checksum:
+        raise KitError(f"the {ds.name} data in {ds.source} has checksum {ds.checksum[:12]}…, but this cell was "
+                       f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)")
+    return ds

@@ -1,0 +1,116 @@
+"""`Cell`: one unit of work, and the only thing that crosses a process or container boundary.
+
+    cell = Cell("mnist-cnn", "torch-cpu", params={"pipeline": "seed", "epochs": 10, ...})
+    cell.id            -> "torch-cpu_seed_default-3f1c0a9d2b7e"  (name + hash of the full spec)
+    cell.dir(out)      -> out/mnist-cnn/<cell.id>                 (the one place this path is joined)
+    Cell.from_json(cell.to_json()) == cell
+
+The id hashes every field but `name` (a readable prefix the study picks), so two cells
+share a directory only when they are exactly the same work; studies put the resolved
+dataset's checksum into params, so other data is other work.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import KitError
+
+_FIELDS = ("study", "backend", "variant", "params", "devices", "seed", "repeat", "name")
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-stable form: dicts sorted, tuples as lists, floats as floats (1 and 1.0 differ in type only)."""
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalar
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True)
+class Cell:
+    study: str                     # registry name of the study
+    backend: str                   # registry name of the backend within the study
+    variant: str = "default"       # backend tuning label
+    params: dict = field(default_factory=dict, hash=False)  # the study's resolved config (units in key names)
+    devices: tuple = ()            # device slots the cell needs ((): the scheduler's choice)
+    seed: int = 0                  # weights and data order
+    repeat: int = 0                # 0, 1, ...: the same spec again, in a fresh process
+    name: str = field(default="", compare=False)  # readable id prefix; not part of the identity
+
+    def __post_init__(self) -> None:
+        for f in ("study", "backend", "variant"):
+            v = getattr(self, f)
+            if not isinstance(v, str) or not v:
+                raise KitError(f"cell {f} must be a non-empty string (got {v!r})")
+        if not isinstance(self.params, dict):
+            raise KitError(f"cell params must be an object (got {type(self.params).__name__})")
+        for f in ("seed", "repeat"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise KitError(f"cell {f} must be an integer >= 0 (got {v!r})")
+        object.__setattr__(self, "devices", tuple(self.devices))
+        object.__setattr__(self, "params", _canonical(self.params))
+
+    # ---- identity
+    def spec(self) -> dict:
+        """Every field that defines the work (not `name`), canonical."""
+        return _canonical({k: v for k, v in asdict(self).items() if k != "name"})
+
+    @property
+    def key(self) -> str:
+        """sha256 of the canonical spec."""
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    @property
+    def id(self) -> str:
+        prefix = self.name or f"{self.backend}_{self.variant}" + (f"_r{self.repeat}" if self.repeat else "")
+        return re.sub(r"[^A-Za-z0-9.+_-]+", "-", prefix)[:80] + "-" + self.key[:12]
+
+    def dir(self, out: Path) -> Path:
+        return Path(out) / self.study / self.id
+
+    def replace(self, **changes: Any) -> "Cell":
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(changes)
+        return Cell(**d)
+
+    def with_params(self, **changes: Any) -> "Cell":
+        return self.replace(params={**self.params, **changes})
+
+    # ---- serialisation
+    def to_json(self, indent: int | None = None) -> str:
+        d = {**self.spec(), "name": self.name}
+        return json.dumps(d, sort_keys=True, indent=indent, separators=None if indent else (",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Cell":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise KitError(f"cell spec is not JSON: {err}") from None
+        if not isinstance(d, dict):
+            raise KitError("cell spec must be a JSON object")
+        unknown = set(d) - set(_FIELDS)
+        if unknown:
+            raise KitError(f"cell spec has unknown field(s) {', '.join(sorted(unknown))}: expected {', '.join(_FIELDS)}")
+        missing = {"study", "backend"} - set(d)
+        if missing:
+            raise KitError(f"cell spec lacks {', '.join(sorted(missing))}")
+        d["devices"] = tuple(d.get("devices") or ())
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: Path) -> "Cell":
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise KitError(f"cannot read cell spec {path}: {err.strerror}") from None
+        return cls.from_json(text)

@@ -1,0 +1,196 @@
+"""Where a result came from: the kit's source tree, the runtime or image, the libraries,
+the CPU and GPU, the threads in use. `system_info()` is what each cell's system.json holds.
+
+Nothing here imports torch or numba: it reads them from sys.modules when a cell already
+loaded them, so the host side can use this module too.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import bench
+
+LIBS = ("torch", "torchvision", "numpy", "numba", "numba-cuda", "llvmlite", "scipy", "scikit-learn",
+        "cupy-cuda12x", "cupy-cuda13x", "psutil", "rich", "typer", "pillow")
+KIT_ROOT = Path(bench.__file__).resolve().parent.parent
+
+
+@lru_cache(maxsize=1)
+def source_state() -> dict:
+    """{"sha", "dirty", "changes"}: the kit checkout this process runs from.
+
+    dirty when tracked files differ from HEAD *or* untracked files exist under bench/
+    (a new module there changes what runs). KIT_GIT_SHA (set by the host for containers,
+    which hold no .git) wins; a '-dirty' suffix in it marks the tree unclean."""
+    env = os.environ.get("KIT_GIT_SHA")
+    if env:
+        return {"sha": env.removesuffix("-dirty"), "dirty": env.endswith("-dirty"), "changes": [], "from": "KIT_GIT_SHA"}
+    git = ["git", "-C", str(KIT_ROOT)]
+    try:
+        head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return {"sha": None, "dirty": None, "changes": [], "from": "no git checkout"}
+        tracked = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10).stdout.splitlines()
+        untracked = subprocess.run(git + ["ls-files", "--others", "--exclude-standard", "--", "bench"],
+                                   capture_output=True, text=True, timeout=10).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None, "changes": [], "from": "git not runnable"}
+    changes = [line[3:] for line in tracked] + [f"?? {p}" for p in untracked]
+    return {"sha": head.stdout.strip(), "dirty": bool(changes), "changes": changes[:50], "from": "git"}
+
+
+def git_sha() -> str | None:
+    """HEAD's sha, '-dirty' appended when source_state() says the tree is unclean."""
+    s = source_state()
+    if not s["sha"]:
+        return None
+    return s["sha"] + ("-dirty" if s["dirty"] else "")
+
+
+def host_label() -> str:
+    """The short host name, safe as a directory name: results/<host-label>/ is the default results dir."""
+    name = os.environ.get("KIT_HOST_NAME") or socket.gethostname() or "host"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name.split(".")[0]) or "host"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for name in LIBS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def thread_settings() -> dict:
+    t: dict = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        t["torch_threads"] = torch.get_num_threads()
+        t["torch_interop_threads"] = torch.get_num_interop_threads()
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        try:
+            t["numba_threads"] = numba.get_num_threads()
+            t["numba_threading_layer"] = numba.config.THREADING_LAYER
+        except Exception:  # noqa: BLE001 - threading layer not initialised yet
+            pass
+    return t
+
+
+def nvidia_smi_gpus() -> list[dict]:
+    """GPUs nvidia-smi lists ([] without nvidia-smi or a GPU): name, driver, memory, power limit, max SM clock."""
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,power.limit,clocks.max.sm",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if q.returncode != 0:
+        return []
+    out = []
+    for line in q.stdout.splitlines():
+        parts = [s.strip() for s in line.split(",")]
+        if len(parts) >= 6:
+            out.append({"index": parts[0], "name": parts[1], "driver": parts[2], "memory": parts[3],
+                        "power_limit": parts[4], "max_sm_clock": parts[5]})
+    return out
+
+
+def gpu_info() -> dict | None:
+    """The GPU this process uses (torch's view when torch is loaded, else nvidia-smi's first)."""
+    info: dict = {}
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info.update(name=p.name, memory_mb=round(p.total_memory / 1e6), sm_count=p.multi_processor_count,
+                    capability=f"{p.major}.{p.minor}", torch_cuda=torch.version.cuda,
+                    cudnn=torch.backends.cudnn.version())
+    elif torch is not None and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        info.update(name="Apple MPS", torch_mps=True)
+    smi = nvidia_smi_gpus()
+    if smi:
+        g = smi[0]
+        info.update(name=info.get("name", g["name"]), driver=g["driver"], power_limit=g["power_limit"],
+                    max_sm_clock=g["max_sm_clock"])
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and info:
+        info["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    return info or None
+
+
+def device_name(platform_name: str) -> str:
+    """What a cell of PLATFORM ran on: the GPU's name for cuda/mps, else the CPU model and cores."""
+    if platform_name in ("cuda", "mps"):
+        gpu = gpu_info()
+        if gpu and gpu.get("name"):
+            return str(gpu["name"])
+    return f"{cpu_model()}, {usable_cores()} cores"
+
+
+def runtime_info() -> dict:
+    """Native, or the container image this ran in (the host runner passes KIT_* env vars)."""
+    return {
+        "runtime": os.environ.get("KIT_RUNTIME", "native"),
+        "image_id": os.environ.get("KIT_IMAGE_ID", "native"),
+        "image_ref": os.environ.get("KIT_IMAGE_REF"),
+        "lock_hash": os.environ.get("KIT_LOCK_HASH", "native"),
+    }
+
+
+def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | None = None) -> dict:
+    import psutil
+
+    info = {
+        "run_id": run_id,
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "kit_version": bench.__version__,
+        "kit_git_sha": git_sha(),
+        "kit_source": source_state(),
+        **runtime_info(),
+        "hostname": os.environ.get("KIT_HOST_NAME") or socket.gethostname(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "libraries": library_versions(),
+        "cpu_model": cpu_model(),
+        "cpu_logical_cores": psutil.cpu_count(logical=True),
+        "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "cpu_affinity": usable_cores(),
+        "memory_total_mb": round(psutil.virtual_memory().total / 1e6),
+        "threads": thread_settings(),
+        "gpu": gpu_info(),
+        "dataset": dataset,
+        "config": config,
+    }
+    if extra:
+        info.update(extra)
+    return info

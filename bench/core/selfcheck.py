@@ -1,0 +1,80 @@
+"""`python -m bench selfcheck`: is this image (or host) what it claims to be?"""
+from __future__ import annotations
+
+from bench.core.provenance import library_versions, runtime_info
+from bench.core.registry import studies
+
+
+def _gpu_kernels(echo) -> bool:
+    """Compile and run one numba-cuda and one CuPy kernel; True when both gave the right answer."""
+    import numpy as np
+
+    ok = True
+    try:
+        from numba import cuda
+
+        @cuda.jit
+        def add_one(a):
+            i = cuda.grid(1)
+            if i < a.size:
+                a[i] += 1.0
+
+        d = cuda.to_device(np.arange(256, dtype=np.float32))
+        add_one[1, 256](d)
+        good = np.array_equal(d.copy_to_host(), np.arange(256, dtype=np.float32) + 1)
+        echo(f"  numba-cuda kernel: {'ok' if good else 'WRONG RESULT'}")
+        ok &= good
+    except Exception as err:  # noqa: BLE001
+        echo(f"  numba-cuda kernel: FAILED: {type(err).__name__}: {err}")
+        ok = False
+    try:
+        import cupy as cp
+
+        k = cp.ElementwiseKernel("float32 x", "float32 y", "y = x * 2.0f", "kit_double")
+        good = bool((k(cp.arange(256, dtype=cp.float32)) == cp.arange(256, dtype=cp.float32) * 2).all())
+        echo(f"  cupy kernel: {'ok' if good else 'WRONG RESULT'}")
+        ok &= good
+    except Exception as err:  # noqa: BLE001
+        echo(f"  cupy kernel: FAILED: {type(err).__name__}: {err}")
+        ok = False
+    return ok
+
+
+def gpu_visible() -> str | None:
+    """None when an NVIDIA GPU is usable from here, else why not."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no NVIDIA GPU visible (torch.cuda.is_available() is False; no --gpus / NVIDIA runtime?)"
+    return None
+
+
+def run_selfcheck(platform: str, echo=print) -> bool:
+    rt = runtime_info()
+    echo(f"cnn-bench selfcheck: platform {platform}, runtime {rt['runtime']}, image {rt['image_id']}, lock {rt['lock_hash']}")
+    libs = library_versions()
+    echo("  " + ", ".join(f"{k} {v}" for k, v in libs.items()))
+    ok = True
+    gpu_reason = gpu_visible() if platform == "cuda" else None
+    for study in studies().values():
+        for b, spec in study.backends.items():
+            if spec.platform != platform:
+                continue
+            reason = study.why_unavailable(b)
+            what = f"{study.name} {b}"
+            if reason is None:
+                echo(f"  {what}: available")
+            elif platform == "cuda" and gpu_reason and "cannot import" not in reason:
+                echo(f"  {what}: importable; not runnable here: {reason}")
+            else:
+                echo(f"  {what}: UNAVAILABLE: {reason}")
+                ok = False
+    if platform == "cuda":
+        if gpu_reason:
+            echo(f"  GPU: {gpu_reason}; kernel compile skipped")
+        else:
+            ok &= _gpu_kernels(echo)
+    echo("selfcheck: " + ("ok" if ok else "FAILED"))
+    return ok

@@ -1,0 +1,185 @@
+"""What a study is to the core: a `Study` subclass with its config, backends, matrix,
+protocol and report section. The core calls only what is declared here.
+
+    @register_study
+    class MyStudy(Study):
+        name = "my-study"; title = "..."; seed_doc = "005"
+        Config = MyConfig                       # frozen dataclass: defaults, units in names
+        backends = {"numpy": BackendSpec("my_pkg.backends.numpy", platform="cpu")}
+        def matrix(self, platform, profile): return [Cell(self.name, "numpy", params=...)]
+        def open(self, cell, ctx): return MyRun(...)     # a StepRun
+        def report_section(self, cells, out): return ["## my-study", ...]
+
+A backend module has `available() -> str | None` and `create(cell, data) -> trainer`; it
+is imported only when a cell asks for it, and imports only what it needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+
+if TYPE_CHECKING:
+    from bench.core.resultset import ResultCell
+
+PLATFORMS = ("cpu", "cuda", "mps")
+PROFILES = ("smoke", "default", "full")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    module: str                    # import path of the backend module (imported only when asked for)
+    platform: str                  # cpu | cuda | mps: which platform's matrix and image it belongs to
+    variants: tuple = ("default",)  # labels the backend accepts (studies may accept more, e.g. '+' combinations)
+    about: str = ""                # one line for `bench list`
+
+
+@runtime_checkable
+class BackendModule(Protocol):
+    def available(self) -> str | None: ...
+    def create(self, cell: Cell, data: Any) -> Any: ...
+
+
+@dataclass
+class RunContext:
+    """What the cell entry point hands a study's `open()`."""
+
+    out: Path                      # the results root (the cell writes under cell.dir(out))
+    cell_dir: Path
+    data_dir: str | None           # --data-dir as given (None: $KIT_DATA_DIR or ./data)
+    run_id: str
+    echo: Any = print              # progress lines for a person (stderr when scheduled)
+
+
+class StepRun(Protocol):
+    """An opened cell: the scheduler steps it (an epoch, a repeat, a phase) and closes it.
+    Every member is required."""
+
+    steps: int                     # how many step() calls the cell takes
+    warmup_s: float                # set-up + warm-up time before step 0 (compile, JIT, checks)
+    dataset: dict                  # the data actually loaded: name, real (bool), sha256, sizes, source
+
+    def step(self, i: int) -> list[dict]:
+        """Run step i (0-based) and return its rows (study keys only; common keys are added)."""
+        ...
+
+    def close(self) -> list[dict]:
+        """Finish: return any final rows (may be [])."""
+        ...
+
+    def system_extra(self) -> dict:
+        """Study facts for system.json (resolved config is added by the entry point)."""
+        ...
+
+
+class Study:
+    """Base class: subclass, set the ClassVars, implement matrix / open / report_section."""
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    seed_doc: ClassVar[str] = ""
+    Config: ClassVar[type]                     # frozen dataclass of params with defaults
+    backends: ClassVar[dict[str, BackendSpec]] = {}
+    profiles: ClassVar[tuple[str, ...]] = PROFILES
+
+    # ---- config and cells
+    def config_defaults(self) -> dict:
+        return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+                for f in dataclasses.fields(self.Config)}
+
+    def config_types(self) -> dict[str, Any]:
+        return {k: type(v) for k, v in self.config_defaults().items()}
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        raise NotImplementedError
+
+    def cell(self, backend: str, variant: str = "default", seed: int = 0, repeat: int = 0, name: str = "",
+             **params: Any) -> Cell:
+        """A cell with every config key resolved (defaults filled in)."""
+        full = {**self.config_defaults(), **params}
+        unknown = set(params) - set(self.config_defaults())
+        if unknown:
+            raise KitError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        return Cell(self.name, backend, variant, full, seed=seed, repeat=repeat, name=name)
+
+    def validate(self, cell: Cell) -> None:
+        """Raise KitError (one line) when the cell cannot be run as specified. The default
+        checks the backend name and the variant against the backend's declared variants."""
+        spec = self.backend_spec(cell.backend)
+        if cell.variant not in spec.variants:
+            raise KitError(f"{self.name} {cell.backend} has no variant {cell.variant!r}: choose {', '.join(spec.variants)}")
+        try:
+            self.Config(**{k: v for k, v in cell.params.items() if k in self.config_defaults()})
+        except (TypeError, ValueError) as err:
+            raise KitError(f"{self.name}: {err}") from None
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        """The cell with its data identity fixed (e.g. dataset name + checksum in params);
+        called once per matrix, before any cell runs. Default: unchanged."""
+        return cell
+
+    def label(self, cell: Cell) -> str:
+        return f"{cell.backend} {cell.variant}"
+
+    def progress_line(self, rows: list[dict]) -> str:
+        """A few words on one step's rows, for progress output (e.g. "1.23 s, acc 0.9712")."""
+        return ""
+
+    def platform_of(self, cell: Cell) -> str:
+        return self.backend_spec(cell.backend).platform
+
+    # ---- backends
+    def backend_spec(self, backend: str) -> BackendSpec:
+        if backend not in self.backends:
+            raise KitError(f"unknown backend {backend!r} for {self.name}: choose one of {', '.join(self.backends)}")
+        return self.backends[backend]
+
+    def load_backend(self, backend: str) -> ModuleType:
+        return importlib.import_module(self.backend_spec(backend).module)
+
+    def why_unavailable(self, backend: str) -> str | None:
+        """None when BACKEND can run here, else the reason (a failed import is a reason, not a crash)."""
+        try:
+            mod = self.load_backend(backend)
+        except KitError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            return f"cannot import: {type(err).__name__}: {err}"
+        try:
+            return mod.available()
+        except Exception as err:  # noqa: BLE001
+            return f"availability check failed: {type(err).__name__}: {err}"
+
+    def cell_unavailable(self, cell: Cell) -> str | None:
+        """Why this cell cannot run here (None: it can). Studies whose cell spans several
+        backends override this."""
+        return self.why_unavailable(cell.backend)
+
+    # ---- running
+    def open(self, cell: Cell, ctx: RunContext) -> StepRun:
+        raise NotImplementedError
+
+    # ---- reporting (host side: only the standard library, numpy and matplotlib)
+    def report_section(self, cells: list["ResultCell"], out: Path) -> list[str]:
+        """Markdown lines for REPORT.md (tables, figure links); files go under OUT."""
+        return [f"{len(cells)} cell(s); no report section defined."]
+
+    def summary(self, cells: list["ResultCell"]) -> tuple[list[str], dict]:
+        """Text lines printed after a matrix run, and a dict saved as <out>/<study>/summary.json."""
+        return [], {}
+
+
+@dataclass
+class StudyInfo:
+    """What `bench list` shows of a study."""
+
+    name: str
+    title: str
+    backends: dict[str, tuple[str, tuple, str | None]] = field(default_factory=dict)  # name -> (platform, variants, reason)
+    config: dict = field(default_factory=dict)

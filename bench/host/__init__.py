@@ -1,1 +1,0 @@
-"""Host side: image build, container and native runners, capability detection."""

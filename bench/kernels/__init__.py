@@ -1,1 +1,0 @@
-"""Hand-written CPU/GPU kernels for the benchmark nets (Numba)."""

@@ -1,1 +1,0 @@
-"""Network definitions shared by every backend (shapes, parameter layout, init, FLOPs)."""

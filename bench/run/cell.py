@@ -1,0 +1,176 @@
+"""The one entry point that runs a cell: `python -m bench cell SPEC [--out DIR] [--data-dir DIR] [--gate]`.
+
+SPEC is a path to a cell.json, `-` for stdin, or the JSON itself. Order of work:
+  1. validate the spec (bad input: one line, exit 2, nothing written);
+  2. an unavailable backend finishes at once as one `skipped` row with the reason;
+  3. `study.open()` (data, model, warm-up), then `step(i)` for every step, then `close()`;
+     each step's rows are appended to rows.partial.jsonl as they come;
+  4. system.json, rows.csv and rows.jsonl (the completion marker), each atomically.
+A crash or Ctrl-C inside a step leaves rows.jsonl with the finished steps' rows marked
+`incomplete` and one `error` row with the reason; a kill -9 is settled by the scheduler.
+
+With --gate the cell speaks the scheduler's protocol (and nothing else does). Its stdout
+carries only these lines; everything else a study or library prints goes to stderr:
+    child:  KIT READY {"steps": N, "warmup_s": S}     after open()
+    parent: go                                        run the next step ("stop" or EOF: end now)
+    child:  KIT STEP {"i": I, "rows": [...]}          after each step
+    child:  KIT DONE {"status": "ok"}                 after the files are written
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from bench.core import provenance, rows as R
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import get_study
+from bench.core.study import RunContext
+
+READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
+
+
+def reproduce_command(cell: Cell, out: Path, data_dir: str | None) -> str:
+    """The command that reruns exactly this cell (self-contained: the spec is inline)."""
+    argv = ["python", "-m", "bench", "cell", cell.to_json(), "--out", str(out)]
+    if data_dir:
+        argv += ["--data-dir", str(data_dir)]
+    return shlex.join(argv)
+
+
+def common_fields(cell: Cell, run_id: str, command: str, device: str | None, dataset: dict | None) -> dict:
+    rt = provenance.runtime_info()
+    ds = dataset or {}
+    return {"schema": R.SCHEMA_VERSION, "study": cell.study, "cell": cell.id, "backend": cell.backend,
+            "variant": cell.variant, "seed": cell.seed, "repeat": cell.repeat, "run_id": run_id, "status": "ok",
+            "reason": "", "host": provenance.host_label(), "device": device, "image_id": rt["image_id"],
+            "lock_hash": rt["lock_hash"], "dataset": ds.get("name"), "dataset_real": ds.get("real"), "command": command}
+
+
+def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> dict:
+    """The row a cell that could not finish leaves (also written by the scheduler after a kill)."""
+    row = common_fields(cell, R.new_run_id(), reproduce_command(cell, out, data_dir), None, None)
+    return R.ordered({**row, "status": status, "reason": reason, "created": time.time()})
+
+
+def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None) -> None:
+    """rows.jsonl after a failure: finished steps kept (marked incomplete) + one error row."""
+    partial = cell_dir / "rows.partial.jsonl"
+    done = []
+    if partial.exists():
+        for line in partial.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the kill
+            if isinstance(r, dict):
+                done.append({**r, "status": "incomplete"})
+    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir)])
+
+
+class _Protocol:
+    """stdout reserved for protocol lines; fd 1 and sys.stdout now go to stderr."""
+
+    def __init__(self, gated: bool):
+        self.gated = gated
+        self.out: IO[str] | None = None
+        if gated:
+            sys.stdout.flush()
+            self.out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+            os.dup2(2, 1)
+            sys.stdout = sys.stderr
+
+    def send(self, tag: str, obj: Any) -> None:
+        if self.out:
+            self.out.write(tag + json.dumps(obj, default=R.jsonable) + "\n")
+            self.out.flush()
+
+    def wait_go(self) -> bool:
+        if not self.gated:
+            return True
+        line = sys.stdin.readline()
+        return line.strip() == "go"
+
+
+def load_spec(spec: str) -> Cell:
+    if spec == "-":
+        return Cell.from_json(sys.stdin.read())
+    if spec.lstrip().startswith("{"):
+        return Cell.from_json(spec)
+    return Cell.load(Path(spec))
+
+
+def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = False, progress: Any = None) -> int:
+    """Run CELL under OUT; returns the process exit code (0 ok or skipped, 1 error, 3 stopped).
+    Raises KitError before anything is written when the cell is invalid."""
+    proto = _Protocol(gated)
+    study = get_study(cell.study)
+    study.validate(cell)
+    out = Path(out)
+    cell_dir = cell.dir(out)
+    run_id = R.new_run_id()
+    command = reproduce_command(cell, out, data_dir)
+    platform = study.platform_of(cell)
+
+    reason = study.cell_unavailable(cell)
+    if reason:
+        _clear(cell_dir)
+        R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
+        row = common_fields(cell, run_id, command, provenance.device_name("cpu"), None)
+        R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, None, run_id, {"cell": json.loads(cell.to_json())}))
+        R.write_rows(cell_dir, [R.ordered({**row, "status": "skipped", "reason": reason})])
+        proto.send(DONE, {"status": "skipped", "reason": reason})
+        return 0
+
+    ctx = RunContext(out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=run_id,
+                     echo=lambda s: print(s, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    run = study.open(cell, ctx)  # KitError (bad data, bad size) propagates: nothing written yet
+    open_s = time.perf_counter() - t0
+    _clear(cell_dir)
+    R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
+    base = common_fields(cell, run_id, command, provenance.device_name(platform), run.dataset)
+    proto.send(READY, {"steps": run.steps, "warmup_s": run.warmup_s, "open_s": open_s})
+    all_rows: list[dict] = []
+    task = progress.add_task(study.label(cell), total=run.steps) if progress else None
+    try:
+        for i in range(run.steps):
+            if not proto.wait_go():
+                settle_failure(cell_dir, cell, f"stopped by the scheduler before step {i + 1} of {run.steps}", out, data_dir)
+                return 3
+            rows = [R.ordered({**base, **r}) for r in run.step(i)]
+            for r in rows:
+                R.append_partial(cell_dir, r)
+            all_rows += rows
+            proto.send(STEP, {"i": i, "rows": rows})
+            if progress:
+                progress.update(task, advance=1, description=f"{study.label(cell)} {study.progress_line(rows)}")
+        all_rows += [R.ordered({**base, **r}) for r in run.close()]
+    except KitError as err:
+        settle_failure(cell_dir, cell, str(err), out, data_dir)
+        raise
+    except KeyboardInterrupt:
+        settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", out, data_dir)
+        raise
+    except Exception as err:
+        settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
+        raise
+    extra = {"cell": json.loads(cell.to_json()), "cell_id": cell.id, "command": command, "open_s": open_s,
+             "warmup_s": run.warmup_s, **run.system_extra()}
+    R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
+    R.write_rows(cell_dir, all_rows)
+    status = R.cell_status(cell_dir) or "error"
+    proto.send(DONE, {"status": status})
+    return 0 if status in ("ok", "skipped") else 1
+
+
+def _clear(cell_dir: Path) -> None:
+    """A (re)run starts clean: no rows from an earlier run of this cell may mix with its own."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("rows.jsonl", "rows.csv", "rows.partial.jsonl", "system.json"):
+        (cell_dir / stale).unlink(missing_ok=True)

@@ -1,0 +1,63 @@
+"""`python -m bench matrix`: studies x platforms x profile -> validated, resolved cells -> the scheduler.
+
+Everything a user can get wrong is checked here, once, before any cell starts: study and
+platform names, --set / --only keys and values, every cell's parameters, the data dir
+and the dataset (each study resolves its cells' data identity, checksum included).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from bench.core import params as P
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import get_study, select
+from bench.core.resultset import load_cells
+from bench.core.rows import write_json
+from bench.core.study import PLATFORMS
+from bench.run.schedule import Scheduler
+
+
+def resolve(study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str],
+            data_dir: str | None) -> list[Cell]:
+    chosen = select(study_names)
+    for p in platforms:
+        if p not in PLATFORMS:
+            raise KitError(f"unknown platform {p!r}: choose {', '.join(PLATFORMS)}")
+    P.check_only(only, chosen)
+    cells: list[Cell] = []
+    for study in chosen:
+        if profile not in study.profiles:
+            raise KitError(f"{study.name} has no profile {profile!r}: choose {', '.join(study.profiles)}")
+        mine = [c for p in dict.fromkeys(platforms) for c in study.matrix(p, profile)]
+        mine = [c for c in P.apply(study, mine, sets, chosen) if P.matches(c, only)]
+        for c in mine:
+            study.validate(c)
+        cells += [study.resolve(c, data_dir) for c in mine]
+    if not cells:
+        raise KitError(f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
+                       + (f" with --only {' '.join(only)}" if only else ""))
+    return cells
+
+
+def run_matrix(study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str],
+               schedule: str, out: Path, data_dir: str | None, rerun: bool = False, timeout_s: float = 3600,
+               devices: list[str] | None = None, echo: Callable[[str], None] = print) -> int:
+    """Run the matrix; returns the exit code (1 when any cell ended in error)."""
+    cells = resolve(study_names, platforms, profile, sets, only, data_dir)
+    data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
+    echo(f"{len(cells)} cells ({', '.join(platforms)}, profile {profile}, schedule {schedule}) -> {out}; "
+         f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}")
+    outcomes = Scheduler(out, data_dir, timeout_s, rerun, devices=devices).run(cells, schedule)
+    for name in dict.fromkeys(c.study for c in cells):
+        study = get_study(name)
+        done = load_cells([o.cell.dir(out) for o in outcomes if o.cell.study == name])
+        lines, summary = study.summary(done)
+        if lines:
+            echo("\n".join(["", f"== {name}", *lines]))
+        if summary:
+            write_json(Path(out) / name / "summary.json", summary)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "reused", "skipped", "error")}
+    echo(f"\n{len(outcomes)} cells: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f"; rows under {out}")
+    return 1 if counts["error"] else 0

@@ -1,0 +1,113 @@
+"""mlp-scratch (seed 001): a 784-10-10 MLP written once against an `xp` array module,
+full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and tuned).
+
+    config.py      defaults, platform matrix, profiles
+    protocol.py    one cell: check, interleaved plain runs, op breakdown, memory, convergence
+    net.py         the network against `xp` (NumPy or CuPy, one code path)
+    tuned_cupy.py  the tuned CuPy variant (CUDA graph, fused kernels)
+    runner.py      plain run, op-breakdown run, memory breakdown, convergence (plain dicts out)
+    backends/      numpy, cupy, cupy-tuned (available, create)
+    report.py      Tables 3-5 and the convergence plot (Fig. 3)
+
+Nothing here imports CuPy at import time; a CPU-only host never needs it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import register_study
+from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
+from bench.studies.mlp_scratch.config import PLATFORM_BACKEND, PROFILE_PARAMS, VARIANTS, MlpConfig
+
+_B = "bench.studies.mlp_scratch.backends."
+
+
+@register_study
+class MlpScratch(Study):
+    name = "mlp-scratch"
+    title = "mlp-scratch (seed 001)"
+    seed_doc = "001"
+    Config = MlpConfig
+    backends = {
+        "numpy": BackendSpec(_B + "numpy_xp", "cpu", about="net.py on NumPy (the host BLAS)"),
+        "cupy": BackendSpec(_B + "cupy_xp", "cuda", about="net.py on CuPy, as the seed wrote it"),
+        "cupy-tuned": BackendSpec(_B + "cupy_tuned", "cuda", about="fused kernels + one CUDA graph per step"),
+    }
+
+    @staticmethod
+    def parts(cell: Cell) -> list[str]:
+        return cell.backend.split("+")
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        if platform not in PLATFORMS:
+            raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
+        if profile not in PROFILE_PARAMS:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
+        if platform not in PLATFORM_BACKEND:
+            return []  # no mps variant of this study
+        backend = PLATFORM_BACKEND[platform]
+        return [self.cell(backend, name=f"{backend}_{PROFILE_PARAMS[profile].get('dtype', 'float32')}",
+                          **PROFILE_PARAMS[profile])]
+
+    def validate(self, cell: Cell) -> None:
+        from bench.studies.mlp_scratch import net
+
+        parts = self.parts(cell)
+        for v in parts:
+            if v not in VARIANTS:
+                raise KitError(f"unknown mlp-scratch backend {v!r}: choose {', '.join(VARIANTS)} (joined with '+')")
+        if len(set(parts)) != len(parts):
+            raise KitError(f"mlp-scratch backend {cell.backend!r} names a variant twice")
+        if cell.variant != "default":
+            raise KitError(f"mlp-scratch has no variant {cell.variant!r}: its backends are {', '.join(VARIANTS)}")
+        p = cell.params
+        try:
+            net.check_iterations(p["iterations"])
+            net.check_lr(p["lr"])
+            net.resolve_dtype(p["dtype"])
+        except net.MLPError as err:
+            raise KitError(str(err)) from None
+        except KeyError as err:
+            raise KitError(f"mlp-scratch cell lacks parameter {err}") from None
+        for key in ("plain_runs", "breakdown_iterations", "check_steps"):
+            if not isinstance(p.get(key), int) or p[key] <= 0:
+                raise KitError(f"{key} must be an integer > 0 (got {p.get(key)!r})")
+        if p["dataset"] not in ("auto", "mnist", "digits"):
+            raise KitError(f"unknown dataset {p['dataset']!r}: choose auto, mnist or digits")
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        from bench.data.mnist import resolve_params
+
+        return cell.with_params(**resolve_params(cell.params, data_dir))
+
+    def platform_of(self, cell: Cell) -> str:
+        plats = {self.backends[v].platform for v in self.parts(cell) if v in self.backends}
+        return "cuda" if "cuda" in plats else "cpu"
+
+    def cell_unavailable(self, cell: Cell) -> str | None:
+        """Unavailable only when none of its variants can run (the others become skipped rows)."""
+        reasons = [self.why_unavailable(v) for v in self.parts(cell)]
+        if all(reasons):
+            return "; ".join(f"{v}: {r}" for v, r in zip(self.parts(cell), reasons))
+        return None
+
+    def label(self, cell: Cell) -> str:
+        return f"{cell.backend} {cell.params.get('dtype')}"
+
+    def progress_line(self, rows: list[dict]) -> str:
+        plain = [r for r in rows if r.get("phase") == "plain"]
+        if plain:
+            return "  ".join(f"{r['backend']} {r['per_iter_median_ms']:.4g} ms/iter" for r in plain)
+        return ", ".join(sorted({str(r.get("phase")) for r in rows}))
+
+    def open(self, cell: Cell, ctx: RunContext):
+        from bench.studies.mlp_scratch.protocol import open_cell
+
+        return open_cell(self, cell, ctx)
+
+    def report_section(self, cells, out: Path) -> list[str]:
+        from bench.studies.mlp_scratch.report import section
+
+        return section(cells, out)

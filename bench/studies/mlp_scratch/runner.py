@@ -1,0 +1,449 @@
+"""Runs of the mlp-scratch study (seed 001): plain, op breakdown, memory, convergence, checks.
+
+Variants: 'numpy' and 'cupy' run net.py (the seed's way) on that array module;
+'cupy-tuned' runs tuned_cupy.py. Every function returns plain dicts / lists of numbers
+(None where a field does not apply), units in the key names. Inputs everywhere:
+X (n, 784) floats in [0, 1] and y (n,) int labels, numpy or cupy.
+
+Timing rules (DESIGN.md "Measuring honestly"):
+- plain_run: warm-up steps first (warmup_s, first_iter_ms), then a timed run from the same
+  initial weights. Each iteration is bracketed by timestamps that do not sync: CUDA events
+  on the stream for CuPy, perf_counter for NumPy; the device is synced once at the end and
+  every duration is checked >= 0. total_s sums the training steps only; the convergence
+  record every `record_every` iterations sits between steps (for naive CuPy it syncs the
+  host, as the seed's print did) and is in loop_wall_s, not in total_s.
+- breakdown_run: a separate run that syncs the device before and after every op, so its
+  totals are distorted; quote total_s from plain_run.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from bench.studies.mlp_scratch import net
+
+VARIANTS = ("numpy", "cupy", "cupy-tuned")
+# Tolerances for comparing params with the NumPy reference, defined once per dtype:
+# |a - ref| <= atol + rtol * |ref| elementwise (weights are O(0.5)).
+TOL = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-12, "rtol": 1e-10}}
+CURVE_TOL = 1e-3  # largest allowed |acc_a - acc_b| between two convergence curves
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    iterations: int = 500    # full-batch gradient-descent steps
+    lr: float = 0.1          # learning rate
+    dtype: str = "float32"   # float32 | float64
+    seed: int = 0            # numpy default_rng seed of the initial weights
+    record_every: int = 10   # iterations between convergence records
+    warmup_iters: int = 3    # steps before the timed run (own copy of the init), in warmup_s
+
+    def __post_init__(self):
+        net.check_iterations(self.iterations)
+        net.check_lr(self.lr)
+        net.resolve_dtype(self.dtype)
+        if isinstance(self.record_every, bool) or not isinstance(self.record_every, int) or self.record_every <= 0:
+            raise net.MLPInputError(f"record_every must be an int > 0, got {self.record_every!r}")
+        if isinstance(self.warmup_iters, bool) or not isinstance(self.warmup_iters, int) or self.warmup_iters < 1:
+            raise net.MLPInputError(f"warmup_iters must be an int >= 1, got {self.warmup_iters!r}")
+
+
+def _check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise net.MLPInputError(f"unknown variant {variant!r}: choose one of {', '.join(VARIANTS)}")
+    if variant != "numpy":
+        why = net.cupy_unavailable_reason()
+        if why:
+            raise net.BackendUnavailable(f"{variant}: {why}")
+    return variant
+
+
+# ---------------------------------------------------------------- clocks
+
+def _nonneg(ms: float, what: str) -> float:
+    if not ms >= 0:  # also catches NaN
+        raise net.MLPError(f"negative or NaN duration for {what}: {ms} ms")
+    return ms
+
+
+class _Clock:
+    """Timestamps that do not sync: perf_counter (NumPy) or CUDA events on `stream` (CuPy)."""
+
+    def __init__(self, xp, stream=None):
+        self.cp = None if xp is np else xp
+        self.stream = stream
+        self.kind = "perf_counter" if self.cp is None else "cuda_events"
+
+    def sync(self):
+        if self.cp is not None:
+            (self.stream or self.cp.cuda.get_current_stream()).synchronize()
+
+    def mark(self):
+        if self.cp is None:
+            return time.perf_counter()
+        ev = self.cp.cuda.Event()
+        ev.record(self.stream)
+        return ev
+
+    def ms(self, a, b, what="interval") -> float:
+        """Milliseconds from mark a to mark b (sync first)."""
+        d = (b - a) * 1e3 if self.cp is None else self.cp.cuda.get_elapsed_time(a, b)
+        return _nonneg(d, what)
+
+
+class _OpTimer:
+    """ops(name) for net.py / tuned_cupy.py: sync, time on the host, sync; sums per op."""
+
+    def __init__(self, clock: _Clock):
+        self.clock, self.ms, self.calls = clock, {}, {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        self.clock.sync()
+        t0 = time.perf_counter()
+        yield
+        self.clock.sync()
+        d = _nonneg((time.perf_counter() - t0) * 1e3, name)
+        self.ms[name] = self.ms.get(name, 0.0) + d
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+
+def _stats(prefix: str, samples: list[float]) -> dict:
+    """{prefix}_ms (mean), _median_ms, _min_ms, _max_ms and the samples (all in ms)."""
+    return {f"{prefix}_ms": statistics.fmean(samples), f"{prefix}_median_ms": statistics.median(samples),
+            f"{prefix}_min_ms": min(samples), f"{prefix}_max_ms": max(samples),
+            f"{prefix}_samples_ms": list(samples)}
+
+
+def _record(iteration, train_acc, val_acc, loss) -> dict:
+    return {"iteration": int(iteration), "train_acc": float(train_acc), "val_acc": float(val_acc), "loss": float(loss)}
+
+
+# ---------------------------------------------------------------- plain run
+
+def plain_run(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), use_graph: bool = True,
+              gemm: str = "kernels") -> dict:
+    """Timed training run; returns timings, warm-up, and the convergence curve.
+
+    Keys: variant, dtype, iterations, lr, seed, n_train, n_val, timer, warmup_iters,
+    warmup_s, first_iter_ms (first warm-up step with its records: compiles, handles),
+    total_s (training steps only), loop_wall_s (host wall of the loop, records included), per_iter_ms (mean) / _median_ms /
+    _min_ms / _max_ms / _samples_ms, the same for forward and backward (backward_* include
+    the update, as the seed's Table 3; update_* is that part; None for cupy-tuned, whose
+    kernels fuse them), convergence [{iteration, train_acc, val_acc, loss}] every
+    record_every iterations plus a final row at iteration == iterations, final_train_acc,
+    final_val_acc, final_loss; cupy-tuned adds gemm, graph, graph_error, setup_s, capture_s.
+    use_graph, gemm: cupy-tuned only (see tuned_cupy.py)."""
+    _check_variant(variant)
+    net.check_data(X, y, "train")
+    net.check_data(X_val, y_val, "val")
+    if variant == "cupy-tuned":
+        out = _tuned_plain(X, y, X_val, y_val, cfg, use_graph, gemm)
+    else:
+        out = _naive_plain(variant, X, y, X_val, y_val, cfg)
+    last = out["convergence"][-1]
+    head = {"variant": variant, "dtype": cfg.dtype, "iterations": cfg.iterations, "lr": cfg.lr, "seed": cfg.seed,
+            "n_train": int(X.shape[0]), "n_val": int(X_val.shape[0])}
+    return {**head, **out, "final_train_acc": last["train_acc"], "final_val_acc": last["val_acc"],
+            "final_loss": last["loss"]}
+
+
+def _naive_plain(variant, X, y, X_val, y_val, cfg: RunConfig) -> dict:
+    xp = net.get_xp(variant)
+    init = net.init_params(cfg.seed, cfg.dtype)
+    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)            # (784, m), (m,)
+    XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)  # (784, mv), (mv,)
+    clock = _Clock(xp)
+
+    # warm-up: kernels compiled, BLAS/cuBLAS handles made, pool filled; own copy of the init
+    p = net.to_device(init, xp)
+    clock.sync()
+    t0 = time.perf_counter()
+    for k in range(cfg.warmup_iters):
+        net.train_step(p, XT, yd, cfg.lr)
+        if k == 0:  # the record's kernels too, for both set sizes (CuPy may pick per shape); syncs
+            net.evaluate(p, XT, yd)
+            net.evaluate(p, XvT, yvd)
+            first_iter_ms = _nonneg((time.perf_counter() - t0) * 1e3, "first iteration")
+    clock.sync()
+    warmup_s = _nonneg(time.perf_counter() - t0, "warm-up")
+
+    p = net.to_device(init, xp)
+    marks, rows = [], []
+    clock.sync()
+    w0 = time.perf_counter()
+    for i in range(cfg.iterations):
+        rec = i % cfg.record_every == 0
+        if rec:
+            vcache = net.forward(p, XvT)  # val forward with the params after i updates
+        t = [clock.mark()]
+        cache = net.forward(p, XT)
+        t.append(clock.mark())
+        grads = net.backward(p, cache, XT, yd)
+        t.append(clock.mark())
+        net.update(p, grads, cfg.lr)
+        t.append(clock.mark())
+        marks.append(t)
+        if rec:  # float() syncs the host for CuPy, as the seed's print did
+            rows.append(_record(i, net.accuracy(cache["A2"], yd), net.accuracy(vcache["A2"], yvd),
+                                net.loss(cache["Z2"], yd)))
+    clock.sync()
+    loop_wall_s = time.perf_counter() - w0
+
+    fwd = [clock.ms(a, b, "forward") for a, b, c, d in marks]
+    bwd = [clock.ms(b, d, "backward") for a, b, c, d in marks]
+    upd = [clock.ms(c, d, "update") for a, b, c, d in marks]
+    it = [clock.ms(a, d, "iteration") for a, b, c, d in marks]
+    tr_acc, tr_loss = net.evaluate(p, XT, yd)
+    va_acc, _ = net.evaluate(p, XvT, yvd)
+    rows.append(_record(cfg.iterations, tr_acc, va_acc, tr_loss))
+    return {"timer": clock.kind, "warmup_iters": cfg.warmup_iters, "warmup_s": warmup_s,
+            "first_iter_ms": first_iter_ms, "total_s": sum(it) / 1e3, "loop_wall_s": loop_wall_s,
+            **_stats("per_iter", it), **_stats("forward", fwd), **_stats("backward", bwd),
+            **_stats("update", upd), "convergence": rows}
+
+
+def _tuned_plain(X, y, X_val, y_val, cfg: RunConfig, use_graph: bool, gemm: str) -> dict:
+    import cupy as cp
+    from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+    init = net.init_params(cfg.seed, cfg.dtype)
+    n_rec = (cfg.iterations - 1) // cfg.record_every + 2       # records + the final row
+    t0 = time.perf_counter()
+    mlp = TunedCupyMLP(X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=max(n_rec, cfg.warmup_iters + 1),
+                       use_graph=use_graph, gemm=gemm)
+    setup_s = time.perf_counter() - t0  # upload + kernel compile (NVRTC, or its disk cache)
+
+    clock = _Clock(cp, mlp.stream)
+    t0 = time.perf_counter()
+    for k in range(cfg.warmup_iters):
+        mlp.step(record=(k == 0))
+        if k == 0:
+            clock.sync()
+            first_iter_ms = _nonneg((time.perf_counter() - t0) * 1e3, "first iteration")
+    clock.sync()
+    mlp.capture()
+    if mlp.graphs:  # first replay of each graph, outside the timed run
+        mlp.step(False)
+        mlp.step(True)
+    clock.sync()
+    warmup_s = _nonneg(time.perf_counter() - t0, "warm-up")
+    mlp.reset()
+
+    marks = []
+    clock.sync()
+    w0 = time.perf_counter()
+    for i in range(cfg.iterations):
+        a = clock.mark()
+        mlp.step(record=(i % cfg.record_every == 0))  # no host sync
+        marks.append((a, clock.mark()))
+    clock.sync()
+    loop_wall_s = time.perf_counter() - w0
+    it = [clock.ms(a, b, "iteration") for a, b in marks]
+
+    mlp.enqueue_eval()
+    hist = mlp.history()  # the one host read of the records
+    iters = list(range(0, cfg.iterations, cfg.record_every)) + [cfg.iterations]
+    if len(hist) != len(iters):
+        raise net.MLPError(f"tuned history has {len(hist)} rows, expected {len(iters)}")
+    rows = [_record(i, h[0] / mlp.m, h[2] / mlp.mv, h[1] / mlp.m) for i, h in zip(iters, hist)]
+    fused = {f"{k}{s}": None for k in ("forward", "backward", "update")   # one kernel does both
+             for s in ("_ms", "_median_ms", "_min_ms", "_max_ms", "_samples_ms")}
+    return {"timer": clock.kind, "warmup_iters": cfg.warmup_iters, "warmup_s": warmup_s,
+            "first_iter_ms": first_iter_ms, "setup_s": setup_s, "capture_s": mlp.capture_s,
+            "gemm": gemm, "graph": bool(mlp.graphs), "graph_error": mlp.graph_error,
+            "total_s": sum(it) / 1e3, "loop_wall_s": loop_wall_s, **_stats("per_iter", it), **fused,
+            "convergence": rows}
+
+
+# ---------------------------------------------------------------- op breakdown
+
+def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: int | None = None,
+                  gemm: str = "kernels") -> dict:
+    """Separate run with a device sync around every op (distorted totals).
+
+    Keys: variant, dtype, iterations, timer, ops [{op, ms_total, ms_per_iter, calls}],
+    ops_sum_ms_per_iter, total_s and per_iter_ms (of this synced run)."""
+    _check_variant(variant)
+    net.check_data(X, y, "train")
+    n = net.check_iterations(cfg.iterations if iterations is None else iterations)
+    init = net.init_params(cfg.seed, cfg.dtype)
+    if variant == "cupy-tuned":
+        import cupy as cp
+        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+        k = min(int(X.shape[0]), 64)
+        mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
+        clock = _Clock(cp, mlp.stream)
+        step = lambda ops: mlp.enqueue_step(False, ops)  # noqa: E731
+    else:
+        xp = net.get_xp(variant)
+        XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
+        p = net.to_device(init, xp)
+        clock = _Clock(xp)
+        step = lambda ops: net.train_step(p, XT, yd, cfg.lr, ops)  # noqa: E731
+    for _ in range(cfg.warmup_iters):
+        step(net.no_ops)
+    timer = _OpTimer(clock)
+    clock.sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step(timer)
+    clock.sync()
+    total_s = _nonneg(time.perf_counter() - t0, "breakdown run")
+    ops = [{"op": k, "ms_total": v, "ms_per_iter": v / n, "calls": timer.calls[k]} for k, v in timer.ms.items()]
+    return {"variant": variant, "dtype": cfg.dtype, "iterations": n, "timer": "perf_counter, device sync around each op",
+            "ops": ops, "ops_sum_ms_per_iter": sum(o["ms_per_iter"] for o in ops),
+            "total_s": total_s, "per_iter_ms": total_s * 1e3 / n}
+
+
+# ---------------------------------------------------------------- memory
+
+def _rss_bytes() -> int:
+    try:
+        import psutil
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        import os
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss_peak_bytes() -> int:
+    import resource
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
+
+
+def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> dict:
+    """Bytes held while one iteration's arrays are all alive (seed Table 5).
+
+    Keys: variant, dtype, params_bytes, input_bytes (train+val X and labels as the net holds
+    them), activations_bytes (forward cache), gradients_bytes (dW/db plus the backward
+    temporaries one-hot Y, dZ2, dZ1; tuned: dZ1, dZ2 only, dW is folded into the GEMM),
+    accounted_bytes (their sum), caller_input_bytes (X, y, X_val, y_val as passed in),
+    framework_overhead_bytes (CuPy: pool_total_bytes - accounted_bytes, what the pool holds
+    beyond live arrays; NumPy: rss_bytes - accounted_bytes - caller_input_bytes, i.e. the
+    interpreter, libraries, allocator caches and whatever else this process holds, an upper
+    bound), pool_used_bytes, pool_total_bytes (CuPy memory
+    pool; None for NumPy), device_used_bytes (cudaMemGetInfo total - free: CUDA context and
+    everyone on the GPU; None for NumPy). The pool never shrinks unless asked, so in a fresh
+    process pool_total_bytes is its high-water mark. rss_bytes, rss_start_bytes, rss_peak_bytes
+    (process peak so far: max of ru_maxrss, which can lag, and rss_bytes)."""
+    _check_variant(variant)
+    net.check_data(X, y, "train")
+    net.check_data(X_val, y_val, "val")
+    init = net.init_params(cfg.seed, cfg.dtype)
+    cp = None
+    if variant != "numpy":
+        import cupy as cp
+        cp.get_default_memory_pool().free_all_blocks()  # drop what earlier runs left cached
+    rss_start = _rss_bytes()
+    if variant == "cupy-tuned":
+        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+        mlp = TunedCupyMLP(X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
+        mlp.step(record=True)
+        mlp.stream.synchronize()
+        parts = mlp.array_bytes()
+    else:
+        xp = net.get_xp(variant)
+        XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
+        XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)
+        p = net.to_device(init, xp)
+        cache = net.forward(p, XT)
+        temps = {}
+        grads = net.backward(p, cache, XT, yd, keep=temps)
+        _Clock(xp).sync()
+        nb = lambda d: sum(int(a.nbytes) for a in d.values())  # noqa: E731
+        parts = {"params_bytes": nb(p), "input_bytes": XT.nbytes + yd.nbytes + XvT.nbytes + yvd.nbytes,
+                 "activations_bytes": nb(cache), "gradients_bytes": nb(grads) + nb(temps), "other_bytes": 0}
+    parts = {k: int(v) for k, v in parts.items()}
+    accounted = sum(parts.values())
+    rss = _rss_bytes()
+    caller = sum(int(a.nbytes) for a in (X, y, X_val, y_val) if isinstance(a, np.ndarray))
+    out = {"variant": variant, "dtype": cfg.dtype, **parts, "accounted_bytes": accounted, "caller_input_bytes": caller,
+           "pool_used_bytes": None, "pool_total_bytes": None, "device_used_bytes": None,
+           "rss_bytes": rss, "rss_start_bytes": rss_start, "rss_peak_bytes": max(rss, _rss_peak_bytes())}
+    if cp is None:
+        out["framework_overhead_bytes"] = rss - accounted - caller
+    else:
+        pool = cp.get_default_memory_pool()
+        free, total = cp.cuda.runtime.memGetInfo()
+        out.update(pool_used_bytes=int(pool.used_bytes()), pool_total_bytes=int(pool.total_bytes()),
+                   device_used_bytes=int(total - free),
+                   framework_overhead_bytes=int(pool.total_bytes()) - accounted)
+    return out
+
+
+# ---------------------------------------------------------------- convergence and checks
+
+def compare_curves(a: list[dict], b: list[dict], tol: float = CURVE_TOL) -> dict:
+    """Two convergence lists (same iterations) -> largest differences and agree (acc <= tol)."""
+    ia, ib = [r["iteration"] for r in a], [r["iteration"] for r in b]
+    if ia != ib:
+        raise net.MLPInputError(f"curves have different iterations: {ia[:3]}... vs {ib[:3]}...")
+    d = {k: max(abs(ra[k] - rb[k]) for ra, rb in zip(a, b)) for k in ("train_acc", "val_acc", "loss")}
+    return {"points": len(a), "max_abs_diff_train_acc": d["train_acc"], "max_abs_diff_val_acc": d["val_acc"],
+            "max_abs_diff_loss": d["loss"], "tol": tol,
+            "agree": bool(d["train_acc"] <= tol and d["val_acc"] <= tol)}
+
+
+def train_params(variant: str, X, y, steps: int, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> list[dict]:
+    """Host params {W1, b1, W2, b2} after each of `steps` training steps (no timing)."""
+    _check_variant(variant)
+    net.check_data(X, y, "train")
+    steps = net.check_iterations(steps)
+    init = net.init_params(cfg.seed, cfg.dtype)
+    out = []
+    if variant == "cupy-tuned":
+        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+        k = min(int(X.shape[0]), 64)
+        mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
+        for _ in range(steps):
+            mlp.step()
+            out.append(mlp.params())
+        return out
+    xp = net.get_xp(variant)
+    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
+    p = net.to_device(init, xp)
+    for _ in range(steps):
+        net.train_step(p, XT, yd, cfg.lr)
+        out.append({k: net.to_host(v).copy() for k, v in p.items()})
+    return out
+
+
+def param_errors(got: dict, ref: dict, dtype: str) -> dict:
+    """Largest |got - ref| and largest |got - ref| / (atol + rtol |ref|) over all params."""
+    tol = TOL[net.resolve_dtype(dtype).name]
+    abs_err, ratio = 0.0, 0.0
+    for k in net.PARAM_SHAPES:
+        g, r = np.asarray(got[k], np.float64), np.asarray(ref[k], np.float64)
+        if g.shape != r.shape:
+            raise net.MLPError(f"param {k} has shape {g.shape}, reference {r.shape}")
+        e = np.abs(g - r)
+        abs_err = max(abs_err, float(e.max()))
+        ratio = max(ratio, float((e / (tol["atol"] + tol["rtol"] * np.abs(r))).max()))
+    if math.isnan(abs_err) or math.isnan(ratio):
+        abs_err = ratio = math.inf
+    return {"max_abs_err": abs_err, "max_err_over_tol": ratio, **tol}
+
+
+def check_against_numpy(variant: str, X, y, steps: int = 5, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> dict:
+    """Params of `variant` vs the NumPy reference after each of `steps` steps, same init.
+
+    Keys: variant, dtype, steps, per_step [{step, max_abs_err, max_err_over_tol}],
+    max_abs_err, max_err_over_tol, atol, rtol, ok (every element within tolerance)."""
+    ref = train_params("numpy", X, y, steps, cfg)
+    got = train_params(variant, X, y, steps, cfg, gemm)
+    per = [{"step": s + 1, **param_errors(g, r, cfg.dtype)} for s, (g, r) in enumerate(zip(got, ref))]
+    worst = max(per, key=lambda e: e["max_err_over_tol"])
+    return {"variant": variant if variant != "cupy-tuned" else f"cupy-tuned ({gemm})", "dtype": cfg.dtype, "steps": steps,
+            "per_step": [{k: e[k] for k in ("step", "max_abs_err", "max_err_over_tol")} for e in per],
+            "max_abs_err": max(e["max_abs_err"] for e in per), "max_err_over_tol": worst["max_err_over_tol"],
+            "atol": worst["atol"], "rtol": worst["rtol"], "ok": bool(worst["max_err_over_tol"] <= 1.0)}
+
+
+def config_dict(cfg: RunConfig) -> dict:
+    return asdict(cfg)

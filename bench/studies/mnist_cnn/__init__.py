@@ -1,0 +1,104 @@
+"""mnist-cnn (seed 000): the 8c3-pool-16c3-pool-128-10 CNN on MNIST, 10 epochs, batch 512,
+SGD 0.01 momentum 0.9, on torch (cpu, cuda, mps) and hand-written Numba kernels (cpu, cuda).
+
+    config.py     defaults, platform matrix, profiles
+    protocol.py   one cell: data, weights, warm-up, then one step per epoch
+    net.py        the parameter layout every backend shares (and the analytic FLOP count)
+    backends/     one thin module per backend (available, create); Trainer protocol
+    kernels/      the hand-written Numba kernels (numbered variants, NumPy references)
+    report.py     Table I, the seed's numbers, the same-session ratios; plots.py: Fig. 1
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import register_study
+from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
+from bench.studies.mnist_cnn.config import DATASETS, FULL_EXTRA, PLATFORM_CELLS, PROFILE_PARAMS, MnistCnnConfig
+
+_B = "bench.studies.mnist_cnn.backends."
+CUDA_VARIANTS = ("default", "tuned", "graphs", "graphs+bf16", "graphs+bf16+cl", "compile", "compile+graphs", "bf16", "cl")
+PIPELINES = {"torch-cpu": ("seed", "resident"), "torch-cuda": ("seed", "resident"), "torch-mps": ("seed", "resident"),
+             "numba-cpu": ("resident",), "numba-cuda": ("resident",)}
+
+
+@register_study
+class MnistCnn(Study):
+    name = "mnist-cnn"
+    title = "mnist-cnn (seed 000)"
+    seed_doc = "000"
+    Config = MnistCnnConfig
+    backends = {
+        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", about="nn.Module + autograd + torch.optim.SGD on the CPU"),
+        "numba-cpu": BackendSpec(_B + "numba_cpu", "cpu", about="hand-written @njit(parallel=True) kernels, full backprop"),
+        "torch-cuda": BackendSpec(_B + "torch_cuda", "cuda", CUDA_VARIANTS,
+                                  about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs"),
+        "numba-cuda": BackendSpec(_B + "numba_cuda", "cuda", ("default", "naive"),
+                                  about="hand-written numba.cuda kernels, 3 launches a step (naive: 30)"),
+        "torch-mps": BackendSpec(_B + "torch_mps", "mps", about="Apple GPUs, natively (docker/mps/run.sh)"),
+    }
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        if platform not in PLATFORMS:
+            raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
+        if profile not in PROFILE_PARAMS:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
+        spec = PLATFORM_CELLS[platform] + (FULL_EXTRA.get(platform, []) if profile == "full" else [])
+        return [self.cell(b, v, name=f"{b}_{p}_{v}", pipeline=p, **PROFILE_PARAMS[profile]) for b, p, v in spec]
+
+    def validate(self, cell: Cell) -> None:
+        self.backend_spec(cell.backend)
+        p = cell.params
+        for key in MnistCnnConfig.__dataclass_fields__:
+            if key not in p:
+                raise KitError(f"mnist-cnn cell lacks parameter {key!r}")
+        if p["pipeline"] not in PIPELINES[cell.backend]:
+            raise KitError(f"{cell.backend} has no pipeline {p['pipeline']!r}: choose {', '.join(PIPELINES[cell.backend])}")
+        if cell.backend == "torch-cuda":
+            from bench.studies.mnist_cnn.backends.cuda_variants import parse_variant
+
+            if parse_variant(cell.variant) and p["pipeline"] != "resident":
+                raise KitError(f"torch-cuda variant {cell.variant} needs pipeline resident")
+        elif cell.variant not in self.backends[cell.backend].variants:
+            raise KitError(f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(self.backends[cell.backend].variants)}")
+        checks = [("epochs", p["epochs"] > 0, "> 0"), ("batch_size", p["batch_size"] > 0, "> 0"), ("lr", p["lr"] > 0, "> 0"),
+                  ("threads", p["threads"] >= 0, ">= 0"), ("limit_train", p["limit_train"] >= 0, ">= 0"),
+                  ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)")]
+        for key, ok, want in checks:
+            if not ok:
+                raise KitError(f"{key} must be {want} (got {p[key]})")
+        if p["last_batch"] not in ("pad", "drop"):
+            raise KitError(f"last_batch must be pad or drop (got {p['last_batch']!r})")
+        if p["dataset"] not in DATASETS:
+            raise KitError(f"unknown dataset {p['dataset']!r}: choose {', '.join(DATASETS)}")
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        from bench.data.mnist import resolve_params
+
+        return cell.with_params(**resolve_params(cell.params, data_dir))
+
+    def label(self, cell: Cell) -> str:
+        return f"{cell.backend} {cell.params.get('pipeline')} {cell.variant}"
+
+    def progress_line(self, rows: list[dict]) -> str:
+        r = next((r for r in rows if r.get("epoch") is not None), None)
+        if not r:
+            return ""
+        return f"epoch {r['epoch']}: {r['epoch_s']:8.3f} s {r['samples_per_s']:>12,.0f} samples/s  acc {r['test_acc']:.4f}"
+
+    def open(self, cell: Cell, ctx: RunContext):
+        from bench.studies.mnist_cnn.protocol import open_cell
+
+        return open_cell(self, cell, ctx)
+
+    def report_section(self, cells, out: Path) -> list[str]:
+        from bench.studies.mnist_cnn.report import section
+
+        return section(cells, out)
+
+    def summary(self, cells):
+        from bench.studies.mnist_cnn.report import summary
+
+        return summary(cells)

@@ -1,0 +1,36 @@
+"""mnist-cnn backends: one thin module each, `available()` and `create(cell, data)`.
+
+Each module imports only what it needs, and only when called (numba-cpu never imports
+torch; torch backends never import numba). `create` returns a Trainer.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class Trainer(Protocol):
+    """What the mnist-cnn protocol calls; every method is required."""
+
+    def sync(self) -> None:
+        """Wait for the device (no-op on the CPU)."""
+
+    def warmup(self) -> float:
+        """First-call work (JIT, cuDNN autotune, compile, capture) on a real batch shape;
+        leaves the weights at their initial values. Returns seconds."""
+
+    def train_epoch(self, order: np.ndarray, timer) -> dict:
+        """One epoch over ORDER (whole batches). {"train_loss", "batch_size_used", "batch_sizes_seen"}."""
+
+    def phase_fields(self, timer) -> dict:
+        """Per-phase seconds of the last epoch (data_s, forward_s, ...; None where not split)."""
+
+    def evaluate(self) -> float:
+        """Accuracy on the full test set."""
+
+    def memory(self) -> dict:
+        """Device memory fields (vram_peak_mb, ...); {} on the CPU."""
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The current weights, torch names and shapes, as float32 numpy."""

@@ -1,0 +1,75 @@
+"""numba-cpu: the seed CNN with hand-written @njit(parallel=True) kernels, full backprop.
+
+The kernels live in bench.studies.mnist_cnn.kernels.numba_cpu_cnn; this module only feeds them batches.
+Data: the training set is normalised once (the "resident" pipeline); each batch is
+gathered with np.take into a preallocated buffer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+def available() -> str | None:
+    try:
+        import numba  # noqa: F401
+    except ImportError as err:
+        return f"numba not installed: {err}"
+    return None
+
+
+class NumbaCpuTrainer:
+    def __init__(self, cfg, params, data):
+        from bench.studies.mnist_cnn.net import normalise_u8
+        from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as K
+
+        self.K, self.cfg = K, cfg
+        self.p = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
+        self.grads = K.zeros_like_params(self.p)
+        self.vel = K.zeros_like_params(self.p)
+        self.x_train = normalise_u8(data.x_train)
+        self.y_train = np.ascontiguousarray(data.y_train, dtype=np.int64)
+        self.x_test = normalise_u8(data.x_test)
+        self.y_test = data.y_test
+        self.ws = K.Workspace(cfg.batch_size)
+        self.xb = np.empty((cfg.batch_size, 1, 28, 28), np.float32)
+        self.yb = np.empty(cfg.batch_size, np.int64)
+
+    def sync(self) -> None:
+        return None
+
+    def warmup(self) -> float:
+        return float(self.K.warmup())
+
+    def train_epoch(self, order: np.ndarray, timer) -> dict:
+        K, bs = self.K, self.cfg.batch_size
+        losses = []
+        for s in range(0, len(order), bs):
+            idx = order[s:s + bs]
+            if len(idx) != bs:  # only with last_batch="drop" off and an odd tail; the study pads by default
+                raise ValueError(f"partial batch of {len(idx)}: the study must pad or drop")
+            with timer.phase("data"):
+                np.take(self.x_train, idx, axis=0, out=self.xb)
+                np.take(self.y_train, idx, out=self.yb)
+            with timer.phase("forward"):
+                K.forward(self.p, self.xb, self.ws)
+            with timer.phase("backward"):
+                losses.append(K.loss_backward(self.p, self.yb, self.ws, self.grads))
+            with timer.phase("step"):
+                K.sgd_momentum_step(self.p, self.grads, self.vel, self.cfg.lr, self.cfg.momentum)
+        return {"train_loss": float(np.mean(losses)), "batch_size_used": int(self.xb.shape[0]), "batch_sizes_seen": [int(self.xb.shape[0])]}
+
+    def evaluate(self) -> float:
+        pred = self.K.predict(self.p, self.x_test)
+        return float((pred == self.y_test).mean())
+
+    def phase_fields(self, timer) -> dict:
+        return timer.as_fields()
+
+    def memory(self) -> dict:
+        return {}
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.p.items()}
+
+
+def create(cell, data):
+    return NumbaCpuTrainer(data.cfg, data.params, data.dataset)

@@ -1,0 +1,1259 @@
+"""Hand-written Numba CUDA kernels: the seed CNN (bench/nets/cnn.py) trained entirely on the GPU.
+
+Network, shapes (n = batch, m = rows actually in this call, m <= n), float32 throughout:
+
+    x (n,1,28,28) -> conv1 8@3x3 +b, ReLU, maxpool 2 -> p1 (n,8,13,13)  argmax a1 0..3
+      -> conv2 16@3x3 +b, ReLU, maxpool 2 (floor: 11 -> 5) -> p2 (n,16,5,5) == (n,400)  argmax a2
+      -> fc1 128 +b, ReLU -> h (n,128) -> fc2 10 +b -> logits (n,10)
+    loss = mean softmax cross-entropy; SGD with momentum in torch's form: v = m*v + g; p -= lr*v
+
+Argmax a = 2*row + col inside the 2x2 window, first maximum wins (torch's tie rule); the ReLU
+is applied before the pool as in torch, so "pooled value > 0" is exactly the ReLU mask of the
+position the pool picked.
+
+Device state of a DeviceNet (allocated once in __init__, nothing is allocated per step):
+- S (3, 53866) float32 = [P; G; V]: all 8 parameters, their gradients and momentum buffers,
+  each row flat in torch's state_dict order (offsets O_*), so SGD is one launch over S;
+  `params`/`grads` are torch-shaped views into P = S[0] / G = S[1].
+- loss_sum (1,) float64: every sample's loss is atomically added; epoch_loss_sum() is the one
+  host sync per epoch.
+- "fast" workspace: act (n, ACT_W=2048) float32, per sample row
+  [p1 1352 | p2 400 | h 128 | dlogits 10 | dh 128 | loss 1 | pad]; am (n, 1792) int8
+  [a1 1352 | a2 400 | pad]; logits (n,10); preds (n,) int32. Packed because numba's Python
+  launch cost grows with every argument (H100 host: ~18 us for 1 argument, ~53 us for 11).
+- "naive" workspace: one array per intermediate, torch's layouts.
+
+Variants (check_numba_cuda checks each against `reference_step`, NumPy float64, and torch-cpu
+before timing it):
+  1 "naive": one thread per output element, one kernel per op (conv, ReLU, pool, dense and
+     their backwards; each weight gradient one thread looping over the whole batch), one SGD
+     launch per parameter. 30 launches per train_step. The baseline.
+  2 "fast": 3 launches per train_step, TPB = 256 threads per block, register cap 64:
+     k_forward    grid n: a block per sample; x and conv weights in shared memory;
+                  conv1+bias+ReLU+pool, conv2+bias+ReLU+pool (4 conv outputs per weight load),
+                  fc1+ReLU and fc2 (a warp per output row, lanes over the inputs: coalesced,
+                  fixed 13/4-step loops, partial sums reduced via shared memory); with labels
+                  also softmax-CE, dlogits = (softmax - onehot)/m, the loss (atomic, float64)
+                  and dh = W2^T dlogits masked by the ReLU. Writes preds (argmax) too.
+     k_backward   grid 228 + n, two kinds of block in one launch:
+                  blocks 0..227: dense weight+bias gradients, 57 tiles of 32x32 outputs
+                    (fc1: 4x13 of [dW1 | db1] = dh^T [p2 | 1], fc2: 1x5) x 4 batch splits,
+                    shared-memory tiled GEMM, atomics into G;
+                  blocks 228..: a sample each: dp2 = W1^T dh masked by pool2/ReLU, scattered
+                    into a dense zero-haloed dconv2 (16x15x15, shared); conv2 weight/bias
+                    gradients and dp1 (transposed conv, masked by pool1/ReLU) as dense loops
+                    over it; conv1 weight/bias gradients over the 169 pool-argmax positions;
+                    one atomic add per weight per block into G.
+     k_sgd_state  grid 211 over S: v = m*v + g; p -= lr*v; g = 0 (so the next backward's
+                  atomics start from zero).
+  Every kernel is grid-stride, so a grid cap (DeviceNet(max_blocks=...), used by the
+  simulator tests) changes the speed, never the result.
+
+Partial batches (m < n rows): pass device arrays with m rows; kernels take m and skip the rest,
+the loss mean divides by m, as torch does for a short last batch.
+
+Run the GPU check (every variant against the reference, then timed):
+
+    python -m lab.check_numba_cuda --out results/numba_cuda_check.json
+
+Tests (CPU, CUDA simulator): pytest tests/test_numba_cuda_sim.py (sets NUMBA_ENABLE_CUDASIM=1)
+
+Measured with check_numba_cuda on one NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0), Python
+3.12.3, numba 0.68.0, numba-cuda 0.30.4, NumPy 2.4.6, batch 512, random MNIST-like data;
+step = train_step between CUDA events, median of 5 repeats (spread in brackets):
+
+    variant  worst rel err  1st call  step us          samples/s   fwd us  bwd us  sgd us  host enqueue us
+    naive    4.3e-06        3.3 s     53383 [53370..53929]   9,591     254   53068      27     1156
+    fast     1.7e-06        5.2 s       296 [295..297]   1,727,831     102     194       5      121
+
+  (phases: median per step with events between them). The fast step is GPU-bound (296 us of
+  device time against 121 us of host launch time). History of variant 2 on the same check: a
+  sparse gather for dp1/conv2 grads, 57 GEMM blocks, no register cap: 743 us/step (H100);
+  dense haloed dconv2: 425 us (H200); + register cap 64, 1 sample per block, 4-way batch split
+  of the GEMMs: 296 us (H100). Device memory of a batch-512 net: fast 5.5 MiB, naive 37.6 MiB.
+  NumPy >= 2.5 breaks numba-cuda 0.30.4's import (np.row_stack is gone): pin NumPy < 2.5.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+
+from bench.studies.mnist_cnn.net import N_CLASSES, PARAM_NAMES, PARAM_SHAPES
+
+try:  # numba-cuda may be missing on a CPU-only host: the module still imports (reference only)
+    from numba import cuda
+
+    _IMPORT_ERROR: str | None = None
+except Exception as _exc:  # noqa: BLE001
+    cuda = None
+    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+
+
+def _cuda_sim() -> bool:
+    if cuda is None:
+        return False
+    try:
+        from numba.cuda.core import config  # numba-cuda >= 0.2x keeps its own config
+    except ImportError:
+        from numba.core import config
+    return bool(getattr(config, "ENABLE_CUDASIM", 0))
+
+
+_SIM = _cuda_sim()
+
+
+def _jit(*args, **kwargs):
+    """cuda.jit, or a no-op decorator when numba.cuda could not be imported. The simulator's
+    jit takes no max_registers: it is dropped there."""
+    if _SIM:
+        kwargs.pop("max_registers", None)
+    if cuda is not None:
+        return cuda.jit(*args, **kwargs)
+    if args and callable(args[0]):
+        return args[0]
+    return lambda f: f
+
+
+VARIANTS = ("naive", "fast")  # variant 1, variant 2
+LAUNCHES_PER_STEP = {"naive": 30, "fast": 3}
+
+# ------------------------------------------------------------------ sizes (compile-time constants)
+H0 = 28
+C1, H1, Q1 = 8, 26, 13  # conv1 channels, conv1 output side, pool1 output side
+C2, H2, Q2 = 16, 11, 5  # conv2 channels, conv2 output side, pool2 output side (floor)
+N_P1 = C1 * Q1 * Q1  # 1352
+N_P2 = C2 * Q2 * Q2  # 400 = fc1 inputs
+D1 = 128
+K = N_CLASSES  # 10
+TPB = 256  # threads per block of the fused kernels (8 warps)
+TILE = 32  # GEMM tile (outputs 32x32, batch chunk 32)
+TS = TILE + 1  # padded shared row: no bank conflicts
+
+# flat parameter buffer: offsets in torch's state_dict order
+_OFFSETS: dict[str, int] = {}
+_o = 0
+for _name in PARAM_NAMES:
+    _OFFSETS[_name] = _o
+    _o += int(np.prod(PARAM_SHAPES[_name]))
+N_PARAMS = _o  # 53,866
+O_C1W, O_C1B = _OFFSETS["conv1.weight"], _OFFSETS["conv1.bias"]
+O_C2W, O_C2B = _OFFSETS["conv2.weight"], _OFFSETS["conv2.bias"]
+O_F1W, O_F1B = _OFFSETS["fc1.weight"], _OFFSETS["fc1.bias"]
+O_F2W, O_F2B = _OFFSETS["fc2.weight"], _OFFSETS["fc2.bias"]
+assert O_C1B == O_C1W + 72 and O_C2B == O_C2W + 1152  # conv weight+bias are contiguous
+
+# "fast" per-sample activation row (float32) and argmax row (int8)
+A_P1 = 0
+A_P2 = A_P1 + N_P1
+A_H = A_P2 + N_P2
+A_DLOG = A_H + D1
+A_DH = A_DLOG + K
+A_LOSS = A_DH + D1
+ACT_W = 2048
+assert A_LOSS < ACT_W
+AM_1 = 0
+AM_2 = N_P1
+AM_W = 1792
+
+# fast backward: 32x32 output tiles of the dense weight gradients
+_F1_KT = (N_P2 + 1 + TILE - 1) // TILE  # 13 column tiles of dW1 | db1
+_F2_KT = (D1 + 1 + TILE - 1) // TILE  # 5 column tiles of dW2 | db2
+N_GEMM_TILES = (D1 // TILE) * _F1_KT + _F2_KT  # 4*13 + 5 = 57
+K_SPLIT = 4  # each tile's sum over the batch is split 4 ways (more blocks in flight), atomics
+N_GEMM_UNITS = N_GEMM_TILES * K_SPLIT  # 228
+MAX_REGS = 64  # register cap of the fused kernels: measured faster (more blocks per SM)
+
+
+# ================================================================== NumPy reference (float64)
+def _windows(a: np.ndarray) -> np.ndarray:
+    """(n,c,h,w) -> (n,c,h-2,w-2,3,3) view of every 3x3 window."""
+    return np.lib.stride_tricks.sliding_window_view(a, (3, 3), axis=(2, 3))
+
+
+def _pool(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """2x2 max pool, floor mode, first max wins. Returns pooled (n,c,q,q) and argmax 0..3."""
+    n, c = a.shape[:2]
+    w = a[:, :, :2 * q, :2 * q].reshape(n, c, q, 2, q, 2).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, q, q, 4)
+    arg = w.argmax(-1)
+    return np.take_along_axis(w, arg[..., None], -1)[..., 0], arg
+
+
+def _unpool(g: np.ndarray, arg: np.ndarray, side: int) -> np.ndarray:
+    """Route pooled gradients g (n,c,q,q) back to their argmax positions in an (n,c,side,side) map."""
+    n, c, q, _ = g.shape
+    hot = (arg[..., None] == np.arange(4)) * g[..., None]  # (n,c,q,q,4)
+    out = np.zeros((n, c, side, side), g.dtype)
+    out[:, :, :2 * q, :2 * q] = hot.reshape(n, c, q, q, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, 2 * q, 2 * q)
+    return out
+
+
+def reference_step(params: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray
+                   ) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+    """Mean softmax-CE loss, gradients of all 8 parameters, logits - plain NumPy in float64."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    x = np.asarray(x, np.float64)
+    n = x.shape[0]
+    w0 = _windows(x)
+    c1 = np.maximum(np.einsum("nchwij,ocij->nohw", w0, p["conv1.weight"]) + p["conv1.bias"][:, None, None], 0)
+    p1, a1 = _pool(c1, Q1)
+    w1 = _windows(p1)
+    c2 = np.maximum(np.einsum("nchwij,ocij->nohw", w1, p["conv2.weight"]) + p["conv2.bias"][:, None, None], 0)
+    p2, a2 = _pool(c2, Q2)
+    f = p2.reshape(n, N_P2)
+    h = np.maximum(f @ p["fc1.weight"].T + p["fc1.bias"], 0)
+    logits = h @ p["fc2.weight"].T + p["fc2.bias"]
+
+    z = logits - logits.max(1, keepdims=True)
+    lse = np.log(np.exp(z).sum(1))
+    loss = float(np.mean(lse - z[np.arange(n), y]))
+    dlog = np.exp(z - lse[:, None])
+    dlog[np.arange(n), y] -= 1
+    dlog /= n
+
+    g = {"fc2.weight": dlog.T @ h, "fc2.bias": dlog.sum(0)}
+    dh = (dlog @ p["fc2.weight"]) * (h > 0)
+    g["fc1.weight"] = dh.T @ f
+    g["fc1.bias"] = dh.sum(0)
+    dp2 = (dh @ p["fc1.weight"]).reshape(p2.shape)
+    dc2 = _unpool(dp2, a2, H2) * (c2 > 0)
+    g["conv2.weight"] = np.einsum("nohw,nchwij->ocij", dc2, w1)
+    g["conv2.bias"] = dc2.sum((0, 2, 3))
+    dp1 = np.zeros_like(p1)
+    for ky in range(3):
+        for kx in range(3):
+            dp1[:, :, ky:ky + H2, kx:kx + H2] += np.einsum("nohw,oc->nchw", dc2, p["conv2.weight"][:, :, ky, kx])
+    dc1 = _unpool(dp1, a1, H1) * (c1 > 0)
+    g["conv1.weight"] = np.einsum("nohw,nchwij->ocij", dc1, w0)
+    g["conv1.bias"] = dc1.sum((0, 2, 3))
+    return loss, {k: g[k] for k in PARAM_NAMES}, logits
+
+
+def reference_sgd(params, grads, velocity, lr: float, momentum: float) -> None:
+    """In place, torch's form: v = m*v + g; p -= lr*v."""
+    for k in params:
+        velocity[k] *= momentum
+        velocity[k] += grads[k]
+        params[k] -= lr * velocity[k]
+
+
+def rel_err(got, want) -> float:
+    """Norm-wise relative error ||got - want|| / ||want|| (float64)."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+# ================================================================== variant 1: naive kernels
+@_jit
+def nv_conv_fwd(x, w, b, out):
+    """out[n,co,y,x] = b[co] + sum w[co,ci,ky,kx] x[n,ci,y+ky,x+kx]; one thread per output."""
+    nb, co_n, ho, wo = out.shape
+    for i in range(cuda.grid(1), nb * co_n * ho * wo, cuda.gridsize(1)):
+        xo = i % wo
+        r = i // wo
+        yo = r % ho
+        r = r // ho
+        co = r % co_n
+        n = r // co_n
+        s = b[co]
+        for ci in range(x.shape[1]):
+            for ky in range(3):
+                for kx in range(3):
+                    s += w[co, ci, ky, kx] * x[n, ci, yo + ky, xo + kx]
+        out[n, co, yo, xo] = s
+
+
+@_jit
+def nv_relu(a):
+    """In place on a flat view."""
+    for i in range(cuda.grid(1), a.size, cuda.gridsize(1)):
+        if a[i] < 0:
+            a[i] = 0
+
+
+@_jit
+def nv_pool_fwd(inp, out, am):
+    """2x2 max pool (floor), first max wins; one thread per pooled output."""
+    nb, c_n, q, _ = out.shape
+    for i in range(cuda.grid(1), nb * c_n * q * q, cuda.gridsize(1)):
+        px = i % q
+        r = i // q
+        py = r % q
+        r = r // q
+        c = r % c_n
+        n = r // c_n
+        best = inp[n, c, 2 * py, 2 * px]
+        arg = 0
+        for a in range(1, 4):
+            v = inp[n, c, 2 * py + a // 2, 2 * px + a % 2]
+            if v > best:
+                best = v
+                arg = a
+        out[n, c, py, px] = best
+        am[n, c, py, px] = arg
+
+
+@_jit
+def nv_dense_fwd(x, w, b, out):
+    """out[n,o] = b[o] + sum_k w[o,k] x[n,k]; one thread per output."""
+    nb, o_n = out.shape
+    for i in range(cuda.grid(1), nb * o_n, cuda.gridsize(1)):
+        o = i % o_n
+        n = i // o_n
+        s = b[o]
+        for k in range(x.shape[1]):
+            s += w[o, k] * x[n, k]
+        out[n, o] = s
+
+
+@_jit
+def nv_softmax_ce(logits, y, inv_n, dlog, loss_vec, loss_sum, preds):
+    """One thread per sample: loss, dlogits = (softmax - onehot) * inv_n, argmax."""
+    for n in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        m = logits[n, 0]
+        best = 0
+        for c in range(1, logits.shape[1]):
+            if logits[n, c] > m:
+                m = logits[n, c]
+                best = c
+        preds[n] = best
+        se = np.float32(0.0)
+        for c in range(logits.shape[1]):
+            se += math.exp(logits[n, c] - m)
+        yy = y[n]
+        loss = m + math.log(se) - logits[n, yy]
+        loss_vec[n] = loss
+        cuda.atomic.add(loss_sum, 0, np.float64(loss))
+        for c in range(logits.shape[1]):
+            d = math.exp(logits[n, c] - m) / se
+            if c == yy:
+                d -= np.float32(1.0)
+            dlog[n, c] = d * inv_n
+
+
+@_jit
+def nv_argmax(logits, preds):
+    for n in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        m = logits[n, 0]
+        best = 0
+        for c in range(1, logits.shape[1]):
+            if logits[n, c] > m:
+                m = logits[n, c]
+                best = c
+        preds[n] = best
+
+
+@_jit
+def nv_dense_bwd_x(dy, w, dx):
+    """dx[n,k] = sum_o dy[n,o] w[o,k]; one thread per input element."""
+    nb, k_n = dx.shape
+    for i in range(cuda.grid(1), nb * k_n, cuda.gridsize(1)):
+        k = i % k_n
+        n = i // k_n
+        s = np.float32(0.0)
+        for o in range(dy.shape[1]):
+            s += dy[n, o] * w[o, k]
+        dx[n, k] = s
+
+
+@_jit
+def nv_relu_bwd(g, act):
+    """g *= (act > 0), flat views; act is the ReLU output."""
+    for i in range(cuda.grid(1), g.size, cuda.gridsize(1)):
+        if act[i] <= 0:
+            g[i] = 0
+
+
+@_jit
+def nv_dense_wgrad(dy, x, gw, gb):
+    """gw[o,k] = sum_n dy[n,o] x[n,k], gb[o] = sum_n dy[n,o]; one thread per weight, loops over n."""
+    o_n, k_n = gw.shape
+    for i in range(cuda.grid(1), o_n * (k_n + 1), cuda.gridsize(1)):
+        o = i // (k_n + 1)
+        k = i % (k_n + 1)
+        s = np.float32(0.0)
+        if k < k_n:
+            for n in range(dy.shape[0]):
+                s += dy[n, o] * x[n, k]
+            gw[o, k] = s
+        else:
+            for n in range(dy.shape[0]):
+                s += dy[n, o]
+            gb[o] = s
+
+
+@_jit
+def nv_pool_bwd(gp, am, gout):
+    """gout[n,c,y,x] = gp[n,c,y//2,x//2] where (y,x) is the window's argmax, else 0."""
+    nb, c_n, hh, ww = gout.shape
+    q = gp.shape[2]
+    for i in range(cuda.grid(1), nb * c_n * hh * ww, cuda.gridsize(1)):
+        xx = i % ww
+        r = i // ww
+        yy = r % hh
+        r = r // hh
+        c = r % c_n
+        n = r // c_n
+        v = np.float32(0.0)
+        py = yy // 2
+        px = xx // 2
+        if py < q and px < q:
+            if am[n, c, py, px] == (yy % 2) * 2 + xx % 2:
+                v = gp[n, c, py, px]
+        gout[n, c, yy, xx] = v
+
+
+@_jit
+def nv_conv_wgrad(x, gout, gw, gb):
+    """gw[co,ci,ky,kx] = sum_{n,y,x} gout[n,co,y,x] x[n,ci,y+ky,x+kx]; gb[co] = sum gout.
+    One thread per weight (then one per bias), each looping over the whole batch."""
+    co_n, ci_n = gw.shape[0], gw.shape[1]
+    nw = co_n * ci_n * 9
+    nb, _, ho, wo = gout.shape
+    for i in range(cuda.grid(1), nw + co_n, cuda.gridsize(1)):
+        s = np.float32(0.0)
+        if i < nw:
+            kx = i % 3
+            ky = (i // 3) % 3
+            ci = (i // 9) % ci_n
+            co = i // (9 * ci_n)
+            for n in range(nb):
+                for yy in range(ho):
+                    for xx in range(wo):
+                        s += gout[n, co, yy, xx] * x[n, ci, yy + ky, xx + kx]
+            gw[co, ci, ky, kx] = s
+        else:
+            co = i - nw
+            for n in range(nb):
+                for yy in range(ho):
+                    for xx in range(wo):
+                        s += gout[n, co, yy, xx]
+            gb[co] = s
+
+
+@_jit
+def nv_conv_bwd_x(gout, w, gx):
+    """gx[n,ci,y,x] = sum_{co,ky,kx} gout[n,co,y-ky,x-kx] w[co,ci,ky,kx]; one thread per input."""
+    nb, ci_n, hi, wi = gx.shape
+    ho, wo = gout.shape[2], gout.shape[3]
+    for i in range(cuda.grid(1), nb * ci_n * hi * wi, cuda.gridsize(1)):
+        xx = i % wi
+        r = i // wi
+        yy = r % hi
+        r = r // hi
+        ci = r % ci_n
+        n = r // ci_n
+        s = np.float32(0.0)
+        for co in range(gout.shape[1]):
+            for ky in range(3):
+                for kx in range(3):
+                    yo = yy - ky
+                    xo = xx - kx
+                    if yo >= 0 and yo < ho and xo >= 0 and xo < wo:
+                        s += gout[n, co, yo, xo] * w[co, ci, ky, kx]
+        gx[n, ci, yy, xx] = s
+
+
+# ================================================================== shared by both variants
+@_jit
+def k_sgd(p, g, v, lr, mom):
+    """v = mom*v + g; p -= lr*v; g = 0. Flat float32 arrays (one parameter: naive); lr, mom float32."""
+    for i in range(cuda.grid(1), p.size, cuda.gridsize(1)):
+        vi = mom * v[i] + g[i]
+        v[i] = vi
+        p[i] -= lr * vi
+        g[i] = 0
+
+
+@_jit
+def k_sgd_state(S, lr, mom):
+    """The same over the packed state S (3, N_PARAMS) = [P; G; V]: all parameters, one launch."""
+    for i in range(cuda.grid(1), S.shape[1], cuda.gridsize(1)):
+        vi = mom * S[2, i] + S[1, i]
+        S[2, i] = vi
+        S[0, i] -= lr * vi
+        S[1, i] = 0
+
+
+@_jit
+def k_fill_zero(a):
+    for i in range(cuda.grid(1), a.size, cuda.gridsize(1)):
+        a[i] = 0
+
+
+# ================================================================== variant 2: fused kernels
+@_jit(max_registers=MAX_REGS)
+def k_forward(x, m, y, has_y, S, act, am, logits, preds, loss_sum):
+    """One block (TPB threads) per sample n < m (grid-stride: a smaller grid loops). Reads the
+    parameters from S[0]. Writes act rows (p1, p2, h), am rows, logits, preds; with has_y != 0
+    also dlogits, dh, the sample's loss, and adds it to loss_sum[0]."""
+    t = cuda.threadIdx.x
+    lane = t % 32
+    wp = t // 32
+    P = S[0]
+    xs = cuda.shared.array(784, np.float32)
+    w1s = cuda.shared.array(80, np.float32)
+    w2s = cuda.shared.array(1168, np.float32)
+    p1s = cuda.shared.array(1352, np.float32)
+    p2s = cuda.shared.array(400, np.float32)
+    red = cuda.shared.array((128, 33), np.float32)
+    hs = cuda.shared.array(128, np.float32)
+    ls = cuda.shared.array(16, np.float32)
+    ds = cuda.shared.array(16, np.float32)
+    zero = np.float32(0.0)
+    inv_m = np.float32(1.0) / np.float32(m)
+
+    for i in range(t, 80, TPB):  # conv1 weight (72) + bias (8)
+        w1s[i] = P[O_C1W + i]
+    for i in range(t, 1168, TPB):  # conv2 weight (1152) + bias (16)
+        w2s[i] = P[O_C2W + i]
+
+    n = cuda.blockIdx.x
+    while n < m:  # samples blockIdx, blockIdx + gridDim, ... (one each when grid == m)
+        cuda.syncthreads()  # weights loaded / the previous sample's readers are done
+        for i in range(t, 784, TPB):
+            xs[i] = x[n, 0, i // 28, i % 28]
+        cuda.syncthreads()
+
+        # conv1 + bias + ReLU + pool: one pooled output (4 conv outputs) per thread-iteration
+        for i in range(t, N_P1, TPB):
+            c = i // 169
+            r = i - c * 169
+            py = r // 13
+            px = r - py * 13
+            best = np.float32(-1.0)
+            arg = 0
+            for a in range(4):
+                s = w1s[72 + c]
+                base = (2 * py + a // 2) * 28 + 2 * px + a % 2
+                for ky in range(3):
+                    for kx in range(3):
+                        s += w1s[c * 9 + ky * 3 + kx] * xs[base + ky * 28 + kx]
+                if s < zero:
+                    s = zero
+                if s > best:
+                    best = s
+                    arg = a
+            p1s[i] = best
+            act[n, A_P1 + i] = best
+            am[n, AM_1 + i] = arg
+        cuda.syncthreads()
+
+        # conv2 + bias + ReLU + pool: 4 conv outputs share each weight load
+        for i in range(t, N_P2, TPB):
+            co = i // 25
+            r = i - co * 25
+            py = r // 5
+            px = r - py * 5
+            s0 = w2s[1152 + co]
+            s1 = s0
+            s2 = s0
+            s3 = s0
+            for ci in range(8):
+                for ky in range(3):
+                    for kx in range(3):
+                        wv = w2s[co * 72 + ci * 9 + ky * 3 + kx]
+                        base = ci * 169 + (2 * py + ky) * 13 + 2 * px + kx
+                        s0 += wv * p1s[base]
+                        s1 += wv * p1s[base + 1]
+                        s2 += wv * p1s[base + 13]
+                        s3 += wv * p1s[base + 14]
+            best = max(s0, zero)
+            arg = 0
+            if s1 > best:
+                best = s1
+                arg = 1
+            if s2 > best:
+                best = s2
+                arg = 2
+            if s3 > best:
+                best = s3
+                arg = 3
+            p2s[i] = best
+            act[n, A_P2 + i] = best
+            am[n, AM_2 + i] = arg
+        cuda.syncthreads()
+
+        # fc1 + ReLU: warp wp takes rows wp, wp+8, ...; lane reads k = lane + 32j (coalesced),
+        # a fixed 13-step loop so all loads of a row can be in flight; partials summed below
+        for o in range(wp, D1, TPB // 32):
+            s = zero
+            for j in range(13):
+                k = lane + 32 * j
+                if k < N_P2:
+                    s += P[O_F1W + o * N_P2 + k] * p2s[k]
+            red[o, lane] = s
+        cuda.syncthreads()
+        for o in range(t, D1, TPB):
+            s = P[O_F1B + o]
+            for j in range(32):
+                s += red[o, j]
+            s = max(s, zero)
+            hs[o] = s
+            act[n, A_H + o] = s
+        cuda.syncthreads()
+
+        # fc2 -> logits, the same way (4 steps of 32 over the 128 inputs)
+        for o in range(wp, K, TPB // 32):
+            s = zero
+            for j in range(4):
+                k = lane + 32 * j
+                s += P[O_F2W + o * D1 + k] * hs[k]
+            red[o, lane] = s
+        cuda.syncthreads()
+        if t < K:
+            s = P[O_F2B + t]
+            for j in range(32):
+                s += red[t, j]
+            ls[t] = s
+            logits[n, t] = s
+        cuda.syncthreads()
+
+        # softmax cross-entropy and its gradient (one thread; 10 classes)
+        if t == 0:
+            mx = ls[0]
+            best_c = 0
+            for c in range(1, K):
+                if ls[c] > mx:
+                    mx = ls[c]
+                    best_c = c
+            preds[n] = best_c
+            if has_y != 0:
+                se = zero
+                for c in range(K):
+                    se += math.exp(ls[c] - mx)
+                yy = y[n]
+                loss = mx + math.log(se) - ls[yy]
+                act[n, A_LOSS] = loss
+                cuda.atomic.add(loss_sum, 0, np.float64(loss))
+                for c in range(K):
+                    d = math.exp(ls[c] - mx) / se
+                    if c == yy:
+                        d -= np.float32(1.0)
+                    d = d * inv_m
+                    ds[c] = d
+                    act[n, A_DLOG + c] = d
+        cuda.syncthreads()
+
+        # dh = W2^T dlogits, masked by fc1's ReLU
+        if has_y != 0:
+            for o in range(t, D1, TPB):
+                s = zero
+                if hs[o] > zero:
+                    for c in range(K):
+                        s += P[O_F2W + c * D1 + o] * ds[c]
+                act[n, A_DH + o] = s
+        n += cuda.gridDim.x
+
+
+@_jit(device=True)
+def _wgrad_tile(unit, m, act, G, t, As, Bs):
+    """A 32x32 tile of a dense layer's [dW | db] = dY^T [X | 1], summed over the batch chunks
+    split, split + K_SPLIT, ... (32 samples each) and atomically added to G (zero before).
+
+    unit = split * N_GEMM_TILES + gb; gb < 52: fc1 (dY = dh, X = p2), else fc2 (dY = dlogits,
+    X = h). As, Bs: (>= 32*33,) shared. Thread (ty = t//32, tx = t%32) owns outputs
+    (o0 + ty + 8r, k0 + tx), r = 0..3."""
+    split = unit // N_GEMM_TILES
+    gb = unit - split * N_GEMM_TILES
+    if gb < (D1 // TILE) * _F1_KT:
+        a_col = A_DH
+        n_out = D1
+        b_col = A_P2
+        n_in = N_P2
+        ot = gb // _F1_KT
+        kt = gb - ot * _F1_KT
+        w_off = O_F1W
+        b_off = O_F1B
+    else:
+        a_col = A_DLOG
+        n_out = K
+        b_col = A_H
+        n_in = D1
+        ot = 0
+        kt = gb - (D1 // TILE) * _F1_KT
+        w_off = O_F2W
+        b_off = O_F2B
+    o0 = ot * TILE
+    k0 = kt * TILE
+    tx = t % 32
+    ty = t // 32
+    zero = np.float32(0.0)
+    acc0 = zero
+    acc1 = zero
+    acc2 = zero
+    acc3 = zero
+    for n0 in range(split * TILE, m, K_SPLIT * TILE):
+        for e in range(t, TILE * TILE, TPB):
+            nn = e // TILE
+            j = e - nn * TILE
+            n = n0 + nn
+            va = zero
+            vb = zero
+            if n < m:
+                if o0 + j < n_out:
+                    va = act[n, a_col + o0 + j]
+                kk = k0 + j
+                if kk < n_in:
+                    vb = act[n, b_col + kk]
+                elif kk == n_in:
+                    vb = np.float32(1.0)  # the bias column
+            As[nn * TS + j] = va
+            Bs[nn * TS + j] = vb
+        cuda.syncthreads()
+        for nn in range(min(TILE, m - n0)):
+            bv = Bs[nn * TS + tx]
+            acc0 += As[nn * TS + ty] * bv
+            acc1 += As[nn * TS + ty + 8] * bv
+            acc2 += As[nn * TS + ty + 16] * bv
+            acc3 += As[nn * TS + ty + 24] * bv
+        cuda.syncthreads()
+    k = k0 + tx
+    for r in range(4):
+        o = o0 + ty + 8 * r
+        if r == 0:
+            v = acc0
+        elif r == 1:
+            v = acc1
+        elif r == 2:
+            v = acc2
+        else:
+            v = acc3
+        if o < n_out:
+            if k < n_in:
+                cuda.atomic.add(G, w_off + o * n_in + k, v)
+            elif k == n_in:
+                cuda.atomic.add(G, b_off + o, v)
+
+
+# conv2's output gradient lives in shared memory with a zero halo of 2 (rows/cols 0..10 of
+# the 11x11 map at offset 2, padded to 15x15), so the transposed convolution needs no bounds
+DC_W = 15
+DC_C = DC_W * DC_W  # 225 floats per channel
+
+
+@_jit(max_registers=MAX_REGS)
+def k_backward(x, m, S, act, am, n_gemm_blocks):
+    """Blocks [0, n_gemm_blocks): dense weight/bias gradients, work units b, b + n_gemm_blocks,
+    ... of the N_GEMM_UNITS (tile x batch split, tiled GEMMs, atomics into G = S[1], which is
+    zero on entry). The other blocks (conv part)
+    take samples b, b + n_conv, ...: dp2 = W1^T dh (masked) scattered into a dense, zero-haloed
+    dconv2; conv2 weight/bias gradients and dp1 as dense loops over it; conv1 weight/bias
+    gradients over the 169 pool-argmax positions. Sums stay in shared memory across the
+    block's samples; one atomic add per weight per block into G."""
+    t = cuda.threadIdx.x
+    P = S[0]
+    G = S[1]
+    xs = cuda.shared.array(784, np.float32)
+    w2s = cuda.shared.array(1152, np.float32)
+    p1s = cuda.shared.array(1352, np.float32)
+    g1s = cuda.shared.array(1352, np.float32)
+    dc2 = cuda.shared.array(3600, np.float32)  # (16, 15, 15)
+    o1s = cuda.shared.array(1352, np.int16)  # xs offset of each pool1 argmax's 3x3 patch
+    dhs = cuda.shared.array(128, np.float32)
+    g2s = cuda.shared.array(400, np.float32)
+    acc2 = cuda.shared.array(1168, np.float32)
+    acc1 = cuda.shared.array((3, 80), np.float32)
+    zero = np.float32(0.0)
+
+    if cuda.blockIdx.x < n_gemm_blocks:
+        for unit in range(cuda.blockIdx.x, N_GEMM_UNITS, n_gemm_blocks):
+            if (unit // N_GEMM_TILES) * TILE < m:  # this batch split has samples (short batches)
+                _wgrad_tile(unit, m, act, G, t, g1s, p1s)  # two 1352-float arrays reused as tiles
+        return
+
+    b = cuda.blockIdx.x - n_gemm_blocks
+    n_conv = cuda.gridDim.x - n_gemm_blocks
+    for i in range(t, 1168, TPB):
+        acc2[i] = zero
+    if t < 240:
+        acc1[t // 80, t % 80] = zero
+    for i in range(t, 1152, TPB):
+        w2s[i] = P[O_C2W + i]
+    for i in range(t, 3600, TPB):
+        dc2[i] = zero
+
+    n = b
+    while n < m:
+        cuda.syncthreads()  # the previous sample's readers are done
+        for i in range(t, 784, TPB):
+            xs[i] = x[n, 0, i // 28, i % 28]
+        for i in range(t, N_P1, TPB):
+            p1s[i] = act[n, A_P1 + i]
+            a = int(am[n, AM_1 + i])
+            c = i // 169
+            r = i - c * 169
+            py = r // 13
+            px = r - py * 13
+            o1s[i] = (2 * py + a // 2) * 28 + 2 * px + a % 2
+        for i in range(t, D1, TPB):
+            dhs[i] = act[n, A_DH + i]
+        cuda.syncthreads()
+
+        # dp2 = W1^T dh, masked by pool2/ReLU2 (pooled value > 0); threads over k: coalesced.
+        # Scattered to its pool-argmax position in dconv2 (the rest of dconv2 is zero).
+        for k in range(t, N_P2, TPB):
+            s = zero
+            if act[n, A_P2 + k] > zero:
+                for o in range(D1):
+                    s += P[O_F1W + o * N_P2 + k] * dhs[o]
+            g2s[k] = s
+            a = int(am[n, AM_2 + k])
+            co = k // 25
+            r = k - co * 25
+            py = r // 5
+            px = r - py * 5
+            dc2[co * DC_C + (2 * py + a // 2 + 2) * DC_W + 2 * px + a % 2 + 2] = s
+        cuda.syncthreads()
+
+        # conv2 weight (1152) and bias (16) gradients: dense over the 10x10 outputs pool2 reads
+        for w in range(t, 1168, TPB):
+            s = zero
+            if w < 1152:
+                co = w // 72
+                r = w - co * 72
+                ci = r // 9
+                r = r - ci * 9
+                ky = r // 3
+                kx = r - ky * 3
+                gb = co * DC_C + 2 * DC_W + 2
+                pb = ci * 169 + ky * 13 + kx
+                for yy in range(10):
+                    for xx in range(10):
+                        s += dc2[gb + yy * DC_W + xx] * p1s[pb + yy * 13 + xx]
+            else:
+                co = w - 1152
+                for q in range(25):
+                    s += g2s[co * 25 + q]
+            acc2[w] += s
+
+        # dp1 = conv2 input gradient (transposed convolution over the zero-haloed dconv2),
+        # masked by pool1/ReLU1 (p1 > 0)
+        for i in range(t, N_P1, TPB):
+            s = zero
+            if p1s[i] > zero:
+                ci = i // 169
+                r = i - ci * 169
+                yy = r // 13
+                xx = r - yy * 13
+                gb = (yy + 2) * DC_W + xx + 2
+                for co in range(C2):
+                    for ky in range(3):
+                        for kx in range(3):
+                            s += dc2[co * DC_C + gb - ky * DC_W - kx] * w2s[co * 72 + ci * 9 + ky * 3 + kx]
+            g1s[i] = s
+        cuda.syncthreads()
+
+        # conv1 weight (72) and bias (8) gradients over the 169 pooled positions (one conv1
+        # output each), 3 threads per weight; also clear this sample's dconv2 entries
+        if t < 240:
+            part = t // 80
+            w = t - part * 80
+            c = w // 9
+            kk = w - c * 9
+            off = (kk // 3) * 28 + kk % 3
+            if w >= 72:
+                c = w - 72
+            s = zero
+            base = c * 169
+            if w < 72:
+                for q in range(part, 169, 3):
+                    s += g1s[base + q] * xs[o1s[base + q] + off]
+            else:
+                for q in range(part, 169, 3):
+                    s += g1s[base + q]
+            acc1[part, w] += s
+        for k in range(t, N_P2, TPB):
+            a = int(am[n, AM_2 + k])
+            co = k // 25
+            r = k - co * 25
+            py = r // 5
+            px = r - py * 5
+            dc2[co * DC_C + (2 * py + a // 2 + 2) * DC_W + 2 * px + a % 2 + 2] = zero
+        n += n_conv
+
+    cuda.syncthreads()
+    for i in range(t, 1168, TPB):  # conv2 weight + bias are contiguous in G
+        cuda.atomic.add(G, O_C2W + i, acc2[i])
+    if t < 80:  # conv1 weight + bias likewise
+        cuda.atomic.add(G, O_C1W + t, acc1[0, t] + acc1[1, t] + acc1[2, t])
+
+
+@_jit
+def k_loss_head(m, y, S, act, logits, loss_sum):
+    """Softmax-CE + dlogits + dh for a forward that was run without labels (a block per sample,
+    grid-stride). train_step never needs it: k_forward does this itself when given labels."""
+    t = cuda.threadIdx.x
+    P = S[0]
+    ds = cuda.shared.array(16, np.float32)
+    zero = np.float32(0.0)
+    inv_m = np.float32(1.0) / np.float32(m)
+    n = cuda.blockIdx.x
+    while n < m:
+        cuda.syncthreads()  # the previous sample's readers of ds are done
+        if t == 0:
+            mx = logits[n, 0]
+            for c in range(1, K):
+                mx = max(mx, logits[n, c])
+            se = zero
+            for c in range(K):
+                se += math.exp(logits[n, c] - mx)
+            yy = y[n]
+            loss = mx + math.log(se) - logits[n, yy]
+            act[n, A_LOSS] = loss
+            cuda.atomic.add(loss_sum, 0, np.float64(loss))
+            for c in range(K):
+                d = math.exp(logits[n, c] - mx) / se
+                if c == yy:
+                    d -= np.float32(1.0)
+                d = d * inv_m
+                ds[c] = d
+                act[n, A_DLOG + c] = d
+        cuda.syncthreads()
+        for o in range(t, D1, cuda.blockDim.x):
+            s = zero
+            if act[n, A_H + o] > zero:
+                for c in range(K):
+                    s += P[O_F2W + c * D1 + o] * ds[c]
+            act[n, A_DH + o] = s
+        n += cuda.gridDim.x
+
+
+# ================================================================== Python API
+_LIVE: "weakref.WeakSet[DeviceNet]" = weakref.WeakSet()
+
+
+def available() -> str | None:
+    """None if numba.cuda can run kernels here (a GPU, or the simulator), else why not."""
+    if cuda is None:
+        return f"numba.cuda cannot be imported: {_IMPORT_ERROR}"
+    try:
+        if not cuda.is_available():
+            return "numba.cuda.is_available() is False (no CUDA driver or GPU visible)"
+    except Exception as exc:  # noqa: BLE001
+        return f"numba.cuda.is_available() failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def simulated() -> bool:
+    """True when numba.cuda runs kernels in its CPU simulator (NUMBA_ENABLE_CUDASIM=1 was set
+    before numba.cuda was first imported)."""
+    return _SIM
+
+
+def device_bytes() -> int:
+    """Bytes of device memory held by every live DeviceNet of this module (its own buffers)."""
+    return sum(net.device_bytes() for net in _LIVE)
+
+
+def _blocks(n: int, tpb: int = TPB) -> int:
+    return max(1, (n + tpb - 1) // tpb)
+
+
+class DeviceNet:
+    """The seed CNN on one GPU: parameters, momentum, gradients and activations stay on device.
+
+    Sync points: epoch_loss_sum(), loss_and_grads(), params_host(), predict() (one each);
+    forward/backward/step/train_step only enqueue kernels on the default stream.
+    """
+
+    def __init__(self, params: dict[str, np.ndarray], batch: int, variant: str = "fast", *,
+                 samples_per_block: int = 1, max_blocks: int | None = None):
+        """params: torch-named float32 arrays (copied to the device). batch: rows of the largest
+        batch (buffers are allocated for it once). samples_per_block: samples each conv block
+        of the fast backward sums before its atomics. max_blocks: cap on every grid (kernels
+        are grid-stride, so any cap is correct); None on a GPU. The CUDA simulator runs each
+        thread as a Python thread, so the simulator tests set a small cap."""
+        why = available()
+        if why is not None:
+            raise RuntimeError(why)
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+        self.variant = variant
+
+        def cap(nb: int) -> int:
+            return max(1, min(nb, max_blocks)) if max_blocks else max(1, nb)
+
+        def blocks(count: int, tpb: int = TPB) -> int:
+            return cap(_blocks(count, tpb))
+
+        self.batch = int(batch)
+        self._arrays: list = []
+        flat = np.concatenate([np.asarray(params[k], np.float32).ravel() for k in PARAM_NAMES])
+        assert flat.size == N_PARAMS
+        state = np.zeros((3, N_PARAMS), np.float32)
+        state[0] = flat
+        self.S = self._keep(cuda.to_device(state))  # [P; G; V], one buffer
+        self.P, self.G, self.V = self.S[0], self.S[1], self.S[2]  # (N_PARAMS,) views
+        self.params = self._views(self.P)  # name -> device view, torch shape
+        self.grads = self._views(self.G)
+        self.loss_sum = self._alloc(1, np.float64, zero=True)
+        self._grads_dirty = False  # a backward ran since the last step (G holds gradients)
+        self._have_head = False  # the last forward computed dlogits/dh (it was given labels)
+        self._m = self.batch
+        self._x_last = None  # input of the last forward (backward reads it)
+        self._y_dtype = np.dtype(np.int64)
+        self._y_dummy = {}
+        self._preds_all = None
+        self._k_sgd = k_sgd_state[blocks(N_PARAMS), TPB]
+        self._k_zero_g = k_fill_zero[blocks(N_PARAMS), TPB]
+        self._k_zero_1 = k_fill_zero[1, 32]
+        n = self.batch
+        if variant == "fast":
+            self.act = self._alloc((n, ACT_W), np.float32, zero=True)
+            self.am = self._alloc((n, AM_W), np.int8, zero=True)
+            self.logits = self._alloc((n, K), np.float32, zero=True)
+            self.preds = self._alloc(n, np.int32, zero=True)
+            self.n_gemm_blocks = cap(N_GEMM_UNITS)
+            # k_backward derives the conv blocks' count as gridDim - n_gemm_blocks
+            self.n_conv_blocks = cap((n + samples_per_block - 1) // samples_per_block)
+            self._k_fwd = k_forward[cap(n), TPB]
+            self._k_bwd = k_backward[self.n_gemm_blocks + self.n_conv_blocks, TPB]
+            self._k_head = k_loss_head[cap(n), D1]
+        else:
+            a = self._alloc
+            self.c1 = a((n, C1, H1, H1), np.float32)
+            self.p1 = a((n, C1, Q1, Q1), np.float32)
+            self.a1 = a((n, C1, Q1, Q1), np.int8)
+            self.c2 = a((n, C2, H2, H2), np.float32)
+            self.p2 = a((n, C2, Q2, Q2), np.float32)
+            self.a2 = a((n, C2, Q2, Q2), np.int8)
+            self.h = a((n, D1), np.float32)
+            self.logits = a((n, K), np.float32)
+            self.dlog = a((n, K), np.float32)
+            self.dh = a((n, D1), np.float32)
+            self.dp2 = a((n, C2, Q2, Q2), np.float32)
+            self.dc2 = a((n, C2, H2, H2), np.float32)
+            self.dp1 = a((n, C1, Q1, Q1), np.float32)
+            self.dc1 = a((n, C1, H1, H1), np.float32)
+            self.loss_vec = a(n, np.float32)
+            self.preds = a(n, np.int32)
+            # launch configs: one thread per output element, for the full batch
+            self._nv_cfg = {
+                "conv1": nv_conv_fwd[blocks(self.c1.size), TPB],
+                "relu1": nv_relu[blocks(self.c1.size), TPB],
+                "pool1": nv_pool_fwd[blocks(self.p1.size), TPB],
+                "conv2": nv_conv_fwd[blocks(self.c2.size), TPB],
+                "relu2": nv_relu[blocks(self.c2.size), TPB],
+                "pool2": nv_pool_fwd[blocks(self.p2.size), TPB],
+                "fc1": nv_dense_fwd[blocks(n * D1), TPB],
+                "relu3": nv_relu[blocks(n * D1), TPB],
+                "fc2": nv_dense_fwd[blocks(n * K), TPB],
+                "loss": nv_softmax_ce[blocks(n, 128), 128],
+                "argmax": nv_argmax[blocks(n, 128), 128],
+                "fc2_dx": nv_dense_bwd_x[blocks(n * D1), TPB],
+                "relu3_b": nv_relu_bwd[blocks(n * D1), TPB],
+                "fc2_dw": nv_dense_wgrad[blocks(K * (D1 + 1)), TPB],
+                "fc1_dx": nv_dense_bwd_x[blocks(n * N_P2), TPB],
+                "fc1_dw": nv_dense_wgrad[blocks(D1 * (N_P2 + 1)), TPB],
+                "pool2_b": nv_pool_bwd[blocks(self.c2.size), TPB],
+                "relu2_b": nv_relu_bwd[blocks(self.c2.size), TPB],
+                "conv2_dw": nv_conv_wgrad[blocks(C2 * C1 * 9 + C2), TPB],
+                "conv2_dx": nv_conv_bwd_x[blocks(self.p1.size), TPB],
+                "pool1_b": nv_pool_bwd[blocks(self.c1.size), TPB],
+                "relu1_b": nv_relu_bwd[blocks(self.c1.size), TPB],
+                "conv1_dw": nv_conv_wgrad[blocks(C1 * 9 + C1), TPB],
+            }
+            self._nv_sgd = [(k_sgd[blocks(int(np.prod(PARAM_SHAPES[k]))), TPB],
+                             self._flat_view(self.P, k), self._flat_view(self.G, k), self._flat_view(self.V, k))
+                            for k in PARAM_NAMES]  # one launch per parameter
+            self._nv_views = {self.batch: self._naive_views(self.batch)}
+        _LIVE.add(self)
+
+    # ---------------------------------------------------------------- buffers
+    def _keep(self, arr):
+        self._arrays.append(arr)
+        return arr
+
+    def _alloc(self, shape, dtype, zero: bool = False):
+        if zero:
+            return self._keep(cuda.to_device(np.zeros(shape, dtype)))
+        return self._keep(cuda.device_array(shape, dtype))
+
+    @staticmethod
+    def _flat_view(buf, name: str):
+        o = _OFFSETS[name]
+        return buf[o:o + int(np.prod(PARAM_SHAPES[name]))]
+
+    def _views(self, buf) -> dict:
+        return {k: self._flat_view(buf, k).reshape(PARAM_SHAPES[k]) for k in PARAM_NAMES}
+
+    def _naive_views(self, mm: int) -> dict:
+        """Row-sliced views (first mm samples) of the naive buffers, plus flat views for ReLU."""
+        v = {k: getattr(self, k)[:mm] for k in ("c1", "p1", "a1", "c2", "p2", "a2", "h", "logits", "dlog",
+                                                 "dh", "dp2", "dc2", "dp1", "dc1", "loss_vec", "preds")}
+        v["c1_flat"] = v["c1"].reshape(v["c1"].size)
+        v["c2_flat"] = v["c2"].reshape(v["c2"].size)
+        v["h_flat"] = v["h"].reshape(v["h"].size)
+        v["dc1_flat"] = v["dc1"].reshape(v["dc1"].size)
+        v["dc2_flat"] = v["dc2"].reshape(v["dc2"].size)
+        v["dh_flat"] = v["dh"].reshape(v["dh"].size)
+        v["f"] = v["p2"].reshape(mm, N_P2)
+        v["df"] = v["dp2"].reshape(mm, N_P2)
+        return v
+
+    def device_bytes(self) -> int:
+        """Bytes of device memory allocated by this net (parameters, state and workspace)."""
+        extra = self._preds_all.nbytes if self._preds_all is not None else 0
+        return int(sum(a.nbytes for a in self._arrays)) + int(extra) + sum(d.nbytes for d in self._y_dummy.values())
+
+    def _rows(self, x_dev) -> int:
+        mm = int(x_dev.shape[0])
+        if not 0 < mm <= self.batch:
+            raise ValueError(f"{mm} rows for a net allocated for batch {self.batch}")
+        return mm
+
+    # ---------------------------------------------------------------- phases
+    def forward(self, x_dev, y_dev=None):
+        """Enqueue the forward pass of x_dev (m,1,28,28) float32, m <= batch; returns the (m,10)
+        logits (device). With y_dev (m,) int32/int64 the loss head runs too (loss, dlogits,
+        dh) and the loss is added to the epoch sum. Labels must lie in [0, 10): checking them
+        would cost a host sync, so they are not checked."""
+        return self._forward(x_dev, y_dev, None)
+
+    def _forward(self, x_dev, y_dev, preds_out):
+        mm = self._rows(x_dev)
+        if y_dev is not None and int(y_dev.shape[0]) < mm:
+            raise ValueError(f"{y_dev.shape[0]} labels for {mm} images")
+        self._m = mm
+        self._x_last = x_dev  # conv1's weight gradient reads x in backward
+        self._have_head = y_dev is not None
+        if self.variant == "fast":
+            if y_dev is not None:
+                self._y_dtype = y_dev.dtype
+                y = y_dev
+            else:
+                y = self._dummy_y()
+            self._k_fwd(x_dev, mm, y, 1 if y_dev is not None else 0, self.S, self.act, self.am, self.logits,
+                        self.preds if preds_out is None else preds_out, self.loss_sum)
+            return self.logits if mm == self.batch else self.logits[:mm]
+        v, c, p = self._nview(mm), self._nv_cfg, self.params
+        c["conv1"](x_dev, p["conv1.weight"], p["conv1.bias"], v["c1"])
+        c["relu1"](v["c1_flat"])
+        c["pool1"](v["c1"], v["p1"], v["a1"])
+        c["conv2"](v["p1"], p["conv2.weight"], p["conv2.bias"], v["c2"])
+        c["relu2"](v["c2_flat"])
+        c["pool2"](v["c2"], v["p2"], v["a2"])
+        c["fc1"](v["f"], p["fc1.weight"], p["fc1.bias"], v["h"])
+        c["relu3"](v["h_flat"])
+        c["fc2"](v["h"], p["fc2.weight"], p["fc2.bias"], v["logits"])
+        if y_dev is not None:
+            self._naive_loss(y_dev, mm)
+        elif preds_out is not None:
+            c["argmax"](v["logits"], preds_out)
+        return v["logits"]
+
+    def backward(self, y_dev=None):
+        """Enqueue the backward pass of the last forward (gradients into G). y_dev is needed
+        only if that forward had no labels."""
+        mm = self._m
+        if not self._have_head:
+            if y_dev is None:
+                raise ValueError("the last forward had no labels: pass y_dev to backward")
+            if self.variant == "fast":
+                self._k_head(mm, y_dev, self.S, self.act, self.logits, self.loss_sum)
+            else:
+                self._naive_loss(y_dev, mm)
+            self._have_head = True
+        if self._grads_dirty:  # two backwards without a step: G must restart from zero
+            self._k_zero_g(self.G)
+        self._grads_dirty = True
+        if self.variant == "fast":
+            self._k_bwd(self._x_last, mm, self.S, self.act, self.am, self.n_gemm_blocks)
+            return
+        v, c, p, g = self._nview(mm), self._nv_cfg, self.params, self.grads
+        c["fc2_dx"](v["dlog"], p["fc2.weight"], v["dh"])
+        c["relu3_b"](v["dh_flat"], v["h_flat"])
+        c["fc2_dw"](v["dlog"], v["h"], g["fc2.weight"], g["fc2.bias"])
+        c["fc1_dx"](v["dh"], p["fc1.weight"], v["df"])
+        c["fc1_dw"](v["dh"], v["f"], g["fc1.weight"], g["fc1.bias"])
+        c["pool2_b"](v["dp2"], v["a2"], v["dc2"])
+        c["relu2_b"](v["dc2_flat"], v["c2_flat"])
+        c["conv2_dw"](v["p1"], v["dc2"], g["conv2.weight"], g["conv2.bias"])
+        c["conv2_dx"](v["dc2"], p["conv2.weight"], v["dp1"])
+        c["pool1_b"](v["dp1"], v["a1"], v["dc1"])
+        c["relu1_b"](v["dc1_flat"], v["c1_flat"])
+        c["conv1_dw"](self._x_last, v["dc1"], g["conv1.weight"], g["conv1.bias"])
+
+    def step(self, lr: float, momentum: float) -> None:
+        """Enqueue SGD with momentum (torch form) on all parameters; zeroes the gradients."""
+        lr32, m32 = np.float32(lr), np.float32(momentum)
+        if self.variant == "fast":
+            self._k_sgd(self.S, lr32, m32)
+        else:
+            for cfg, p, g, v in self._nv_sgd:
+                cfg(p, g, v, lr32, m32)
+        self._grads_dirty = False
+
+    def train_step(self, x_dev, y_dev, lr: float, momentum: float) -> None:
+        """forward (with the loss head) + backward + SGD step; no host sync, no allocation."""
+        self.forward(x_dev, y_dev)
+        self.backward()
+        self.step(lr, momentum)
+
+    def _nview(self, mm: int) -> dict:
+        v = self._nv_views.get(mm)
+        if v is None:
+            v = self._nv_views[mm] = self._naive_views(mm)
+        return v
+
+    def _naive_loss(self, y_dev, mm: int) -> None:
+        v = self._nview(mm)
+        self._nv_cfg["loss"](v["logits"], y_dev, np.float32(1.0 / mm), v["dlog"], v["loss_vec"],
+                             self.loss_sum, v["preds"])
+
+    def _dummy_y(self):
+        """Labels for a forward without labels (never read): same dtype as the training labels,
+        so k_forward is not compiled twice."""
+        key = np.dtype(self._y_dtype).str
+        d = self._y_dummy.get(key)
+        if d is None:
+            d = self._y_dummy[key] = cuda.to_device(np.zeros(self.batch, self._y_dtype))
+        return d
+
+    # ---------------------------------------------------------------- host-side helpers (sync)
+    def loss_and_grads(self, x_dev, y_dev) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        """Host copies of the mean loss, the 8 gradients and the logits for (x_dev, y_dev).
+        For tests: syncs; adds the batch's loss to the epoch sum like train_step does."""
+        logits = self.forward(x_dev, y_dev)
+        self.backward()
+        cuda.synchronize()
+        mm = self._m
+        if self.variant == "fast":
+            losses = self.act[:mm].copy_to_host()[:, A_LOSS]
+        else:
+            losses = self.loss_vec[:mm].copy_to_host()
+        grads = {k: self.grads[k].copy_to_host() for k in PARAM_NAMES}
+        return float(np.mean(losses.astype(np.float64))), grads, logits.copy_to_host()
+
+    def epoch_loss_sum(self, reset: bool = True) -> float:
+        """The one host sync per epoch: the sum of every sample's loss since the last reset."""
+        total = float(self.loss_sum.copy_to_host()[0])
+        if reset:
+            self._k_zero_1(self.loss_sum)
+        return total
+
+    def params_host(self) -> dict[str, np.ndarray]:
+        flat = self.P.copy_to_host()
+        return {k: flat[_OFFSETS[k]:_OFFSETS[k] + int(np.prod(s))].reshape(s).copy()
+                for k, s in PARAM_SHAPES.items()}
+
+    def velocity_host(self) -> dict[str, np.ndarray]:
+        flat = self.V.copy_to_host()
+        return {k: flat[_OFFSETS[k]:_OFFSETS[k] + int(np.prod(s))].reshape(s).copy()
+                for k, s in PARAM_SHAPES.items()}
+
+    def predict(self, x_dev_all) -> np.ndarray:
+        """Predicted labels (int64, host) for a device array (N,1,28,28) of any length, in chunks
+        of `batch` (the last one short); one sync at the end. Does not touch gradients or loss."""
+        total = int(x_dev_all.shape[0])
+        if self._preds_all is None or self._preds_all.shape[0] < total:
+            self._preds_all = cuda.device_array(max(total, 1), np.int32)
+        out = self._preds_all
+        for off in range(0, total, self.batch):
+            mm = min(self.batch, total - off)
+            self._forward(x_dev_all[off:off + mm], None, out[off:off + mm])
+        self._have_head = False
+        return out[:total].copy_to_host().astype(np.int64)

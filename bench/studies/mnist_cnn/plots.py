@@ -1,0 +1,69 @@
+"""Seed 000's Fig. 1 as four PNGs: time per epoch, throughput per epoch, test accuracy per
+epoch, and average-throughput bars. One line per cell (backend, pipeline, device)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.core.resultset import ResultCell  # noqa: E402
+
+PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")
+
+
+def _save(fig, path: Path) -> None:
+    tmp = path.with_name("." + path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _epochs(c: ResultCell) -> list[dict]:
+    return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+
+
+def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str]) -> list[Path]:
+    cells = [c for c in cells if c.status == "ok" and _epochs(c)]
+    multi = len({c.device for c in cells}) > 1
+
+    def _name(c: ResultCell, multi_device: bool) -> str:
+        return f"{label(c)} ({c.device})" if multi_device else label(c)
+
+    specs = [("epoch_s", "Time per epoch (s)", "epoch_time.png", True),
+             ("samples_per_s", "Training throughput (samples/s)", "throughput.png", True),
+             ("test_acc", "Test accuracy (%)", "test_accuracy.png", False)]
+    paths = []
+    for key, ylabel, fname, log in specs:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more than 10 cells must not share colours
+        for c in cells:
+            xs = [r["epoch"] for r in _epochs(c)]
+            ys = [r[key] * (100 if key == "test_acc" else 1) for r in _epochs(c)]
+            ax.plot(xs, ys, marker="o", ms=3, label=_name(c, multi))
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(ylabel + " per epoch")
+        _save(fig, out / fname)
+        paths.append(out / fname)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(1, len(cells))))
+    order = sorted(cells, key=lambda c: sum(r["samples_per_s"] for r in _epochs(c)) / len(_epochs(c)))
+    vals = [sum(r["samples_per_s"] for r in _epochs(c)) / len(_epochs(c)) for c in order]
+    ys = list(range(len(order)))  # positions, not category names: two cells may share a name
+    ax.barh(ys, vals, color="tab:blue")
+    ax.set_yticks(ys, [_name(c, multi) for c in order])
+    for y, v in zip(ys, vals):
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("average training throughput (samples/s, log scale)")
+    ax.set_title("Average throughput")
+    _save(fig, out / "avg_throughput.png")
+    paths.append(out / "avg_throughput.png")
+    return paths

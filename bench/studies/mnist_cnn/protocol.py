@@ -1,0 +1,124 @@
+"""One mnist-cnn cell: open() loads data and weights and warms up; step(i) is epoch i+1.
+
+  1. data: real MNIST or the embedded digits, exactly the checksum the matrix resolved;
+     initial weights from net.init_params(seed), identical across backends;
+  2. warm-up (JIT / first-call work / graph capture) -> compile_s, never inside an epoch;
+  3. per epoch: a seeded permutation (same for every backend), padded to whole batches by
+     repeating its first samples (the seed's way) or with the tail dropped; training timed
+     with per-phase timers and an RSS sampler; then evaluation on the full test set
+     (eval_s, excluded from epoch_s). One row per epoch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.study import RunContext, Study
+from bench.studies.mnist_cnn.config import Settings, settings
+
+
+@dataclass
+class CellData:
+    """What a backend's create() gets: the settings, the initial weights, the dataset."""
+
+    cfg: Settings
+    params: dict
+    dataset: Any  # bench.data.mnist.Dataset
+
+
+def epoch_order(n: int, batch: int, seed: int, epoch: int, last_batch: str) -> np.ndarray:
+    """The sample order of one epoch: a seeded permutation, padded or trimmed to whole batches."""
+    perm = np.random.default_rng([seed, epoch]).permutation(n).astype(np.int64)
+    rem = n % batch
+    if rem == 0:
+        return perm
+    if last_batch == "drop":
+        return perm[: n - rem]
+    pad = batch - rem
+    reps = -(-pad // n)  # when batch > n (only possible with tiny limits) repeat more than once
+    return np.concatenate([perm, np.tile(perm, reps)[:pad]])
+
+
+def _set_threads(n: int) -> int:
+    n = n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    os.environ.setdefault("MKL_NUM_THREADS", str(n))
+    return n
+
+
+@dataclass
+class EpochRun:
+    """A prepared cell (a StepRun): one step per epoch."""
+
+    cfg: Settings
+    trainer: Any  # backends.Trainer
+    n_train: int
+    threads: int
+    dataset: dict
+    steps: int
+    warmup_s: float = 0.0
+    base: dict = field(default_factory=dict)
+
+    def step(self, i: int) -> list[dict]:
+        """Train epoch i+1 (timed, RSS sampled), then evaluate (timed apart)."""
+        from bench.measure.memory import RSSSampler
+        from bench.measure.timer import PhaseTimer, stopwatch
+
+        cfg, trainer, epoch = self.cfg, self.trainer, i + 1
+        order = epoch_order(self.n_train, cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
+        timer = PhaseTimer()  # CPU phases need no sync; device trainers time their own phases
+        with RSSSampler() as rss, stopwatch(trainer.sync) as sw:
+            stats = trainer.train_epoch(order, timer)
+        with stopwatch() as ev:
+            acc = trainer.evaluate()
+        row = {**self.base, "epoch": epoch, "status": "ok",
+               "epoch_s": sw.seconds, "samples": len(order), "samples_per_s": len(order) / sw.seconds,
+               "train_loss": stats["train_loss"], "test_acc": acc, "eval_s": ev.seconds,
+               "compile_s": self.warmup_s, "batch_size_used": stats["batch_size_used"],
+               "rss_mean_mb": rss.mean_mb, "rss_peak_mb": rss.peak_mb, "rss_samples": rss.n_samples,
+               "threads": self.threads, "vram_peak_mb": None, **trainer.phase_fields(timer), **trainer.memory()}
+        return [row]
+
+    def close(self) -> list[dict]:
+        return []
+
+    def system_extra(self) -> dict:
+        from bench.studies.mnist_cnn.net import train_flops_per_sample
+
+        return {"compile_s": self.warmup_s, "n_train_used": self.n_train,
+                "flops_per_sample_analytic": train_flops_per_sample()}
+
+
+def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
+    """Load data, build the trainer, warm up. KitError on bad input, before anything is written."""
+    from bench.data.mnist import load_for_cell
+    from bench.studies.mnist_cnn.net import init_params
+
+    cfg = settings(cell)
+    threads = _set_threads(cfg.threads)
+    data = load_for_cell(cell.params, ctx.data_dir)
+    if cfg.limit_train:
+        data = dataclasses.replace(data, x_train=data.x_train[: cfg.limit_train], y_train=data.y_train[: cfg.limit_train])
+    n_train = len(data.y_train)
+    if cfg.batch_size > n_train:
+        raise KitError(f"batch_size {cfg.batch_size} is larger than the training set ({n_train} samples of {data.name})")
+    if cell.backend.startswith("torch"):
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.manual_seed(cfg.seed)
+    if cell.backend.startswith("numba"):
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed), data))
+    compile_s = trainer.warmup()
+    base = {"pipeline": cfg.pipeline, "batch_size": cfg.batch_size, "dataset_real_mnist": data.real_mnist,
+            "last_batch": cfg.last_batch}
+    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base)

@@ -1,0 +1,82 @@
+"""Typer commands for images, added to orchestrate.py by `register(app)`.
+
+    python orchestrate.py doctor
+    python orchestrate.py base                                   # debootstrap cnn-bench/base:bookworm
+    python orchestrate.py build cpu --ca-cert /etc/ssl/certs/ca-certificates.crt
+    python orchestrate.py build all --wheelhouse ~/wheels        # offline install from pip-downloaded wheels
+
+Thin layer: every command calls a plain function in host.docker and prints one
+`error: ...` line with exit code 2 on a KitError.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bench.core.errors import KitError
+
+
+class BuildTarget(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    all = "all"
+
+
+def _fail(err: KitError) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2)
+
+
+def doctor_cmd() -> None:
+    """What this host has: docker engine, BuildKit, NVIDIA runtime, GPU, macOS arm64, built images."""
+    from host import docker as dk
+
+    for row in dk.doctor():
+        mark = "ok " if row["ok"] else "-- "
+        typer.echo(f"{mark} {row['item']:<18} {row['detail']}")
+
+
+def base_cmd(
+    tag: Annotated[str, typer.Option(help="name for the imported image")] = "cnn-bench/base:bookworm",
+    mirror: Annotated[Optional[str], typer.Option(help="Debian mirror URL")] = None,
+) -> None:
+    """Bootstrap a Debian bookworm base image from Debian packages (debootstrap; docker import)."""
+    from host import docker as dk
+
+    try:
+        image_id = dk.bootstrap_base(tag=tag, mirror=mirror)
+    except KitError as err:
+        _fail(err)
+    typer.echo(f"base: {tag} {image_id}")
+
+
+def build_cmd(
+    target: Annotated[BuildTarget, typer.Argument(help="cpu | cuda | all")] = BuildTarget.cpu,
+    ca_cert: Annotated[Optional[Path], typer.Option(help="CA bundle for pip in the build (BuildKit secret)")] = None,
+    wheelhouse: Annotated[Optional[Path], typer.Option(help="install offline from this dir of wheels "
+                                                            "(pip download fills it when empty)")] = None,
+    base_image: Annotated[Optional[str], typer.Option(help="FROM image; default $KIT_BASE_IMAGE, the local "
+                                                            "cnn-bench/base:bookworm, else the pinned python slim")] = None,
+) -> None:
+    """Build the cpu and/or cuda image from its hash-locked requirements (docker CLI, BuildKit)."""
+    from host import docker as dk
+
+    plats = ["cpu", "cuda"] if target == BuildTarget.all else [target.value]
+    try:
+        for plat in plats:
+            image_id = dk.build(plat, base_image=base_image, ca_cert=ca_cert, wheelhouse=wheelhouse)
+            typer.echo(f"image {plat}: {dk.image_ref(plat)} {image_id}")
+    except KitError as err:
+        _fail(err)
+
+
+def register(app: typer.Typer) -> None:
+    """Add doctor, base and build to APP (orchestrate.py's run and all use containers themselves)."""
+    app.command("doctor")(doctor_cmd)
+    app.command("base")(base_cmd)
+    app.command("build")(build_cmd)

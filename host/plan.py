@@ -1,0 +1,117 @@
+"""What this host can run, and how: the platforms, the runtime (native or containers),
+and the one `python -m bench matrix ...` command line both runtimes execute.
+
+Never imports torch: capabilities come from nvidia-smi, the OS, and the Docker engine.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform as pf
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core.errors import KitError
+from bench.core.provenance import nvidia_smi_gpus
+
+PLATFORMS = ("cpu", "cuda", "mps")
+NATIVE_NEEDS = ("numpy", "scipy", "sklearn", "psutil", "rich", "typer")  # bench's own imports, torch excepted
+
+
+@dataclass
+class MatrixRequest:
+    """Everything `orchestrate.py run|all` passes on to `python -m bench matrix`."""
+
+    studies: list[str] = field(default_factory=list)
+    profile: str = "default"
+    sets: list[str] = field(default_factory=list)
+    only: list[str] = field(default_factory=list)
+    schedule: str = "sequential"
+    rerun: bool = False
+    timeout_s: float | None = None
+
+    def args(self, platforms: list[str], out: str, data_dir: str | None) -> list[str]:
+        """The matrix command's arguments (after `python -m bench`)."""
+        a = ["matrix", *self.studies]
+        for p in platforms:
+            a += ["--platform", p]
+        a += ["--profile", self.profile, "--schedule", self.schedule, "--out", out]
+        for s in self.sets:
+            a += ["--set", s]
+        for o in self.only:
+            a += ["--only", o]
+        if data_dir:
+            a += ["--data-dir", data_dir]
+        if self.rerun:
+            a.append("--rerun")
+        if self.timeout_s is not None:
+            a += ["--timeout-s", str(self.timeout_s)]
+        return a
+
+
+def is_macos_arm64() -> bool:
+    return sys.platform == "darwin" and pf.machine() == "arm64"
+
+
+def native_platforms() -> dict[str, str | None]:
+    """platform -> None if this host can run it natively, else why not."""
+    return {
+        "cpu": None,
+        "cuda": None if nvidia_smi_gpus() else "no NVIDIA GPU on this host (nvidia-smi lists none)",
+        "mps": None if is_macos_arm64() else "needs macOS on Apple silicon",
+    }
+
+
+def container_platforms() -> dict[str, str | None]:
+    from host import docker as dk
+
+    return {"cpu": None, "cuda": dk.cuda_unavailable(),
+            "mps": "Metal is not reachable from containers: on macOS arm64 run natively (docker/mps/run.sh)"}
+
+
+def engine_reason() -> str | None:
+    """None when containers can be used here, else why not (one line)."""
+    if importlib.util.find_spec("docker") is None:
+        return "the docker Python package is not installed (requirements/host.txt)"
+    from host import docker as dk
+
+    return dk.engine_ok()
+
+
+def native_missing() -> list[str]:
+    """bench's runtime packages this Python lacks (native runs need requirements/dev.txt)."""
+    return [m for m in NATIVE_NEEDS if importlib.util.find_spec(m) is None]
+
+
+def bench_env() -> dict:
+    """Environment for a native `python -m bench`: able to import this checkout's bench/."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: str | None) -> int:
+    """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
+    missing = native_missing()
+    if missing:
+        raise KitError(f"native runs need bench's packages ({', '.join(missing)} missing here): "
+                       "bash scripts/setup.sh installs them into .venv, or run in containers")
+    argv = [sys.executable, "-m", "bench", *req.args(platforms, str(out), data_dir)]
+    return subprocess.call(argv, env=bench_env())
+
+
+def check_data_dir(data_dir: str | None) -> Path | None:
+    """The data root to use: a named dir must exist (one line otherwise); None = nothing there
+    (the studies use their embedded defaults)."""
+    from bench.data.mnist import resolve_data_dir
+
+    root = resolve_data_dir(data_dir)
+    named = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
+    if not root.is_dir():
+        if named:
+            raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, "
+                           "or run `python orchestrate.py data fetch mnist`")
+        return None
+    return root
