@@ -7,7 +7,8 @@
 # 2. start dockerd in the background unless an engine answers; wait for it
 # 3. bootstrap cnn-bench/base:bookworm from Debian packages (no container registry here)
 # 4. build the cpu image (pip reaches PyPI through the proxy CA: --ca-cert, a BuildKit secret)
-# 5. run the cpu smoke matrix in it, ../shared/datasets mounted read-only at /data
+# 5. run every study's cpu smoke matrix in it (orchestrate.py run cpu --runtime docker),
+#    ../shared/datasets mounted read-only at /data
 # 6. build the cuda image and run its selfcheck (no GPU here: must say so and exit 0)
 # Prints each step's time, the image ids and sizes, and the containers' exit codes.
 # Needs: root (apt, dockerd, debootstrap), Debian bookworm, PyPI + Debian mirrors.
@@ -79,8 +80,8 @@ run_in_image() {  # run_in_image PLATFORM GPU ARGS...: python -m bench ARGS in t
   local plat="$1" gpu="$2"; shift 2
   "$PYTHON" - "$plat" "$gpu" "$DATA_DIR" "$OUT" "$@" <<'EOF'
 import sys
-from bench.errors import KitError
-from bench.host import docker as dk
+from bench.core.errors import KitError
+from host import docker as dk
 plat, gpu, data, out, args = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5:]
 try:
     code, image_id = dk.run(plat, data, out, args, gpu=gpu)
@@ -94,7 +95,7 @@ EOF
 
 image_line() {
   local plat="$1" ref
-  ref="$("$PYTHON" -c "from bench.host.docker import image_ref; print(image_ref('$plat'))")"
+  ref="$("$PYTHON" -c "from host.docker import image_ref; print(image_ref('$plat'))")"
   docker image inspect -f "IMAGE $plat: $ref {{.Id}} {{.Size}} bytes (lock {{index .Config.Labels \"cnn-bench.lock-hash\"}})" "$ref"
 }
 
@@ -110,8 +111,8 @@ else
 fi
 step "build cpu image" "$PYTHON" orchestrate.py build cpu --base-image "$BASE_TAG" --ca-cert "$CA_CERT"
 CPU_RC=0
-step "cpu smoke matrix in container" run_in_image cpu 0 matrix mnist-cnn --platform cpu --smoke \
-  --out /results --data-dir /data || CPU_RC=$?
+step "cpu smoke matrix in container" "$PYTHON" orchestrate.py run cpu --runtime docker --profile smoke \
+  --data-dir "$DATA_DIR" --out "$OUT" --ca-cert "$CA_CERT" || CPU_RC=$?
 step "build cuda image" "$PYTHON" orchestrate.py build cuda --base-image "$BASE_TAG" --ca-cert "$CA_CERT"
 CUDA_RC=0
 step "cuda selfcheck in container (no GPU)" run_in_image cuda 0 selfcheck || CUDA_RC=$?

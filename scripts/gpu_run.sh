@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on a GPU host from the repo root, natively with the host's own packages:
-#   bash scripts/gpu_run.sh check      # numba-cuda variants vs reference + torch-cuda variant sweep (3 epochs)
-#   bash scripts/gpu_run.sh reference  # the mnist-cnn benchmark (cuda+cpu, 10 epochs) + mlp-scratch study
+#   bash scripts/gpu_run.sh check      # numba-cuda kernel variants vs reference (lab/) + torch-cuda variants, 3 epochs
+#   bash scripts/gpu_run.sh reference  # orchestrate.py all: every study, cpu+cuda, profile full, interleaved
 # Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
 # (default ./results/gpu-out); the reference run also leaves results/reference/<gpu-name>/.
 # Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
@@ -25,16 +25,16 @@ PY
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
 case "$mode" in
   check)
-    timeout 150 python3 -m bench.kernels.check_numba_cuda --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
-    timeout 330 python3 -m bench bench mnist-cnn --cells cuda --epochs 3 \
-      --variants graphs+bf16,graphs+cl,graphs+bf16+cl,bf16,compile+graphs --out /tmp/sweep 2>&1 | tee "$OUT/sweep.log"
+    timeout 150 python3 -m lab.check_numba_cuda --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
+    timeout 330 python3 -m bench matrix mnist-cnn --platform cuda --profile full --only backend=torch-cuda \
+      --set epochs=3 --schedule interleaved --out /tmp/sweep 2>&1 | tee "$OUT/sweep.log"
     tar czf "$OUT/sweep.tgz" -C /tmp sweep
     ;;
   reference)
     ref=results/reference/$gpu
     rm -rf "$ref" && mkdir -p "$ref"
-    timeout 420 python3 -m bench bench mnist-cnn --cells cuda+cpu --epochs 10 --variants graphs,graphs+bf16 --out "$ref" 2>&1 | tee "$OUT/bench.log"
-    timeout 150 python3 -m bench run mlp-scratch --out "$ref" 2>&1 | tee "$OUT/mlp.log"
+    timeout 560 python3 orchestrate.py all --runtime native --profile full --schedule interleaved \
+      --data-dir "$KIT_DATA_DIR" --out "$ref" --report-dir "$ref/report" 2>&1 | tee "$OUT/reference.log"
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/reference.tgz" "$ref"
     ;;

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import read_rows
+from bench.core.rows import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = Path(os.environ.get("KIT_CI_RESULTS_DIR", ROOT / "results" / "ci-container"))
@@ -21,12 +21,15 @@ def smoke_cells():
     cells = sorted((SMOKE / "mnist-cnn").glob("*/rows.jsonl"))
     if not cells:
         pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
-    return {p.parent.name: (read_rows(p), json.loads((p.parent / "system.json").read_text())) for p in cells}
+    out = {}
+    for p in cells:
+        rows = read_rows(p)
+        out[f"{rows[0]['backend']} {rows[0]['pipeline']}"] = (rows, json.loads((p.parent / "system.json").read_text()))
+    return out
 
 
 def test_every_cpu_cell_ran_ok_in_the_image(smoke_cells):
-    assert {name.split("_")[0] + " " + name.split("_")[1] for name in smoke_cells} == {
-        "torch-cpu seed", "torch-cpu resident", "numba-cpu resident"}
+    assert set(smoke_cells) == {"torch-cpu seed", "torch-cpu resident", "numba-cpu resident"}
     lock = hashlib.sha256((ROOT / "requirements" / "cpu.txt").read_bytes()).hexdigest()
     for name, (rows, system) in smoke_cells.items():
         assert [r["status"] for r in rows] == ["ok", "ok"], name
@@ -35,6 +38,7 @@ def test_every_cpu_cell_ran_ok_in_the_image(smoke_cells):
             assert r["lock_hash"] == lock, "rows must carry the hash of the lock the image was built from"
             assert r["dataset"] == "mnist" and r["dataset_real_mnist"] is True
             assert r["batch_size_used"] == 512 and r["samples"] == 4096 and r["epoch_s"] > 0
+            assert r["schema"] == 1 and r["command"].startswith("python -m bench cell ") and r["host"]
         assert system["runtime"] == "container" and system["image_id"] == rows[0]["image_id"]
         assert system["libraries"]["torch"] == "2.10.0", "the cpu image pins torch 2.10.0"
 
@@ -44,3 +48,14 @@ def test_accuracy_band_and_backends_agree(smoke_cells):
     for name, acc in finals.items():
         assert SMOKE_ACC_BAND[0] <= acc <= SMOKE_ACC_BAND[1], f"{name}: {acc}"
     assert max(finals.values()) - min(finals.values()) <= 0.02, f"same weights and batches, different results: {finals}"
+
+
+def test_mlp_scratch_ran_in_the_image_too():
+    """The container smoke runs every study's cpu matrix (nothing names a study)."""
+    cells = sorted((SMOKE / "mlp-scratch").glob("*/rows.jsonl"))
+    if not (SMOKE / "mnist-cnn").is_dir():
+        pytest.skip(f"no container smoke results under {SMOKE}")
+    assert len(cells) == 1
+    rows = read_rows(cells[0])
+    assert {r["phase"] for r in rows if r["status"] == "ok"} >= {"plain", "op", "memory", "convergence"}
+    assert all(r["image_id"].startswith("sha256:") for r in rows)

@@ -1,72 +1,117 @@
-"""`python -m bench run` on the embedded default: rows, provenance, bad input, crash rows, reruns."""
+"""`python -m bench matrix` and `cell` on the embedded default: rows, provenance, bad input,
+failed cells, reruns, and the command every row records."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.results import cell_status, read_rows
+from bench.core.rows import COMMON_KEYS, cell_status, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = ["--dataset", "digits", "--epochs", "1", "--limit-train", "1024"]
+DIGITS = ["--set", "dataset=digits"]
 
 
 def bench(*args, cwd=ROOT, env=None):
-    e = {**os.environ, **(env or {})}
-    e.pop("KIT_DATA_DIR", None) if env is None else None
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env=e)
+    e = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env={**e, **(env or {})})
+
+
+def cell_dirs(out: Path, study: str = "mnist-cnn") -> list[Path]:
+    return sorted(p.parent for p in (out / study).glob("*/rows.jsonl"))
 
 
 @pytest.mark.parametrize("backend,pipeline", [("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")])
-def test_run_writes_rows_and_provenance(tmp_path, backend, pipeline):
-    r = bench("run", "mnist-cnn", "--backend", backend, "--pipeline", pipeline, "--epochs", "2", "--batch-size", "256",
-              "--dataset", "digits", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    cell = next((tmp_path / "mnist-cnn").iterdir())
+def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
+    r = bench("matrix", "mnist-cnn", "--only", f"backend={backend}", "--only", f"pipeline={pipeline}", "--set", "epochs=2",
+              "--set", "batch_size=256", *DIGITS, "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    [cell] = cell_dirs(tmp_path)
     rows = read_rows(cell / "rows.jsonl")
     assert [row["epoch"] for row in rows] == [1, 2]
     for row in rows:
+        assert list(row)[: len(COMMON_KEYS)] == list(COMMON_KEYS)
         assert row["status"] == "ok" and row["backend"] == backend and row["pipeline"] == pipeline
-        assert row["batch_size_used"] == 256 and row["dataset"] == "digits-embedded" and row["dataset_real_mnist"] is False
+        assert row["schema"] == 1 and row["study"] == "mnist-cnn" and row["cell"] == cell.name and row["repeat"] == 0
+        assert row["batch_size_used"] == 256 and row["dataset"] == "digits-embedded" and row["dataset_real"] is False
         assert row["epoch_s"] > 0 and row["samples_per_s"] == pytest.approx(row["samples"] / row["epoch_s"])
         assert row["samples"] == 1536  # 1,497 padded up to whole batches of 256
         assert 0 <= row["test_acc"] <= 1 and row["rss_peak_mb"] >= row["rss_mean_mb"] > 0
         assert row["compile_s"] >= 0 and row["eval_s"] > 0
         for phase in ("data_s", "forward_s", "backward_s", "step_s"):
             assert 0 <= row[phase] <= row["epoch_s"], phase
-        assert row["image_id"] == "native" and row["lock_hash"] == "native"
-    assert (cell / "rows.csv").read_text().startswith("study,backend,pipeline")
+        assert row["image_id"] == "native" and row["lock_hash"] == "native" and row["host"] and "cores" in row["device"]
+        assert row["command"].startswith("python -m bench cell '{")
+    assert (cell / "rows.csv").read_text().startswith("schema,study,cell,backend")
     assert not (cell / "rows.partial.jsonl").exists()
+    spec = json.loads((cell / "cell.json").read_text())
+    assert spec["backend"] == backend and spec["params"]["epochs"] == 2 and len(spec["params"]["dataset_sha256"]) == 64
     system = json.loads((cell / "system.json").read_text())
-    assert system["runtime"] == "native" and system["dataset"]["sha256"] and system["config"]["backend"] == backend
-    assert system["libraries"]["numpy"] and system["cpu_model"] and system["threads"]["torch_threads"] >= 1
-    assert system["threads"]["numba_threads"] >= 1
-    assert system["kit_git_sha"] is None or len(system["kit_git_sha"]) >= 40
+    assert system["runtime"] == "native" and system["dataset"]["sha256"] == spec["params"]["dataset_sha256"]
+    assert system["config"]["pipeline"] == pipeline and system["cell_id"] == cell.name
+    assert system["libraries"]["numpy"] and system["cpu_model"] and system["kit_source"]["from"] in ("git", "no git checkout")
+    if backend.startswith("torch"):
+        assert system["threads"]["torch_threads"] >= 1
+    else:
+        assert system["threads"]["numba_threads"] >= 1
+
+
+def test_the_recorded_command_reproduces_the_cell(tmp_path):
+    """Every row names the command that reruns it; running it gives the same loss curve (CPU, same seed)."""
+    r = bench("matrix", "mnist-cnn", "--only", "backend=torch-cpu", "--only", "pipeline=resident", "--set", "epochs=2",
+              "--set", "threads=1", *DIGITS, "--out", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stderr
+    [cell] = cell_dirs(tmp_path / "a")
+    rows = read_rows(cell / "rows.jsonl")
+    argv = shlex.split(rows[0]["command"])
+    assert argv[:4] == ["python", "-m", "bench", "cell"]
+    again = bench(*argv[3:-2], "--out", str(tmp_path / "b"))  # the same command, another results dir
+    assert again.returncode == 0, again.stderr
+    rows_b = read_rows(tmp_path / "b" / "mnist-cnn" / cell.name / "rows.jsonl")
+    assert [(x["train_loss"], x["test_acc"]) for x in rows] == [(x["train_loss"], x["test_acc"]) for x in rows_b]
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--backend", "tensorflow"], "unknown backend 'tensorflow'"),
-    (["--pipeline", "magic"], "has no pipeline 'magic'"),
-    (["--backend", "numba-cpu", "--pipeline", "seed"], "numba-cpu has no pipeline 'seed'"),
-    (["--epochs", "0"], "--epochs must be > 0"),
-    (["--epochs", "-3"], "--epochs must be > 0"),
-    (["--batch-size", "5000"], "larger than the training set"),
+    (["--only", "backend=tensorflow"], "no cells to run"),
+    (["--set", "pipeline=magic"], "has no pipeline 'magic'"),
+    (["--only", "backend=numba-cpu", "--set", "pipeline=seed"], "numba-cpu has no pipeline 'seed'"),
+    (["--set", "epochs=0"], "epochs must be > 0"),
+    (["--set", "epochs=-3"], "epochs must be > 0"),
+    (["--set", "epochs=three"], "--set epochs='three': expected int"),
+    (["--set", "nope=1"], "no parameter 'nope'"),
+    (["--set", "batch_size=5000"], "larger than the training set"),
     (["--data-dir", "/nonexistent/kit-data"], "does not exist"),
-    (["--dataset", "cifar"], "unknown dataset 'cifar'"),
+    (["--set", "dataset=cifar"], "unknown dataset 'cifar'"),
+    (["--platform", "tpu"], "unknown platform 'tpu'"),
+    (["--set", "mlp-scratch.epochs=3"], "is not a selected study"),
 ])
 def test_bad_input_is_one_line_nonzero_and_leaves_no_result(tmp_path, args, message):
-    base = ["run", "mnist-cnn", "--dataset", "digits", "--out", str(tmp_path / "out")]
-    base = [a for a in base if not (args.count("--dataset") and a in ("--dataset", "digits"))] if "--dataset" in args else base
+    base = ["matrix", "mnist-cnn", "--out", str(tmp_path / "out")] + ([] if "dataset=cifar" in args else DIGITS)
     r = bench(*base, *args)
-    assert r.returncode != 0
+    assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
-    assert not list(tmp_path.rglob("rows.jsonl")) and not list(tmp_path.rglob("system.json"))
+    assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("cmd", [["run", "mnist-cnn"], ["matrix", "mnist-cnn"], ["run", "mlp-scratch"]])
+@pytest.mark.parametrize("spec,message", [
+    ('{"study": "mnist-cnn", "backend": "tensorflow"}', "unknown backend 'tensorflow'"),
+    ('{"study": "imagenet", "backend": "x"}', "unknown study 'imagenet'"),
+    ('{"study": "mnist-cnn"}', "lacks backend"),
+    ('{"study": "mnist-cnn", "backend": "torch-cpu", "colour": 1}', "unknown field(s) colour"),
+    ("{not json", "not JSON"),
+    ('{"study": "mnist-cnn", "backend": "torch-cpu", "params": {"epochs": 1}}', "lacks parameter"),
+])
+def test_bad_cell_spec_is_one_line(tmp_path, spec, message):
+    r = bench("cell", spec, "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cmd", [["matrix", "mnist-cnn"], ["matrix", "mlp-scratch"], ["cell", "{}"]])
 def test_unwritable_results_dir_is_one_line(cmd):
     r = bench(*cmd, "--out", "/dev/null/results")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot write results to /dev/null/results" in r.stderr, r.stderr
@@ -77,54 +122,48 @@ def test_corrupt_mnist_is_one_line(tmp_path):
     d.mkdir(parents=True)
     for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         (d / stem).write_bytes(b"\x00\x00\x08\x03garbage")
-    r = bench("run", "mnist-cnn", "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "out"))
+    r = bench("matrix", "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "truncated or corrupt" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_matrix_records_a_failed_cell_and_goes_on_then_reruns_only_it(tmp_path):
-    from bench.runner import run_matrix
-    from bench.studies.mnist_cnn import MnistCnnConfig
+def test_a_failed_cell_is_an_error_row_the_others_go_on_and_a_rerun_redoes_only_it(tmp_path):
+    from bench.core.registry import get_study
+    from bench.run.schedule import Scheduler
 
-    bad_data = tmp_path / "bad"
-    (bad_data / "mnist").mkdir(parents=True)  # exists but holds no files: the cell process fails
-    cells = [MnistCnnConfig(backend="torch-cpu", epochs=1, limit_train=1024, data_dir=str(bad_data)),
-             MnistCnnConfig(backend="numba-cpu", epochs=1, limit_train=1024, dataset="digits")]
-    out = run_matrix(cells, tmp_path / "res")
+    study = get_study("mnist-cnn")
+    good = study.resolve(study.cell("numba-cpu", epochs=1, dataset="digits"), None)
+    bad = good.replace(backend="torch-cpu", params={**good.params, "dataset_sha256": "0" * 64})  # data it will not find
+    out = Scheduler(tmp_path, echo=lambda s: None).run([bad, good])
     assert [o.status for o in out] == ["error", "ok"]
-    bad_dir = tmp_path / "res" / "mnist-cnn" / cells[0].cell_id()
-    row = read_rows(bad_dir / "rows.jsonl")[-1]
-    assert row["status"] == "error" and "missing train-images" in row["reason"]
-    assert cell_status(bad_dir) == "error"
-    again = run_matrix(cells, tmp_path / "res")
+    row = read_rows(bad.dir(tmp_path) / "rows.jsonl")[-1]
+    assert row["status"] == "error" and "resolved for 000000000000" in row["reason"] and row["command"]
+    assert cell_status(bad.dir(tmp_path)) == "error"
+    again = Scheduler(tmp_path, echo=lambda s: None).run([bad, good])
     assert [o.status for o in again] == ["error", "reused"]
 
 
 def test_a_timed_out_cell_keeps_its_finished_epochs_marked_incomplete(tmp_path):
-    from bench.runner import run_matrix
-    from bench.studies.mnist_cnn import MnistCnnConfig
+    from bench.core.registry import get_study
+    from bench.run.schedule import Scheduler
 
-    cfg = MnistCnnConfig(backend="torch-cpu", pipeline="seed", epochs=400, dataset="digits")
-    out = run_matrix([cfg], tmp_path, timeout_s=20)
+    study = get_study("mnist-cnn")
+    cell = study.resolve(study.cell("torch-cpu", pipeline="seed", epochs=400, dataset="digits"), None)
+    out = Scheduler(tmp_path, timeout_s=20, echo=lambda s: None).run([cell])
     assert out[0].status == "error" and "timed out" in out[0].reason
-    rows = read_rows(tmp_path / "mnist-cnn" / cfg.cell_id() / "rows.jsonl")
-    assert rows[-1]["status"] == "error"
+    rows = read_rows(cell.dir(tmp_path) / "rows.jsonl")
+    assert rows[-1]["status"] == "error" and len(rows) >= 2
     assert all(r["status"] == "incomplete" for r in rows[:-1])
 
 
-def test_same_seed_same_loss_curve_on_cpu(tmp_path):
-    curves = []
-    for i in range(2):
-        r = bench("run", "mnist-cnn", "--backend", "torch-cpu", "--threads", "1", *FAST[:2], "--epochs", "2",
-                  "--out", str(tmp_path / str(i)))
-        assert r.returncode == 0, r.stderr
-        rows = read_rows(next((tmp_path / str(i) / "mnist-cnn").iterdir()) / "rows.jsonl")
-        curves.append([(row["train_loss"], row["test_acc"]) for row in rows])
-    assert curves[0] == curves[1]
-
-
-def test_list_and_unknown_study():
+def test_list_shows_every_study_backend_and_why_not():
     r = bench("list")
-    assert r.returncode == 0 and "torch-cpu" in r.stdout and "available" in r.stdout
-    r = bench("run", "imagenet")
-    assert r.returncode != 0
+    assert r.returncode == 0
+    for word in ("mnist-cnn", "mlp-scratch", "torch-cpu", "numba-cuda", "cupy-tuned", "available", "--set: pipeline="):
+        assert word in r.stdout, word
+    assert "unavailable: no NVIDIA GPU" in r.stdout or "torch-cuda" in r.stdout
+
+
+def test_unknown_study_is_one_line(tmp_path):
+    r = bench("matrix", "imagenet", "--out", str(tmp_path))
+    assert r.returncode == 2 and "unknown study 'imagenet'" in r.stderr and r.stderr.count("\n") == 1

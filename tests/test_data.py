@@ -7,7 +7,7 @@ import pytest
 
 from bench.data.embedded import load_digits_28
 from bench.data.mnist import FILES, load_dataset, load_mnist, read_idx
-from bench.errors import KitError
+from bench.core.errors import KitError
 
 
 def write_idx(path, arr, magic, gz=False):

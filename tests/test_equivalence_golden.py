@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from tolerances import CURVE_ATOL, assert_close
 
-from bench.nets.cnn import PARAM_NAMES
+from bench.studies.mnist_cnn.net import PARAM_NAMES
 
-K = pytest.importorskip("bench.kernels.numba_cpu_cnn")
+K = pytest.importorskip("bench.studies.mnist_cnn.kernels.numba_cpu_cnn")
 
 
 def _params(golden):

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from bench.data import fetch
-from bench.errors import KitError
+from bench.core.errors import KitError
 
 ROOT = fetch.Path(__file__).resolve().parent.parent
 

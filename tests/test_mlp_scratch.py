@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.mlp import net, runner
-from bench.mlp.net import MLPInputError
+from bench.studies.mlp_scratch import net, runner
+from bench.studies.mlp_scratch.net import MLPInputError
 
 CUPY_WHY = net.cupy_unavailable_reason()
 needs_cupy = pytest.mark.skipif(CUPY_WHY is not None, reason=f"CuPy path skipped: {CUPY_WHY}")
@@ -235,7 +235,7 @@ GOOD_X, GOOD_Y = synthetic(20)
 
 
 def _tuned(**kw):
-    from bench.mlp.tuned_cupy import TunedCupyMLP
+    from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
     return TunedCupyMLP(GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, net.init_params(0), **kw)
 
 

@@ -12,8 +12,8 @@ nn = torch.nn
 
 from tolerances import CURVE_ATOL, RTOL, assert_close, rel_err  # noqa: E402  (defined once, per dtype)
 
-from bench.kernels import numba_cpu_cnn as K  # noqa: E402
-from bench.nets.cnn import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
+from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as K  # noqa: E402
+from bench.studies.mnist_cnn.net import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
 
 BATCH = 64
 SEEDS = (0, 1)

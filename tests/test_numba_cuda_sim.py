@@ -9,7 +9,7 @@ epoch loss sum where torch.optim.SGD(momentum=0.9) leaves them; predict matches 
 The simulator runs every GPU thread as a Python thread (~0.4 ms each before any work), so
 the nets here cap their grids at MAX_BLOCKS blocks (all kernels are grid-stride, so the
 result does not depend on the cap) and use batches of 2 to 5. The full-size launch configuration
-is checked on a GPU by `python -m bench.kernels.check_numba_cuda`.
+is checked on a GPU by `python -m lab.check_numba_cuda`.
 """
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ try:
 except Exception as exc:  # noqa: BLE001
     pytest.skip(f"numba.cuda (numba-cuda) cannot be imported: {exc}", allow_module_level=True)
 
-from bench.kernels import numba_cuda_cnn as K  # noqa: E402
+from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K  # noqa: E402
 
 # numba has chosen the simulator for this process; keep the variable from leaking into the
 # subprocesses other tests start (a matrix cell would otherwise "run on a GPU" in the simulator)
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
-from bench.nets.cnn import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
+from bench.studies.mnist_cnn.net import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
 
 if K.available() is not None:  # e.g. numba.cuda came up in GPU mode before this file, with no GPU
     pytest.skip(f"numba.cuda unusable: {K.available()}"

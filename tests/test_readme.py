@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import read_rows
+from bench.core.rows import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -32,7 +32,7 @@ def test_main_command_on_the_embedded_default(tmp_path):
     cmd = BLOCKS[0].strip().split("&& ", 1)[1].replace(".venv/bin/python", sys.executable)
     r = subprocess.run(cmd, shell=True, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "embedded default, not MNIST" in r.stdout
+    assert "the studies use their embedded defaults" in r.stdout and "runtime: native" in r.stdout
     report = work / "results" / "report"
     for name in ("REPORT.md", "table1.csv", "epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png"):
         assert (report / name).is_file(), name
@@ -47,7 +47,7 @@ def test_main_command_on_the_embedded_default(tmp_path):
 @pytest.mark.slow
 def test_acceptance_numba_cpu_three_epochs_reaches_97_percent_on_real_mnist(real_mnist_dir, tmp_path):
     """The issue's acceptance command: numba-cpu, full backprop, 3 epochs, real MNIST."""
-    r = subprocess.run([sys.executable, "-m", "bench", "run", "mnist-cnn", "--backend", "numba-cpu", "--epochs", "3",
+    r = subprocess.run([sys.executable, "-m", "bench", "matrix", "mnist-cnn", "--only", "backend=numba-cpu", "--set", "epochs=3",
                         "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                        env={**__import__("os").environ, "KIT_DATA_DIR": str(real_mnist_dir)}, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]

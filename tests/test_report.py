@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import KitError
-from bench.report.build import build_report
-from bench.report.plots import PLOTS
-from bench.results import write_json, write_rows
+from bench.core.errors import KitError
+from bench.core.rows import write_json, write_rows
+from bench.studies.mnist_cnn.plots import PLOTS
+from host.report import build_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,8 +35,8 @@ def test_table1_values_and_two_hosts_merge(tmp_path):
     write_rows(error, [{"study": "mnist-cnn", "backend": "numba-cuda", "pipeline": "resident", "status": "error",
                         "reason": "CUDA_ERROR_LAUNCH_FAILED", "cell": "numba-cuda_resident"}])
     write_json(b / "platforms.json", {"mps": {"status": "skipped", "reason": "needs macOS on Apple silicon"}})
-    info = build_report([a, b], tmp_path / "report")
-    rows = {r["platform"]: r for r in info["rows"]}
+    build_report([a, b], tmp_path / "report")
+    rows = {r["platform"]: r for r in json.loads((tmp_path / "report" / "table1.json").read_text())["rows"]}
     cpu, gpu = rows["torch-cpu resident"], rows["torch-cuda resident"]
     assert cpu["avg_epoch_s"] == pytest.approx(3.0) and cpu["total_train_s"] == pytest.approx(6.0)
     assert cpu["avg_samples_per_s"] == pytest.approx((60416 / 2 + 60416 / 4) / 2)

@@ -171,7 +171,7 @@ class Study:
         return [f"{len(cells)} cell(s); no report section defined."]
 
     def summary(self, cells: list["ResultCell"]) -> tuple[list[str], dict]:
-        """Text lines printed after a matrix run, and a dict saved as <out>/<study>/summary.json."""
+        """Text lines printed after a matrix run, and a dict saved as <out>/summaries/<study>.json."""
         return [], {}
 
 

@@ -57,7 +57,7 @@ def run_matrix(study_names: list[str], platforms: list[str], profile: str, sets:
         if lines:
             echo("\n".join(["", f"== {name}", *lines]))
         if summary:
-            write_json(Path(out) / name / "summary.json", summary)
+            write_json(Path(out) / "summaries" / f"{name}.json", summary)  # this run's cells only
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "reused", "skipped", "error")}
     echo(f"\n{len(outcomes)} cells: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f"; rows under {out}")
     return 1 if counts["error"] else 0

@@ -240,7 +240,9 @@ class Scheduler:
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
-        return outcomes + runner(todo)
+        done = outcomes + runner(todo)
+        order = {id(c): i for i, c in enumerate(cells)}
+        return sorted(done, key=lambda o: order.get(id(o.cell), len(cells)))  # in the matrix's order
 
     def _sequential(self, cells: list[Cell]) -> list[Outcome]:
         out = []

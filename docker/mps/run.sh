@@ -2,7 +2,7 @@
 # mps runs natively on macOS (Apple silicon): Docker on macOS runs a Linux VM that cannot
 # reach the Apple GPU, so there is no mps image. This script is its stand-in: a venv built
 # from the same kind of hash-locked lock (requirements/mps.txt: torch 2.10.0, the version
-# the cpu and cuda images carry), then the mps default matrix.
+# the cpu and cuda images carry), then every study's mps matrix.
 #
 #   docker/mps/run.sh [--data-dir DIR] [--out DIR] [--smoke] [any `bench matrix` option]
 #
@@ -32,7 +32,7 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.lock-hash" 2>/dev/null)" != "
 fi
 
 DATA="${KIT_DATA_DIR:-data}"
-OUT="results/$(hostname -s)-mps"
+OUT="results/$(hostname -s)"
 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,4 +45,4 @@ done
 export KIT_RUNTIME=native KIT_PLATFORM=mps KIT_LOCK_HASH="$HASH" KIT_IMAGE_REF="native:$LOCK"
 export KIT_GIT_SHA="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 export PYTORCH_ENABLE_MPS_FALLBACK=0   # an op MPS lacks must fail, not silently run on the CPU
-exec "$VENV/bin/python" -m bench matrix mnist-cnn --platform mps --data-dir "$DATA" --out "$OUT" "${ARGS[@]}"
+exec "$VENV/bin/python" -m bench matrix --platform mps --data-dir "$DATA" --out "$OUT" "${ARGS[@]}"

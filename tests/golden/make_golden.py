@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.backends.torch_cnn import build_model, normalise_u8
+from bench.studies.mnist_cnn.backends.torch_common import build_model, normalise_u8
 from bench.data.embedded import load_digits_28
-from bench.nets.cnn import init_params
+from bench.studies.mnist_cnn.net import init_params
 
 OUT = Path(__file__).with_name("mnist_cnn_torch.npz")
 

@@ -75,8 +75,12 @@ class MnistCnn(Study):
             raise KitError(f"unknown dataset {p['dataset']!r}: choose {', '.join(DATASETS)}")
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
-        from bench.data.mnist import resolve_params
+        from bench.data.mnist import load_cached, resolve_params
 
+        ds = load_cached(data_dir, cell.params["dataset"])
+        n = min(len(ds.y_train), cell.params["limit_train"] or len(ds.y_train))
+        if cell.params["batch_size"] > n:
+            raise KitError(f"batch_size {cell.params['batch_size']} is larger than the training set ({n} samples of {ds.name})")
         return cell.with_params(**resolve_params(cell.params, data_dir))
 
     def label(self, cell: Cell) -> str:

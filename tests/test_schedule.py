@@ -1,0 +1,100 @@
+"""The study-agnostic core end to end: a toy study from tests/ (no kit file edited) appears
+in `bench list`, runs through `matrix` under every schedule, and gets its own report
+section; the schedules' order, skips, and dead cells."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.core.rows import read_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+
+def bench(*args, env=None):
+    e = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
+    e.update({"KIT_STUDY_MODULES": "toy_study", "PYTHONPATH": str(TESTS)}, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=ROOT, env=e)
+
+
+def toy_rows(out: Path) -> dict[str, list[dict]]:
+    return {p.parent.name.split("-" + p.parent.name.split("-")[-1])[0]: read_rows(p) for p in (out / "toy").glob("*/rows.jsonl")}
+
+
+def test_toy_study_is_listed():
+    r = bench("list")
+    assert r.returncode == 0 and "toy: toy (a test study)" in r.stdout and "fake-gpu" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "interleaved", "per-device"])
+def test_toy_study_runs_under_every_schedule(tmp_path, schedule):
+    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--schedule", schedule, "--devices", "0,1", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    rows = toy_rows(tmp_path)
+    assert set(rows) == {"toy-py", "toy-fake-gpu"}
+    for name, rs in rows.items():
+        assert [x["square"] for x in rs] == [0, 1, 4] and all(x["status"] == "ok" and x["study"] == "toy" for x in rs)
+    steps = re.findall(r"^step +(\d)/3 (\S+) default", r.stderr + r.stdout, re.M)
+    if schedule == "interleaved":  # step i of both cells before step i+1 of either
+        assert [s for s, _ in steps] == ["1", "1", "2", "2", "3", "3"], steps
+    if schedule == "per-device":  # the GPU cell got a device slot, the host cell none
+        assert rows["toy-fake-gpu"][0]["slot"] in ("0", "1") and rows["toy-py"][0]["slot"] is None
+
+
+def test_toy_study_gets_its_own_report_section(tmp_path):
+    import toy_study  # noqa: F401 - registers the toy here too
+
+    from host.report import build_report
+
+    assert bench("matrix", "toy", "-p", "cpu", "--out", str(tmp_path / "res")).returncode == 0
+    info = build_report([tmp_path / "res"], tmp_path / "report")
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "## toy (a test study)" in md and "toy squares:" in md and "| py | 2 | 4 |" in md
+    assert "Table I" not in md, "a study's cells never land in another study's table"
+    assert info["studies"]["toy"]["ok"] == 1
+
+
+def test_a_killed_cell_becomes_an_error_row_and_the_others_go_on(tmp_path):
+    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--schedule", "interleaved", "--only", "backend=py",
+              "--set", "crash_at=1", "--out", str(tmp_path / "a"))
+    assert r.returncode == 1
+    [rows] = toy_rows(tmp_path / "a").values()
+    assert [x["status"] for x in rows] == ["incomplete", "error"] and "exit code -9" in rows[-1]["reason"]
+    assert "1 cells: ok 0, reused 0, skipped 0, error 1" in r.stdout
+    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--set", "raise_at=2", "--out", str(tmp_path / "b"))
+    assert r.returncode == 1 and "2 cells: ok 0, reused 0, skipped 0, error 2" in r.stdout
+    for rows in toy_rows(tmp_path / "b").values():
+        assert [x["status"] for x in rows] == ["incomplete", "incomplete", "error"]
+        assert rows[-1]["reason"] == "RuntimeError: toy failure in step 2"
+
+
+def test_mnist_epochs_interleave_round_robin_and_ratios_come_out(tmp_path):
+    r = bench("matrix", "mnist-cnn", "--set", "epochs=2", "--set", "dataset=digits", "--schedule", "interleaved",
+              "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    epochs = re.findall(r"^step +\d/2 (\S+ \S+ \S+) +epoch (\d)", r.stdout + r.stderr, re.M)
+    assert [e for _, e in epochs] == ["1", "1", "1", "2", "2", "2"]
+    assert epochs[3][0] == epochs[1][0], "epoch 2 starts with the second cell (rotation)"
+    assert "numba-cpu resident default / torch-cpu resident default" in r.stdout
+    summary = (tmp_path / "summaries" / "mnist-cnn.json").read_text()
+    assert "median_samples_per_s" in summary and "ratios" in summary
+
+
+def test_gpu_cells_are_skipped_with_a_reason_on_a_cpu_host(tmp_path):
+    from bench.core.provenance import nvidia_smi_gpus
+
+    if nvidia_smi_gpus():
+        pytest.skip("this host has a GPU")
+    r = bench("matrix", "mnist-cnn", "-p", "cuda", "--set", "epochs=1", "--set", "dataset=digits", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    cells = list((tmp_path / "mnist-cnn").glob("*/rows.jsonl"))
+    assert len(cells) == 4
+    for p in cells:
+        [row] = read_rows(p)
+        assert row["status"] == "skipped" and ("no NVIDIA GPU" in row["reason"] or "numba.cuda" in row["reason"])

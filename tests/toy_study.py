@@ -1,0 +1,62 @@
+"""A study kept outside the kit, to prove a new study edits no kit file: it is registered by
+naming this module in KIT_STUDY_MODULES (with tests/ on PYTHONPATH), and that is all."""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+from bench.core import BackendSpec, Cell, Study, register_study
+from bench.core.tables import markdown
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    steps: int = 3        # steps per cell
+    crash_at: int = -1    # step that kills its own process (-9); -1: none
+    raise_at: int = -1    # step that raises; -1: none
+
+
+@dataclass
+class ToyRun:
+    cfg: ToyConfig
+    steps: int
+    warmup_s: float = 0.0
+    dataset: dict = None  # type: ignore[assignment]
+
+    def step(self, i: int) -> list[dict]:
+        if i == self.cfg.crash_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if i == self.cfg.raise_at:
+            raise RuntimeError(f"toy failure in step {i}")
+        return [{"step": i, "square": i * i, "slot": os.environ.get("KIT_DEVICE_SLOT")}]
+
+    def close(self) -> list[dict]:
+        return []
+
+    def system_extra(self) -> dict:
+        return {}
+
+
+def available() -> str | None:  # this module is also the toy's backend module
+    return None
+
+
+def create(cell: Cell, data) -> None:
+    return None
+
+
+@register_study
+class Toy(Study):
+    name, title, seed_doc, Config = "toy", "toy (a test study)", "999", ToyConfig
+    backends = {"py": BackendSpec("toy_study", "cpu"), "fake-gpu": BackendSpec("toy_study", "cuda")}
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        return [self.cell(b, name=f"toy-{b}") for b, s in self.backends.items() if s.platform == platform]
+
+    def open(self, cell: Cell, ctx) -> ToyRun:
+        return ToyRun(ToyConfig(**cell.params), cell.params["steps"], dataset={"name": "none", "real": True})
+
+    def report_section(self, cells, out) -> list[str]:
+        rows = [r for c in cells for r in c.ok_rows]
+        return ["toy squares:", "", markdown(rows, [("backend", "backend"), ("step", "step"), ("square", "square")]), ""]
