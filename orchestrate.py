@@ -2,8 +2,8 @@
 """cnn-bench host CLI: doctor, data, build, run, report, all.
 
     python orchestrate.py all                        # every platform this host can run, then the report
-    python orchestrate.py run cpu --study mnist-cnn --profile smoke --set epochs=3
-    python orchestrate.py data fetch mnist           # download MNIST with SHA-256 checks
+    python orchestrate.py run cpu --study STUDY --profile smoke --set key=value
+    python orchestrate.py data fetch NAME            # download a dataset with SHA-256 checks
     python orchestrate.py report DIR...              # merge result dirs from any hosts
 
 Host side only: imports no torch, numba or scikit-learn (requirements/host.txt is enough).
@@ -24,10 +24,6 @@ from bench.core.errors import KitError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums.")
 app.add_typer(data_app, name="data")
-
-
-class DatasetName(str, Enum):
-    mnist = "mnist"
 
 
 class Runtime(str, Enum):
@@ -61,23 +57,35 @@ def default_out() -> Path:
 
 @data_app.command("fetch")
 def data_fetch(
-    name: Annotated[DatasetName, typer.Argument()],
+    name: Annotated[str, typer.Argument(help="dataset to fetch (see `data list`)")],
     data_dir: Annotated[Optional[Path], typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
     mirror: Annotated[Optional[List[str]], typer.Option(help="base URL to fetch from (repeatable)")] = None,
 ) -> None:
-    """Download the dataset's files, verify SHA-256, and rename them into place."""
+    """Download a dataset's files, verify SHA-256, and rename them into place."""
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    from bench.data.fetch import MIRRORS, fetch_mnist
-    from bench.data.mnist import resolve_data_dir
+    from bench.data import fetch_dataset, resolve_data_dir
 
     root = resolve_data_dir(data_dir)
     try:
         with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as progress:
-            paths = fetch_mnist(root, tuple(mirror) if mirror else MIRRORS, progress=progress)
+            paths = fetch_dataset(name, data_dir, tuple(mirror) if mirror else None, progress=progress)
     except KitError as err:
         fail(str(err))
-    typer.echo(f"{len(paths)} files verified in {root / 'mnist'}")
+    typer.echo(f"{len(paths)} files verified in {root / name}")
+
+
+@data_app.command("list")
+def data_list(
+    data_dir: Annotated[Optional[Path], typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
+) -> None:
+    """The datasets the kit can fetch, and which are present in the data dir."""
+    from bench.data import FETCHERS, present, resolve_data_dir
+
+    root = resolve_data_dir(data_dir)
+    have = present(root)
+    for name in FETCHERS:
+        typer.echo(f"{name:<12} {'present in ' + str(root / name) if name in have else 'not present'}")
 
 
 StudyOpt = Annotated[Optional[List[str]], typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
@@ -86,7 +94,7 @@ SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="key=value or
 OnlyOpt = Annotated[Optional[List[str]], typer.Option(help="key=value: keep only matching cells (repeatable)")]
 ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | per-device")]
 RuntimeOpt = Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")]
-DataOpt = Annotated[Optional[str], typer.Option(help="dir holding the datasets (mnist/...); default $KIT_DATA_DIR or ./data")]
+DataOpt = Annotated[Optional[str], typer.Option(help="dir holding the datasets (one subdir each); default $KIT_DATA_DIR or ./data")]
 OutOpt = Annotated[Optional[Path], typer.Option(help="results dir for this host (default results/<host>)")]
 CaOpt = Annotated[Optional[Path], typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
 
@@ -121,8 +129,13 @@ def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str
     use_docker = reason is None
     if runtime == Runtime.auto:
         typer.echo("runtime: containers (a Docker engine answers)" if use_docker else f"runtime: native ({reason})")
-    typer.echo(f"data: {root} " + ("(holds mnist/)" if root and (root / 'mnist').is_dir() else "(no mnist/: the embedded default)")
-               if root else "data: none here; the studies use their embedded defaults")
+    if root:
+        from bench.data import present
+
+        have = present(root)
+        typer.echo(f"data: {root} (holds {', '.join(n + '/' for n in have) if have else 'no dataset: the embedded defaults'})")
+    else:
+        typer.echo("data: none here; the studies use their embedded defaults")
     can = plan.container_platforms() if use_docker else plan.native_platforms()
     wanted = platforms or list(plan.PLATFORMS)
     notes: dict = {}

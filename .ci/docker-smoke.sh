@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Container smoke test, called by .ci/run (also runnable by hand, as root, from the repo root):
 #
-#   PYTHON=.venv/bin/python bash .ci/docker-smoke.sh
+#   bash .ci/docker-smoke.sh
 #
 # 1. apt-get install Debian's docker.io + debootstrap (+ docker-buildx where Debian has it)
 # 2. start dockerd in the background unless an engine answers; wait for it
@@ -67,13 +67,19 @@ start_engine() {
 }
 
 python_env() {
-  # orchestrate.py needs the host requirements (typer, rich, docker SDK); .ci/run usually
-  # provides them in $PYTHON already, else make a venv from the hash-locked host.txt.
-  if ! "$PYTHON" -c "import docker, typer, rich" 2>/dev/null; then
-    "$PYTHON" -m venv /tmp/cnn-bench-host-venv
-    /tmp/cnn-bench-host-venv/bin/pip install -q --require-hashes -r requirements/host.txt
-    PYTHON=/tmp/cnn-bench-host-venv/bin/python
+  # orchestrate.py runs from a venv of requirements/host.txt alone: the proof that the host
+  # side needs no torch, numba or scikit-learn (images carry those). Reused while host.txt is unchanged.
+  local venv=/tmp/cnn-bench-host-venv want
+  want=$(sha256sum requirements/host.txt | cut -d' ' -f1)
+  if [ "$(cat "$venv/.lock" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r requirements/host.txt \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$want" > "$venv/.lock"
   fi
+  PYTHON=$venv/bin/python
+  "$PYTHON" -c "import importlib.util as u; bad = [m for m in ('torch', 'numba', 'sklearn', 'scipy') if u.find_spec(m)]; assert not bad, bad"
 }
 
 run_in_image() {  # run_in_image PLATFORM GPU ARGS...: python -m bench ARGS in the image

@@ -79,7 +79,7 @@ def matrix(
                                                       "variant or a parameter; repeatable)")] = None,
     schedule: Annotated[Schedule, typer.Option(help="sequential | interleaved (steps round-robin) | per-device")] = Schedule.sequential,
     devices: Annotated[Optional[str], typer.Option(help="per-device: GPU slots, e.g. 0,1 (default: every visible GPU)")] = None,
-    data_dir: Annotated[Optional[str], typer.Option(help="dir holding mnist/ (default $KIT_DATA_DIR, else ./data)")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="dir holding the datasets (default $KIT_DATA_DIR, else ./data)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float, typer.Option(help="per-cell time limit (s)")] = 3600,

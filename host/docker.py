@@ -484,8 +484,8 @@ def run(platform: str, data_dir: Path, results_dir: Path, args: Sequence[str],
     check_platform(platform)
     data_dir, results_dir = Path(data_dir).expanduser().resolve(), Path(results_dir).expanduser().resolve()
     if not data_dir.is_dir():
-        raise KitError(f"data dir {data_dir} not found: pass --data-dir (a dir holding mnist/) "
-                       "or fetch it with: python orchestrate.py data fetch mnist")
+        raise KitError(f"data dir {data_dir} not found: pass --data-dir (the dir holding the datasets) "
+                       "or fetch one with: python orchestrate.py data fetch NAME")
     gpu = (platform == "cuda") if gpu is None else gpu
     client = _client()
     info = engine_info()

@@ -105,13 +105,13 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
 def check_data_dir(data_dir: str | None) -> Path | None:
     """The data root to use: a named dir must exist (one line otherwise); None = nothing there
     (the studies use their embedded defaults)."""
-    from bench.data.mnist import resolve_data_dir
+    from bench.data import resolve_data_dir
 
     root = resolve_data_dir(data_dir)
     named = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
     if not root.is_dir():
         if named:
             raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, "
-                           "or run `python orchestrate.py data fetch mnist`")
+                           "or run `python orchestrate.py data fetch NAME`")
         return None
     return root

@@ -86,3 +86,13 @@ def test_cli_reports_mismatch_in_one_line(server, tmp_path, monkeypatch):
     err = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("error: ") and "SHA-256 mismatch" in err[0], out.stderr
     assert not list((tmp_path / "d" / "mnist").glob("*.gz"))
+
+
+def test_unknown_dataset_and_data_list(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "imagenet", "--data-dir", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown dataset 'imagenet' to fetch: choose mnist" in out.stderr
+    (tmp_path / "mnist").mkdir()
+    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "list", "--data-dir", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and f"present in {tmp_path / 'mnist'}" in out.stdout

@@ -1,8 +1,8 @@
 """`Cell`: one unit of work, and the only thing that crosses a process or container boundary.
 
-    cell = Cell("mnist-cnn", "torch-cpu", params={"pipeline": "seed", "epochs": 10, ...})
-    cell.id            -> "torch-cpu_seed_default-3f1c0a9d2b7e"  (name + hash of the full spec)
-    cell.dir(out)      -> out/mnist-cnn/<cell.id>                 (the one place this path is joined)
+    cell = Cell("my-study", "torch-cpu", params={"epochs": 10, ...}, name="torch-cpu_fast")
+    cell.id            -> "torch-cpu_fast-3f1c0a9d2b7e"  (name + hash of the full spec)
+    cell.dir(out)      -> out/my-study/<cell.id>          (the one place this path is joined)
     Cell.from_json(cell.to_json()) == cell
 
 The id hashes every field but `name` (a readable prefix the study picks), so two cells

@@ -1,7 +1,7 @@
 """`--set key=value` and `--only key=value`: reach every study parameter from the command line.
 
     --set epochs=3                 every selected study that has `epochs`
-    --set mnist-cnn.batch_size=256 only that study
+    --set my-study.batch_size=256 only that study
     --set seed=1                   the Cell fields seed / repeat are settable too
     --only backend=numba-cpu       keep the cells whose backend / variant / param matches
 

@@ -27,9 +27,9 @@ SCHEMA_VERSION = 1
 # Keys every row carries, in this order (None where a key does not apply).
 COMMON_KEYS = (
     "schema",      # SCHEMA_VERSION of the writer
-    "study",       # registry name, e.g. mnist-cnn
+    "study",       # registry name of the study
     "cell",        # Cell.id: readable prefix + hash of the full spec
-    "backend",     # registry name within the study (a row may narrow it: mlp's numpy / cupy)
+    "backend",     # registry name within the study (a row may narrow it to one part of a '+' backend)
     "variant",     # backend tuning label
     "seed",        # weights and data order
     "repeat",      # 0, 1, ...: repeats of the same spec, each in a fresh process

@@ -1,1 +1,55 @@
-"""Dataset readers, fetch with checksums, and the embedded default."""
+"""Datasets: readers of each dataset's official format, checksum-verified fetch, and the
+embedded defaults. Studies and the host reach data only through this module's names.
+
+Data dir: --data-dir, else $KIT_DATA_DIR, else ./data; each dataset lives in its own
+subdirectory (<data dir>/<name>/).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import KitError
+
+# name -> (module, function(data_dir, mirrors, timeout_s, progress) -> list[Path], default mirrors attr)
+FETCHERS = {"mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS")}
+# the 28x28 handwritten-digit family: the real dataset, or the embedded default (auto: real when present)
+DIGIT_DATASETS = ("auto", "mnist", "digits")
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """--data-dir, else $KIT_DATA_DIR, else ./data (it need not exist)."""
+    if data_dir:
+        return Path(data_dir)
+    env = os.environ.get("KIT_DATA_DIR")
+    return Path(env) if env else Path("data")
+
+
+def present(root: Path) -> list[str]:
+    """Names of the datasets whose subdirectory exists under ROOT."""
+    return sorted(n for n in FETCHERS if (root / n).is_dir())
+
+
+def fetch_dataset(name: str, data_dir: str | os.PathLike | None, mirrors: tuple[str, ...] | None = None, progress: Any = None) -> list[Path]:
+    """Download NAME into <data dir>/<name>/ with checksums; KitError (one line) on failure."""
+    if name not in FETCHERS:
+        raise KitError(f"unknown dataset {name!r} to fetch: choose {', '.join(FETCHERS)}")
+    mod_name, fn, default_mirrors = FETCHERS[name]
+    mod = importlib.import_module(mod_name)
+    return getattr(mod, fn)(resolve_data_dir(data_dir), mirrors or getattr(mod, default_mirrors), progress=progress)
+
+
+def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
+    """Data identity of a cell on the digit family: {'dataset': real name or 'digits', 'dataset_sha256'}."""
+    from bench.data.mnist import resolve_params
+
+    return resolve_params(params, data_dir)
+
+
+def digit_data(params: dict, data_dir: str | os.PathLike | None):
+    """The cell's digit dataset (uint8 images (N,28,28), int64 labels), checksum-checked."""
+    from bench.data.mnist import load_for_cell
+
+    return load_for_cell(params, data_dir)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
+from bench.data import resolve_data_dir
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -60,14 +61,6 @@ class Dataset:
             "sha256": self.checksum,
             "source": self.source,
         }
-
-
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """--data-dir, else $KIT_DATA_DIR, else ./data (it need not exist)."""
-    if data_dir:
-        return Path(data_dir)
-    env = os.environ.get("KIT_DATA_DIR")
-    return Path(env) if env else Path("data")
 
 
 def _find(mnist_dir: Path, stem: str) -> Path | None:

@@ -74,13 +74,15 @@ class MlpScratch(Study):
         for key in ("plain_runs", "breakdown_iterations", "check_steps"):
             if not isinstance(p.get(key), int) or p[key] <= 0:
                 raise KitError(f"{key} must be an integer > 0 (got {p.get(key)!r})")
-        if p["dataset"] not in ("auto", "mnist", "digits"):
-            raise KitError(f"unknown dataset {p['dataset']!r}: choose auto, mnist or digits")
+        from bench.data import DIGIT_DATASETS
+
+        if p["dataset"] not in DIGIT_DATASETS:
+            raise KitError(f"unknown dataset {p['dataset']!r}: choose {', '.join(DIGIT_DATASETS)}")
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
-        from bench.data.mnist import resolve_params
+        from bench.data import digit_params
 
-        return cell.with_params(**resolve_params(cell.params, data_dir))
+        return cell.with_params(**digit_params(cell.params, data_dir))
 
     def platform_of(self, cell: Cell) -> str:
         plats = {self.backends[v].platform for v in self.parts(cell) if v in self.backends}

@@ -22,5 +22,5 @@ class MlpConfig:
     plain_runs: int = 3              # timed plain runs per variant, interleaved in the cell's process
     breakdown_iterations: int = 100  # iterations of the synced op-breakdown run
     check_steps: int = 5             # steps compared with NumPy before timing
-    dataset: str = "auto"            # auto | mnist | digits (resolved by the matrix to mnist or digits)
+    dataset: str = "auto"            # one of bench.data.DIGIT_DATASETS (the matrix resolves auto)
     dataset_sha256: str = ""         # checksum of the data the cell must see (filled by the matrix)

@@ -29,14 +29,14 @@ MEMORY_KEYS = ("params_bytes", "input_bytes", "activations_bytes", "gradients_by
 
 def load_xy(params: dict, data_dir: str | None):
     """(X_train, y_train, X_val, y_val, dataset description): X (n,784) float in [0,1]."""
-    from bench.data.mnist import load_for_cell
+    from bench.data import digit_data
 
-    ds = load_for_cell(params, data_dir)
+    ds = digit_data(params, data_dir)
     x = ds.x_train.reshape(len(ds.x_train), -1).astype(np.float32) / np.float32(255.0)
     y = ds.y_train.astype(np.int64)
     if x.ndim != 2 or x.shape[1] != 784 or len(x) != len(y):
         raise KitError(f"mlp-scratch needs (n, 784) images and n labels; got {x.shape} and {y.shape}")
-    n_val = 1000 if ds.real_mnist else 300
+    n_val = 1000 if ds.describe()["real"] else 300
     perm = np.random.default_rng(0).permutation(len(x))
     x, y = x[perm], y[perm]
     return x[n_val:], y[n_val:], x[:n_val], y[:n_val], ds.describe()
@@ -126,6 +126,6 @@ def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
         else:
             variants[v] = study.load_backend(v).create(cell, None)
     rcfg = runner.RunConfig(iterations=p["iterations"], lr=p["lr"], dtype=p["dtype"], seed=cell.seed)
-    base = {"dtype": p["dtype"], "iterations": p["iterations"], "dataset_real_mnist": dsinfo["real_mnist"],
+    base = {"dtype": p["dtype"], "iterations": p["iterations"], "dataset_real": dsinfo["real"],
             "n_train": len(X), "n_val": len(Xv)}
     return MlpRun(variants, skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base)

@@ -114,7 +114,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         gpu = (c.system.get("gpu") or {}).get("name")
         where = f"{c.system.get('cpu_model', '?')}" + (f" + {gpu}" if gpu else "")
         md += [f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
-               f"{'' if r0.get('dataset_real_mnist') else ', not MNIST'}, {r0.get('n_train')} train / {r0.get('n_val')} val)", "",
+               f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)", "",
                "Table 3: time", "", *table3(c), "", "Table 4: operations", "", *table4(c), "",
                "Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process)", "", *table5(c), ""]
         skipped = [r for r in c.rows if r.get("status") == "skipped"]
