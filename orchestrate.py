@@ -9,13 +9,14 @@
 Host side only: imports no torch, numba or scikit-learn (requirements/host.txt is enough).
 Results go to results/<host>/ unless --out says otherwise.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -58,8 +59,8 @@ def default_out() -> Path:
 @data_app.command("fetch")
 def data_fetch(
     name: Annotated[str, typer.Argument(help="dataset to fetch (see `data list`)")],
-    data_dir: Annotated[Optional[Path], typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
-    mirror: Annotated[Optional[List[str]], typer.Option(help="base URL to fetch from (repeatable)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
+    mirror: Annotated[list[str] | None, typer.Option(help="base URL to fetch from (repeatable)")] = None,
 ) -> None:
     """Download a dataset's files, verify SHA-256, and rename them into place."""
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
@@ -77,7 +78,7 @@ def data_fetch(
 
 @data_app.command("list")
 def data_list(
-    data_dir: Annotated[Optional[Path], typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
 ) -> None:
     """The datasets the kit can fetch, and which are present in the data dir."""
     from bench.data import FETCHERS, present, resolve_data_dir
@@ -88,15 +89,15 @@ def data_list(
         typer.echo(f"{name:<12} {'present in ' + str(root / name) if name in have else 'not present'}")
 
 
-StudyOpt = Annotated[Optional[List[str]], typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
+StudyOpt = Annotated[list[str] | None, typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
 ProfileOpt = Annotated[Profile, typer.Option(help="smoke (a wiring check), default (the seeds' setups), full")]
-SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="key=value or study.key=value (repeatable)")]
-OnlyOpt = Annotated[Optional[List[str]], typer.Option(help="key=value: keep only matching cells (repeatable)")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value or study.key=value (repeatable)")]
+OnlyOpt = Annotated[list[str] | None, typer.Option(help="key=value: keep only matching cells (repeatable)")]
 ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | per-device")]
 RuntimeOpt = Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")]
-DataOpt = Annotated[Optional[str], typer.Option(help="dir holding the datasets (one subdir each); default $KIT_DATA_DIR or ./data")]
-OutOpt = Annotated[Optional[Path], typer.Option(help="results dir for this host (default results/<host>)")]
-CaOpt = Annotated[Optional[Path], typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
+DataOpt = Annotated[str | None, typer.Option(help="dir holding the datasets (one subdir each); default $KIT_DATA_DIR or ./data")]
+OutOpt = Annotated[Path | None, typer.Option(help="results dir for this host (default results/<host>)")]
+CaOpt = Annotated[Path | None, typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
 
 
 def _request(study, profile, set_, only, schedule, rerun, timeout_s):
@@ -110,8 +111,9 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s):
     return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s)
 
 
-def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str], out: Path,
-             ca_cert: Optional[Path]) -> tuple[dict, int]:
+def _execute(
+    platforms: list[str], req, runtime: Runtime, data_dir: str | None, out: Path, ca_cert: Path | None
+) -> tuple[dict, int]:
     """Run REQ on each platform this host can run (natively or in its image). Returns
     (platform notes for platforms.json, exit code)."""
     from host import plan
@@ -153,8 +155,11 @@ def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str
         except KitError as err:
             fail(str(err))
         for p in todo:
-            notes[p] = {"status": "ran" if code == 0 else "errors", "runtime": "native",
-                        "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt"}
+            notes[p] = {
+                "status": "ran" if code == 0 else "errors",
+                "runtime": "native",
+                "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt",
+            }
         return notes, code
     from host import docker as dk
 
@@ -169,8 +174,12 @@ def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str
             dk.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
             rc, image_id = dk.run(p, root, out, req.args([p], "/results", "/data"))
             typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
-            notes[p] = {"status": "ran" if rc == 0 else "errors", "runtime": "container", "image_id": image_id,
-                        "reason": "" if rc == 0 else f"container exit code {rc}"}
+            notes[p] = {
+                "status": "ran" if rc == 0 else "errors",
+                "runtime": "container",
+                "image_id": image_id,
+                "reason": "" if rc == 0 else f"container exit code {rc}",
+            }
         except KitError as err:
             typer.echo(f"platform {p}: error: {err}", err=True)
             notes[p] = {"status": "error", "runtime": "container", "reason": str(err)}
@@ -181,7 +190,7 @@ def _execute(platforms: list[str], req, runtime: Runtime, data_dir: Optional[str
 
 @app.command()
 def run(
-    platforms: Annotated[Optional[List[str]], typer.Argument(help="cpu | cuda | mps (default: every one this host can run)")] = None,
+    platforms: Annotated[list[str] | None, typer.Argument(help="cpu | cuda | mps (default: every one this host can run)")] = None,
     study: StudyOpt = None,
     profile: ProfileOpt = Profile.default,
     set_: SetOpt = None,
@@ -191,7 +200,7 @@ def run(
     data_dir: DataOpt = None,
     out: OutOpt = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
-    timeout_s: Annotated[Optional[float], typer.Option(help="per-cell time limit (s)")] = None,
+    timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
@@ -212,14 +221,16 @@ def _report(dirs: list[Path], out: Path) -> dict:
     except KitError as err:
         fail(str(err))
     for name, s in info["studies"].items():
-        typer.echo(f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else ""))
+        typer.echo(
+            f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
+        )
     typer.echo(f"report: {info['report']}")
     return info
 
 
 @app.command()
 def report(
-    dirs: Annotated[List[Path], typer.Argument(help="result dirs, from any hosts")],
+    dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
     out: Annotated[Path, typer.Option(help="where REPORT.md, the tables and the plots go")] = Path("results/report"),
 ) -> None:
     """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
@@ -238,7 +249,7 @@ def all_cmd(
     out: OutOpt = None,
     report_dir: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/report"),
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
-    timeout_s: Annotated[Optional[float], typer.Option(help="per-cell time limit (s)")] = None,
+    timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run every platform this host can run, then write the report."""
@@ -255,8 +266,8 @@ def all_cmd(
 try:  # image commands (doctor, base, build), when that part of the kit is present
     from host.docker_cli import register as _register_docker
 except ImportError:
-    _register_docker = None
-if _register_docker:
+    pass
+else:
     _register_docker(app)
 
 

@@ -1,11 +1,12 @@
 """`python -m bench`: list, matrix, cell, selfcheck. A thin typer layer over plain functions."""
+
 from __future__ import annotations
 
 import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -48,8 +49,10 @@ def check_writable(out: Path) -> None:
     if not p.is_dir() or not os.access(p, os.W_OK | os.X_OK):
         uid = os.getuid() if hasattr(os, "getuid") else "?"
         why = "not a directory" if not p.is_dir() else "permission denied"
-        fail(f"cannot write results to {out} as uid {uid} ({p}: {why}); in compose `export UID GID=$(id -g)`, "
-             f"or make the results dir writable")
+        fail(
+            f"cannot write results to {out} as uid {uid} ({p}: {why}); in compose `export UID GID=$(id -g)`, "
+            f"or make the results dir writable"
+        )
 
 
 @app.command("list")
@@ -69,18 +72,25 @@ def list_cmd() -> None:
 
 @app.command()
 def matrix(
-    study: Annotated[Optional[List[str]], typer.Argument(help="studies to run (default: all)")] = None,
-    platform: Annotated[Optional[List[str]], typer.Option("--platform", "-p", help="cpu | cuda | mps (repeatable; "
-                                                         "default $KIT_PLATFORM, else cpu)")] = None,
+    study: Annotated[list[str] | None, typer.Argument(help="studies to run (default: all)")] = None,
+    platform: Annotated[
+        list[str] | None, typer.Option("--platform", "-p", help="cpu | cuda | mps (repeatable; default $KIT_PLATFORM, else cpu)")
+    ] = None,
     profile: Annotated[Profile, typer.Option(help="smoke (a wiring check), default (the seeds' setups), full")] = Profile.default,
-    set_: Annotated[Optional[List[str]], typer.Option("--set", help="key=value or study.key=value: override a "
-                                                      "parameter of every cell (repeatable)")] = None,
-    only: Annotated[Optional[List[str]], typer.Option(help="key=value[|value]: keep only matching cells (backend, "
-                                                      "variant or a parameter; repeatable)")] = None,
-    schedule: Annotated[Schedule, typer.Option(help="sequential | interleaved (steps round-robin) | per-device")] = Schedule.sequential,
-    devices: Annotated[Optional[str], typer.Option(help="per-device: GPU slots, e.g. 0,1 (default: every visible GPU)")] = None,
-    data_dir: Annotated[Optional[str], typer.Option(help="dir holding the datasets (default $KIT_DATA_DIR, else ./data)")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="key=value or study.key=value: override a parameter of every cell (repeatable)"),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(help="key=value[|value]: keep only matching cells (backend, variant or a parameter; repeatable)"),
+    ] = None,
+    schedule: Annotated[
+        Schedule, typer.Option(help="sequential | interleaved (steps round-robin) | per-device")
+    ] = Schedule.sequential,
+    devices: Annotated[str | None, typer.Option(help="per-device: GPU slots, e.g. 0,1 (default: every visible GPU)")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="dir holding the datasets (default $KIT_DATA_DIR, else ./data)")] = None,
+    out: Annotated[Path | None, typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float, typer.Option(help="per-cell time limit (s)")] = 3600,
 ) -> None:
@@ -90,9 +100,20 @@ def matrix(
     out = out or default_out()
     check_writable(out)
     try:
-        code = run_matrix(study or [], platform or [os.environ.get("KIT_PLATFORM", "cpu")], profile.value,
-                          set_ or [], only or [], schedule.value, out, data_dir, rerun, timeout_s,
-                          [d for d in (devices or "").split(",") if d], echo=typer.echo)
+        code = run_matrix(
+            study or [],
+            platform or [os.environ.get("KIT_PLATFORM", "cpu")],
+            profile.value,
+            set_ or [],
+            only or [],
+            schedule.value,
+            out,
+            data_dir,
+            rerun,
+            timeout_s,
+            [d for d in (devices or "").split(",") if d],
+            echo=typer.echo,
+        )
     except KitError as err:
         fail(str(err))
     raise typer.Exit(code)
@@ -101,8 +122,8 @@ def matrix(
 @app.command()
 def cell(
     spec: Annotated[str, typer.Argument(help="cell.json path, '-' for stdin, or the JSON itself")],
-    out: Annotated[Optional[Path], typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
-    data_dir: Annotated[Optional[str], typer.Option(help="dir holding the study's dataset")] = None,
+    out: Annotated[Path | None, typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="dir holding the study's dataset")] = None,
     gate: Annotated[bool, typer.Option(help="speak the scheduler's READY/go protocol on stdin/stdout")] = False,
 ) -> None:
     """Run one cell: the entry point every scheduler and container uses."""
@@ -138,7 +159,7 @@ def _print_cell(cell_dir: Path) -> None:
 
 @app.command()
 def selfcheck(
-    platform: Annotated[Optional[str], typer.Option(help="cpu | cuda | mps (default: $KIT_PLATFORM, else cpu)")] = None,
+    platform: Annotated[str | None, typer.Option(help="cpu | cuda | mps (default: $KIT_PLATFORM, else cpu)")] = None,
 ) -> None:
     """Import every backend this image should have; on a GPU, compile one numba-cuda and one CuPy kernel."""
     from bench.core.selfcheck import run_selfcheck

@@ -8,6 +8,7 @@ docker SDK (`pip install docker`): mounts, a GPU DeviceRequest, streamed logs, e
     build("cpu", ca_cert=Path(...))       -> "sha256:..."   (image id)
     run("cpu", Path("data"), Path("results/x"), ["selfcheck"])  -> (0, "sha256:...")
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -20,8 +21,8 @@ import socket
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from bench.core.errors import KitError
 from bench.core.provenance import host_label
@@ -30,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 BOOTSTRAP_SCRIPT = REPO / "docker" / "bootstrap-base.sh"
 BUILD_WHEELHOUSE = REPO / "docker" / "wheelhouse"  # bind-mounted at /wheels by the Dockerfile
-IMAGE_PLATFORMS = ("cpu", "cuda")                   # mps runs natively: docker/mps/run.sh
+IMAGE_PLATFORMS = ("cpu", "cuda")  # mps runs natively: docker/mps/run.sh
 BASE_TAG = "cnn-bench/base:bookworm"
-RUN_UID = RUN_GID = 10001                           # the images' own user, used when the host user is root
+RUN_UID = RUN_GID = 10001  # the images' own user, used when the host user is root
 DAEMON_DOWN = "Docker daemon not running: start it (sudo systemctl start docker) or use --runtime native"
 
 Echo = Callable[[str], None]
@@ -43,6 +44,7 @@ def _echo(msg: str) -> None:
 
 
 # ---- locks and image names ---------------------------------------------------------
+
 
 def check_platform(platform: str) -> str:
     if platform not in IMAGE_PLATFORMS:
@@ -66,16 +68,17 @@ def lock_hash(platform: str) -> str:
 def lock_pins(platform: str) -> dict[str, str]:
     """name -> version pinned in the platform's lock."""
     text = lock_path(platform).read_text()
-    return {m.group(1).lower(): m.group(2)
-            for m in re.finditer(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^ ;\\\n]+)", text, re.M)}
+    return {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^ ;\\\n]+)", text, re.M)}
 
 
 def lock_versions(platform: str) -> dict[str, str]:
     """torch and CUDA versions the lock installs ("12.8" from nvidia-cuda-runtime-cu12)."""
     pins = lock_pins(platform)
     cudart = pins.get("nvidia-cuda-runtime-cu12", "")
-    return {"torch": pins.get("torch", "unknown"),
-            "cuda": ".".join(cudart.split(".")[:2]) if platform == "cuda" and cudart else "none"}
+    return {
+        "torch": pins.get("torch", "unknown"),
+        "cuda": ".".join(cudart.split(".")[:2]) if platform == "cuda" and cudart else "none",
+    }
 
 
 def image_ref(platform: str) -> str:
@@ -102,19 +105,22 @@ def git_sha() -> str:
 
 # ---- engine and host capabilities ----------------------------------------------------
 
+
 def _client(timeout: int = 30):
     try:
         import docker
     except ImportError:
         raise KitError("the docker Python package is missing: pip install docker, or use --runtime native") from None
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout)  # type: ignore[attr-defined]  # (mypy sees ./docker/)
         client.ping()
     except Exception:  # DockerException, requests' ConnectionError, PermissionError on the socket
         sock = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock").removeprefix("unix://")
         if Path(sock).exists() and not os.access(sock, os.W_OK):
-            raise KitError(f"no permission on {sock}: add yourself to the docker group "
-                           "(sudo usermod -aG docker $USER, then log in again) or use --runtime native") from None
+            raise KitError(
+                f"no permission on {sock}: add yourself to the docker group "
+                "(sudo usermod -aG docker $USER, then log in again) or use --runtime native"
+            ) from None
         raise KitError(DAEMON_DOWN) from None
     return client
 
@@ -127,11 +133,14 @@ def engine_info() -> dict:
     return {
         "version": v.get("Version", "unknown"),
         "api_version": v.get("ApiVersion", "unknown"),
-        "os": v.get("Os", ""), "arch": v.get("Arch", ""), "kernel": v.get("KernelVersion", ""),
+        "os": v.get("Os", ""),
+        "arch": v.get("Arch", ""),
+        "kernel": v.get("KernelVersion", ""),
         "runtimes": sorted((info.get("Runtimes") or {}).keys()),
         "default_runtime": info.get("DefaultRuntime", ""),
         "rootless": any("rootless" in str(o) for o in info.get("SecurityOptions") or []),
-        "cpus": info.get("NCPU"), "memory_gib": round((info.get("MemTotal") or 0) / 2**30, 1),
+        "cpus": info.get("NCPU"),
+        "memory_gib": round((info.get("MemTotal") or 0) / 2**30, 1),
     }
 
 
@@ -149,8 +158,12 @@ def gpus() -> list[dict]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
@@ -169,8 +182,11 @@ def nvidia_runtime(info: dict | None = None) -> dict:
     for tool in ("nvidia-container-runtime-hook", "nvidia-container-toolkit", "nvidia-ctk"):
         if shutil.which(tool):
             return {"available": True, "how": tool, "reason": ""}
-    return {"available": False, "how": "",
-            "reason": "no NVIDIA container toolkit (install nvidia-container-toolkit and restart docker)"}
+    return {
+        "available": False,
+        "how": "",
+        "reason": "no NVIDIA container toolkit (install nvidia-container-toolkit and restart docker)",
+    }
 
 
 def cuda_unavailable(info: dict | None = None) -> str | None:
@@ -190,9 +206,14 @@ def doctor() -> list[dict]:
     rows = []
     try:
         info = engine_info()
-        rows.append({"item": "docker engine", "ok": True,
-                     "detail": f"{info['version']} (API {info['api_version']}, {info['os']}/{info['arch']}, "
-                               f"runtimes: {', '.join(info['runtimes'])})"})
+        rows.append(
+            {
+                "item": "docker engine",
+                "ok": True,
+                "detail": f"{info['version']} (API {info['api_version']}, {info['os']}/{info['arch']}, "
+                f"runtimes: {', '.join(info['runtimes'])})",
+            }
+        )
     except KitError as err:
         info = None
         rows.append({"item": "docker engine", "ok": False, "detail": str(err)})
@@ -207,13 +228,22 @@ def doctor() -> list[dict]:
     else:
         rows.append({"item": "NVIDIA runtime", "ok": False, "detail": "unknown: no docker engine"})
     found = gpus()
-    rows.append({"item": "GPU (nvidia-smi)", "ok": bool(found),
-                 "detail": "; ".join(f"{g['name']}, driver {g['driver']}, {g['memory']}" for g in found)
-                 or ("nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi")})
+    rows.append(
+        {
+            "item": "GPU (nvidia-smi)",
+            "ok": bool(found),
+            "detail": "; ".join(f"{g['name']}, driver {g['driver']}, {g['memory']}" for g in found)
+            or ("nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi"),
+        }
+    )
     mac = is_macos_arm64()
-    rows.append({"item": "macOS arm64 (mps)", "ok": mac,
-                 "detail": "yes: run mps natively (docker/mps/run.sh)" if mac
-                 else f"no ({sys.platform}/{_platform.machine()})"})
+    rows.append(
+        {
+            "item": "macOS arm64 (mps)",
+            "ok": mac,
+            "detail": "yes: run mps natively (docker/mps/run.sh)" if mac else f"no ({sys.platform}/{_platform.machine()})",
+        }
+    )
     if info is not None:
         for plat in IMAGE_PLATFORMS:
             try:
@@ -223,15 +253,14 @@ def doctor() -> list[dict]:
             except KitError as err:
                 rows.append({"item": f"image {plat}", "ok": False, "detail": str(err)})
             except Exception:
-                rows.append({"item": f"image {plat}", "ok": False,
-                             "detail": f"not built: python orchestrate.py build {plat}"})
+                rows.append({"item": f"image {plat}", "ok": False, "detail": f"not built: python orchestrate.py build {plat}"})
     return rows
 
 
 # ---- base image ------------------------------------------------------------------------
 
-def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm",
-                   echo: Echo = _echo) -> str:
+
+def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm", echo: Echo = _echo) -> str:
     """debootstrap a Debian base with python3 + venv and `docker import` it as TAG; returns its id."""
     _client()
     cmd = ["bash", str(BOOTSTRAP_SCRIPT), "--tag", tag, "--suite", suite]
@@ -253,10 +282,12 @@ def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = 
 
 # ---- build -----------------------------------------------------------------------------------
 
+
 def _client_version(cli: str) -> tuple[int, ...]:
     try:
-        out = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True,
-                             text=True, timeout=30).stdout.strip()
+        out = subprocess.run(
+            [cli, "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ()
     m = re.match(r"(\d+)\.(\d+)", out)
@@ -286,10 +317,11 @@ def build_cli() -> tuple[list[str], dict]:
         if ver and ver < (23,):
             return [cli, "build"], {"DOCKER_BUILDKIT": "1"}
     if not seen:
-        raise KitError("docker CLI not found: install Docker (Debian: apt-get install docker.io) "
-                       "or use --runtime native")
-    raise KitError("no docker CLI here can build with BuildKit: install the buildx plugin "
-                   "(docker-buildx) or Debian's docker.io, or set KIT_DOCKER_CLI")
+        raise KitError("docker CLI not found: install Docker (Debian: apt-get install docker.io) or use --runtime native")
+    raise KitError(
+        "no docker CLI here can build with BuildKit: install the buildx plugin "
+        "(docker-buildx) or Debian's docker.io, or set KIT_DOCKER_CLI"
+    )
 
 
 def default_base_image(echo: Echo = _echo) -> str | None:
@@ -306,22 +338,48 @@ def default_base_image(echo: Echo = _echo) -> str | None:
     return BASE_TAG
 
 
-PIP_PLATFORMS = ([f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)]
-                 + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"])
+PIP_PLATFORMS = [f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)] + [
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+]
 
 
 def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = _echo) -> list[Path]:
     """`pip download` every wheel the platform's lock names (linux x86_64, CPython 3.11), hash-checked."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps", "--only-binary=:all:",
-           "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
-           "--abi", "none", "-d", str(wheelhouse), "-r", str(lock_path(platform))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--require-hashes",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        "-d",
+        str(wheelhouse),
+        "-r",
+        str(lock_path(platform)),
+    ]
     for p in PIP_PLATFORMS:
         cmd += ["--platform", p]
     echo(f"wheelhouse: pip download {lock_path(platform).relative_to(REPO)} -> {wheelhouse}")
     if subprocess.run(cmd).returncode != 0:
-        raise KitError(f"pip download into {wheelhouse} failed: see pip's message above "
-                       "(behind a proxy: set PIP_CERT or pip's `cert` to its CA bundle)")
+        raise KitError(
+            f"pip download into {wheelhouse} failed: see pip's message above "
+            "(behind a proxy: set PIP_CERT or pip's `cert` to its CA bundle)"
+        )
     return sorted(wheelhouse.glob("*.whl"))
 
 
@@ -360,17 +418,27 @@ def _build_hint(lines: Sequence[str]) -> str:
     text = "\n".join(lines)
     if re.search(r"CERTIFICATE_VERIFY_FAILED|x509|SSLError|certificate verify failed", text):
         return ": TLS to the package index failed: pass --ca-cert PATH (your proxy's CA bundle)"
-    if re.search(r"pull access denied|failed to resolve source metadata|failed to do request|"
-                 r"no such host|dial tcp|i/o timeout|not found: manifest unknown", text):
-        return (": the base image cannot be fetched here: run `python orchestrate.py base`, "
-                f"then build with --base-image {BASE_TAG}")
+    if re.search(
+        r"pull access denied|failed to resolve source metadata|failed to do request|"
+        r"no such host|dial tcp|i/o timeout|not found: manifest unknown",
+        text,
+    ):
+        return (
+            f": the base image cannot be fetched here: run `python orchestrate.py base`, then build with --base-image {BASE_TAG}"
+        )
     if re.search(r"THESE PACKAGES DO NOT MATCH THE HASHES", text):
         return ": a downloaded file does not match the lock's hash (corrupt wheelhouse or a changed upload)"
     return ": see the build log above"
 
 
-def build(platform: str, base_image: str | None = None, ca_cert: Path | None = None,
-          wheelhouse: Path | None = None, echo: Echo = _echo, progress: str | None = None) -> str:
+def build(
+    platform: str,
+    base_image: str | None = None,
+    ca_cert: Path | None = None,
+    wheelhouse: Path | None = None,
+    echo: Echo = _echo,
+    progress: str | None = None,
+) -> str:
     """Build cnn-bench/PLATFORM from its lock with BuildKit; returns the image id.
 
     base_image: FROM for both stages (default: KIT_BASE_IMAGE, the local bootstrapped base
@@ -392,14 +460,28 @@ def build(platform: str, base_image: str | None = None, ca_cert: Path | None = N
     ref = f"cnn-bench/{platform}:{lh[:12]}"
     iidfile = REPO / "docker" / f".iid-{platform}-{os.getpid()}"
     args = list(prefix) + [
-        "-f", str(DOCKERFILE), "--target", platform, "-t", ref, "-t", f"cnn-bench/{platform}:latest",
-        "--iidfile", str(iidfile),
-        "--progress", progress or ("auto" if sys.stdout.isatty() else "plain"),
-        "--build-arg", f"LOCK_HASH={lh}",
-        "--build-arg", f"TORCH_VERSION={versions['torch']}",
-        "--build-arg", f"GIT_SHA={git_sha()}",
-        "--build-arg", f"CREATED={_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "--label", f"cnn-bench.source-hash={source_hash()}",
+        "-f",
+        str(DOCKERFILE),
+        "--target",
+        platform,
+        "-t",
+        ref,
+        "-t",
+        f"cnn-bench/{platform}:latest",
+        "--iidfile",
+        str(iidfile),
+        "--progress",
+        progress or ("auto" if sys.stdout.isatty() else "plain"),
+        "--build-arg",
+        f"LOCK_HASH={lh}",
+        "--build-arg",
+        f"TORCH_VERSION={versions['torch']}",
+        "--build-arg",
+        f"GIT_SHA={git_sha()}",
+        "--build-arg",
+        f"CREATED={_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "--label",
+        f"cnn-bench.source-hash={source_hash()}",
     ]
     if platform == "cuda":
         args += ["--build-arg", f"CUDA_VERSION={versions['cuda']}"]
@@ -416,18 +498,26 @@ def build(platform: str, base_image: str | None = None, ca_cert: Path | None = N
             download_wheelhouse(platform, wheelhouse, echo)
             missing = missing_wheels(platform, wheelhouse)
             if missing:
-                raise KitError(f"wheelhouse {wheelhouse} still lacks {', '.join(missing[:3])}: "
-                               "pip download could not fetch them")
+                raise KitError(f"wheelhouse {wheelhouse} still lacks {', '.join(missing[:3])}: pip download could not fetch them")
         staged = _stage_wheelhouse(wheelhouse)
         # No network for RUN steps: proves the install used the wheelhouse alone.
         args += ["--build-arg", "WHEELHOUSE=1", "--network", "none"]
     args.append(str(REPO))
-    echo(f"build: {ref} (lock {lh[:12]}, torch {versions['torch']}, cuda {versions['cuda']}, "
-         f"base {base_image or 'Dockerfile default'}{', offline wheelhouse' if wheelhouse else ''})")
+    echo(
+        f"build: {ref} (lock {lh[:12]}, torch {versions['torch']}, cuda {versions['cuda']}, "
+        f"base {base_image or 'Dockerfile default'}{', offline wheelhouse' if wheelhouse else ''})"
+    )
     tail: deque[str] = deque(maxlen=80)
     try:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", env={**os.environ, **env_extra}, cwd=REPO)
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**os.environ, **env_extra},
+            cwd=REPO,
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -446,6 +536,7 @@ def build(platform: str, base_image: str | None = None, ca_cert: Path | None = N
 
 
 # ---- run ---------------------------------------------------------------------------------------
+
 
 def container_user(results_dir: Path) -> str:
     """The host user's uid:gid, so results belong to whoever ran the kit; root maps to 10001."""
@@ -468,13 +559,20 @@ def find_image(platform: str, image: str | None = None):
     ref = image or image_ref(platform)
     try:
         return ref, _client().images.get(ref)
-    except docker.errors.ImageNotFound:
+    except docker.errors.ImageNotFound:  # type: ignore[attr-defined]
         raise KitError(f"image {ref} not found: run `python orchestrate.py build {platform}`") from None
 
 
-def run(platform: str, data_dir: Path, results_dir: Path, args: Sequence[str],
-        gpu: bool | None = None, image: str | None = None, echo: Echo = _echo,
-        stream: Callable[[bytes], None] | None = None) -> tuple[int, str]:
+def run(
+    platform: str,
+    data_dir: Path,
+    results_dir: Path,
+    args: Sequence[str],
+    gpu: bool | None = None,
+    image: str | None = None,
+    echo: Echo = _echo,
+    stream: Callable[[bytes], None] | None = None,
+) -> tuple[int, str]:
     """Run `python -m bench ARGS` in the PLATFORM image; returns (container exit code, image id).
 
     data_dir is mounted read-only at /data, results_dir read-write at /results; no network,
@@ -484,8 +582,10 @@ def run(platform: str, data_dir: Path, results_dir: Path, args: Sequence[str],
     check_platform(platform)
     data_dir, results_dir = Path(data_dir).expanduser().resolve(), Path(results_dir).expanduser().resolve()
     if not data_dir.is_dir():
-        raise KitError(f"data dir {data_dir} not found: pass --data-dir (the dir holding the datasets) "
-                       "or fetch one with: python orchestrate.py data fetch NAME")
+        raise KitError(
+            f"data dir {data_dir} not found: pass --data-dir (the dir holding the datasets) "
+            "or fetch one with: python orchestrate.py data fetch NAME"
+        )
     gpu = (platform == "cuda") if gpu is None else gpu
     client = _client()
     info = engine_info()
@@ -498,8 +598,10 @@ def run(platform: str, data_dir: Path, results_dir: Path, args: Sequence[str],
     if labels.get("cnn-bench.lock-hash") and labels["cnn-bench.lock-hash"] != lock_hash(platform) and image is None:
         raise KitError(f"image {ref} was built from another lock: run `python orchestrate.py build {platform}`")
     if labels.get("cnn-bench.source-hash") not in (None, source_hash()):
-        echo(f"note: {ref} holds other bench/ sources than this checkout: "
-             f"rebuild with `python orchestrate.py build {platform}` to run these")
+        echo(
+            f"note: {ref} holds other bench/ sources than this checkout: "
+            f"rebuild with `python orchestrate.py build {platform}` to run these"
+        )
     results_dir.mkdir(parents=True, exist_ok=True)
     import docker
 
@@ -514,15 +616,21 @@ def run(platform: str, data_dir: Path, results_dir: Path, args: Sequence[str],
         "KIT_HOST_NAME": host_label(),
     }
     kwargs = dict(
-        command=args, detach=True, environment=env, user=container_user(results_dir),
-        volumes={str(data_dir): {"bind": "/data", "mode": "ro"},
-                 str(results_dir): {"bind": "/results", "mode": "rw"}},
-        network_mode="none", read_only=True, tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
-        shm_size="1g", init=True, labels={"cnn-bench.platform": platform},
+        command=args,
+        detach=True,
+        environment=env,
+        user=container_user(results_dir),
+        volumes={str(data_dir): {"bind": "/data", "mode": "ro"}, str(results_dir): {"bind": "/results", "mode": "rw"}},
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
+        shm_size="1g",
+        init=True,
+        labels={"cnn-bench.platform": platform},
         hostname=socket.gethostname()[:63],  # system.json names the host, not the container id
     )
     if gpu:
-        kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]  # type: ignore[attr-defined]
     echo(f"run: {ref} ({img.id[:19]}) python -m bench {' '.join(args)}")
     container = client.containers.run(img.id, **kwargs)
     write = stream or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.flush()))

@@ -8,13 +8,12 @@
 Thin layer: every command calls a plain function in host.docker and prints one
 `error: ...` line with exit code 2 on a KitError.
 """
+
 from __future__ import annotations
 
-import os
-import socket
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -43,7 +42,7 @@ def doctor_cmd() -> None:
 
 def base_cmd(
     tag: Annotated[str, typer.Option(help="name for the imported image")] = "cnn-bench/base:bookworm",
-    mirror: Annotated[Optional[str], typer.Option(help="Debian mirror URL")] = None,
+    mirror: Annotated[str | None, typer.Option(help="Debian mirror URL")] = None,
 ) -> None:
     """Bootstrap a Debian bookworm base image from Debian packages (debootstrap; docker import)."""
     from host import docker as dk
@@ -57,11 +56,14 @@ def base_cmd(
 
 def build_cmd(
     target: Annotated[BuildTarget, typer.Argument(help="cpu | cuda | all")] = BuildTarget.cpu,
-    ca_cert: Annotated[Optional[Path], typer.Option(help="CA bundle for pip in the build (BuildKit secret)")] = None,
-    wheelhouse: Annotated[Optional[Path], typer.Option(help="install offline from this dir of wheels "
-                                                            "(pip download fills it when empty)")] = None,
-    base_image: Annotated[Optional[str], typer.Option(help="FROM image; default $KIT_BASE_IMAGE, the local "
-                                                            "cnn-bench/base:bookworm, else the pinned python slim")] = None,
+    ca_cert: Annotated[Path | None, typer.Option(help="CA bundle for pip in the build (BuildKit secret)")] = None,
+    wheelhouse: Annotated[
+        Path | None, typer.Option(help="install offline from this dir of wheels (pip download fills it when empty)")
+    ] = None,
+    base_image: Annotated[
+        str | None,
+        typer.Option(help="FROM image; default $KIT_BASE_IMAGE, the local cnn-bench/base:bookworm, else the pinned python slim"),
+    ] = None,
 ) -> None:
     """Build the cpu and/or cuda image from its hash-locked requirements (docker CLI, BuildKit)."""
     from host import docker as dk

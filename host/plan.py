@@ -3,6 +3,7 @@ and the one `python -m bench matrix ...` command line both runtimes execute.
 
 Never imports torch: capabilities come from nvidia-smi, the OS, and the Docker engine.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -67,8 +68,11 @@ def native_platforms() -> dict[str, str | None]:
 def container_platforms() -> dict[str, str | None]:
     from host import docker as dk
 
-    return {"cpu": None, "cuda": dk.cuda_unavailable(),
-            "mps": "Metal is not reachable from containers: on macOS arm64 run natively (docker/mps/run.sh)"}
+    return {
+        "cpu": None,
+        "cuda": dk.cuda_unavailable(),
+        "mps": "Metal is not reachable from containers: on macOS arm64 run natively (docker/mps/run.sh)",
+    }
 
 
 def engine_reason() -> str | None:
@@ -96,8 +100,10 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
     """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
     missing = native_missing()
     if missing:
-        raise KitError(f"native runs need bench's packages ({', '.join(missing)} missing here): "
-                       "bash scripts/setup.sh installs them into .venv, or run in containers")
+        raise KitError(
+            f"native runs need bench's packages ({', '.join(missing)} missing here): "
+            "bash scripts/setup.sh installs them into .venv, or run in containers"
+        )
     argv = [sys.executable, "-m", "bench", *req.args(platforms, str(out), data_dir)]
     return subprocess.call(argv, env=bench_env())
 
@@ -111,7 +117,9 @@ def check_data_dir(data_dir: str | None) -> Path | None:
     named = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
     if not root.is_dir():
         if named:
-            raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, "
-                           "or run `python orchestrate.py data fetch NAME`")
+            raise KitError(
+                f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, "
+                "or run `python orchestrate.py data fetch NAME`"
+            )
         return None
     return root

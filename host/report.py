@@ -5,6 +5,7 @@ own cells (tables, figures), and every section lists the cells that did not run,
 the reason, and the platforms a host skipped. A study's cells never land in another's
 section; cells of a study this checkout does not know get a plain listing.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -21,8 +22,11 @@ def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str
     if not bad and not plat:
         return []
     md = ["### Not run", "", "| what | status | reason |", "|---|---|---|"]
-    md += [f"| platform {n['platform']} ({n.get('source', '')}) | {n.get('status', 'skipped')} | "
-           f"{str(n.get('reason', '')).replace('|', '/')} |" for n in plat]
+    md += [
+        f"| platform {n['platform']} ({n.get('source', '')}) | {n.get('status', 'skipped')} | "
+        f"{str(n.get('reason', '')).replace('|', '/')} |"
+        for n in plat
+    ]
     for c in bad:
         r = c.first
         what = f"{r.get('backend')} {r.get('variant', '')} ({r.get('cell')})"
@@ -38,13 +42,19 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     by_study: dict[str, list[ResultCell]] = {}
     for c in cells:
         by_study.setdefault(c.study, []).append(c)
-    md = ["# cnn-bench report", "",
-          f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: "
-          + ", ".join(f"`{d}`" for d in dirs), ""]
+    md = [
+        "# cnn-bench report",
+        "",
+        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(f"`{d}`" for d in dirs),
+        "",
+    ]
     unclean = sorted({str(c.system.get("kit_git_sha")) for c in cells if c.unclean_source})
     if unclean:
-        md += [f"> **Unclean source tree**: {sum(c.unclean_source for c in cells)} cell(s) ran from a checkout with "
-               f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.", ""]
+        md += [
+            f"> **Unclean source tree**: {sum(c.unclean_source for c in cells)} cell(s) ran from a checkout with "
+            f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.",
+            "",
+        ]
     summary: dict = {"studies": {}, "report": str(out / "REPORT.md")}
     for name, study in registry.items():
         mine = by_study.pop(name, [])
@@ -54,11 +64,18 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, out) if ok else ["_no finished cells_", ""]
         md += _not_run(mine, notes, name)
-        summary["studies"][name] = {"cells": len(mine), "ok": len(ok), "not_run": [c.first.get("cell") for c in mine
-                                                                                if c.status != "ok"]}
+        summary["studies"][name] = {
+            "cells": len(mine),
+            "ok": len(ok),
+            "not_run": [c.first.get("cell") for c in mine if c.status != "ok"],
+        }
     for name, mine in sorted(by_study.items()):  # rows of a study this checkout does not know
-        md += [f"## {name} (not a study of this checkout)", "",
-               f"{len(mine)} cell(s) under " + ", ".join(sorted({f'`{c.dir.parent}`' for c in mine})), ""]
+        md += [
+            f"## {name} (not a study of this checkout)",
+            "",
+            f"{len(mine)} cell(s) under " + ", ".join(sorted({f"`{c.dir.parent}`" for c in mine})),
+            "",
+        ]
         summary["studies"][name] = {"cells": len(mine), "unknown": True}
     atomic_write_text(out / "REPORT.md", "\n".join(md))
     write_json(out / "report.json", summary)

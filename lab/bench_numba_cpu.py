@@ -7,6 +7,7 @@ Prints samples/s per round and the median of each, and the ratio numba/torch. Bo
 the data already as one normalised float32 array (torch: a tensor sharing its memory) and
 slice batches from it; both run 3 warm-up steps before timing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,18 @@ def main() -> None:
 
     # torch
     nn = torch.nn
-    net = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
-                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 128), nn.ReLU(), nn.Linear(128, 10))
+    net = nn.Sequential(
+        nn.Conv2d(1, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum)
     xt, yt = torch.from_numpy(x_all), torch.from_numpy(y_all)
 

@@ -18,6 +18,7 @@ Per variant (bench/kernels/numba_cuda_cnn.VARIANTS), in order:
    region; every duration is checked non-negative.
 Prints a table; writes every number (and the samples behind each median) to --out as JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,18 @@ def torch_reference(params, x, y):
         from torch import nn
     except Exception:  # noqa: BLE001
         return None
-    net = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
-                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 128), nn.ReLU(), nn.Linear(128, 10))
+    net = nn.Sequential(
+        nn.Conv2d(1, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
     layer = {"conv1": net[0], "conv2": net[3], "fc1": net[7], "fc2": net[9]}
     with torch.no_grad():
         for name in PARAM_NAMES:
@@ -124,14 +135,21 @@ def check_variant(variant: str, batch: int, seed: int, max_blocks=None) -> dict:
     want_sum = batch * ref[0] + xs.shape[0] * ref_s[0]
     errs["epoch loss sum"] = K.rel_err(net.epoch_loss_sum(), want_sum)
     pred = net.predict(cuda.to_device(xp))
-    ref_pred = K.reference_step({k: v.astype(np.float32) for k, v in p_ref.items()}, xp,
-                                np.zeros(len(xp), np.int64))[2].argmax(1)
+    ref_pred = K.reference_step({k: v.astype(np.float32) for k, v in p_ref.items()}, xp, np.zeros(len(xp), np.int64))[2].argmax(1)
     agree = float((pred == ref_pred).mean())
     worst = max(errs.items(), key=lambda kv: kv[1])
     ok = worst[1] <= RTOL and agree >= 0.999
-    return dict(variant=variant, ok=ok, worst_err_name=worst[0], worst_err=worst[1], errors=errs,
-                predict_agreement=agree, first_call_s=first_call_s, first_call_extra_s=first_call_extra_s,
-                device_bytes=net.device_bytes())
+    return dict(
+        variant=variant,
+        ok=ok,
+        worst_err_name=worst[0],
+        worst_err=worst[1],
+        errors=errs,
+        predict_agreement=agree,
+        first_call_s=first_call_s,
+        first_call_extra_s=first_call_extra_s,
+        device_bytes=net.device_bytes(),
+    )
 
 
 def _stamp():
@@ -151,8 +169,7 @@ def _ms(a, b) -> float:
     return a[0].elapsed_time(b[0])
 
 
-def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int, seed: int,
-                 max_blocks=None) -> dict:
+def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int, seed: int, max_blocks=None) -> dict:
     from numba import cuda
 
     rng = np.random.default_rng(seed + 1)
@@ -197,25 +214,36 @@ def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int
         st.append(_stamp())
         stamps.append(st)
     stamps[-1][3][0].synchronize()
-    phase = {name: [_ms(st[j], st[j + 1]) for st in stamps]
-             for j, name in enumerate(("forward_ms", "backward_ms", "step_ms"))}
+    phase = {name: [_ms(st[j], st[j + 1]) for st in stamps] for j, name in enumerate(("forward_ms", "backward_ms", "step_ms"))}
     for v in phase.values():
         assert min(v) >= 0, "negative phase duration"
     med = statistics.median(step_ms)
-    return dict(variant=variant, batch=batch, steps=steps, warmup=warmup, repeats=repeats,
-                launches_per_step=K.LAUNCHES_PER_STEP[variant],
-                step_ms_median=med, step_ms_min=min(step_ms), step_ms_max=max(step_ms), step_ms_samples=step_ms,
-                wall_ms_per_step_median=statistics.median(wall_ms), wall_ms_samples=wall_ms,
-                enqueue_ms_per_step_median=statistics.median(enqueue_ms), enqueue_ms_samples=enqueue_ms,
-                samples_per_s=batch / (med * 1e-3),
-                phase_ms_median={k: statistics.median(v) for k, v in phase.items()},
-                phase_ms_samples=phase, loss_mean_over_timed_steps=loss_sum / (repeats * steps * batch),
-                device_bytes=net.device_bytes())
+    return dict(
+        variant=variant,
+        batch=batch,
+        steps=steps,
+        warmup=warmup,
+        repeats=repeats,
+        launches_per_step=K.LAUNCHES_PER_STEP[variant],
+        step_ms_median=med,
+        step_ms_min=min(step_ms),
+        step_ms_max=max(step_ms),
+        step_ms_samples=step_ms,
+        wall_ms_per_step_median=statistics.median(wall_ms),
+        wall_ms_samples=wall_ms,
+        enqueue_ms_per_step_median=statistics.median(enqueue_ms),
+        enqueue_ms_samples=enqueue_ms,
+        samples_per_s=batch / (med * 1e-3),
+        phase_ms_median={k: statistics.median(v) for k, v in phase.items()},
+        phase_ms_samples=phase,
+        loss_mean_over_timed_steps=loss_sum / (repeats * steps * batch),
+        device_bytes=net.device_bytes(),
+    )
 
 
 def environment() -> dict:
-    from numba import cuda
     import numba
+    from numba import cuda
 
     env = dict(python=platform.python_version(), numba=numba.__version__, simulator=K.simulated())
     try:
@@ -260,20 +288,24 @@ def main(argv=None) -> int:
     for variant in a.variants.split(","):
         print(f"[{variant}] checking at batch {a.batch} ...", flush=True)
         chk = check_variant(variant, a.batch, a.seed, a.max_blocks)
-        print(f"[{variant}] ok={chk['ok']} worst {chk['worst_err_name']} {chk['worst_err']:.2e}"
-              f" predict agreement {chk['predict_agreement']:.4f} first call {chk['first_call_s']:.1f} s", flush=True)
+        print(
+            f"[{variant}] ok={chk['ok']} worst {chk['worst_err_name']} {chk['worst_err']:.2e}"
+            f" predict agreement {chk['predict_agreement']:.4f} first call {chk['first_call_s']:.1f} s",
+            flush=True,
+        )
         row = dict(check=chk)
         if chk["ok"]:
             steps = a.naive_steps if variant == "naive" else a.steps
-            row["timing"] = time_variant(variant, a.batch, steps, min(a.warmup, steps), a.repeats, a.seed,
-                                         a.max_blocks)
+            row["timing"] = time_variant(variant, a.batch, steps, min(a.warmup, steps), a.repeats, a.seed, a.max_blocks)
             t = row["timing"]
             print(f"[{variant}] {t['step_ms_median'] * 1e3:.1f} us/step, {t['samples_per_s']:,.0f} samples/s", flush=True)
         results.append(row)
 
-    head = (f"{'variant':8} {'ok':3} {'worst rel err':>13} {'1st call s':>10} {'launch':>6} {'step us':>8}"
-            f" {'[min..max]':>15} {'samples/s':>11} {'fwd us':>7} {'bwd us':>7} {'sgd us':>7}"
-            f" {'enqueue us':>10} {'dev MiB':>7}")
+    head = (
+        f"{'variant':8} {'ok':3} {'worst rel err':>13} {'1st call s':>10} {'launch':>6} {'step us':>8}"
+        f" {'[min..max]':>15} {'samples/s':>11} {'fwd us':>7} {'bwd us':>7} {'sgd us':>7}"
+        f" {'enqueue us':>10} {'dev MiB':>7}"
+    )
     print("\n" + head + "\n" + "-" * len(head))
     for r in results:
         c, t = r["check"], r.get("timing")
@@ -281,13 +313,17 @@ def main(argv=None) -> int:
         if t:
             ph = t["phase_ms_median"]
             spread = f"[{t['step_ms_min'] * 1e3:.0f}..{t['step_ms_max'] * 1e3:.0f}]"
-            line += (f" {t['launches_per_step']:6d} {t['step_ms_median'] * 1e3:8.1f} {spread:>15}"
-                     f" {t['samples_per_s']:11,.0f} {ph['forward_ms'] * 1e3:7.1f} {ph['backward_ms'] * 1e3:7.1f}"
-                     f" {ph['step_ms'] * 1e3:7.1f} {t['enqueue_ms_per_step_median'] * 1e3:10.1f}"
-                     f" {t['device_bytes'] / 2**20:7.2f}")
+            line += (
+                f" {t['launches_per_step']:6d} {t['step_ms_median'] * 1e3:8.1f} {spread:>15}"
+                f" {t['samples_per_s']:11,.0f} {ph['forward_ms'] * 1e3:7.1f} {ph['backward_ms'] * 1e3:7.1f}"
+                f" {ph['step_ms'] * 1e3:7.1f} {t['enqueue_ms_per_step_median'] * 1e3:10.1f}"
+                f" {t['device_bytes'] / 2**20:7.2f}"
+            )
         print(line)
-    print(f"(batch {a.batch}; step = forward+backward+SGD between CUDA events, median of {a.repeats} repeats;"
-          " phases: median per step with events between phases)")
+    print(
+        f"(batch {a.batch}; step = forward+backward+SGD between CUDA events, median of {a.repeats} repeats;"
+        " phases: median per step with events between phases)"
+    )
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         tmp = a.out + ".tmp"

@@ -14,11 +14,11 @@ split 59,000 train / 1,000 validation, as the seed. Order of work, in one proces
   4. convergence curves of numpy vs each CuPy variant, which must agree within 1e-3.
 Prints Tables 3, 4 and 5 and writes everything to OUT/mlp_scratch_check.json.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
 import statistics
@@ -35,12 +35,17 @@ from bench.studies.mlp_scratch.memory import memory_isolated
 
 TARGET_TUNED_MS = 0.4  # issue 5: tuned CuPy float32 per iteration on an H100
 # label -> (variant, use_graph, gemm); "cupy-tuned" is the tuned variant of record
-PLAIN = {"numpy": ("numpy", True, "kernels"), "cupy": ("cupy", True, "kernels"),
-         "cupy-tuned": ("cupy-tuned", True, "kernels"), "cupy-tuned-nograph": ("cupy-tuned", False, "kernels"),
-         "cupy-tuned-cublas": ("cupy-tuned", False, "cublas")}
+PLAIN = {
+    "numpy": ("numpy", True, "kernels"),
+    "cupy": ("cupy", True, "kernels"),
+    "cupy-tuned": ("cupy-tuned", True, "kernels"),
+    "cupy-tuned-nograph": ("cupy-tuned", False, "kernels"),
+    "cupy-tuned-cublas": ("cupy-tuned", False, "cublas"),
+}
 
 
 # ---------------------------------------------------------------- data
+
 
 def load_train(data: Path) -> tuple[np.ndarray, np.ndarray, str]:
     """(60000, 28, 28) uint8 images and labels from DATA/mnist/ (or DATA itself when it is
@@ -65,26 +70,36 @@ def split(x: np.ndarray, y: np.ndarray, n_val: int, seed: int):
 
 # ---------------------------------------------------------------- system
 
+
 def system_info() -> dict:
     import cupy as cp
+
     props = cp.cuda.runtime.getDeviceProperties(0)
-    info = {"python": platform.python_version(), "numpy": np.__version__, "cupy": cp.__version__,
-            "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-            "cuda_driver": cp.cuda.runtime.driverGetVersion(), "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
-            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-            "cupy_tf32": os.environ.get("CUPY_TF32", "unset (off)"),
-            "thread_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-                           if k in os.environ}}
+    info = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cupy": cp.__version__,
+        "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "cuda_driver": cp.cuda.runtime.driverGetVersion(),
+        "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cupy_tf32": os.environ.get("CUPY_TF32", "unset (off)"),
+        "thread_env": {
+            k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ
+        },
+    }
     try:
         from threadpoolctl import threadpool_info
-        info["blas_threads"] = [{k: p.get(k) for k in ("internal_api", "num_threads", "version")}
-                                for p in threadpool_info()]
+
+        info["blas_threads"] = [{k: p.get(k) for k in ("internal_api", "num_threads", "version")} for p in threadpool_info()]
     except ImportError:
         info["blas_threads"] = "threadpoolctl not installed"
     return info
 
 
 # ---------------------------------------------------------------- tables
+
 
 def _med(runs: list[dict], key: str):
     vals = [r[key] for r in runs if r.get(key) is not None]
@@ -101,9 +116,13 @@ def _ratio(a, b):
 
 def table3(runs: dict[str, list[dict]]) -> list[dict]:
     rows = []
-    for key, label in (("total_s", "Total training time (s)"), ("per_iter_ms", "Time per iteration (ms, mean)"),
-                       ("per_iter_median_ms", "Time per iteration (ms, median)"),
-                       ("forward_ms", "Forward pass (ms)"), ("backward_ms", "Backward pass + update (ms)")):
+    for key, label in (
+        ("total_s", "Total training time (s)"),
+        ("per_iter_ms", "Time per iteration (ms, mean)"),
+        ("per_iter_median_ms", "Time per iteration (ms, median)"),
+        ("forward_ms", "Forward pass (ms)"),
+        ("backward_ms", "Backward pass + update (ms)"),
+    ):
         row = {"metric": key, "label": label}
         for name, rs in runs.items():
             row[name] = _med(rs, key)
@@ -125,8 +144,9 @@ def table4(bd: dict[str, dict]) -> list[dict]:
         rows.append({"op": op, "numpy_ms_per_iter": a, "cupy_ms_per_iter": b, "speedup": _ratio(a, b)})
     for name in ("cupy-tuned", "cupy-tuned-cublas"):
         for o in bd.get(name, {}).get("ops", []):
-            rows.append({"op": f"{name}:{o['op']}", "numpy_ms_per_iter": None, "cupy_ms_per_iter": o["ms_per_iter"],
-                         "speedup": None})
+            rows.append(
+                {"op": f"{name}:{o['op']}", "numpy_ms_per_iter": None, "cupy_ms_per_iter": o["ms_per_iter"], "speedup": None}
+            )
     return rows
 
 
@@ -135,22 +155,39 @@ def print_tables(t3, t4, mem, names):
     print("\nTable 3: performance (median over repeats; speedup = numpy / variant)")
     print("metric".ljust(w) + "".join(n.rjust(20) for n in names) + "".join(f"x {n}".rjust(22) for n in names[1:]))
     for r in t3:
-        print(r["label"].ljust(w) + "".join(_fmt(r[n]).rjust(20) for n in names)
-              + "".join(_fmt(r[f"speedup_{n}"], "x").rjust(22) for n in names[1:]))
+        print(
+            r["label"].ljust(w)
+            + "".join(_fmt(r[n]).rjust(20) for n in names)
+            + "".join(_fmt(r[f"speedup_{n}"], "x").rjust(22) for n in names[1:])
+        )
     print("\nTable 4: op breakdown (ms per iteration, synced around each op)")
     print("op".ljust(w) + "numpy".rjust(14) + "cupy".rjust(14) + "speedup".rjust(12))
     for r in t4:
-        print(r["op"].ljust(w) + _fmt(r["numpy_ms_per_iter"]).rjust(14) + _fmt(r["cupy_ms_per_iter"]).rjust(14)
-              + _fmt(r["speedup"], "x").rjust(12))
+        print(
+            r["op"].ljust(w)
+            + _fmt(r["numpy_ms_per_iter"]).rjust(14)
+            + _fmt(r["cupy_ms_per_iter"]).rjust(14)
+            + _fmt(r["speedup"], "x").rjust(12)
+        )
     print("\nTable 5: memory (MB = 1e6 bytes; each column measured in a fresh process)")
-    keys = ("params_bytes", "input_bytes", "activations_bytes", "gradients_bytes", "framework_overhead_bytes",
-            "pool_used_bytes", "pool_total_bytes", "device_used_bytes", "rss_bytes")
+    keys = (
+        "params_bytes",
+        "input_bytes",
+        "activations_bytes",
+        "gradients_bytes",
+        "framework_overhead_bytes",
+        "pool_used_bytes",
+        "pool_total_bytes",
+        "device_used_bytes",
+        "rss_bytes",
+    )
     print("component".ljust(w) + "".join(n.rjust(16) for n in mem))
     for k in keys:
         print(k.ljust(w) + "".join(_fmt(None if m[k] is None else m[k] / 1e6).rjust(16) for m in mem.values()))
 
 
 # ---------------------------------------------------------------- main
+
 
 def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +198,12 @@ def _write_json(path: Path, obj) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(os.environ.get("KIT_DATA_DIR", "/data")),
-                    help="folder with MNIST IDX files (or its mnist/ subfolder); default $KIT_DATA_DIR or /data")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("KIT_DATA_DIR", "/data")),
+        help="folder with MNIST IDX files (or its mnist/ subfolder); default $KIT_DATA_DIR or /data",
+    )
     ap.add_argument("--out", type=Path, required=True, help="folder for mlp_scratch_check.json")
     ap.add_argument("--dtype", default="float32", choices=net.DTYPES)
     ap.add_argument("--iterations", type=int, default=500)
@@ -182,20 +223,29 @@ def main(argv=None) -> int:
     cfg = runner.RunConfig(iterations=a.iterations, dtype=a.dtype, seed=a.seed)
     x, y, loader = load_train(a.data)
     Xtr, ytr, Xv, yv = split(x, y, a.n_val, a.split_seed)
-    Xtr, ytr = Xtr[:a.n_train], ytr[:a.n_train]
+    Xtr, ytr = Xtr[: a.n_train], ytr[: a.n_train]
     print(f"data: {len(Xtr)} train / {len(Xv)} val via {loader}; config {runner.config_dict(cfg)}", flush=True)
-    out = {"study": "mlp-scratch", "seed_doc": "001", "system": system_info(), "config": runner.config_dict(cfg),
-           "args": {k: str(v) for k, v in vars(a).items()}, "loader": loader, "n_train": len(Xtr), "n_val": len(Xv)}
+    out = {
+        "study": "mlp-scratch",
+        "seed_doc": "001",
+        "system": system_info(),
+        "config": runner.config_dict(cfg),
+        "args": {k: str(v) for k, v in vars(a).items()},
+        "loader": loader,
+        "n_train": len(Xtr),
+        "n_val": len(Xv),
+    }
     print(f"system: {out['system']['gpu']}, cupy {out['system']['cupy']}, numpy {out['system']['numpy']}", flush=True)
 
     # 1. correctness before timing
-    checks = {"cupy": ("cupy", "kernels"), "cupy-tuned": ("cupy-tuned", "kernels"),
-              "cupy-tuned-cublas": ("cupy-tuned", "cublas")}
-    out["checks"] = {name: runner.check_against_numpy(v, Xtr, ytr, a.check_steps, cfg, g)
-                     for name, (v, g) in checks.items()}
+    checks = {"cupy": ("cupy", "kernels"), "cupy-tuned": ("cupy-tuned", "kernels"), "cupy-tuned-cublas": ("cupy-tuned", "cublas")}
+    out["checks"] = {name: runner.check_against_numpy(v, Xtr, ytr, a.check_steps, cfg, g) for name, (v, g) in checks.items()}
     for v, c in out["checks"].items():
-        print(f"check {v} vs numpy, {a.check_steps} steps: max abs err {c['max_abs_err']:.3g}, "
-              f"err/tol {c['max_err_over_tol']:.3g} -> {'ok' if c['ok'] else 'FAIL'}", flush=True)
+        print(
+            f"check {v} vs numpy, {a.check_steps} steps: max abs err {c['max_abs_err']:.3g}, "
+            f"err/tol {c['max_err_over_tol']:.3g} -> {'ok' if c['ok'] else 'FAIL'}",
+            flush=True,
+        )
 
     # 2. plain runs, interleaved
     runs = {name: [] for name in PLAIN}
@@ -204,14 +254,19 @@ def main(argv=None) -> int:
         for name, (variant, graph, gemm) in PLAIN.items():
             res = runner.plain_run(variant, Xtr, ytr, Xv, yv, cfg, use_graph=graph, gemm=gemm)
             runs[name].append(res)
-            print(f"repeat {r} {name}: total {res['total_s']:.4g} s, {res['per_iter_ms']:.4g} ms/iter "
-                  f"(median {res['per_iter_median_ms']:.4g}), final val acc {res['final_val_acc']:.4f}", flush=True)
+            print(
+                f"repeat {r} {name}: total {res['total_s']:.4g} s, {res['per_iter_ms']:.4g} ms/iter "
+                f"(median {res['per_iter_median_ms']:.4g}), final val acc {res['final_val_acc']:.4f}",
+                flush=True,
+            )
     print(f"plain runs took {time.perf_counter() - t0:.1f} s", flush=True)
     out["runs"] = runs
 
     # 3. breakdown and memory
-    bd = {name: runner.breakdown_run(v, Xtr, ytr, cfg, a.breakdown_iterations, g)
-          for name, (v, g) in {"numpy": ("numpy", "kernels"), **checks}.items()}
+    bd = {
+        name: runner.breakdown_run(v, Xtr, ytr, cfg, a.breakdown_iterations, g)
+        for name, (v, g) in {"numpy": ("numpy", "kernels"), **checks}.items()
+    }
     mem = {v: memory_isolated(v, Xtr, ytr, Xv, yv, cfg) for v in ("numpy", "cupy", "cupy-tuned")}
     out["breakdown"], out["memory"] = bd, mem
 
@@ -225,14 +280,22 @@ def main(argv=None) -> int:
     print_tables(t3, t4, mem, list(runs))
     print("\nConvergence vs numpy (|acc diff| <= 1e-3):")
     for n, c in out["curve_checks"].items():
-        print(f"  {n}: train {c['max_abs_diff_train_acc']:.2g}, val {c['max_abs_diff_val_acc']:.2g}, "
-              f"loss {c['max_abs_diff_loss']:.2g} -> {'agree' if c['agree'] else 'DISAGREE'}")
+        print(
+            f"  {n}: train {c['max_abs_diff_train_acc']:.2g}, val {c['max_abs_diff_val_acc']:.2g}, "
+            f"loss {c['max_abs_diff_loss']:.2g} -> {'agree' if c['agree'] else 'DISAGREE'}"
+        )
     tuned_ms = _med(runs["cupy-tuned"], "per_iter_median_ms")
-    out["target"] = {"tuned_per_iter_median_ms": tuned_ms, "target_ms": TARGET_TUNED_MS, "dtype": a.dtype,
-                     "met": tuned_ms is not None and tuned_ms <= TARGET_TUNED_MS}
-    print(f"\ntuned CuPy {a.dtype}: {tuned_ms:.4g} ms/iter (median) vs target {TARGET_TUNED_MS} ms "
-          f"on an H100 float32 -> {'met' if out['target']['met'] else 'NOT met'}; graph: "
-          f"{runs['cupy-tuned'][0]['graph']} {runs['cupy-tuned'][0]['graph_error'] or ''}")
+    out["target"] = {
+        "tuned_per_iter_median_ms": tuned_ms,
+        "target_ms": TARGET_TUNED_MS,
+        "dtype": a.dtype,
+        "met": tuned_ms is not None and tuned_ms <= TARGET_TUNED_MS,
+    }
+    print(
+        f"\ntuned CuPy {a.dtype}: {tuned_ms:.4g} ms/iter (median) vs target {TARGET_TUNED_MS} ms "
+        f"on an H100 float32 -> {'met' if out['target']['met'] else 'NOT met'}; graph: "
+        f"{runs['cupy-tuned'][0]['graph']} {runs['cupy-tuned'][0]['graph_error'] or ''}"
+    )
     path = a.out / "mlp_scratch_check.json"
     _write_json(path, out)
     print(f"wrote {path}")

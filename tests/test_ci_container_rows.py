@@ -1,5 +1,6 @@
 """The rows the CI container smoke wrote (.ci/docker-smoke.sh): schema, provenance, and an
 accuracy band on real MNIST. Skips where no smoke ran (a user's machine without Docker)."""
+
 import hashlib
 import json
 import os

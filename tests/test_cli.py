@@ -1,5 +1,6 @@
 """`python -m bench matrix` and `cell` on the embedded default: rows, provenance, bad input,
 failed cells, reruns, and the command every row records."""
+
 import json
 import os
 import shlex
@@ -17,7 +18,9 @@ DIGITS = ["--set", "dataset=digits"]
 
 def bench(*args, cwd=ROOT, env=None):
     e = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env={**e, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env={**e, **(env or {})}
+    )
 
 
 def cell_dirs(out: Path, study: str = "mnist-cnn") -> list[Path]:
@@ -26,8 +29,21 @@ def cell_dirs(out: Path, study: str = "mnist-cnn") -> list[Path]:
 
 @pytest.mark.parametrize("backend,pipeline", [("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")])
 def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
-    r = bench("matrix", "mnist-cnn", "--only", f"backend={backend}", "--only", f"pipeline={pipeline}", "--set", "epochs=2",
-              "--set", "batch_size=256", *DIGITS, "--out", str(tmp_path))
+    r = bench(
+        "matrix",
+        "mnist-cnn",
+        "--only",
+        f"backend={backend}",
+        "--only",
+        f"pipeline={pipeline}",
+        "--set",
+        "epochs=2",
+        "--set",
+        "batch_size=256",
+        *DIGITS,
+        "--out",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     [cell] = cell_dirs(tmp_path)
     rows = read_rows(cell / "rows.jsonl")
@@ -61,8 +77,21 @@ def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
 
 def test_the_recorded_command_reproduces_the_cell(tmp_path):
     """Every row names the command that reruns it; running it gives the same loss curve (CPU, same seed)."""
-    r = bench("matrix", "mnist-cnn", "--only", "backend=torch-cpu", "--only", "pipeline=resident", "--set", "epochs=2",
-              "--set", "threads=1", *DIGITS, "--out", str(tmp_path / "a"))
+    r = bench(
+        "matrix",
+        "mnist-cnn",
+        "--only",
+        "backend=torch-cpu",
+        "--only",
+        "pipeline=resident",
+        "--set",
+        "epochs=2",
+        "--set",
+        "threads=1",
+        *DIGITS,
+        "--out",
+        str(tmp_path / "a"),
+    )
     assert r.returncode == 0, r.stderr
     [cell] = cell_dirs(tmp_path / "a")
     rows = read_rows(cell / "rows.jsonl")
@@ -74,20 +103,23 @@ def test_the_recorded_command_reproduces_the_cell(tmp_path):
     assert [(x["train_loss"], x["test_acc"]) for x in rows] == [(x["train_loss"], x["test_acc"]) for x in rows_b]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--only", "backend=tensorflow"], "no cells to run"),
-    (["--set", "pipeline=magic"], "has no pipeline 'magic'"),
-    (["--only", "backend=numba-cpu", "--set", "pipeline=seed"], "numba-cpu has no pipeline 'seed'"),
-    (["--set", "epochs=0"], "epochs must be > 0"),
-    (["--set", "epochs=-3"], "epochs must be > 0"),
-    (["--set", "epochs=three"], "--set epochs='three': expected int"),
-    (["--set", "nope=1"], "no parameter 'nope'"),
-    (["--set", "batch_size=5000"], "larger than the training set"),
-    (["--data-dir", "/nonexistent/kit-data"], "does not exist"),
-    (["--set", "dataset=cifar"], "unknown dataset 'cifar'"),
-    (["--platform", "tpu"], "unknown platform 'tpu'"),
-    (["--set", "mlp-scratch.epochs=3"], "is not a selected study"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--only", "backend=tensorflow"], "no cells to run"),
+        (["--set", "pipeline=magic"], "has no pipeline 'magic'"),
+        (["--only", "backend=numba-cpu", "--set", "pipeline=seed"], "numba-cpu has no pipeline 'seed'"),
+        (["--set", "epochs=0"], "epochs must be > 0"),
+        (["--set", "epochs=-3"], "epochs must be > 0"),
+        (["--set", "epochs=three"], "--set epochs='three': expected int"),
+        (["--set", "nope=1"], "no parameter 'nope'"),
+        (["--set", "batch_size=5000"], "larger than the training set"),
+        (["--data-dir", "/nonexistent/kit-data"], "does not exist"),
+        (["--set", "dataset=cifar"], "unknown dataset 'cifar'"),
+        (["--platform", "tpu"], "unknown platform 'tpu'"),
+        (["--set", "mlp-scratch.epochs=3"], "is not a selected study"),
+    ],
+)
 def test_bad_input_is_one_line_nonzero_and_leaves_no_result(tmp_path, args, message):
     base = ["matrix", "mnist-cnn", "--out", str(tmp_path / "out")] + ([] if "dataset=cifar" in args else DIGITS)
     r = bench(*base, *args)
@@ -97,14 +129,17 @@ def test_bad_input_is_one_line_nonzero_and_leaves_no_result(tmp_path, args, mess
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("spec,message", [
-    ('{"study": "mnist-cnn", "backend": "tensorflow"}', "unknown backend 'tensorflow'"),
-    ('{"study": "imagenet", "backend": "x"}', "unknown study 'imagenet'"),
-    ('{"study": "mnist-cnn"}', "lacks backend"),
-    ('{"study": "mnist-cnn", "backend": "torch-cpu", "colour": 1}', "unknown field(s) colour"),
-    ("{not json", "not JSON"),
-    ('{"study": "mnist-cnn", "backend": "torch-cpu", "params": {"epochs": 1}}', "lacks parameter"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ('{"study": "mnist-cnn", "backend": "tensorflow"}', "unknown backend 'tensorflow'"),
+        ('{"study": "imagenet", "backend": "x"}', "unknown study 'imagenet'"),
+        ('{"study": "mnist-cnn"}', "lacks backend"),
+        ('{"study": "mnist-cnn", "backend": "torch-cpu", "colour": 1}', "unknown field(s) colour"),
+        ("{not json", "not JSON"),
+        ('{"study": "mnist-cnn", "backend": "torch-cpu", "params": {"epochs": 1}}', "lacks parameter"),
+    ],
+)
 def test_bad_cell_spec_is_one_line(tmp_path, spec, message):
     r = bench("cell", spec, "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr

@@ -1,5 +1,6 @@
 """The core's contracts: Cell identity and serialisation, --set/--only, the registry,
 provenance (an unclean tree says so), and the host side importing no torch/numba/sklearn."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,15 @@ def test_cell_id_is_stable_and_hashes_the_whole_spec():
     same = Cell("mnist-cnn", "torch-cpu", params={"lr": 0.01, "epochs": 2}, name="another name")
     assert a.key == same.key and a == same, "key order and the readable name do not change the identity"
     assert a.id.startswith("x-") and len(a.id.split("-")[-1]) == 12
-    for change in ({"params": {"epochs": 3, "lr": 0.01}}, {"seed": 1}, {"repeat": 1}, {"variant": "fast"},
-                   {"devices": ("cuda:0",)}, {"backend": "numba-cpu"}, {"study": "other"}):
+    for change in (
+        {"params": {"epochs": 3, "lr": 0.01}},
+        {"seed": 1},
+        {"repeat": 1},
+        {"variant": "fast"},
+        {"devices": ("cuda:0",)},
+        {"backend": "numba-cpu"},
+        {"study": "other"},
+    ):
         assert a.replace(**change).key != a.key, change
     assert Cell.from_json(a.to_json()) == a and Cell.from_json(a.to_json()).name == "x"
     assert a.dir(Path("/r")) == Path("/r/mnist-cnn") / a.id
@@ -33,18 +41,28 @@ def test_cell_id_is_stable_and_hashes_the_whole_spec():
 def test_cell_key_is_pinned():
     """The id of a fixed spec never changes between kit versions (stored results stay findable)."""
     c = Cell("mnist-cnn", "torch-cpu", "default", {"epochs": 10, "batch_size": 512}, (), 0, 0)
-    assert c.spec() == {"backend": "torch-cpu", "devices": [], "params": {"batch_size": 512, "epochs": 10},
-                        "repeat": 0, "seed": 0, "study": "mnist-cnn", "variant": "default"}
+    assert c.spec() == {
+        "backend": "torch-cpu",
+        "devices": [],
+        "params": {"batch_size": 512, "epochs": 10},
+        "repeat": 0,
+        "seed": 0,
+        "study": "mnist-cnn",
+        "variant": "default",
+    }
     # pinned: a change to the hashing would silently orphan every stored result
     assert c.key == "0e9c64ffc267b3bfb135c0d668beb768f3bd8de0dc1617ada4dd770a64bd2065"
 
 
-@pytest.mark.parametrize("bad,message", [
-    (dict(study="", backend="b"), "study must be a non-empty string"),
-    (dict(study="s", backend="b", seed=-1), "seed must be an integer >= 0"),
-    (dict(study="s", backend="b", repeat=True), "repeat must be an integer >= 0"),
-    (dict(study="s", backend="b", params=[1]), "params must be an object"),
-])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (dict(study="", backend="b"), "study must be a non-empty string"),
+        (dict(study="s", backend="b", seed=-1), "seed must be an integer >= 0"),
+        (dict(study="s", backend="b", repeat=True), "repeat must be an integer >= 0"),
+        (dict(study="s", backend="b", params=[1]), "params must be an object"),
+    ],
+)
 def test_bad_cell_fields_are_one_line(bad, message):
     with pytest.raises(KitError, match=message):
         Cell(**bad)
@@ -88,17 +106,21 @@ def test_registry_finds_the_kits_studies_by_listing():
 
 def test_backends_import_only_what_they_need():
     """numba-cpu never imports torch; opening a torch cell never imports numba."""
-    code = ("import sys; from bench.core.registry import get_study; s = get_study('mnist-cnn'); "
-            "s.why_unavailable('numba-cpu'); s.load_backend('numba-cpu'); "
-            "from bench.studies.mnist_cnn.kernels import numba_cpu_cnn; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; from bench.core.registry import get_study; s = get_study('mnist-cnn'); "
+        "s.why_unavailable('numba-cpu'); s.load_backend('numba-cpu'); "
+        "from bench.studies.mnist_cnn.kernels import numba_cpu_cnn; "
+        "print('torch' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
-    code = ("import sys, json; from bench.core.registry import get_study; from bench.core.study import RunContext; "
-            "from pathlib import Path; s = get_study('mnist-cnn'); "
-            "c = s.resolve(s.cell('torch-cpu', epochs=1, dataset='digits'), None); "
-            "r = s.open(c, RunContext(Path('/tmp'), Path('/tmp/x'), None, 'id')); r.step(0); "
-            "print('numba' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys, json; from bench.core.registry import get_study; from bench.core.study import RunContext; "
+        "from pathlib import Path; s = get_study('mnist-cnn'); "
+        "c = s.resolve(s.cell('torch-cpu', epochs=1, dataset='digits'), None); "
+        "r = s.open(c, RunContext(Path('/tmp'), Path('/tmp/x'), None, 'id')); r.step(0); "
+        "print('numba' in sys.modules, 'torch' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "False True", r.stderr
 
@@ -106,11 +128,13 @@ def test_backends_import_only_what_they_need():
 def test_host_side_imports_no_torch_numba_or_sklearn(tmp_path):
     """orchestrate.py, host/ and the report (every study's section) need only requirements/host.txt."""
     ref = ROOT / "results" / "reference"
-    code = ("import sys, runpy; sys.argv = ['orchestrate.py', '--help']\n"
-            "import orchestrate, host.plan, host.docker, host.docker_cli, host.report\n"
-            f"host.report.build_report([__import__('pathlib').Path(r'{ref}')], __import__('pathlib').Path(r'{tmp_path}'))\n"
-            "host.plan.native_platforms(); host.plan.check_data_dir(None)\n"
-            "print(sorted(m for m in ('torch', 'numba', 'sklearn', 'scipy', 'cupy') if m in sys.modules))")
+    code = (
+        "import sys, runpy; sys.argv = ['orchestrate.py', '--help']\n"
+        "import orchestrate, host.plan, host.docker, host.docker_cli, host.report\n"
+        f"host.report.build_report([__import__('pathlib').Path(r'{ref}')], __import__('pathlib').Path(r'{tmp_path}'))\n"
+        "host.plan.native_platforms(); host.plan.check_data_dir(None)\n"
+        "print(sorted(m for m in ('torch', 'numba', 'sklearn', 'scipy', 'cupy') if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "[]"
@@ -142,8 +166,13 @@ def test_an_unclean_tree_is_recorded(tmp_path):
     probe = "import json; from bench.core.provenance import source_state; print(json.dumps(source_state()))"
 
     def state():
-        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=clone,
-                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(clone)})
+        r = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            cwd=clone,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(clone)},
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 

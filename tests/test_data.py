@@ -1,13 +1,14 @@
 """MNIST IDX reader (raw and .gz), every malformed-file case, and the embedded default."""
+
 import gzip
 import struct
 
 import numpy as np
 import pytest
 
+from bench.core.errors import KitError
 from bench.data.embedded import load_digits_28
 from bench.data.mnist import FILES, load_dataset, load_mnist, read_idx
-from bench.core.errors import KitError
 
 
 def write_idx(path, arr, magic, gz=False):
@@ -20,8 +21,12 @@ def make_mnist(root, n_train=20, n_test=10, gz=False, **override):
     d = root / "mnist"
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    arrays = {"train_images": rng.integers(0, 256, (n_train, 28, 28)), "train_labels": rng.integers(0, 10, n_train),
-              "test_images": rng.integers(0, 256, (n_test, 28, 28)), "test_labels": rng.integers(0, 10, n_test)}
+    arrays = {
+        "train_images": rng.integers(0, 256, (n_train, 28, 28)),
+        "train_labels": rng.integers(0, 10, n_train),
+        "test_images": rng.integers(0, 256, (n_test, 28, 28)),
+        "test_labels": rng.integers(0, 10, n_test),
+    }
     arrays.update(override)
     for key, stem in FILES.items():
         write_idx(d / (stem + (".gz" if gz else "")), arrays[key], 2051 if "images" in key else 2049, gz)

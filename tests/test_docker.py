@@ -2,6 +2,7 @@
 (always), and the built images themselves (only where a Docker engine answers and the
 image is built: `python orchestrate.py build cpu`; skipped with the reason otherwise).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # ---- compose.yaml: pure structure --------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
@@ -59,14 +61,19 @@ def test_dockerfile_contract() -> None:
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=12.8"' in text
     assert text.count('ENTRYPOINT ["python", "-m", "bench"]') == 2 and text.count('CMD ["selfcheck"]') == 2
     assert text.count("USER 10001:10001") == 2
-    for label in ("cnn-bench.torch-version", "cnn-bench.cuda-version", "cnn-bench.lock-hash",
-                  "org.opencontainers.image.revision"):
+    for label in (
+        "cnn-bench.torch-version",
+        "cnn-bench.cuda-version",
+        "cnn-bench.lock-hash",
+        "org.opencontainers.image.revision",
+    ):
         assert text.count(label) == 2, label
     # The CA bundle is a secret: nothing COPYs or ADDs a certificate into a layer.
     assert not re.search(r"^(COPY|ADD)\b.*(\.crt|\.pem|pipca)", text, re.M)
 
 
 # ---- host functions: bad input is one clear line -------------------------------------------
+
 
 def test_unknown_platform_is_one_line() -> None:
     for bad in ("tpu", "mps"):
@@ -97,6 +104,7 @@ def test_missing_data_dir_is_one_line(tmp_path: Path) -> None:
 
 
 # ---- the built images (need an engine) -----------------------------------------------------
+
 
 def _image_or_skip(platform: str):
     reason = dk.engine_ok()
@@ -141,12 +149,18 @@ def test_cpu_image_labels_match_the_lock(cpu_image) -> None:
 
 def test_cpu_image_runs_unprivileged_read_only_without_network(cpu_image) -> None:
     _, img = cpu_image
-    code, out = _run(img.id, ["-c", "import os, socket, torch, numba, sklearn; "
-                                    "print(os.getuid(), torch.__version__, torch.get_num_threads()); "
-                                    "open('/tmp/ok', 'w').write('x'); "
-                                    "print(sorted(n for _, n in socket.if_nameindex())); "
-                                    "open('/opt/venv/x', 'w')"],
-                     entrypoint=["python", "-u"])
+    code, out = _run(
+        img.id,
+        [
+            "-c",
+            "import os, socket, torch, numba, sklearn; "
+            "print(os.getuid(), torch.__version__, torch.get_num_threads()); "
+            "open('/tmp/ok', 'w').write('x'); "
+            "print(sorted(n for _, n in socket.if_nameindex())); "
+            "open('/opt/venv/x', 'w')",
+        ],
+        entrypoint=["python", "-u"],
+    )
     assert code == 1 and "Read-only file system" in out, out
     # docker interleaves the stdout and stderr streams in no fixed order: find our line
     first = next(line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit())

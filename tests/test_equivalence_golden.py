@@ -3,6 +3,7 @@
 Same weights and batch: logits, loss and all 8 gradients within 1e-4 relative (fp32).
 Same initial weights and batch order: the 20-step loss curves within 1e-3.
 """
+
 import numpy as np
 import pytest
 from tolerances import CURVE_ATOL, assert_close
@@ -22,8 +23,7 @@ def test_forward_loss_and_every_gradient_match_torch(golden):
     grads = K.zeros_like_params(params)
     logits = K.forward(params, golden["x"], ws)
     loss = K.loss_backward(params, golden["y"], ws, grads)
-    errs = {"logits": assert_close("logits", logits, golden["logits"]),
-            "loss": assert_close("loss", loss, golden["loss"])}
+    errs = {"logits": assert_close("logits", logits, golden["logits"]), "loss": assert_close("loss", loss, golden["loss"])}
     for name in PARAM_NAMES:
         errs[name] = assert_close(f"grad {name}", grads[name], golden[f"g.{name}"])
     print("largest relative error:", max(errs.items(), key=lambda kv: kv[1]))

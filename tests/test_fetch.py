@@ -1,4 +1,5 @@
 """`data fetch mnist` against a local HTTP server on 127.0.0.1 serving good and bad files."""
+
 import functools
 import gzip
 import http.server
@@ -8,8 +9,8 @@ import threading
 
 import pytest
 
-from bench.data import fetch
 from bench.core.errors import KitError
+from bench.data import fetch
 
 ROOT = fetch.Path(__file__).resolve().parent.parent
 
@@ -80,8 +81,22 @@ def test_real_mnist_files_verify(server, tmp_path, real_mnist_dir):
 def test_cli_reports_mismatch_in_one_line(server, tmp_path, monkeypatch):
     url, www = server
     (www / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"not mnist"))
-    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "mnist",
-                          "--data-dir", str(tmp_path / "d"), "--mirror", url], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "orchestrate.py"),
+            "data",
+            "fetch",
+            "mnist",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--mirror",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode != 0
     err = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("error: ") and "SHA-256 mismatch" in err[0], out.stderr
@@ -89,10 +104,20 @@ def test_cli_reports_mismatch_in_one_line(server, tmp_path, monkeypatch):
 
 
 def test_unknown_dataset_and_data_list(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "imagenet", "--data-dir", str(tmp_path)],
-                         capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown dataset 'imagenet' to fetch: choose mnist" in out.stderr
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "imagenet", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown dataset 'imagenet' to fetch: choose mnist" in out.stderr
+    )
     (tmp_path / "mnist").mkdir()
-    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "list", "--data-dir", str(tmp_path)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "data", "list", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0 and f"present in {tmp_path / 'mnist'}" in out.stdout

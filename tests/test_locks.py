@@ -5,6 +5,7 @@ naming every file a lock was resolved from (the .in, what it includes with -r, t
 it is constrained to); here we recompute those sha256s. Fix a failure with
 `requirements/lock.sh` (needs PyPI).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,11 @@ def test_lock_is_fresh(target: str) -> None:
     assert recorded, f"requirements/{target}.txt has no '# input:' header: run requirements/lock.sh"
     missing = includes(REQ / f"{target}.in") - set(recorded)
     assert not missing, f"requirements/{target}.txt was not resolved from {sorted(missing)}: run requirements/lock.sh"
-    stale = [path for path, digest in recorded.items()
-             if not (REPO / path).is_file() or hashlib.sha256((REPO / path).read_bytes()).hexdigest() != digest]
+    stale = [
+        path
+        for path, digest in recorded.items()
+        if not (REPO / path).is_file() or hashlib.sha256((REPO / path).read_bytes()).hexdigest() != digest
+    ]
     assert not stale, f"requirements/{target}.txt is stale against {stale}: run requirements/lock.sh"
 
 
@@ -98,9 +102,18 @@ def test_cuda_lock_is_one_cuda_minor() -> None:
     cuda = pins("cuda")
     assert "cupy-cuda12x" in cuda and "numba-cuda" in cuda
     assert "[cu12]" in (REQ / "cuda.txt").read_text()
-    minors = {".".join(v.split(".")[:2]) for k, v in cuda.items()
-              if k in ("nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvcc-cu12",
-                       "nvidia-cuda-cupti-cu12", "nvidia-nvjitlink-cu12")}
+    minors = {
+        ".".join(v.split(".")[:2])
+        for k, v in cuda.items()
+        if k
+        in (
+            "nvidia-cuda-runtime-cu12",
+            "nvidia-cuda-nvrtc-cu12",
+            "nvidia-cuda-nvcc-cu12",
+            "nvidia-cuda-cupti-cu12",
+            "nvidia-nvjitlink-cu12",
+        )
+    }
     assert minors == {"12.8"}, minors
     assert cuda.get("cuda-toolkit", "12.8").startswith("12.8")
     assert not any(k.endswith("-cu13") for k in cuda)

@@ -4,11 +4,10 @@ NumPy tests run everywhere (CI); CuPy tests run where CuPy and a GPU exist, else
 with the reason. Data: synthetic, sklearn's digits (8x8 upscaled into 28x28), and real
 MNIST if the gzip IDX files are found ($KIT_DATA_DIR/mnist or ../shared/datasets/mnist).
 """
+
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +27,7 @@ def synthetic(n: int, seed: int = 0):
     y = rng.integers(0, 10, n)
     X = rng.random((n, 784)) * 0.2
     for c in range(10):
-        X[y == c, c * 78:(c + 1) * 78] += 0.6
+        X[y == c, c * 78 : (c + 1) * 78] += 0.6
     return np.clip(X, 0, 1).astype(np.float32), y
 
 
@@ -43,6 +42,7 @@ def digits():
 
 
 # ---------------------------------------------------------------- the maths
+
 
 def test_forward_shapes_and_softmax():
     X, y = synthetic(64)
@@ -97,14 +97,16 @@ def test_init_is_seeded_uniform_and_dtype_selectable():
 
 def test_training_learns_digits():
     X, y = digits()
-    r = runner.plain_run("numpy", X[300:900], y[300:900], X[:300], y[:300],
-                         runner.RunConfig(iterations=100, seed=2, warmup_iters=1))
+    r = runner.plain_run(
+        "numpy", X[300:900], y[300:900], X[:300], y[:300], runner.RunConfig(iterations=100, seed=2, warmup_iters=1)
+    )
     conv = r["convergence"]
     assert conv[-1]["loss"] < 0.5 * conv[0]["loss"]
     assert r["final_train_acc"] > 0.6 and r["final_val_acc"] > 0.5
 
 
 # ---------------------------------------------------------------- runs (one body per variant)
+
 
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_plain_run_keys_timings_and_curve(variant):
@@ -157,8 +159,17 @@ def test_breakdown_run_ops():
 def test_memory_breakdown(variant):
     X, y = synthetic(500)
     m = runner.memory_breakdown(variant, X[100:], y[100:], X[:100], y[:100], runner.RunConfig(dtype="float64"))
-    keys = ("params_bytes", "input_bytes", "activations_bytes", "gradients_bytes", "framework_overhead_bytes",
-            "pool_used_bytes", "pool_total_bytes", "rss_bytes", "rss_peak_bytes")
+    keys = (
+        "params_bytes",
+        "input_bytes",
+        "activations_bytes",
+        "gradients_bytes",
+        "framework_overhead_bytes",
+        "pool_used_bytes",
+        "pool_total_bytes",
+        "rss_bytes",
+        "rss_peak_bytes",
+    )
     assert all(k in m for k in keys)
     if variant == "numpy":
         assert m["params_bytes"] == 8 * (7840 + 10 + 100 + 10)
@@ -171,9 +182,11 @@ def test_memory_breakdown(variant):
     assert m["rss_peak_bytes"] >= m["rss_bytes"] > 0
 
 
-@pytest.mark.parametrize("variant, gemm", [pytest.param(v, "kernels", marks=() if v == "numpy" else needs_cupy)
-                                           for v in runner.VARIANTS]
-                         + [pytest.param("cupy-tuned", "cublas", marks=needs_cupy)])
+@pytest.mark.parametrize(
+    "variant, gemm",
+    [pytest.param(v, "kernels", marks=() if v == "numpy" else needs_cupy) for v in runner.VARIANTS]
+    + [pytest.param("cupy-tuned", "cublas", marks=needs_cupy)],
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matches_numpy_reference(variant, gemm, dtype):
     """Params after each of 3 steps within the per-dtype tolerance of the NumPy path.
@@ -207,6 +220,7 @@ def test_tuned_graph_matches_uncaptured():
 
 # ---------------------------------------------------------------- timers
 
+
 def test_clock_measures_a_known_sleep():
     clock = runner._Clock(np)
     a = clock.mark()
@@ -236,31 +250,35 @@ GOOD_X, GOOD_Y = synthetic(20)
 
 def _tuned(**kw):
     from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+
     return TunedCupyMLP(GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, net.init_params(0), **kw)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: runner.plain_run("numpy", None, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "train data missing"),
-    (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y, GOOD_X, None, SMALL), "val data missing"),
-    (lambda: runner.plain_run("numpy", GOOD_X.reshape(20, 28, 28), GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"shape \(20, 28, 28\)"),
-    (lambda: runner.plain_run("numpy", GOOD_X[:, :100], GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \(n, 784\)"),
-    (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y[:5], GOOD_X, GOOD_Y, SMALL), "y has shape"),
-    (lambda: runner.plain_run("numpy", GOOD_X[:0], GOOD_Y[:0], GOOD_X, GOOD_Y, SMALL), "empty"),
-    (lambda: runner.plain_run("numpy", GOOD_X * 255, GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \[0, 1\]"),
-    (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y + 10, GOOD_X, GOOD_Y, SMALL), "labels"),
-    (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y.astype(float), GOOD_X, GOOD_Y, SMALL), "integer labels"),
-    (lambda: runner.plain_run("tensorflow", GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "unknown variant"),
-    (lambda: runner.RunConfig(iterations=0), "iterations must be > 0"),
-    (lambda: runner.RunConfig(iterations=-5), "iterations must be > 0"),
-    (lambda: runner.RunConfig(iterations=2.5), "iterations must be an int"),
-    (lambda: runner.RunConfig(dtype="float16"), "unknown dtype 'float16'"),
-    (lambda: runner.RunConfig(dtype=None), "unknown dtype"),
-    (lambda: runner.RunConfig(lr=-0.1), "learning rate"),
-    (lambda: runner.breakdown_run("numpy", GOOD_X, GOOD_Y, SMALL, iterations=0), "iterations must be > 0"),
-    (lambda: net.init_params(0, "int8"), "unknown dtype"),
-    (lambda: net.get_xp("jax"), "unknown backend"),
-    (lambda: _tuned(gemm="cutlass"), "unknown gemm"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: runner.plain_run("numpy", None, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "train data missing"),
+        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y, GOOD_X, None, SMALL), "val data missing"),
+        (lambda: runner.plain_run("numpy", GOOD_X.reshape(20, 28, 28), GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"shape \(20, 28, 28\)"),
+        (lambda: runner.plain_run("numpy", GOOD_X[:, :100], GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \(n, 784\)"),
+        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y[:5], GOOD_X, GOOD_Y, SMALL), "y has shape"),
+        (lambda: runner.plain_run("numpy", GOOD_X[:0], GOOD_Y[:0], GOOD_X, GOOD_Y, SMALL), "empty"),
+        (lambda: runner.plain_run("numpy", GOOD_X * 255, GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \[0, 1\]"),
+        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y + 10, GOOD_X, GOOD_Y, SMALL), "labels"),
+        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y.astype(float), GOOD_X, GOOD_Y, SMALL), "integer labels"),
+        (lambda: runner.plain_run("tensorflow", GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "unknown variant"),
+        (lambda: runner.RunConfig(iterations=0), "iterations must be > 0"),
+        (lambda: runner.RunConfig(iterations=-5), "iterations must be > 0"),
+        (lambda: runner.RunConfig(iterations=2.5), "iterations must be an int"),
+        (lambda: runner.RunConfig(dtype="float16"), "unknown dtype 'float16'"),
+        (lambda: runner.RunConfig(dtype=None), "unknown dtype"),
+        (lambda: runner.RunConfig(lr=-0.1), "learning rate"),
+        (lambda: runner.breakdown_run("numpy", GOOD_X, GOOD_Y, SMALL, iterations=0), "iterations must be > 0"),
+        (lambda: net.init_params(0, "int8"), "unknown dtype"),
+        (lambda: net.get_xp("jax"), "unknown backend"),
+        (lambda: _tuned(gemm="cutlass"), "unknown gemm"),
+    ],
+)
 def test_bad_input_raises_one_line_error(call, match):
     with pytest.raises(MLPInputError, match=match) as e:
         call()
@@ -277,6 +295,7 @@ def test_unavailable_backend_is_a_clear_error():
 
 # ---------------------------------------------------------------- real MNIST (optional)
 
+
 def test_real_mnist_subset_learns(real_mnist_dir):
     from bench.data.mnist import load_mnist
 
@@ -285,7 +304,13 @@ def test_real_mnist_subset_learns(real_mnist_dir):
     assert x.shape == (60000, 28, 28) and y.shape == (60000,)
     X = x.reshape(60000, 784).astype(np.float32) / 255.0
     # the seed's split is 59,000 / 1,000; a 5,000-sample slice keeps CI fast on 2 cores
-    r = runner.plain_run("numpy", X[1000:6000], y[1000:6000].astype(np.int64), X[:1000], y[:1000].astype(np.int64),
-                         runner.RunConfig(iterations=60, warmup_iters=1))
+    r = runner.plain_run(
+        "numpy",
+        X[1000:6000],
+        y[1000:6000].astype(np.int64),
+        X[:1000],
+        y[:1000].astype(np.int64),
+        runner.RunConfig(iterations=60, warmup_iters=1),
+    )
     conv = r["convergence"]
     assert conv[-1]["loss"] < conv[0]["loss"] and r["final_val_acc"] > 0.3, conv[-1]

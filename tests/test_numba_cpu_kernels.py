@@ -1,6 +1,7 @@
 """Numba CPU kernels (bench/kernels/numba_cpu_cnn.py) against the same net built in torch (CPU,
 float32): logits, loss, every parameter's gradient, a 20-step SGD-momentum loss curve,
 predict, partial batches, pool tie-breaking, and independence of the chunk count."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,9 +23,16 @@ LAYERS = ("conv1", "conv2", "fc1", "fc2")
 
 def torch_net(params: dict[str, np.ndarray]) -> nn.Module:
     net = nn.Sequential(
-        nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(400, 128), nn.ReLU(), nn.Linear(128, 10),
+        nn.Conv2d(1, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
     )
     layers = dict(zip(LAYERS, (net[0], net[3], net[7], net[9])))
     with torch.no_grad():
@@ -36,13 +44,11 @@ def torch_net(params: dict[str, np.ndarray]) -> nn.Module:
 
 
 def torch_grads(net: nn.Module) -> dict[str, np.ndarray]:
-    return {name: getattr(net.layers[name.split(".")[0]], name.split(".")[1]).grad.numpy().copy()
-            for name in PARAM_NAMES}
+    return {name: getattr(net.layers[name.split(".")[0]], name.split(".")[1]).grad.numpy().copy() for name in PARAM_NAMES}
 
 
 def torch_params(net: nn.Module) -> dict[str, np.ndarray]:
-    return {name: getattr(net.layers[name.split(".")[0]], name.split(".")[1]).detach().numpy().copy()
-            for name in PARAM_NAMES}
+    return {name: getattr(net.layers[name.split(".")[0]], name.split(".")[1]).detach().numpy().copy() for name in PARAM_NAMES}
 
 
 def mnist_like(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ the nets here cap their grids at MAX_BLOCKS blocks (all kernels are grid-stride,
 result does not depend on the cap) and use batches of 2 to 5. The full-size launch configuration
 is checked on a GPU by `python -m lab.check_numba_cuda`.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,9 +44,15 @@ os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
 from bench.studies.mnist_cnn.net import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params  # noqa: E402
 
 if K.available() is not None:  # e.g. numba.cuda came up in GPU mode before this file, with no GPU
-    pytest.skip(f"numba.cuda unusable: {K.available()}"
-                + (" (numba.cuda was imported before this file could select the simulator:"
-                   " run this file on its own)" if _CUDA_IMPORTED_BEFORE else ""), allow_module_level=True)
+    pytest.skip(
+        f"numba.cuda unusable: {K.available()}"
+        + (
+            " (numba.cuda was imported before this file could select the simulator: run this file on its own)"
+            if _CUDA_IMPORTED_BEFORE
+            else ""
+        ),
+        allow_module_level=True,
+    )
 
 # rows of the net per variant; the second step uses one row fewer (a short last batch). The
 # naive variant's one-thread-per-output kernels cost the simulator ~4x more per sample.
@@ -66,9 +73,16 @@ def mnist_like(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray
 
 def torch_net(params: dict[str, np.ndarray]) -> nn.Module:
     net = nn.Sequential(
-        nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(400, 128), nn.ReLU(), nn.Linear(128, 10),
+        nn.Conv2d(1, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
     )
     layer = {"conv1": net[0], "conv2": net[3], "fc1": net[7], "fc2": net[9]}
     with torch.no_grad():
@@ -119,9 +133,21 @@ def make_case(batch: int) -> dict:
     vel = dict(zip(PARAM_NAMES, (opt.state[p]["momentum_buffer"].numpy().copy() for p in layer_params)))
     with torch.no_grad():
         pred3 = net(torch.from_numpy(x3)).argmax(1).numpy()
-    _CASES[batch] = dict(params=params, x1=x1, y1=y1, x2=x2, y2=y2, x3=x3,
-                         logits1=logits1.detach().numpy(), loss1=loss1.item(), grads1=grads1,
-                         loss2=loss2.item(), params2=torch_named(net, "param"), vel2=vel, pred3=pred3)
+    _CASES[batch] = dict(
+        params=params,
+        x1=x1,
+        y1=y1,
+        x2=x2,
+        y2=y2,
+        x3=x3,
+        logits1=logits1.detach().numpy(),
+        loss1=loss1.item(),
+        grads1=grads1,
+        loss2=loss2.item(),
+        params2=torch_named(net, "param"),
+        vel2=vel,
+        pred3=pred3,
+    )
     return _CASES[batch]
 
 
@@ -135,8 +161,7 @@ def test_numpy_reference_matches_torch():
     """The float64 NumPy reference that check_numba_cuda times against is itself right."""
     case = make_case(8)
     loss, grads, logits = K.reference_step(case["params"], case["x1"], case["y1"])
-    errs = {"logits": assert_close("ref logits", logits, case["logits1"]),
-            "loss": assert_close("ref loss", loss, case["loss1"])}
+    errs = {"logits": assert_close("ref logits", logits, case["logits1"]), "loss": assert_close("ref loss", loss, case["loss1"])}
     for name in PARAM_NAMES:
         errs[name] = assert_close(f"ref grad {name}", grads[name], case["grads1"][name])
     print("reference vs torch, largest relative error:", max(errs.items(), key=lambda kv: kv[1]))
@@ -151,15 +176,16 @@ def test_variant_matches_torch(variant):
 
     # step 1: forward + backward, compared layer by layer
     loss, grads, logits = net.loss_and_grads(x1, y1)
-    errs = {"logits": assert_close("logits", logits, case["logits1"]),
-            "loss": assert_close("loss", loss, case["loss1"])}
+    errs = {"logits": assert_close("logits", logits, case["logits1"]), "loss": assert_close("loss", loss, case["loss1"])}
     for name in PARAM_NAMES:
         ref = case["grads1"][name]
         assert np.abs(ref).sum() > 0, f"torch grad of {name} is all zero: the test would be vacuous"
         errs[f"grad {name}"] = assert_close(f"grad {name}", grads[name], ref)
     worst = max(errs.items(), key=lambda kv: kv[1])
-    print(f"{variant}: largest relative error vs torch: {worst[0]} {worst[1]:.2e}"
-          f" (bound rtol {RTOL[F32]:.0e} / atol {ATOL[F32]:.0e})")
+    print(
+        f"{variant}: largest relative error vs torch: {worst[0]} {worst[1]:.2e}"
+        f" (bound rtol {RTOL[F32]:.0e} / atol {ATOL[F32]:.0e})"
+    )
     with pytest.raises(AssertionError):  # the comparison can fail: a 0.1% error is caught
         assert_close("scaled", grads["conv1.weight"] * 1.001, case["grads1"]["conv1.weight"])
     net.step(LR, MOMENTUM)

@@ -1,4 +1,5 @@
 """orchestrate.py's own bad-input paths: one line, exit 2, nothing written."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +13,16 @@ def orch(*args, cwd):
     return subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), *args], capture_output=True, text=True, cwd=cwd)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["run", "gpu"], "unknown platform 'gpu'"),
-    (["run", "cpu", "--runtime", "native", "--data-dir", "/nonexistent/kit"], "does not exist"),
-    (["all", "--runtime", "native", "--data-dir", "/nonexistent/kit"], "does not exist"),
-    (["report", "/nonexistent/results"], "does not exist"),
-    (["data", "fetch", "mnist", "--data-dir", "/dev/null/x"], "error"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "gpu"], "unknown platform 'gpu'"),
+        (["run", "cpu", "--runtime", "native", "--data-dir", "/nonexistent/kit"], "does not exist"),
+        (["all", "--runtime", "native", "--data-dir", "/nonexistent/kit"], "does not exist"),
+        (["report", "/nonexistent/results"], "does not exist"),
+        (["data", "fetch", "mnist", "--data-dir", "/dev/null/x"], "error"),
+    ],
+)
 def test_bad_input_one_line(tmp_path, args, message):
     r = orch(*args, cwd=tmp_path)
     assert r.returncode != 0

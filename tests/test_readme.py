@@ -1,5 +1,6 @@
 """Every README command runs: the quick-start pair by shape (and the main job for real),
 the reproduction commands against real MNIST where it is available."""
+
 import re
 import shutil
 import subprocess
@@ -27,7 +28,9 @@ def test_main_command_on_the_embedded_default(tmp_path):
     """`orchestrate.py all` as the README runs it, in a clean copy of the repo with no data."""
     work = tmp_path / "clone"
     top = {".venv", "results", "data", ".git", ".whl"}
-    shutil.copytree(ROOT, work, ignore=lambda d, names: [n for n in names if n == "__pycache__" or (Path(d) == ROOT and n in top)])
+    shutil.copytree(
+        ROOT, work, ignore=lambda d, names: [n for n in names if n == "__pycache__" or (Path(d) == ROOT and n in top)]
+    )
     env = {k: v for k, v in __import__("os").environ.items() if k != "KIT_DATA_DIR"}
     cmd = BLOCKS[0].strip().split("&& ", 1)[1].replace(".venv/bin/python", sys.executable)
     r = subprocess.run(cmd, shell=True, cwd=work, env=env, capture_output=True, text=True, timeout=900)
@@ -47,9 +50,26 @@ def test_main_command_on_the_embedded_default(tmp_path):
 @pytest.mark.slow
 def test_acceptance_numba_cpu_three_epochs_reaches_97_percent_on_real_mnist(real_mnist_dir, tmp_path):
     """The issue's acceptance command: numba-cpu, full backprop, 3 epochs, real MNIST."""
-    r = subprocess.run([sys.executable, "-m", "bench", "matrix", "mnist-cnn", "--only", "backend=numba-cpu", "--set", "epochs=3",
-                        "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                       env={**__import__("os").environ, "KIT_DATA_DIR": str(real_mnist_dir)}, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "matrix",
+            "mnist-cnn",
+            "--only",
+            "backend=numba-cpu",
+            "--set",
+            "epochs=3",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "KIT_DATA_DIR": str(real_mnist_dir)},
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = read_rows(next((tmp_path / "mnist-cnn").iterdir()) / "rows.jsonl")
     assert all(row["dataset"] == "mnist" and row["dataset_real_mnist"] for row in rows)

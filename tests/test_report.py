@@ -1,4 +1,5 @@
 """The report: Table I arithmetic on known rows, merging dirs from two hosts, plots, not-run cells."""
+
 import json
 import subprocess
 import sys
@@ -16,14 +17,35 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def fake_cell(root: Path, backend: str, pipeline: str, epoch_s: list[float], acc: list[float], host: str, gpu=None, vram=None):
     cell = root / "mnist-cnn" / f"{backend}_{pipeline}"
-    rows = [{"study": "mnist-cnn", "backend": backend, "pipeline": pipeline, "variant": "default", "batch_size": 512,
-             "seed": 0, "epoch": i + 1, "status": "ok", "epoch_s": t, "samples": 60416, "samples_per_s": 60416 / t,
-             "test_acc": a, "rss_mean_mb": 1000.0 + i, "rss_peak_mb": 1100.0, "vram_peak_mb": vram, "compile_s": 0.5,
-             "dataset": "mnist", "dataset_real_mnist": True, "cell": cell.name}
-            for i, (t, a) in enumerate(zip(epoch_s, acc))]
+    rows = [
+        {
+            "study": "mnist-cnn",
+            "backend": backend,
+            "pipeline": pipeline,
+            "variant": "default",
+            "batch_size": 512,
+            "seed": 0,
+            "epoch": i + 1,
+            "status": "ok",
+            "epoch_s": t,
+            "samples": 60416,
+            "samples_per_s": 60416 / t,
+            "test_acc": a,
+            "rss_mean_mb": 1000.0 + i,
+            "rss_peak_mb": 1100.0,
+            "vram_peak_mb": vram,
+            "compile_s": 0.5,
+            "dataset": "mnist",
+            "dataset_real_mnist": True,
+            "cell": cell.name,
+        }
+        for i, (t, a) in enumerate(zip(epoch_s, acc))
+    ]
     write_rows(cell, rows)
-    write_json(cell / "system.json", {"cpu_model": f"{host} CPU", "gpu": {"name": gpu} if gpu else None,
-                                      "runtime": "native", "image_id": "native"})
+    write_json(
+        cell / "system.json",
+        {"cpu_model": f"{host} CPU", "gpu": {"name": gpu} if gpu else None, "runtime": "native", "image_id": "native"},
+    )
     return cell
 
 
@@ -32,8 +54,19 @@ def test_table1_values_and_two_hosts_merge(tmp_path):
     fake_cell(a, "torch-cpu", "resident", [2.0, 4.0], [0.9, 0.95], "Xeon")
     fake_cell(b, "torch-cuda", "resident", [0.1, 0.1, 0.1], [0.97, 0.99, 0.98], "EPYC", gpu="NVIDIA H100", vram=12.5)
     error = b / "mnist-cnn" / "numba-cuda_resident"
-    write_rows(error, [{"study": "mnist-cnn", "backend": "numba-cuda", "pipeline": "resident", "status": "error",
-                        "reason": "CUDA_ERROR_LAUNCH_FAILED", "cell": "numba-cuda_resident"}])
+    write_rows(
+        error,
+        [
+            {
+                "study": "mnist-cnn",
+                "backend": "numba-cuda",
+                "pipeline": "resident",
+                "status": "error",
+                "reason": "CUDA_ERROR_LAUNCH_FAILED",
+                "cell": "numba-cuda_resident",
+            }
+        ],
+    )
     write_json(b / "platforms.json", {"mps": {"status": "skipped", "reason": "needs macOS on Apple silicon"}})
     build_report([a, b], tmp_path / "report")
     rows = {r["platform"]: r for r in json.loads((tmp_path / "report" / "table1.json").read_text())["rows"]}
@@ -61,6 +94,10 @@ def test_missing_or_empty_dir_is_an_error(tmp_path):
 
 
 def test_report_cli_bad_dir_one_line(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "report", str(tmp_path / "nope")],
-                       capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "report", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "does not exist" in r.stderr

@@ -1,6 +1,7 @@
 """The study-agnostic core end to end: a toy study from tests/ (no kit file edited) appears
 in `bench list`, runs through `matrix` under every schedule, and gets its own report
 section; the schedules' order, skips, and dead cells."""
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ def test_toy_study_runs_under_every_schedule(tmp_path, schedule):
     assert r.returncode == 0, r.stderr + r.stdout
     rows = toy_rows(tmp_path)
     assert set(rows) == {"toy-py", "toy-fake-gpu"}
-    for name, rs in rows.items():
+    for rs in rows.values():
         assert [x["square"] for x in rs] == [0, 1, 4] and all(x["status"] == "ok" and x["study"] == "toy" for x in rs)
     steps = re.findall(r"^step +(\d)/3 (\S+) default", r.stderr + r.stdout, re.M)
     if schedule == "interleaved":  # step i of both cells before step i+1 of either
@@ -61,8 +62,22 @@ def test_toy_study_gets_its_own_report_section(tmp_path):
 
 
 def test_a_killed_cell_becomes_an_error_row_and_the_others_go_on(tmp_path):
-    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--schedule", "interleaved", "--only", "backend=py",
-              "--set", "crash_at=1", "--out", str(tmp_path / "a"))
+    r = bench(
+        "matrix",
+        "toy",
+        "-p",
+        "cpu",
+        "-p",
+        "cuda",
+        "--schedule",
+        "interleaved",
+        "--only",
+        "backend=py",
+        "--set",
+        "crash_at=1",
+        "--out",
+        str(tmp_path / "a"),
+    )
     assert r.returncode == 1
     [rows] = toy_rows(tmp_path / "a").values()
     assert [x["status"] for x in rows] == ["incomplete", "error"] and "exit code -9" in rows[-1]["reason"]
@@ -75,8 +90,9 @@ def test_a_killed_cell_becomes_an_error_row_and_the_others_go_on(tmp_path):
 
 
 def test_mnist_epochs_interleave_round_robin_and_ratios_come_out(tmp_path):
-    r = bench("matrix", "mnist-cnn", "--set", "epochs=2", "--set", "dataset=digits", "--schedule", "interleaved",
-              "--out", str(tmp_path))
+    r = bench(
+        "matrix", "mnist-cnn", "--set", "epochs=2", "--set", "dataset=digits", "--schedule", "interleaved", "--out", str(tmp_path)
+    )
     assert r.returncode == 0, r.stderr
     epochs = re.findall(r"^step +\d/2 (\S+ \S+ \S+) +epoch (\d)", r.stdout + r.stderr, re.M)
     assert [e for _, e in epochs] == ["1", "1", "1", "2", "2", "2"]

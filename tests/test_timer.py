@@ -1,4 +1,5 @@
 """The timer itself: a null workload, a known sleep, sign and units (seconds)."""
+
 import time
 
 import pytest

@@ -1,5 +1,6 @@
 """A study kept outside the kit, to prove a new study edits no kit file: it is registered by
 naming this module in KIT_STUDY_MODULES (with tests/ on PYTHONPATH), and that is all."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,9 @@ from bench.core.tables import markdown
 
 @dataclass(frozen=True)
 class ToyConfig:
-    steps: int = 3        # steps per cell
-    crash_at: int = -1    # step that kills its own process (-9); -1: none
-    raise_at: int = -1    # step that raises; -1: none
+    steps: int = 3  # steps per cell
+    crash_at: int = -1  # step that kills its own process (-9); -1: none
+    raise_at: int = -1  # step that raises; -1: none
 
 
 @dataclass

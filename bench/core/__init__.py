@@ -1,4 +1,5 @@
 """The study-agnostic core: Cell, Study and backend registries, rows, provenance."""
+
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import get_study, register_study, studies

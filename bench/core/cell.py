@@ -9,6 +9,7 @@ The id hashes every field but `name` (a readable prefix the study picks), so two
 share a directory only when they are exactly the same work; studies put the resolved
 dataset's checksum into params, so other data is other work.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,13 +37,13 @@ def _canonical(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Cell:
-    study: str                     # registry name of the study
-    backend: str                   # registry name of the backend within the study
-    variant: str = "default"       # backend tuning label
+    study: str  # registry name of the study
+    backend: str  # registry name of the backend within the study
+    variant: str = "default"  # backend tuning label
     params: dict = field(default_factory=dict, hash=False)  # the study's resolved config (units in key names)
-    devices: tuple = ()            # device slots the cell needs ((): the scheduler's choice)
-    seed: int = 0                  # weights and data order
-    repeat: int = 0                # 0, 1, ...: the same spec again, in a fresh process
+    devices: tuple = ()  # device slots the cell needs ((): the scheduler's choice)
+    seed: int = 0  # weights and data order
+    repeat: int = 0  # 0, 1, ...: the same spec again, in a fresh process
     name: str = field(default="", compare=False)  # readable id prefix; not part of the identity
 
     def __post_init__(self) -> None:
@@ -77,12 +78,12 @@ class Cell:
     def dir(self, out: Path) -> Path:
         return Path(out) / self.study / self.id
 
-    def replace(self, **changes: Any) -> "Cell":
+    def replace(self, **changes: Any) -> Cell:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d.update(changes)
         return Cell(**d)
 
-    def with_params(self, **changes: Any) -> "Cell":
+    def with_params(self, **changes: Any) -> Cell:
         return self.replace(params={**self.params, **changes})
 
     # ---- serialisation
@@ -91,7 +92,7 @@ class Cell:
         return json.dumps(d, sort_keys=True, indent=indent, separators=None if indent else (",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "Cell":
+    def from_json(cls, text: str) -> Cell:
         try:
             d = json.loads(text)
         except json.JSONDecodeError as err:
@@ -108,7 +109,7 @@ class Cell:
         return cls(**d)
 
     @classmethod
-    def load(cls, path: Path) -> "Cell":
+    def load(cls, path: Path) -> Cell:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as err:

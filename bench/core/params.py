@@ -8,6 +8,7 @@
 A value is parsed by the type of the key's default (int, float, bool, str; tuples take
 a comma list). A key no selected study has, or a value of the wrong type, is one line.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -69,8 +70,9 @@ def overrides_for(study: Study, pairs: list[str], all_studies: list[Study]) -> t
         reach = [s for s in targets if key in s.config_types() or key in CELL_SETTABLE]
         if not reach:
             keys = sorted({k for s in targets for k in s.config_types()} | set(CELL_SETTABLE))
-            raise KitError(f"--set {text}: no parameter {key!r} in {', '.join(s.name for s in targets)}; "
-                           f"settable: {', '.join(keys)}")
+            raise KitError(
+                f"--set {text}: no parameter {key!r} in {', '.join(s.name for s in targets)}; settable: {', '.join(keys)}"
+            )
         if study not in reach:
             continue
         if key in CELL_SETTABLE:

@@ -4,6 +4,7 @@ the CPU and GPU, the threads in use. `system_info()` is what each cell's system.
 Nothing here imports torch or numba: it reads them from sys.modules when a cell already
 loaded them, so the host side can use this module too.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,22 @@ from pathlib import Path
 
 import bench
 
-LIBS = ("torch", "torchvision", "numpy", "numba", "numba-cuda", "llvmlite", "scipy", "scikit-learn",
-        "cupy-cuda12x", "cupy-cuda13x", "psutil", "rich", "typer", "pillow")
+LIBS = (
+    "torch",
+    "torchvision",
+    "numpy",
+    "numba",
+    "numba-cuda",
+    "llvmlite",
+    "scipy",
+    "scikit-learn",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "psutil",
+    "rich",
+    "typer",
+    "pillow",
+)
 KIT_ROOT = Path(bench.__file__).resolve().parent.parent
 
 
@@ -39,10 +54,12 @@ def source_state() -> dict:
         head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return {"sha": None, "dirty": None, "changes": [], "from": "no git checkout"}
-        tracked = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, timeout=10).stdout.splitlines()
-        untracked = subprocess.run(git + ["ls-files", "--others", "--exclude-standard", "--", "bench"],
-                                   capture_output=True, text=True, timeout=10).stdout.splitlines()
+        tracked = subprocess.run(
+            git + ["status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()
+        untracked = subprocess.run(
+            git + ["ls-files", "--others", "--exclude-standard", "--", "bench"], capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         return {"sha": None, "dirty": None, "changes": [], "from": "git not runnable"}
     changes = [line[3:] for line in tracked] + [f"?? {p}" for p in untracked]
@@ -111,8 +128,16 @@ def thread_settings() -> dict:
 def nvidia_smi_gpus() -> list[dict]:
     """GPUs nvidia-smi lists ([] without nvidia-smi or a GPU): name, driver, memory, power limit, max SM clock."""
     try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,power.limit,clocks.max.sm",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        q = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=index,name,driver_version,memory.total,power.limit,clocks.max.sm",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     if q.returncode != 0:
@@ -121,8 +146,16 @@ def nvidia_smi_gpus() -> list[dict]:
     for line in q.stdout.splitlines():
         parts = [s.strip() for s in line.split(",")]
         if len(parts) >= 6:
-            out.append({"index": parts[0], "name": parts[1], "driver": parts[2], "memory": parts[3],
-                        "power_limit": parts[4], "max_sm_clock": parts[5]})
+            out.append(
+                {
+                    "index": parts[0],
+                    "name": parts[1],
+                    "driver": parts[2],
+                    "memory": parts[3],
+                    "power_limit": parts[4],
+                    "max_sm_clock": parts[5],
+                }
+            )
     return out
 
 
@@ -132,16 +165,22 @@ def gpu_info() -> dict | None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
-        info.update(name=p.name, memory_mb=round(p.total_memory / 1e6), sm_count=p.multi_processor_count,
-                    capability=f"{p.major}.{p.minor}", torch_cuda=torch.version.cuda,
-                    cudnn=torch.backends.cudnn.version())
+        info.update(
+            name=p.name,
+            memory_mb=round(p.total_memory / 1e6),
+            sm_count=p.multi_processor_count,
+            capability=f"{p.major}.{p.minor}",
+            torch_cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+        )
     elif torch is not None and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         info.update(name="Apple MPS", torch_mps=True)
     smi = nvidia_smi_gpus()
     if smi:
         g = smi[0]
-        info.update(name=info.get("name", g["name"]), driver=g["driver"], power_limit=g["power_limit"],
-                    max_sm_clock=g["max_sm_clock"])
+        info.update(
+            name=info.get("name", g["name"]), driver=g["driver"], power_limit=g["power_limit"], max_sm_clock=g["max_sm_clock"]
+        )
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and info:
         info["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return info or None

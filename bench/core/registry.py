@@ -9,6 +9,7 @@
 Importing a study package must stay cheap (no torch, numba or scikit-learn): the host
 imports them all to build the report.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -50,11 +51,7 @@ def _load() -> None:
             importlib.import_module(path)
         except ImportError as err:
             raise KitError(f"KIT_STUDY_MODULES names {path!r}, which cannot be imported: {err}") from None
-    try:
-        eps = metadata.entry_points(group="cnn_bench.studies")
-    except TypeError:  # pragma: no cover - Python < 3.10 API
-        eps = []
-    for ep in eps:
+    for ep in metadata.entry_points(group="cnn_bench.studies"):
         ep.load()
 
 

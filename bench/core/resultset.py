@@ -1,5 +1,6 @@
 """Finished cells under any number of result dirs, with their provenance: what the report
 and the matrix summary read. Standard library only (the host side uses it)."""
+
 from __future__ import annotations
 
 import json

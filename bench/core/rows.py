@@ -11,6 +11,7 @@ A cell's directory (one place computes it: `Cell.dir(out)`): <out>/<study>/<cell
 Every row is flat: the COMMON_KEYS below (filled by the cell entry point, never by a
 study), then the study's own metrics with units in their names (`epoch_s`, `rss_peak_mb`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -26,23 +27,23 @@ from typing import Any
 SCHEMA_VERSION = 1
 # Keys every row carries, in this order (None where a key does not apply).
 COMMON_KEYS = (
-    "schema",      # SCHEMA_VERSION of the writer
-    "study",       # registry name of the study
-    "cell",        # Cell.id: readable prefix + hash of the full spec
-    "backend",     # registry name within the study (a row may narrow it to one part of a '+' backend)
-    "variant",     # backend tuning label
-    "seed",        # weights and data order
-    "repeat",      # 0, 1, ...: repeats of the same spec, each in a fresh process
-    "run_id",      # one per cell process
-    "status",      # ok | skipped | error | incomplete
-    "reason",      # why not ok ("" when ok)
-    "host",        # hostname the cell ran on (the host's, also in a container)
-    "device",      # what the work ran on: CPU model (+ cores) or GPU name
-    "image_id",    # container image id, or "native"
-    "lock_hash",   # sha256 of the lock the environment was built from, or "native"
-    "dataset",     # dataset name actually used
+    "schema",  # SCHEMA_VERSION of the writer
+    "study",  # registry name of the study
+    "cell",  # Cell.id: readable prefix + hash of the full spec
+    "backend",  # registry name within the study (a row may narrow it to one part of a '+' backend)
+    "variant",  # backend tuning label
+    "seed",  # weights and data order
+    "repeat",  # 0, 1, ...: repeats of the same spec, each in a fresh process
+    "run_id",  # one per cell process
+    "status",  # ok | skipped | error | incomplete
+    "reason",  # why not ok ("" when ok)
+    "host",  # hostname the cell ran on (the host's, also in a container)
+    "device",  # what the work ran on: CPU model (+ cores) or GPU name
+    "image_id",  # container image id, or "native"
+    "lock_hash",  # sha256 of the lock the environment was built from, or "native"
+    "dataset",  # dataset name actually used
     "dataset_real",  # True for the real dataset, False for embedded/synthetic data
-    "command",     # the exact command that reruns this cell
+    "command",  # the exact command that reruns this cell
 )
 STATUSES = ("ok", "skipped", "error", "incomplete")
 
@@ -127,7 +128,7 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def cell_status(cell_dir: Path) -> str | None:
-    """"ok" / "skipped" / "error" from a finished cell's rows, None if unfinished."""
+    """ "ok" / "skipped" / "error" from a finished cell's rows, None if unfinished."""
     p = cell_dir / "rows.jsonl"
     if not p.is_file():
         return None

@@ -1,4 +1,5 @@
 """`python -m bench selfcheck`: is this image (or host) what it claims to be?"""
+
 from __future__ import annotations
 
 from bench.core.provenance import library_versions, runtime_info
@@ -15,7 +16,7 @@ def _gpu_kernels(echo) -> bool:
 
         @cuda.jit
         def add_one(a):
-            i = cuda.grid(1)
+            i = cuda.grid(1)  # type: ignore[call-arg,var-annotated]
             if i < a.size:
                 a[i] += 1.0
 

@@ -13,6 +13,7 @@ protocol and report section. The core calls only what is declared here.
 A backend module has `available() -> str | None` and `create(cell, data) -> trainer`; it
 is imported only when a cell asks for it, and imports only what it needs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,10 +35,10 @@ PROFILES = ("smoke", "default", "full")
 
 @dataclass(frozen=True)
 class BackendSpec:
-    module: str                    # import path of the backend module (imported only when asked for)
-    platform: str                  # cpu | cuda | mps: which platform's matrix and image it belongs to
+    module: str  # import path of the backend module (imported only when asked for)
+    platform: str  # cpu | cuda | mps: which platform's matrix and image it belongs to
     variants: tuple = ("default",)  # labels the backend accepts (studies may accept more, e.g. '+' combinations)
-    about: str = ""                # one line for `bench list`
+    about: str = ""  # one line for `bench list`
 
 
 @runtime_checkable
@@ -50,20 +51,20 @@ class BackendModule(Protocol):
 class RunContext:
     """What the cell entry point hands a study's `open()`."""
 
-    out: Path                      # the results root (the cell writes under cell.dir(out))
+    out: Path  # the results root (the cell writes under cell.dir(out))
     cell_dir: Path
-    data_dir: str | None           # --data-dir as given (None: $KIT_DATA_DIR or ./data)
+    data_dir: str | None  # --data-dir as given (None: $KIT_DATA_DIR or ./data)
     run_id: str
-    echo: Any = print              # progress lines for a person (stderr when scheduled)
+    echo: Any = print  # progress lines for a person (stderr when scheduled)
 
 
 class StepRun(Protocol):
     """An opened cell: the scheduler steps it (an epoch, a repeat, a phase) and closes it.
     Every member is required."""
 
-    steps: int                     # how many step() calls the cell takes
-    warmup_s: float                # set-up + warm-up time before step 0 (compile, JIT, checks)
-    dataset: dict                  # the data actually loaded: name, real (bool), sha256, sizes, source
+    steps: int  # how many step() calls the cell takes
+    warmup_s: float  # set-up + warm-up time before step 0 (compile, JIT, checks)
+    dataset: dict  # the data actually loaded: name, real (bool), sha256, sizes, source
 
     def step(self, i: int) -> list[dict]:
         """Run step i (0-based) and return its rows (study keys only; common keys are added)."""
@@ -84,14 +85,21 @@ class Study:
     name: ClassVar[str]
     title: ClassVar[str] = ""
     seed_doc: ClassVar[str] = ""
-    Config: ClassVar[type]                     # frozen dataclass of params with defaults
+    Config: ClassVar[type]  # frozen dataclass of params with defaults
     backends: ClassVar[dict[str, BackendSpec]] = {}
     profiles: ClassVar[tuple[str, ...]] = PROFILES
 
     # ---- config and cells
     def config_defaults(self) -> dict:
-        return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-                for f in dataclasses.fields(self.Config)}
+        out = {}
+        for f in dataclasses.fields(self.Config):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+            else:
+                raise TypeError(f"{self.name}: config field {f.name} needs a default")
+        return out
 
     def config_types(self) -> dict[str, Any]:
         return {k: type(v) for k, v in self.config_defaults().items()}
@@ -99,8 +107,7 @@ class Study:
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         raise NotImplementedError
 
-    def cell(self, backend: str, variant: str = "default", seed: int = 0, repeat: int = 0, name: str = "",
-             **params: Any) -> Cell:
+    def cell(self, backend: str, variant: str = "default", seed: int = 0, repeat: int = 0, name: str = "", **params: Any) -> Cell:
         """A cell with every config key resolved (defaults filled in)."""
         full = {**self.config_defaults(), **params}
         unknown = set(params) - set(self.config_defaults())
@@ -166,11 +173,11 @@ class Study:
         raise NotImplementedError
 
     # ---- reporting (host side: only the standard library, numpy and matplotlib)
-    def report_section(self, cells: list["ResultCell"], out: Path) -> list[str]:
+    def report_section(self, cells: list[ResultCell], out: Path) -> list[str]:
         """Markdown lines for REPORT.md (tables, figure links); files go under OUT."""
         return [f"{len(cells)} cell(s); no report section defined."]
 
-    def summary(self, cells: list["ResultCell"]) -> tuple[list[str], dict]:
+    def summary(self, cells: list[ResultCell]) -> tuple[list[str], dict]:
         """Text lines printed after a matrix run, and a dict saved as <out>/summaries/<study>.json."""
         return [], {}
 

@@ -1,4 +1,5 @@
 """Formatting shared by every study's report section (standard library only)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@ embedded defaults. Studies and the host reach data only through this module's na
 Data dir: --data-dir, else $KIT_DATA_DIR, else ./data; each dataset lives in its own
 subdirectory (<data dir>/<name>/).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -32,7 +33,9 @@ def present(root: Path) -> list[str]:
     return sorted(n for n in FETCHERS if (root / n).is_dir())
 
 
-def fetch_dataset(name: str, data_dir: str | os.PathLike | None, mirrors: tuple[str, ...] | None = None, progress: Any = None) -> list[Path]:
+def fetch_dataset(
+    name: str, data_dir: str | os.PathLike | None, mirrors: tuple[str, ...] | None = None, progress: Any = None
+) -> list[Path]:
     """Download NAME into <data dir>/<name>/ with checksums; KitError (one line) on failure."""
     if name not in FETCHERS:
         raise KitError(f"unknown dataset {name!r} to fetch: choose {', '.join(FETCHERS)}")

@@ -5,6 +5,7 @@ without a download. Each is scaled to 0..255, resized to 20x20 (bilinear) and ce
 a 28x28 frame, as MNIST centres its 20x20 digits. Split: a fixed permutation (seed 0),
 the first 1,497 for training, the last 300 for test. Not MNIST: every row says so.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

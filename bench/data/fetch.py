@@ -4,6 +4,7 @@ Each file goes to a temp name in the target dir, is verified (SHA-256 of its dec
 IDX bytes, see mnist.RAW_SHA256), and only then renamed into place; a mismatch deletes
 the temp file and raises, so nothing unverified is ever left where the reader looks.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -14,8 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.data.mnist import RAW_SHA256
 from bench.core.errors import KitError
+from bench.data.mnist import RAW_SHA256
 
 MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",

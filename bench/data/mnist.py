@@ -3,6 +3,7 @@
 Layout: <data dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
 Data dir: --data-dir, else $KIT_DATA_DIR, else ./data.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -86,7 +87,9 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
         raise KitError(f"{path}: truncated IDX file ({len(raw)} bytes)")
     got_magic, count = struct.unpack(">II", raw[:8])
     if got_magic != magic:
-        raise KitError(f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {'image' if magic == _MAGIC_IMAGES else 'label'} file")
+        raise KitError(
+            f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {'image' if magic == _MAGIC_IMAGES else 'label'} file"
+        )
     header = 16 if magic == _MAGIC_IMAGES else 8
     if len(raw) < header:
         raise KitError(f"{path}: truncated or corrupt IDX header ({len(raw)} bytes)")
@@ -94,12 +97,14 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
         rows, cols = struct.unpack(">II", raw[8:16])
         if (rows, cols) != (28, 28):
             raise KitError(f"{path}: images are {rows}x{cols}, expected 28x28")
-        shape = (count, rows, cols)
+        shape: tuple[int, ...] = (count, rows, cols)
     else:
         shape = (count,)
     need = header + int(np.prod(shape))
     if len(raw) != need:
-        raise KitError(f"{path}: header says {count} items ({need} bytes) but the file has {len(raw)} bytes (truncated or corrupt)")
+        raise KitError(
+            f"{path}: header says {count} items ({need} bytes) but the file has {len(raw)} bytes (truncated or corrupt)"
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
@@ -109,7 +114,9 @@ def load_mnist(data_dir: Path) -> Dataset:
     for key, stem in FILES.items():
         p = _find(mnist_dir, stem)
         if p is None:
-            raise KitError(f"{mnist_dir}: missing {stem}[.gz]; run `python orchestrate.py data fetch mnist --data-dir {data_dir}`")
+            raise KitError(
+                f"{mnist_dir}: missing {stem}[.gz]; run `python orchestrate.py data fetch mnist --data-dir {data_dir}`"
+            )
         paths[key] = p
     arrays = {}
     for key, p in paths.items():
@@ -149,7 +156,9 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     explicit = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
     # a data dir someone named must exist: a typo should not silently fall back to the digits
     if (explicit or dataset == "mnist") and not root.is_dir():
-        raise KitError(f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`")
+        raise KitError(
+            f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`"
+        )
     if dataset == "digits":
         return load_digits_28()
     if dataset == "mnist" or (root / "mnist").is_dir():
@@ -180,6 +189,8 @@ def load_for_cell(params: dict, data_dir: str | os.PathLike | None) -> Dataset:
     ds = load_cached(data_dir, params.get("dataset", "auto"))
     want = params.get("dataset_sha256")
     if want and want != ds.checksum:
-        raise KitError(f"the {ds.name} data in {ds.source} has checksum {ds.checksum[:12]}…, but this cell was "
-                       f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)")
+        raise KitError(
+            f"the {ds.name} data in {ds.source} has checksum {ds.checksum[:12]}…, but this cell was "
+            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
+        )
     return ds

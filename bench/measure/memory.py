@@ -1,4 +1,5 @@
 """Process RSS from a sampler thread: mean and peak over a region, in MB (10^6 bytes)."""
+
 from __future__ import annotations
 
 import threading
@@ -26,7 +27,7 @@ class RSSSampler:
         while not self._stop.wait(self.interval_s):
             self._samples.append(self._proc.memory_info().rss)
 
-    def __enter__(self) -> "RSSSampler":
+    def __enter__(self) -> RSSSampler:
         self._samples = [self._proc.memory_info().rss]
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)

@@ -4,12 +4,13 @@
 torch.cuda.synchronize) is called before each clock read, so asynchronous device work is
 charged to the phase that launched it. Every duration is asserted non-negative.
 """
+
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 
 def _noop() -> None:

@@ -16,6 +16,7 @@ carries only these lines; everything else a study or library prints goes to stde
     child:  KIT STEP {"i": I, "rows": [...]}          after each step
     child:  KIT DONE {"status": "ok"}                 after the files are written
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from bench.core import provenance, rows as R
+from bench.core import provenance
+from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import get_study
@@ -46,10 +48,25 @@ def reproduce_command(cell: Cell, out: Path, data_dir: str | None) -> str:
 def common_fields(cell: Cell, run_id: str, command: str, device: str | None, dataset: dict | None) -> dict:
     rt = provenance.runtime_info()
     ds = dataset or {}
-    return {"schema": R.SCHEMA_VERSION, "study": cell.study, "cell": cell.id, "backend": cell.backend,
-            "variant": cell.variant, "seed": cell.seed, "repeat": cell.repeat, "run_id": run_id, "status": "ok",
-            "reason": "", "host": provenance.host_label(), "device": device, "image_id": rt["image_id"],
-            "lock_hash": rt["lock_hash"], "dataset": ds.get("name"), "dataset_real": ds.get("real"), "command": command}
+    return {
+        "schema": R.SCHEMA_VERSION,
+        "study": cell.study,
+        "cell": cell.id,
+        "backend": cell.backend,
+        "variant": cell.variant,
+        "seed": cell.seed,
+        "repeat": cell.repeat,
+        "run_id": run_id,
+        "status": "ok",
+        "reason": "",
+        "host": provenance.host_label(),
+        "device": device,
+        "image_id": rt["image_id"],
+        "lock_hash": rt["lock_hash"],
+        "dataset": ds.get("name"),
+        "dataset_real": ds.get("real"),
+        "command": command,
+    }
 
 
 def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> dict:
@@ -122,13 +139,16 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         _clear(cell_dir)
         R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
         row = common_fields(cell, run_id, command, provenance.device_name("cpu"), None)
-        R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, None, run_id, {"cell": json.loads(cell.to_json())}))
+        R.write_json(
+            cell_dir / "system.json", provenance.system_info(cell.params, None, run_id, {"cell": json.loads(cell.to_json())})
+        )
         R.write_rows(cell_dir, [R.ordered({**row, "status": "skipped", "reason": reason})])
         proto.send(DONE, {"status": "skipped", "reason": reason})
         return 0
 
-    ctx = RunContext(out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=run_id,
-                     echo=lambda s: print(s, file=sys.stderr, flush=True))
+    ctx = RunContext(
+        out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=run_id, echo=lambda s: print(s, file=sys.stderr, flush=True)
+    )
     t0 = time.perf_counter()
     run = study.open(cell, ctx)  # KitError (bad data, bad size) propagates: nothing written yet
     open_s = time.perf_counter() - t0
@@ -160,8 +180,14 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     except Exception as err:
         settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
         raise
-    extra = {"cell": json.loads(cell.to_json()), "cell_id": cell.id, "command": command, "open_s": open_s,
-             "warmup_s": run.warmup_s, **run.system_extra()}
+    extra = {
+        "cell": json.loads(cell.to_json()),
+        "cell_id": cell.id,
+        "command": command,
+        "open_s": open_s,
+        "warmup_s": run.warmup_s,
+        **run.system_extra(),
+    }
     R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
     R.write_rows(cell_dir, all_rows)
     status = R.cell_status(cell_dir) or "error"

@@ -4,10 +4,11 @@ Everything a user can get wrong is checked here, once, before any cell starts: s
 platform names, --set / --only keys and values, every cell's parameters, the data dir
 and the dataset (each study resolves its cells' data identity, checksum included).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.core import params as P
 from bench.core.cell import Cell
@@ -19,8 +20,9 @@ from bench.core.study import PLATFORMS
 from bench.run.schedule import Scheduler
 
 
-def resolve(study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str],
-            data_dir: str | None) -> list[Cell]:
+def resolve(
+    study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str], data_dir: str | None
+) -> list[Cell]:
     chosen = select(study_names)
     for p in platforms:
         if p not in PLATFORMS:
@@ -36,19 +38,34 @@ def resolve(study_names: list[str], platforms: list[str], profile: str, sets: li
             study.validate(c)
         cells += [study.resolve(c, data_dir) for c in mine]
     if not cells:
-        raise KitError(f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
-                       + (f" with --only {' '.join(only)}" if only else ""))
+        raise KitError(
+            f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
+            + (f" with --only {' '.join(only)}" if only else "")
+        )
     return cells
 
 
-def run_matrix(study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str],
-               schedule: str, out: Path, data_dir: str | None, rerun: bool = False, timeout_s: float = 3600,
-               devices: list[str] | None = None, echo: Callable[[str], None] = print) -> int:
+def run_matrix(
+    study_names: list[str],
+    platforms: list[str],
+    profile: str,
+    sets: list[str],
+    only: list[str],
+    schedule: str,
+    out: Path,
+    data_dir: str | None,
+    rerun: bool = False,
+    timeout_s: float = 3600,
+    devices: list[str] | None = None,
+    echo: Callable[[str], None] = print,
+) -> int:
     """Run the matrix; returns the exit code (1 when any cell ended in error)."""
     cells = resolve(study_names, platforms, profile, sets, only, data_dir)
     data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
-    echo(f"{len(cells)} cells ({', '.join(platforms)}, profile {profile}, schedule {schedule}) -> {out}; "
-         f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}")
+    echo(
+        f"{len(cells)} cells ({', '.join(platforms)}, profile {profile}, schedule {schedule}) -> {out}; "
+        f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}"
+    )
     outcomes = Scheduler(out, data_dir, timeout_s, rerun, devices=devices).run(cells, schedule)
     for name in dict.fromkeys(c.study for c in cells):
         study = get_study(name)

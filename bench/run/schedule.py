@@ -13,6 +13,7 @@ A cell whose rows.jsonl says ok/skipped is reused unless rerun=True. A crash, a 
 exit, a kill or a timeout becomes rows.jsonl with the finished steps marked incomplete and
 one error row carrying the reason (the tail of the cell's log).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from bench.core import rows as R
 from bench.core.cell import Cell
@@ -94,9 +96,15 @@ class Child:
         R.atomic_write_text(d / "cell.json", self.cell.to_json(indent=2) + "\n")
         self.log = open(d / "log.txt", "w", encoding="utf-8")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cell_argv(d / "cell.json", self.out, self.data_dir), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1,
-                                     env=subprocess_env(self.env_extra))
+        self.proc = subprocess.Popen(
+            cell_argv(d / "cell.json", self.out, self.data_dir),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+            env=subprocess_env(self.env_extra),
+        )
         self.alive = True
 
     def _read(self, tag: str) -> Any:
@@ -116,9 +124,9 @@ class Child:
                 if not line:
                     return None
                 if line.startswith(tag):
-                    return json.loads(line[len(tag):])
+                    return json.loads(line[len(tag) :])
                 if line.startswith(DONE):
-                    return {"__done__": json.loads(line[len(DONE):])}
+                    return {"__done__": json.loads(line[len(DONE) :])}
         finally:
             self.active_s += time.monotonic() - t0
 
@@ -186,8 +194,16 @@ def settle(cell_dir: Path, cell: Cell, rc: int, out: Path, data_dir: str | None,
 
 
 class Scheduler:
-    def __init__(self, out: Path, data_dir: str | None = None, timeout_s: float = 3600, rerun: bool = False,
-                 echo: Echo | None = None, devices: list[str] | None = None, progress: Any = None):
+    def __init__(
+        self,
+        out: Path,
+        data_dir: str | None = None,
+        timeout_s: float = 3600,
+        rerun: bool = False,
+        echo: Echo | None = None,
+        devices: list[str] | None = None,
+        progress: Any = None,
+    ):
         self.out, self.data_dir, self.timeout_s, self.rerun = Path(out), data_dir, timeout_s, rerun
         self.echo: Echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.devices = devices or []
@@ -211,8 +227,9 @@ class Scheduler:
 
     def _end(self, child: Child, outcome: Outcome) -> Outcome:
         mark = {"ok": "ok     ", "skipped": "skipped", "error": "error  "}.get(outcome.status, outcome.status)
-        self._say(f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)"
-                  + (f": {outcome.reason}" if outcome.reason else ""))
+        self._say(
+            f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)" + (f": {outcome.reason}" if outcome.reason else "")
+        )
         return outcome
 
     def _drive(self, child: Child) -> Outcome:
@@ -321,8 +338,8 @@ class Scheduler:
                     for t in threads:
                         t.join(timeout=0.5)
             except KeyboardInterrupt:
-                for c in children:
-                    c.kill()
+                for ch in children:
+                    ch.kill()
                 raise
         else:
             host = gpu + host

@@ -10,13 +10,14 @@ and a 20-step SGD-momentum (lr 0.01, m 0.9) loss curve over 20 fixed batches of 
 (curve_x, curve_y, curve_loss). Regenerate only when the network or its init changes,
 and commit the new file with the torch version it was made with (stored as torch_version).
 """
+
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from bench.studies.mnist_cnn.backends.torch_common import build_model, normalise_u8
 from bench.data.embedded import load_digits_28
+from bench.studies.mnist_cnn.backends.torch_common import build_model, normalise_u8
 from bench.studies.mnist_cnn.net import init_params
 
 OUT = Path(__file__).with_name("mnist_cnn_torch.npz")
@@ -51,9 +52,18 @@ def main() -> None:
         curve.append(step_loss.item())
 
     np.savez_compressed(
-        OUT, x=x, y=y, logits=logits.detach().numpy(), loss=np.float32(loss.item()),
-        curve_x=cx, curve_y=cy.astype(np.int64), curve_loss=np.array(curve, np.float32),
-        torch_version=np.array(torch.__version__), **{f"p.{k}": v for k, v in params.items()}, **grads)
+        OUT,
+        x=x,
+        y=y,
+        logits=logits.detach().numpy(),
+        loss=np.float32(loss.item()),
+        curve_x=cx,
+        curve_y=cy.astype(np.int64),
+        curve_loss=np.array(curve, np.float32),
+        torch_version=np.array(torch.__version__),
+        **{f"p.{k}": v for k, v in params.items()},
+        **grads,
+    )
     print(f"wrote {OUT} ({OUT.stat().st_size} bytes) with torch {torch.__version__}")
 
 

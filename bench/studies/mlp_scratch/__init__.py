@@ -11,9 +11,11 @@ full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and
 
 Nothing here imports CuPy at import time; a CPU-only host never needs it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
@@ -48,8 +50,8 @@ class MlpScratch(Study):
         if platform not in PLATFORM_BACKEND:
             return []  # no mps variant of this study
         backend = PLATFORM_BACKEND[platform]
-        return [self.cell(backend, name=f"{backend}_{PROFILE_PARAMS[profile].get('dtype', 'float32')}",
-                          **PROFILE_PARAMS[profile])]
+        params: dict[str, Any] = dict(PROFILE_PARAMS[profile])
+        return [self.cell(backend, name=f"{backend}_{params.get('dtype', 'float32')}", **params)]
 
     def validate(self, cell: Cell) -> None:
         from bench.studies.mlp_scratch import net

@@ -1,4 +1,5 @@
 """Seed 001's Table 5 needs each variant's memory alone: measured in a fresh spawned process."""
+
 from __future__ import annotations
 
 import multiprocessing

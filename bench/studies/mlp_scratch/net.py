@@ -21,6 +21,7 @@ breakdown run passes one that syncs the device and times (runner.py). Op names:
 matmul (the 5 matrix products, bias add and 1/m included), relu, softmax,
 gradient (one-hot, dZ2, ReLU' mask, bias sums), update.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,6 +57,7 @@ def no_ops(name: str):
 
 
 # ---------------------------------------------------------------- checks
+
 
 def resolve_dtype(dtype) -> np.dtype:
     """'float32' | 'float64' (or the numpy type/dtype) -> np.dtype; anything else raises."""
@@ -110,6 +112,7 @@ def check_data(X, y, name: str = "train"):
 
 # ---------------------------------------------------------------- array modules
 
+
 def cupy_unavailable_reason() -> str | None:
     """None if CuPy and a CUDA device can be used here, else why not (one line)."""
     try:
@@ -132,6 +135,7 @@ def get_xp(backend: str):
         if why:
             raise BackendUnavailable(why)
         import cupy
+
         return cupy
     raise MLPInputError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
 
@@ -140,6 +144,7 @@ def array_module(a):
     """numpy or cupy, whichever `a` belongs to, without importing cupy for numpy arrays."""
     if type(a).__module__.startswith("cupy"):
         import cupy
+
         return cupy
     return np
 
@@ -149,6 +154,7 @@ def to_host(a) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- params and data
+
 
 def init_params(seed: int, dtype="float32") -> dict[str, np.ndarray]:
     """Seed's init, U(-0.5, 0.5) for weights and biases, drawn in float64 on the host then cast."""
@@ -172,18 +178,19 @@ def prepare_data(X, y, xp, dtype="float32"):
 
 # ---------------------------------------------------------------- the network
 
+
 def forward(p: dict, XT, ops=no_ops) -> dict:
     """p: params on xp; XT (784, m). Returns the cache {Z1, A1, Z2, A2}, each (10, m)."""
     xp = array_module(XT)
     with ops("matmul"):
-        Z1 = p["W1"] @ XT + p["b1"]                       # (10, m)  eq. 1
+        Z1 = p["W1"] @ XT + p["b1"]  # (10, m)  eq. 1
     with ops("relu"):
-        A1 = xp.maximum(Z1, 0)                            # eq. 2
+        A1 = xp.maximum(Z1, 0)  # eq. 2
     with ops("matmul"):
-        Z2 = p["W2"] @ A1 + p["b2"]                       # (10, m)  eq. 3
+        Z2 = p["W2"] @ A1 + p["b2"]  # (10, m)  eq. 3
     with ops("softmax"):
-        E = xp.exp(Z2 - Z2.max(axis=0, keepdims=True))    # column max removed: no overflow
-        A2 = E / E.sum(axis=0, keepdims=True)             # eq. 4
+        E = xp.exp(Z2 - Z2.max(axis=0, keepdims=True))  # column max removed: no overflow
+        A2 = E / E.sum(axis=0, keepdims=True)  # eq. 4
     return {"Z1": Z1, "A1": A1, "Z2": Z2, "A2": A2}
 
 
@@ -196,19 +203,19 @@ def backward(p: dict, cache: dict, XT, y, ops=no_ops, keep: dict | None = None) 
     m = XT.shape[1]
     A1, A2, Z1 = cache["A1"], cache["A2"], cache["Z1"]
     with ops("gradient"):
-        Y = xp.zeros_like(A2)                             # one-hot, rebuilt every step as the seed does
+        Y = xp.zeros_like(A2)  # one-hot, rebuilt every step as the seed does
         Y[y, xp.arange(m)] = 1
-        dZ2 = A2 - Y                                      # (10, m)  eq. 5
+        dZ2 = A2 - Y  # (10, m)  eq. 5
     with ops("matmul"):
-        dW2 = (1.0 / m) * (dZ2 @ A1.T)                    # (10, 10) eq. 6
+        dW2 = (1.0 / m) * (dZ2 @ A1.T)  # (10, 10) eq. 6
     with ops("gradient"):
         db2 = (1.0 / m) * dZ2.sum(axis=1, keepdims=True)  # (10, 1)  eq. 7
     with ops("matmul"):
-        dA1 = p["W2"].T @ dZ2                             # (10, m)
+        dA1 = p["W2"].T @ dZ2  # (10, m)
     with ops("gradient"):
-        dZ1 = dA1 * (Z1 > 0)                              # eq. 8, ReLU'(Z1)
+        dZ1 = dA1 * (Z1 > 0)  # eq. 8, ReLU'(Z1)
     with ops("matmul"):
-        dW1 = (1.0 / m) * (dZ1 @ XT.T)                    # (10, 784) eq. 9
+        dW1 = (1.0 / m) * (dZ1 @ XT.T)  # (10, 784) eq. 9
     with ops("gradient"):
         db1 = (1.0 / m) * dZ1.sum(axis=1, keepdims=True)  # (10, 1)  eq. 10
     if keep is not None:

@@ -9,6 +9,7 @@ Steps (each returns its rows; `phase` says which):
 Data: MNIST train split 59,000 / 1,000 (validation), as the seed; with the embedded digits
 1,197 / 300.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,11 +21,35 @@ from bench.core.errors import KitError
 from bench.core.study import RunContext
 from bench.studies.mlp_scratch import runner
 
-PLAIN_KEYS = ("total_s", "loop_wall_s", "per_iter_ms", "per_iter_median_ms", "per_iter_min_ms", "per_iter_max_ms",
-              "forward_ms", "forward_median_ms", "backward_ms", "backward_median_ms", "update_ms", "warmup_s",
-              "first_iter_ms", "final_train_acc", "final_val_acc", "final_loss")
-MEMORY_KEYS = ("params_bytes", "input_bytes", "activations_bytes", "gradients_bytes", "framework_overhead_bytes",
-               "pool_used_bytes", "pool_total_bytes", "rss_bytes", "device_used_bytes")
+PLAIN_KEYS = (
+    "total_s",
+    "loop_wall_s",
+    "per_iter_ms",
+    "per_iter_median_ms",
+    "per_iter_min_ms",
+    "per_iter_max_ms",
+    "forward_ms",
+    "forward_median_ms",
+    "backward_ms",
+    "backward_median_ms",
+    "update_ms",
+    "warmup_s",
+    "first_iter_ms",
+    "final_train_acc",
+    "final_val_acc",
+    "final_loss",
+)
+MEMORY_KEYS = (
+    "params_bytes",
+    "input_bytes",
+    "activations_bytes",
+    "gradients_bytes",
+    "framework_overhead_bytes",
+    "pool_used_bytes",
+    "pool_total_bytes",
+    "rss_bytes",
+    "device_used_bytes",
+)
 
 
 def load_xy(params: dict, data_dir: str | None):
@@ -46,9 +71,9 @@ def load_xy(params: dict, data_dir: str | None):
 class MlpRun:
     """A prepared cell (a StepRun)."""
 
-    variants: dict           # name -> backends.Variant, those available here
-    skipped: dict            # name -> reason
-    data: tuple              # X, y, Xv, yv
+    variants: dict  # name -> backends.Variant, those available here
+    skipped: dict  # name -> reason
+    data: tuple  # X, y, Xv, yv
     rcfg: runner.RunConfig
     params: dict
     dataset: dict
@@ -78,9 +103,11 @@ class MlpRun:
             return rows
         if i == n_plain + 1:
             iters = min(self.params["breakdown_iterations"], self.params["iterations"])
-            return [self._row(v, "op", op=o["op"], op_ms_per_iter=o["ms_per_iter"], op_ms_total=o["ms_total"],
-                              op_calls=o["calls"])
-                    for v, var in self.variants.items() for o in var.breakdown(X, y, self.rcfg, iters)["ops"]]
+            return [
+                self._row(v, "op", op=o["op"], op_ms_per_iter=o["ms_per_iter"], op_ms_total=o["ms_total"], op_calls=o["calls"])
+                for v, var in self.variants.items()
+                for o in var.breakdown(X, y, self.rcfg, iters)["ops"]
+            ]
         m_rows = []
         for v, var in self.variants.items():
             m = var.memory(X, y, Xv, yv, self.rcfg)
@@ -94,9 +121,16 @@ class MlpRun:
             if v == "numpy":
                 continue
             c = var.check(X, y, self.params["check_steps"], self.rcfg)
-            rows.append(self._row(v, "check", status="ok" if c["ok"] else "error", max_abs_err=c["max_abs_err"],
-                                  err_over_tol=c["max_err_over_tol"],
-                                  **({} if c["ok"] else {"reason": "disagrees with numpy before timing"})))
+            rows.append(
+                self._row(
+                    v,
+                    "check",
+                    status="ok" if c["ok"] else "error",
+                    max_abs_err=c["max_abs_err"],
+                    err_over_tol=c["max_err_over_tol"],
+                    **({} if c["ok"] else {"reason": "disagrees with numpy before timing"}),
+                )
+            )
             if not c["ok"]:
                 del self.variants[v]
         return rows
@@ -105,10 +139,16 @@ class MlpRun:
         curves = {v: rs[0]["convergence"] for v, rs in self.runs.items()}
         agree = {v: runner.compare_curves(curves["numpy"], curves[v]) for v in curves if v != "numpy" and "numpy" in curves}
         self.agree = agree
-        rows = [self._row(v, "convergence", **point, agrees_with_numpy=agree[v]["agree"] if v in agree else None)
-                for v, curve in curves.items() for point in curve]
-        rows += [self._row(v, "convergence", status="error", reason=f"curve differs from numpy by more than {runner.CURVE_TOL}")
-                 for v, a in agree.items() if not a["agree"]]
+        rows = [
+            self._row(v, "convergence", **point, agrees_with_numpy=agree[v]["agree"] if v in agree else None)
+            for v, curve in curves.items()
+            for point in curve
+        ]
+        rows += [
+            self._row(v, "convergence", status="error", reason=f"curve differs from numpy by more than {runner.CURVE_TOL}")
+            for v, a in agree.items()
+            if not a["agree"]
+        ]
         return rows
 
     def system_extra(self) -> dict:
@@ -126,6 +166,11 @@ def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
         else:
             variants[v] = study.load_backend(v).create(cell, None)
     rcfg = runner.RunConfig(iterations=p["iterations"], lr=p["lr"], dtype=p["dtype"], seed=cell.seed)
-    base = {"dtype": p["dtype"], "iterations": p["iterations"], "dataset_real": dsinfo["real"],
-            "n_train": len(X), "n_val": len(Xv)}
+    base = {
+        "dtype": p["dtype"],
+        "iterations": p["iterations"],
+        "dataset_real": dsinfo["real"],
+        "n_train": len(X),
+        "n_val": len(Xv),
+    }
     return MlpRun(variants, skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base)

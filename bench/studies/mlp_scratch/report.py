@@ -1,6 +1,7 @@
 """mlp-scratch report sections: seed 001's Table 3 (times, speedups), Table 4 (ops),
 Table 5 (memory) and Fig. 3 (convergence). Speedups are NumPy / variant, medians over the
 interleaved repeats of one cell (one host, one session)."""
+
 from __future__ import annotations
 
 import statistics
@@ -9,8 +10,16 @@ from pathlib import Path
 from bench.core.resultset import ResultCell as Cell
 from bench.core.tables import fmt
 
-MEM_KEYS = ("params_bytes", "input_bytes", "activations_bytes", "gradients_bytes", "framework_overhead_bytes",
-            "pool_used_bytes", "pool_total_bytes", "rss_bytes")
+MEM_KEYS = (
+    "params_bytes",
+    "input_bytes",
+    "activations_bytes",
+    "gradients_bytes",
+    "framework_overhead_bytes",
+    "pool_used_bytes",
+    "pool_total_bytes",
+    "rss_bytes",
+)
 
 
 def _med(rows, key):
@@ -30,14 +39,18 @@ def table3(cell: Cell) -> list[str]:
     plain = [r for r in cell.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
     vs = _variants(cell)
     base = {k: _med([r for r in plain if r["backend"] == "numpy"], k) for k in ("total_s", "per_iter_median_ms")}
-    out = ["| variant | Total (s) | Per iteration (ms, median) | Forward (ms) | Backward + update (ms) | Final val acc | Speedup vs NumPy |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| variant | Total (s) | Per iteration (ms, median) | Forward (ms) | Backward + update (ms) | Final val acc | Speedup vs NumPy |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for v in vs:
         rs = [r for r in plain if r["backend"] == v]
         tot = _med(rs, "total_s")
         sp = f"{base['total_s'] / tot:.1f}x" if base["total_s"] and tot and v != "numpy" else ""
-        out.append(f"| {v} | {fmt(tot)} | {fmt(_med(rs, 'per_iter_median_ms'))} | {fmt(_med(rs, 'forward_median_ms'))} | "
-                   f"{fmt(_med(rs, 'backward_median_ms'))} | {fmt(_med(rs, 'final_val_acc'))} | {sp} |")
+        out.append(
+            f"| {v} | {fmt(tot)} | {fmt(_med(rs, 'per_iter_median_ms'))} | {fmt(_med(rs, 'forward_median_ms'))} | "
+            f"{fmt(_med(rs, 'backward_median_ms'))} | {fmt(_med(rs, 'final_val_acc'))} | {sp} |"
+        )
     return out
 
 
@@ -64,8 +77,11 @@ def table5(cell: Cell) -> list[str]:
     vs = list(mem)
     out = ["| component (MB) | " + " | ".join(vs) + " |", "|" + "---|" * (1 + len(vs))]
     for k in MEM_KEYS:
-        out.append(f"| {k.replace('_bytes', '')} | " + " | ".join(
-            fmt(mem[v][k] / 1e6) if mem[v].get(k) is not None else "" for v in vs) + " |")
+        out.append(
+            f"| {k.replace('_bytes', '')} | "
+            + " | ".join(fmt(mem[v][k] / 1e6) if mem[v].get(k) is not None else "" for v in vs)
+            + " |"
+        )
     return out
 
 
@@ -82,9 +98,14 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         for v in _variants(c):
             pts = [r for r in c.rows if r.get("phase") == "convergence" and r["backend"] == v and r.get("iteration") is not None]
             if pts:
-                ax.plot([p["iteration"] for p in pts], [100 * p["val_acc"] for p in pts],
-                        label=f"{v}" + (f" ({c.device})" if multi else ""), marker=".", ms=3,
-                        ls="-" if v == "numpy" else "--")
+                ax.plot(
+                    [p["iteration"] for p in pts],
+                    [100 * p["val_acc"] for p in pts],
+                    label=f"{v}" + (f" ({c.device})" if multi else ""),
+                    marker=".",
+                    ms=3,
+                    ls="-" if v == "numpy" else "--",
+                )
                 drawn += 1
     if not drawn:
         plt.close(fig)
@@ -106,17 +127,33 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     cells = [c for c in cells if c.status == "ok"]
     if not cells:
         return []
-    md = ["784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Totals come from the plain runs "
-          "(no syncs inside); the op table comes from a separate run with a device sync around every op, "
-          "so its numbers add up to more than the plain per-iteration time.", ""]
+    md = [
+        "784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Totals come from the plain runs "
+        "(no syncs inside); the op table comes from a separate run with a device sync around every op, "
+        "so its numbers add up to more than the plain per-iteration time.",
+        "",
+    ]
     for c in cells:
         r0 = c.rows[0]
         gpu = (c.system.get("gpu") or {}).get("name")
         where = f"{c.system.get('cpu_model', '?')}" + (f" + {gpu}" if gpu else "")
-        md += [f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
-               f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)", "",
-               "Table 3: time", "", *table3(c), "", "Table 4: operations", "", *table4(c), "",
-               "Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process)", "", *table5(c), ""]
+        md += [
+            f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
+            f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)",
+            "",
+            "Table 3: time",
+            "",
+            *table3(c),
+            "",
+            "Table 4: operations",
+            "",
+            *table4(c),
+            "",
+            "Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process)",
+            "",
+            *table5(c),
+            "",
+        ]
         skipped = [r for r in c.rows if r.get("status") == "skipped"]
         md += [f"- {r['backend']} not run: {r.get('reason')}" for r in skipped] + ([""] if skipped else [])
     p = convergence_plot(cells, out)

@@ -15,6 +15,7 @@ Timing rules (DESIGN.md "Measuring honestly"):
 - breakdown_run: a separate run that syncs the device before and after every op, so its
   totals are distorted; quote total_s from plain_run.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,6 +23,7 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,12 +38,12 @@ CURVE_TOL = 1e-3  # largest allowed |acc_a - acc_b| between two convergence curv
 
 @dataclass(frozen=True)
 class RunConfig:
-    iterations: int = 500    # full-batch gradient-descent steps
-    lr: float = 0.1          # learning rate
-    dtype: str = "float32"   # float32 | float64
-    seed: int = 0            # numpy default_rng seed of the initial weights
-    record_every: int = 10   # iterations between convergence records
-    warmup_iters: int = 3    # steps before the timed run (own copy of the init), in warmup_s
+    iterations: int = 500  # full-batch gradient-descent steps
+    lr: float = 0.1  # learning rate
+    dtype: str = "float32"  # float32 | float64
+    seed: int = 0  # numpy default_rng seed of the initial weights
+    record_every: int = 10  # iterations between convergence records
+    warmup_iters: int = 3  # steps before the timed run (own copy of the init), in warmup_s
 
     def __post_init__(self):
         net.check_iterations(self.iterations)
@@ -64,6 +66,7 @@ def _check_variant(variant: str) -> str:
 
 
 # ---------------------------------------------------------------- clocks
+
 
 def _nonneg(ms: float, what: str) -> float:
     if not ms >= 0:  # also catches NaN
@@ -100,7 +103,9 @@ class _OpTimer:
     """ops(name) for net.py / tuned_cupy.py: sync, time on the host, sync; sums per op."""
 
     def __init__(self, clock: _Clock):
-        self.clock, self.ms, self.calls = clock, {}, {}
+        self.clock = clock
+        self.ms: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
 
     @contextlib.contextmanager
     def __call__(self, name: str):
@@ -115,9 +120,13 @@ class _OpTimer:
 
 def _stats(prefix: str, samples: list[float]) -> dict:
     """{prefix}_ms (mean), _median_ms, _min_ms, _max_ms and the samples (all in ms)."""
-    return {f"{prefix}_ms": statistics.fmean(samples), f"{prefix}_median_ms": statistics.median(samples),
-            f"{prefix}_min_ms": min(samples), f"{prefix}_max_ms": max(samples),
-            f"{prefix}_samples_ms": list(samples)}
+    return {
+        f"{prefix}_ms": statistics.fmean(samples),
+        f"{prefix}_median_ms": statistics.median(samples),
+        f"{prefix}_min_ms": min(samples),
+        f"{prefix}_max_ms": max(samples),
+        f"{prefix}_samples_ms": list(samples),
+    }
 
 
 def _record(iteration, train_acc, val_acc, loss) -> dict:
@@ -126,8 +135,10 @@ def _record(iteration, train_acc, val_acc, loss) -> dict:
 
 # ---------------------------------------------------------------- plain run
 
-def plain_run(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), use_graph: bool = True,
-              gemm: str = "kernels") -> dict:
+
+def plain_run(
+    variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), use_graph: bool = True, gemm: str = "kernels"
+) -> dict:
     """Timed training run; returns timings, warm-up, and the convergence curve.
 
     Keys: variant, dtype, iterations, lr, seed, n_train, n_val, timer, warmup_iters,
@@ -147,16 +158,22 @@ def plain_run(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), us
     else:
         out = _naive_plain(variant, X, y, X_val, y_val, cfg)
     last = out["convergence"][-1]
-    head = {"variant": variant, "dtype": cfg.dtype, "iterations": cfg.iterations, "lr": cfg.lr, "seed": cfg.seed,
-            "n_train": int(X.shape[0]), "n_val": int(X_val.shape[0])}
-    return {**head, **out, "final_train_acc": last["train_acc"], "final_val_acc": last["val_acc"],
-            "final_loss": last["loss"]}
+    head = {
+        "variant": variant,
+        "dtype": cfg.dtype,
+        "iterations": cfg.iterations,
+        "lr": cfg.lr,
+        "seed": cfg.seed,
+        "n_train": int(X.shape[0]),
+        "n_val": int(X_val.shape[0]),
+    }
+    return {**head, **out, "final_train_acc": last["train_acc"], "final_val_acc": last["val_acc"], "final_loss": last["loss"]}
 
 
 def _naive_plain(variant, X, y, X_val, y_val, cfg: RunConfig) -> dict:
     xp = net.get_xp(variant)
     init = net.init_params(cfg.seed, cfg.dtype)
-    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)            # (784, m), (m,)
+    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)  # (784, m), (m,)
     XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)  # (784, mv), (mv,)
     clock = _Clock(xp)
 
@@ -190,8 +207,7 @@ def _naive_plain(variant, X, y, X_val, y_val, cfg: RunConfig) -> dict:
         t.append(clock.mark())
         marks.append(t)
         if rec:  # float() syncs the host for CuPy, as the seed's print did
-            rows.append(_record(i, net.accuracy(cache["A2"], yd), net.accuracy(vcache["A2"], yvd),
-                                net.loss(cache["Z2"], yd)))
+            rows.append(_record(i, net.accuracy(cache["A2"], yd), net.accuracy(vcache["A2"], yvd), net.loss(cache["Z2"], yd)))
     clock.sync()
     loop_wall_s = time.perf_counter() - w0
 
@@ -202,20 +218,32 @@ def _naive_plain(variant, X, y, X_val, y_val, cfg: RunConfig) -> dict:
     tr_acc, tr_loss = net.evaluate(p, XT, yd)
     va_acc, _ = net.evaluate(p, XvT, yvd)
     rows.append(_record(cfg.iterations, tr_acc, va_acc, tr_loss))
-    return {"timer": clock.kind, "warmup_iters": cfg.warmup_iters, "warmup_s": warmup_s,
-            "first_iter_ms": first_iter_ms, "total_s": sum(it) / 1e3, "loop_wall_s": loop_wall_s,
-            **_stats("per_iter", it), **_stats("forward", fwd), **_stats("backward", bwd),
-            **_stats("update", upd), "convergence": rows}
+    return {
+        "timer": clock.kind,
+        "warmup_iters": cfg.warmup_iters,
+        "warmup_s": warmup_s,
+        "first_iter_ms": first_iter_ms,
+        "total_s": sum(it) / 1e3,
+        "loop_wall_s": loop_wall_s,
+        **_stats("per_iter", it),
+        **_stats("forward", fwd),
+        **_stats("backward", bwd),
+        **_stats("update", upd),
+        "convergence": rows,
+    }
 
 
 def _tuned_plain(X, y, X_val, y_val, cfg: RunConfig, use_graph: bool, gemm: str) -> dict:
     import cupy as cp
+
     from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+
     init = net.init_params(cfg.seed, cfg.dtype)
-    n_rec = (cfg.iterations - 1) // cfg.record_every + 2       # records + the final row
+    n_rec = (cfg.iterations - 1) // cfg.record_every + 2  # records + the final row
     t0 = time.perf_counter()
-    mlp = TunedCupyMLP(X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=max(n_rec, cfg.warmup_iters + 1),
-                       use_graph=use_graph, gemm=gemm)
+    mlp = TunedCupyMLP(
+        X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=max(n_rec, cfg.warmup_iters + 1), use_graph=use_graph, gemm=gemm
+    )
     setup_s = time.perf_counter() - t0  # upload + kernel compile (NVRTC, or its disk cache)
 
     clock = _Clock(cp, mlp.stream)
@@ -251,19 +279,33 @@ def _tuned_plain(X, y, X_val, y_val, cfg: RunConfig, use_graph: bool, gemm: str)
     if len(hist) != len(iters):
         raise net.MLPError(f"tuned history has {len(hist)} rows, expected {len(iters)}")
     rows = [_record(i, h[0] / mlp.m, h[2] / mlp.mv, h[1] / mlp.m) for i, h in zip(iters, hist)]
-    fused = {f"{k}{s}": None for k in ("forward", "backward", "update")   # one kernel does both
-             for s in ("_ms", "_median_ms", "_min_ms", "_max_ms", "_samples_ms")}
-    return {"timer": clock.kind, "warmup_iters": cfg.warmup_iters, "warmup_s": warmup_s,
-            "first_iter_ms": first_iter_ms, "setup_s": setup_s, "capture_s": mlp.capture_s,
-            "gemm": gemm, "graph": bool(mlp.graphs), "graph_error": mlp.graph_error,
-            "total_s": sum(it) / 1e3, "loop_wall_s": loop_wall_s, **_stats("per_iter", it), **fused,
-            "convergence": rows}
+    fused = {
+        f"{k}{s}": None
+        for k in ("forward", "backward", "update")  # one kernel does both
+        for s in ("_ms", "_median_ms", "_min_ms", "_max_ms", "_samples_ms")
+    }
+    return {
+        "timer": clock.kind,
+        "warmup_iters": cfg.warmup_iters,
+        "warmup_s": warmup_s,
+        "first_iter_ms": first_iter_ms,
+        "setup_s": setup_s,
+        "capture_s": mlp.capture_s,
+        "gemm": gemm,
+        "graph": bool(mlp.graphs),
+        "graph_error": mlp.graph_error,
+        "total_s": sum(it) / 1e3,
+        "loop_wall_s": loop_wall_s,
+        **_stats("per_iter", it),
+        **fused,
+        "convergence": rows,
+    }
 
 
 # ---------------------------------------------------------------- op breakdown
 
-def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: int | None = None,
-                  gemm: str = "kernels") -> dict:
+
+def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: int | None = None, gemm: str = "kernels") -> dict:
     """Separate run with a device sync around every op (distorted totals).
 
     Keys: variant, dtype, iterations, timer, ops [{op, ms_total, ms_per_iter, calls}],
@@ -274,7 +316,9 @@ def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: 
     init = net.init_params(cfg.seed, cfg.dtype)
     if variant == "cupy-tuned":
         import cupy as cp
+
         from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+
         k = min(int(X.shape[0]), 64)
         mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
         clock = _Clock(cp, mlp.stream)
@@ -295,25 +339,36 @@ def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: 
     clock.sync()
     total_s = _nonneg(time.perf_counter() - t0, "breakdown run")
     ops = [{"op": k, "ms_total": v, "ms_per_iter": v / n, "calls": timer.calls[k]} for k, v in timer.ms.items()]
-    return {"variant": variant, "dtype": cfg.dtype, "iterations": n, "timer": "perf_counter, device sync around each op",
-            "ops": ops, "ops_sum_ms_per_iter": sum(o["ms_per_iter"] for o in ops),
-            "total_s": total_s, "per_iter_ms": total_s * 1e3 / n}
+    return {
+        "variant": variant,
+        "dtype": cfg.dtype,
+        "iterations": n,
+        "timer": "perf_counter, device sync around each op",
+        "ops": ops,
+        "ops_sum_ms_per_iter": sum(o["ms_per_iter"] for o in ops),
+        "total_s": total_s,
+        "per_iter_ms": total_s * 1e3 / n,
+    }
 
 
 # ---------------------------------------------------------------- memory
 
+
 def _rss_bytes() -> int:
     try:
         import psutil
+
         return int(psutil.Process().memory_info().rss)
     except ImportError:
         import os
+
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _rss_peak_bytes() -> int:
     import resource
+
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
@@ -336,13 +391,16 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
     net.check_data(X, y, "train")
     net.check_data(X_val, y_val, "val")
     init = net.init_params(cfg.seed, cfg.dtype)
-    cp = None
+    cp: Any = None
     if variant != "numpy":
-        import cupy as cp
+        import cupy
+
+        cp = cupy
         cp.get_default_memory_pool().free_all_blocks()  # drop what earlier runs left cached
     rss_start = _rss_bytes()
     if variant == "cupy-tuned":
         from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+
         mlp = TunedCupyMLP(X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
         mlp.step(record=True)
         mlp.stream.synchronize()
@@ -353,31 +411,50 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
         XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)
         p = net.to_device(init, xp)
         cache = net.forward(p, XT)
-        temps = {}
+        temps: dict = {}
         grads = net.backward(p, cache, XT, yd, keep=temps)
         _Clock(xp).sync()
         nb = lambda d: sum(int(a.nbytes) for a in d.values())  # noqa: E731
-        parts = {"params_bytes": nb(p), "input_bytes": XT.nbytes + yd.nbytes + XvT.nbytes + yvd.nbytes,
-                 "activations_bytes": nb(cache), "gradients_bytes": nb(grads) + nb(temps), "other_bytes": 0}
+        parts = {
+            "params_bytes": nb(p),
+            "input_bytes": XT.nbytes + yd.nbytes + XvT.nbytes + yvd.nbytes,
+            "activations_bytes": nb(cache),
+            "gradients_bytes": nb(grads) + nb(temps),
+            "other_bytes": 0,
+        }
     parts = {k: int(v) for k, v in parts.items()}
     accounted = sum(parts.values())
     rss = _rss_bytes()
     caller = sum(int(a.nbytes) for a in (X, y, X_val, y_val) if isinstance(a, np.ndarray))
-    out = {"variant": variant, "dtype": cfg.dtype, **parts, "accounted_bytes": accounted, "caller_input_bytes": caller,
-           "pool_used_bytes": None, "pool_total_bytes": None, "device_used_bytes": None,
-           "rss_bytes": rss, "rss_start_bytes": rss_start, "rss_peak_bytes": max(rss, _rss_peak_bytes())}
+    out = {
+        "variant": variant,
+        "dtype": cfg.dtype,
+        **parts,
+        "accounted_bytes": accounted,
+        "caller_input_bytes": caller,
+        "pool_used_bytes": None,
+        "pool_total_bytes": None,
+        "device_used_bytes": None,
+        "rss_bytes": rss,
+        "rss_start_bytes": rss_start,
+        "rss_peak_bytes": max(rss, _rss_peak_bytes()),
+    }
     if cp is None:
         out["framework_overhead_bytes"] = rss - accounted - caller
     else:
         pool = cp.get_default_memory_pool()
         free, total = cp.cuda.runtime.memGetInfo()
-        out.update(pool_used_bytes=int(pool.used_bytes()), pool_total_bytes=int(pool.total_bytes()),
-                   device_used_bytes=int(total - free),
-                   framework_overhead_bytes=int(pool.total_bytes()) - accounted)
+        out.update(
+            pool_used_bytes=int(pool.used_bytes()),
+            pool_total_bytes=int(pool.total_bytes()),
+            device_used_bytes=int(total - free),
+            framework_overhead_bytes=int(pool.total_bytes()) - accounted,
+        )
     return out
 
 
 # ---------------------------------------------------------------- convergence and checks
+
 
 def compare_curves(a: list[dict], b: list[dict], tol: float = CURVE_TOL) -> dict:
     """Two convergence lists (same iterations) -> largest differences and agree (acc <= tol)."""
@@ -385,9 +462,14 @@ def compare_curves(a: list[dict], b: list[dict], tol: float = CURVE_TOL) -> dict
     if ia != ib:
         raise net.MLPInputError(f"curves have different iterations: {ia[:3]}... vs {ib[:3]}...")
     d = {k: max(abs(ra[k] - rb[k]) for ra, rb in zip(a, b)) for k in ("train_acc", "val_acc", "loss")}
-    return {"points": len(a), "max_abs_diff_train_acc": d["train_acc"], "max_abs_diff_val_acc": d["val_acc"],
-            "max_abs_diff_loss": d["loss"], "tol": tol,
-            "agree": bool(d["train_acc"] <= tol and d["val_acc"] <= tol)}
+    return {
+        "points": len(a),
+        "max_abs_diff_train_acc": d["train_acc"],
+        "max_abs_diff_val_acc": d["val_acc"],
+        "max_abs_diff_loss": d["loss"],
+        "tol": tol,
+        "agree": bool(d["train_acc"] <= tol and d["val_acc"] <= tol),
+    }
 
 
 def train_params(variant: str, X, y, steps: int, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> list[dict]:
@@ -399,6 +481,7 @@ def train_params(variant: str, X, y, steps: int, cfg: RunConfig = RunConfig(), g
     out = []
     if variant == "cupy-tuned":
         from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
+
         k = min(int(X.shape[0]), 64)
         mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
         for _ in range(steps):
@@ -439,10 +522,17 @@ def check_against_numpy(variant: str, X, y, steps: int = 5, cfg: RunConfig = Run
     got = train_params(variant, X, y, steps, cfg, gemm)
     per = [{"step": s + 1, **param_errors(g, r, cfg.dtype)} for s, (g, r) in enumerate(zip(got, ref))]
     worst = max(per, key=lambda e: e["max_err_over_tol"])
-    return {"variant": variant if variant != "cupy-tuned" else f"cupy-tuned ({gemm})", "dtype": cfg.dtype, "steps": steps,
-            "per_step": [{k: e[k] for k in ("step", "max_abs_err", "max_err_over_tol")} for e in per],
-            "max_abs_err": max(e["max_abs_err"] for e in per), "max_err_over_tol": worst["max_err_over_tol"],
-            "atol": worst["atol"], "rtol": worst["rtol"], "ok": bool(worst["max_err_over_tol"] <= 1.0)}
+    return {
+        "variant": variant if variant != "cupy-tuned" else f"cupy-tuned ({gemm})",
+        "dtype": cfg.dtype,
+        "steps": steps,
+        "per_step": [{k: e[k] for k in ("step", "max_abs_err", "max_err_over_tol")} for e in per],
+        "max_abs_err": max(e["max_abs_err"] for e in per),
+        "max_err_over_tol": worst["max_err_over_tol"],
+        "atol": worst["atol"],
+        "rtol": worst["rtol"],
+        "ok": bool(worst["max_err_over_tol"] <= 1.0),
+    }
 
 
 def config_dict(cfg: RunConfig) -> dict:

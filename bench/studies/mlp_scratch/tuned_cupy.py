@@ -307,7 +307,8 @@ class TunedCupyMLP:
             self._k["mlp_forward"].max_dynamic_shared_size_bytes = self.smem
         self.alpha = self.dt.type(-self.lr / self.m)   # -lr/m: the mean's 1/m and the step in one
         self.reset()
-        self.graphs, self.capture_s = {}, 0.0
+        self.graphs: dict = {}
+        self.capture_s = 0.0
         self.use_graph = use_graph and gemm == "kernels"
         self.graph_error = None if self.use_graph or not use_graph else \
             "not captured: CuPy refuses cuBLAS calls during stream capture"

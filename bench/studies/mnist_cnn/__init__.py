@@ -8,6 +8,7 @@ SGD 0.01 momentum 0.9, on torch (cpu, cuda, mps) and hand-written Numba kernels 
     kernels/      the hand-written Numba kernels (numbered variants, NumPy references)
     report.py     Table I, the seed's numbers, the same-session ratios; plots.py: Fig. 1
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +21,13 @@ from bench.studies.mnist_cnn.config import DATASETS, FULL_EXTRA, PLATFORM_CELLS,
 
 _B = "bench.studies.mnist_cnn.backends."
 CUDA_VARIANTS = ("default", "tuned", "graphs", "graphs+bf16", "graphs+bf16+cl", "compile", "compile+graphs", "bf16", "cl")
-PIPELINES = {"torch-cpu": ("seed", "resident"), "torch-cuda": ("seed", "resident"), "torch-mps": ("seed", "resident"),
-             "numba-cpu": ("resident",), "numba-cuda": ("resident",)}
+PIPELINES = {
+    "torch-cpu": ("seed", "resident"),
+    "torch-cuda": ("seed", "resident"),
+    "torch-mps": ("seed", "resident"),
+    "numba-cpu": ("resident",),
+    "numba-cuda": ("resident",),
+}
 
 
 @register_study
@@ -33,10 +39,18 @@ class MnistCnn(Study):
     backends = {
         "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", about="nn.Module + autograd + torch.optim.SGD on the CPU"),
         "numba-cpu": BackendSpec(_B + "numba_cpu", "cpu", about="hand-written @njit(parallel=True) kernels, full backprop"),
-        "torch-cuda": BackendSpec(_B + "torch_cuda", "cuda", CUDA_VARIANTS,
-                                  about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs"),
-        "numba-cuda": BackendSpec(_B + "numba_cuda", "cuda", ("default", "naive"),
-                                  about="hand-written numba.cuda kernels, 3 launches a step (naive: 30)"),
+        "torch-cuda": BackendSpec(
+            _B + "torch_cuda",
+            "cuda",
+            CUDA_VARIANTS,
+            about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs",
+        ),
+        "numba-cuda": BackendSpec(
+            _B + "numba_cuda",
+            "cuda",
+            ("default", "naive"),
+            about="hand-written numba.cuda kernels, 3 launches a step (naive: 30)",
+        ),
         "torch-mps": BackendSpec(_B + "torch_mps", "mps", about="Apple GPUs, natively (docker/mps/run.sh)"),
     }
 
@@ -62,10 +76,17 @@ class MnistCnn(Study):
             if parse_variant(cell.variant) and p["pipeline"] != "resident":
                 raise KitError(f"torch-cuda variant {cell.variant} needs pipeline resident")
         elif cell.variant not in self.backends[cell.backend].variants:
-            raise KitError(f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(self.backends[cell.backend].variants)}")
-        checks = [("epochs", p["epochs"] > 0, "> 0"), ("batch_size", p["batch_size"] > 0, "> 0"), ("lr", p["lr"] > 0, "> 0"),
-                  ("threads", p["threads"] >= 0, ">= 0"), ("limit_train", p["limit_train"] >= 0, ">= 0"),
-                  ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)")]
+            raise KitError(
+                f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(self.backends[cell.backend].variants)}"
+            )
+        checks = [
+            ("epochs", p["epochs"] > 0, "> 0"),
+            ("batch_size", p["batch_size"] > 0, "> 0"),
+            ("lr", p["lr"] > 0, "> 0"),
+            ("threads", p["threads"] >= 0, ">= 0"),
+            ("limit_train", p["limit_train"] >= 0, ">= 0"),
+            ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)"),
+        ]
         for key, ok, want in checks:
             if not ok:
                 raise KitError(f"{key} must be {want} (got {p[key]})")

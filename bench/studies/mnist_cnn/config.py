@@ -1,4 +1,5 @@
 """mnist-cnn's config: defaults as data, units in the comments; and the per-platform matrix."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -11,15 +12,15 @@ DATASETS = ("auto", "mnist", "digits")  # auto: MNIST when <data dir>/mnist exis
 @dataclass(frozen=True)
 class MnistCnnConfig:
     pipeline: str = "resident"  # seed (per-sample transforms via a DataLoader) | resident (normalised tensor, seeded slices)
-    epochs: int = 10            # passes over the training set
-    batch_size: int = 512       # samples per SGD step
-    lr: float = 0.01            # SGD learning rate
-    momentum: float = 0.9       # SGD momentum (torch form: v = m*v + g)
-    threads: int = 0            # CPU threads for torch/numba; 0 = every core this process may use
-    last_batch: str = "pad"     # pad (repeat samples from the start, as the seed) | drop
-    dataset: str = "auto"       # auto | mnist | digits (resolved by the matrix to mnist or digits)
-    dataset_sha256: str = ""    # checksum of the data the cell must see (filled by the matrix)
-    limit_train: int = 0        # use the first N training samples (smoke runs); 0 = all
+    epochs: int = 10  # passes over the training set
+    batch_size: int = 512  # samples per SGD step
+    lr: float = 0.01  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum (torch form: v = m*v + g)
+    threads: int = 0  # CPU threads for torch/numba; 0 = every core this process may use
+    last_batch: str = "pad"  # pad (repeat samples from the start, as the seed) | drop
+    dataset: str = "auto"  # auto | mnist | digits (resolved by the matrix to mnist or digits)
+    dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
+    limit_train: int = 0  # use the first N training samples (smoke runs); 0 = all
 
 
 @dataclass(frozen=True)
@@ -33,20 +34,25 @@ class Settings(MnistCnnConfig):
 
 def settings(cell: Cell) -> Settings:
     keys = asdict(MnistCnnConfig()).keys()
-    return Settings(**{k: v for k, v in cell.params.items() if k in keys}, backend=cell.backend,
-                    variant=cell.variant, seed=cell.seed)
+    return Settings(
+        **{k: v for k, v in cell.params.items() if k in keys}, backend=cell.backend, variant=cell.variant, seed=cell.seed
+    )
 
 
 # platform -> (backend, pipeline, variant) of the default matrix; `full` adds FULL_EXTRA
 PLATFORM_CELLS = {
     "cpu": [("torch-cpu", "seed", "default"), ("torch-cpu", "resident", "default"), ("numba-cpu", "resident", "default")],
-    "cuda": [("torch-cuda", "seed", "default"), ("torch-cuda", "resident", "default"),
-             ("torch-cuda", "resident", "tuned"), ("numba-cuda", "resident", "default")],
+    "cuda": [
+        ("torch-cuda", "seed", "default"),
+        ("torch-cuda", "resident", "default"),
+        ("torch-cuda", "resident", "tuned"),
+        ("numba-cuda", "resident", "default"),
+    ],
     "mps": [("torch-mps", "seed", "default"), ("torch-mps", "resident", "default")],
 }
 FULL_EXTRA = {"cuda": [("torch-cuda", "resident", "graphs"), ("torch-cuda", "resident", "graphs+bf16")]}
 PROFILE_PARAMS = {
     "smoke": {"epochs": 2, "limit_train": 4096},  # wiring check: 16 SGD steps
-    "default": {},                                 # the seed's 10 epochs, batch 512
-    "full": {},                                    # default + extra GPU variants
+    "default": {},  # the seed's 10 epochs, batch 512
+    "full": {},  # default + extra GPU variants
 }

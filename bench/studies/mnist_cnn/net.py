@@ -11,6 +11,7 @@ and column of conv2's output are dropped, exactly as torch's MaxPool2d(2) does).
 Parameters are float32 numpy arrays with torch's shapes and names, so a state dict moves
 between torch and the hand-written backends unchanged.
 """
+
 from __future__ import annotations
 
 import math

@@ -1,9 +1,10 @@
 """Seed 000's Fig. 1 as four PNGs: time per epoch, throughput per epoch, test accuracy per
 epoch, and average-throughput bars. One line per cell (backend, pipeline, device)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import matplotlib
 
@@ -33,13 +34,15 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     def _name(c: ResultCell, multi_device: bool) -> str:
         return f"{label(c)} ({c.device})" if multi_device else label(c)
 
-    specs = [("epoch_s", "Time per epoch (s)", "epoch_time.png", True),
-             ("samples_per_s", "Training throughput (samples/s)", "throughput.png", True),
-             ("test_acc", "Test accuracy (%)", "test_accuracy.png", False)]
+    specs = [
+        ("epoch_s", "Time per epoch (s)", "epoch_time.png", True),
+        ("samples_per_s", "Training throughput (samples/s)", "throughput.png", True),
+        ("test_acc", "Test accuracy (%)", "test_accuracy.png", False),
+    ]
     paths = []
     for key, ylabel, fname, log in specs:
         fig, ax = plt.subplots(figsize=(8, 4.5))
-        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more than 10 cells must not share colours
+        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])  # more than 10 cells must not share colours
         for c in cells:
             xs = [r["epoch"] for r in _epochs(c)]
             ys = [r[key] * (100 if key == "test_acc" else 1) for r in _epochs(c)]

@@ -1,13 +1,14 @@
 """One mnist-cnn cell: open() loads data and weights and warms up; step(i) is epoch i+1.
 
-  1. data: real MNIST or the embedded digits, exactly the checksum the matrix resolved;
-     initial weights from net.init_params(seed), identical across backends;
-  2. warm-up (JIT / first-call work / graph capture) -> compile_s, never inside an epoch;
-  3. per epoch: a seeded permutation (same for every backend), padded to whole batches by
-     repeating its first samples (the seed's way) or with the tail dropped; training timed
-     with per-phase timers and an RSS sampler; then evaluation on the full test set
-     (eval_s, excluded from epoch_s). One row per epoch.
+1. data: real MNIST or the embedded digits, exactly the checksum the matrix resolved;
+   initial weights from net.init_params(seed), identical across backends;
+2. warm-up (JIT / first-call work / graph capture) -> compile_s, never inside an epoch;
+3. per epoch: a seeded permutation (same for every backend), padded to whole batches by
+   repeating its first samples (the seed's way) or with the tail dropped; training timed
+   with per-phase timers and an RSS sampler; then evaluation on the full test set
+   (eval_s, excluded from epoch_s). One row per epoch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,12 +78,26 @@ class EpochRun:
             stats = trainer.train_epoch(order, timer)
         with stopwatch() as ev:
             acc = trainer.evaluate()
-        row = {**self.base, "epoch": epoch, "status": "ok",
-               "epoch_s": sw.seconds, "samples": len(order), "samples_per_s": len(order) / sw.seconds,
-               "train_loss": stats["train_loss"], "test_acc": acc, "eval_s": ev.seconds,
-               "compile_s": self.warmup_s, "batch_size_used": stats["batch_size_used"],
-               "rss_mean_mb": rss.mean_mb, "rss_peak_mb": rss.peak_mb, "rss_samples": rss.n_samples,
-               "threads": self.threads, "vram_peak_mb": None, **trainer.phase_fields(timer), **trainer.memory()}
+        row = {
+            **self.base,
+            "epoch": epoch,
+            "status": "ok",
+            "epoch_s": sw.seconds,
+            "samples": len(order),
+            "samples_per_s": len(order) / sw.seconds,
+            "train_loss": stats["train_loss"],
+            "test_acc": acc,
+            "eval_s": ev.seconds,
+            "compile_s": self.warmup_s,
+            "batch_size_used": stats["batch_size_used"],
+            "rss_mean_mb": rss.mean_mb,
+            "rss_peak_mb": rss.peak_mb,
+            "rss_samples": rss.n_samples,
+            "threads": self.threads,
+            "vram_peak_mb": None,
+            **trainer.phase_fields(timer),
+            **trainer.memory(),
+        }
         return [row]
 
     def close(self) -> list[dict]:
@@ -91,8 +106,7 @@ class EpochRun:
     def system_extra(self) -> dict:
         from bench.studies.mnist_cnn.net import train_flops_per_sample
 
-        return {"compile_s": self.warmup_s, "n_train_used": self.n_train,
-                "flops_per_sample_analytic": train_flops_per_sample()}
+        return {"compile_s": self.warmup_s, "n_train_used": self.n_train, "flops_per_sample_analytic": train_flops_per_sample()}
 
 
 def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
@@ -116,9 +130,13 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
     if cell.backend.startswith("numba"):
         import numba
 
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed), data))
     compile_s = trainer.warmup()
-    base = {"pipeline": cfg.pipeline, "batch_size": cfg.batch_size, "dataset_real_mnist": data.real_mnist,
-            "last_batch": cfg.last_batch}
+    base = {
+        "pipeline": cfg.pipeline,
+        "batch_size": cfg.batch_size,
+        "dataset_real_mnist": data.real_mnist,
+        "last_batch": cfg.last_batch,
+    }
     return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base)

@@ -1,5 +1,6 @@
 """mnist-cnn's report section: seed 000's Table I from epoch rows (plus the spread the seed
 did not report), Fig. 1, the seed's own numbers, and the same-session throughput ratios."""
+
 from __future__ import annotations
 
 import csv
@@ -122,25 +123,43 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
     w.writerows(rows)
     atomic_write_text(out / "table1.csv", buf.getvalue())
     write_json(out / "table1.json", {"rows": rows})
-    md = ["### Table I (measured)", "",
-          "Epoch time is training only (evaluation excluded); throughput = samples / epoch time, padded "
-          "samples included; RAM is the process RSS sampled every 10 ms during training; VRAM is the "
-          "allocator's peak. Median and min-max are over epochs.", "",
-          markdown(rows, TABLE1_COLUMNS) if rows else "_no finished cells_", ""]
+    md = [
+        "### Table I (measured)",
+        "",
+        "Epoch time is training only (evaluation excluded); throughput = samples / epoch time, padded "
+        "samples included; RAM is the process RSS sampled every 10 ms during training; VRAM is the "
+        "allocator's peak. Median and min-max are over epochs.",
+        "",
+        markdown(rows, TABLE1_COLUMNS) if rows else "_no finished cells_",
+        "",
+    ]
     if any("not MNIST" in r["dataset"] for r in rows):
-        md += ["> Rows marked *(not MNIST)* ran on the embedded default (scikit-learn's 1,797 digits resized "
-               "to 28x28): a wiring check, not comparable with the seed. Reproduce Table I on real MNIST "
-               "with `KIT_DATA_DIR=... python orchestrate.py all`.", ""]
+        md += [
+            "> Rows marked *(not MNIST)* ran on the embedded default (scikit-learn's 1,797 digits resized "
+            "to 28x28): a wiring check, not comparable with the seed. Reproduce Table I on real MNIST "
+            "with `KIT_DATA_DIR=... python orchestrate.py all`.",
+            "",
+        ]
     rat = ratios(cells)
     if rat:
-        md += ["### Throughput ratios (medians over epochs, cells of one host)", "",
-               "| host | ratio | value | target |", "|---|---|---|---|"]
+        md += [
+            "### Throughput ratios (medians over epochs, cells of one host)",
+            "",
+            "| host | ratio | value | target |",
+            "|---|---|---|---|",
+        ]
         md += [f"| {r['host']} | {r['numerator']} / {r['denominator']} | {r['ratio']:.2f}x | {r['target']} |" for r in rat]
         md.append("")
     md += ["### Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]
-    md += ["### The seed's Table I, for comparison", "", SEED_TABLE1, "",
-           "The seed's PyTorch rows were bound by per-sample transforms (our `seed` pipeline), and its "
-           "Numba rows trained only the dense layers; ours train every layer.", ""]
+    md += [
+        "### The seed's Table I, for comparison",
+        "",
+        SEED_TABLE1,
+        "",
+        "The seed's PyTorch rows were bound by per-sample transforms (our `seed` pipeline), and its "
+        "Numba rows trained only the dense layers; ours train every layer.",
+        "",
+    ]
     return md
 
 
@@ -152,11 +171,23 @@ def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
     rat = ratios(cells)
     if rat:
         lines += ["", "ratios of median throughput (same session)"]
-        lines += [f"  {r['numerator']} / {r['denominator']}: {r['ratio']:.2f}x"
-                  + (f" (target {r['target']})" if r["target"] else "") for r in rat]
-    cells_d = {key(c): ({"status": c.status, "reason": c.reason} if c.status != "ok" or not epochs(c) else {
-        "status": "ok", "median_samples_per_s": table1_row(c)["median_samples_per_s"],
-        "min_samples_per_s": min(r["samples_per_s"] for r in epochs(c)),
-        "max_samples_per_s": max(r["samples_per_s"] for r in epochs(c)),
-        "final_test_acc": epochs(c)[-1]["test_acc"], "epochs": len(epochs(c))}) for c in cells}
+        lines += [
+            f"  {r['numerator']} / {r['denominator']}: {r['ratio']:.2f}x" + (f" (target {r['target']})" if r["target"] else "")
+            for r in rat
+        ]
+    cells_d = {
+        key(c): (
+            {"status": c.status, "reason": c.reason}
+            if c.status != "ok" or not epochs(c)
+            else {
+                "status": "ok",
+                "median_samples_per_s": table1_row(c)["median_samples_per_s"],
+                "min_samples_per_s": min(r["samples_per_s"] for r in epochs(c)),
+                "max_samples_per_s": max(r["samples_per_s"] for r in epochs(c)),
+                "final_test_acc": epochs(c)[-1]["test_acc"],
+                "epochs": len(epochs(c)),
+            }
+        )
+        for c in cells
+    }
     return lines, {"cells": cells_d, "ratios": rat}

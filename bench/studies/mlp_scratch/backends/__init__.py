@@ -4,6 +4,7 @@ Each module has `available()` and `create(cell, data) -> Variant`; a Variant run
 study's phases for one array backend through runner.py (which imports CuPy only when a
 CuPy variant is asked for).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

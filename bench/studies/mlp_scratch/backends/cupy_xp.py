@@ -1,4 +1,5 @@
 """mlp-scratch backend `cupy`."""
+
 from __future__ import annotations
 
 from bench.studies.mlp_scratch.backends import Variant

@@ -3,6 +3,7 @@
 Each module imports only what it needs, and only when called (numba-cpu never imports
 torch; torch backends never import numba). `create` returns a Trainer.
 """
+
 from __future__ import annotations
 
 from typing import Protocol

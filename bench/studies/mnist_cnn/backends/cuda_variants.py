@@ -4,6 +4,7 @@ A variant combines options with '+': graphs (one CUDA graph per step), bf16 | fp
 (autocast), cl (channels_last), compile (torch.compile). `tuned` = TUNED, the combination
 measured fastest on an H100 (results/reference/H100-80GB-HBM3/variant_sweep_3epochs.log).
 """
+
 from __future__ import annotations
 
 from bench.core.errors import KitError
@@ -20,8 +21,10 @@ def parse_variant(variant: str) -> set[str]:
     opts = set((TUNED if variant == "tuned" else variant).split("+"))
     bad = opts - set(OPTIONS)
     if bad:
-        raise KitError(f"torch-cuda variant {variant!r}: unknown option(s) {', '.join(sorted(bad))}; "
-                       f"combine {', '.join(OPTIONS)} with '+' (or default, tuned)")
+        raise KitError(
+            f"torch-cuda variant {variant!r}: unknown option(s) {', '.join(sorted(bad))}; "
+            f"combine {', '.join(OPTIONS)} with '+' (or default, tuned)"
+        )
     if {"bf16", "fp16"} <= opts:
         raise KitError("torch-cuda variant: choose one of bf16 or fp16")
     if "fp16" in opts and "graphs" in opts:

@@ -4,9 +4,11 @@ The kernels live in bench.studies.mnist_cnn.kernels.numba_cpu_cnn; this module o
 Data: the training set is normalised once (the "resident" pipeline); each batch is
 gathered with np.take into a preallocated buffer.
 """
+
 from __future__ import annotations
 
 import numpy as np
+
 
 def available() -> str | None:
     try:
@@ -18,8 +20,8 @@ def available() -> str | None:
 
 class NumbaCpuTrainer:
     def __init__(self, cfg, params, data):
-        from bench.studies.mnist_cnn.net import normalise_u8
         from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as K
+        from bench.studies.mnist_cnn.net import normalise_u8
 
         self.K, self.cfg = K, cfg
         self.p = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
@@ -43,7 +45,7 @@ class NumbaCpuTrainer:
         K, bs = self.K, self.cfg.batch_size
         losses = []
         for s in range(0, len(order), bs):
-            idx = order[s:s + bs]
+            idx = order[s : s + bs]
             if len(idx) != bs:  # only with last_batch="drop" off and an odd tail; the study pads by default
                 raise ValueError(f"partial batch of {len(idx)}: the study must pad or drop")
             with timer.phase("data"):
@@ -55,7 +57,11 @@ class NumbaCpuTrainer:
                 losses.append(K.loss_backward(self.p, self.yb, self.ws, self.grads))
             with timer.phase("step"):
                 K.sgd_momentum_step(self.p, self.grads, self.vel, self.cfg.lr, self.cfg.momentum)
-        return {"train_loss": float(np.mean(losses)), "batch_size_used": int(self.xb.shape[0]), "batch_sizes_seen": [int(self.xb.shape[0])]}
+        return {
+            "train_loss": float(np.mean(losses)),
+            "batch_size_used": int(self.xb.shape[0]),
+            "batch_sizes_seen": [int(self.xb.shape[0])],
+        }
 
     def evaluate(self) -> float:
         pred = self.K.predict(self.p, self.x_test)

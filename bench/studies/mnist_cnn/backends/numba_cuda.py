@@ -9,9 +9,11 @@ Before anything is timed, warmup() checks this GPU's results against torch on th
 for the same weights and batch (logits, loss, all 8 gradients, 1e-4 relative) and
 refuses to run if they disagree; the largest error goes into every row.
 """
+
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +47,8 @@ class NumbaCudaTrainer:
     def __init__(self, cfg, params, data):
         from numba import cuda
 
-        from bench.studies.mnist_cnn.net import normalise_u8
         from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+        from bench.studies.mnist_cnn.net import normalise_u8
 
         self.cuda, self.K, self.cfg = cuda, K, cfg
         self.params0 = params
@@ -65,7 +67,7 @@ class NumbaCudaTrainer:
         from bench.studies.mnist_cnn.kernels.numba_cuda_gather import gather
 
         self._gather = gather[(bs * 784 + 255) // 256, 256]
-        self.net = None
+        self.net: Any = None  # the DeviceNet, made in warmup()
         self._event = _HostMark if K.simulated() else cuda.event
         self._fields: dict = {}
         self.check: dict = {}
@@ -96,8 +98,9 @@ class NumbaCudaTrainer:
 
         errs = {"logits": rel(logits, ref_logits.detach().numpy()), "loss": rel(loss, ref_loss.item())}
         for name, p in zip(PARAM_NAMES, model.parameters()):
+            assert p.grad is not None
             errs[f"grad {name}"] = rel(grads[name], p.grad.numpy())
-        worst = max(errs, key=errs.get)
+        worst = max(errs, key=lambda k: errs[k])
         return {"equiv_max_rel_err": errs[worst], "equiv_worst": worst, "equiv_ok": errs[worst] <= CHECK_RTOL}
 
     def warmup(self) -> float:
@@ -108,14 +111,16 @@ class NumbaCudaTrainer:
         t0 = time.perf_counter()
         self.check = self._equivalence_check()
         if not self.check["equiv_ok"]:
-            raise KitError(f"numba-cuda disagrees with torch on this GPU: {self.check['equiv_worst']} "
-                           f"relative error {self.check['equiv_max_rel_err']:.2e} > {CHECK_RTOL}")
+            raise KitError(
+                f"numba-cuda disagrees with torch on this GPU: {self.check['equiv_worst']} "
+                f"relative error {self.check['equiv_max_rel_err']:.2e} > {CHECK_RTOL}"
+            )
         warm = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
         order = self.cuda.to_device(np.arange(self.cfg.batch_size, dtype=np.int64) % self.x_train.shape[0])
         self._gather(self.x_train, self.y_train, order, 0, self.xb, self.yb)
         warm.train_step(self.xb, self.yb, self.cfg.lr, self.cfg.momentum)
         warm.epoch_loss_sum()
-        warm.predict(self.x_test[:self.cfg.batch_size])
+        warm.predict(self.x_test[: self.cfg.batch_size])
         self.cuda.synchronize()
         self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
         self.cuda.synchronize()
@@ -148,10 +153,12 @@ class NumbaCudaTrainer:
                 ms = e[a].elapsed_time(e[b])
                 assert ms >= 0, f"negative CUDA event time in {name}"
                 phases[name] += ms / 1e3
-        self._fields = {**phases, "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3,
-                        "h2d_setup_s": self.h2d_setup_s, **self.check}
-        return {"train_loss": loss_sum / (n_steps * bs), "batch_size_used": int(self.xb.shape[0]),
-                "batch_sizes_seen": [int(self.xb.shape[0])]}
+        self._fields = {**phases, "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3, "h2d_setup_s": self.h2d_setup_s, **self.check}
+        return {
+            "train_loss": loss_sum / (n_steps * bs),
+            "batch_size_used": int(self.xb.shape[0]),
+            "batch_sizes_seen": [int(self.xb.shape[0])],
+        }
 
     def phase_fields(self, timer) -> dict:
         return self._fields

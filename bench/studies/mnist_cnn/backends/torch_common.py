@@ -6,6 +6,7 @@ Pipelines:
   resident  the whole training set normalised once into one tensor on the device; batches
             are slices of a seeded permutation (index_select); no per-sample Python work.
 """
+
 from __future__ import annotations
 
 import time
@@ -83,8 +84,12 @@ class TorchTrainer:
         else:
             self.sampler = _FixedOrder()
             self.loader = torch.utils.data.DataLoader(
-                _SeedDataset(data.x_train, data.y_train), batch_size=cfg.batch_size,
-                sampler=self.sampler, num_workers=0, drop_last=False)
+                _SeedDataset(data.x_train, data.y_train),
+                batch_size=cfg.batch_size,
+                sampler=self.sampler,
+                num_workers=0,
+                drop_last=False,
+            )
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -108,7 +113,7 @@ class TorchTrainer:
             idx_all = torch.from_numpy(order).to(self.device)
             for s in range(0, len(order), bs):
                 with timer.phase("data"):
-                    idx = idx_all[s:s + bs]
+                    idx = idx_all[s : s + bs]
                     xb, yb = self.x_train.index_select(0, idx), self.y_train.index_select(0, idx)
                 yield xb, yb
         else:
@@ -144,7 +149,7 @@ class TorchTrainer:
         self.model.eval()
         correct = 0
         for s in range(0, len(self.y_test), 2048):
-            correct += int((self.model(self.x_test[s:s + 2048]).argmax(1) == self.y_test[s:s + 2048]).sum())
+            correct += int((self.model(self.x_test[s : s + 2048]).argmax(1) == self.y_test[s : s + 2048]).sum())
         return correct / len(self.y_test)
 
     def phase_fields(self, timer) -> dict:

@@ -1,4 +1,5 @@
 """torch-cpu: the seed CNN through PyTorch on the CPU (pipelines seed and resident)."""
+
 from __future__ import annotations
 
 

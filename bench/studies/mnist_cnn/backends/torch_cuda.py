@@ -4,6 +4,7 @@ Variants: `default` (the plain eager loop; pipelines seed and resident), and for
 resident pipeline any '+'-combination of graphs, bf16, fp16, cl, compile, or `tuned`
 (see cuda_variants.TUNED).
 """
+
 from __future__ import annotations
 
 

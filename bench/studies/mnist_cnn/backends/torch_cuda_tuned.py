@@ -11,6 +11,7 @@ Resident data path (every variant here): the normalised training set is uploaded
 h2d); batch b is gathered on the device with index_select from order[b*B:(b+1)*B]. The
 loss is summed on the device; the host reads it once per epoch.
 """
+
 from __future__ import annotations
 
 import time
@@ -40,11 +41,14 @@ class CudaEagerTrainer(TorchTrainer):
         return super().train_epoch(order, self._events)
 
     def phase_fields(self, timer) -> dict:
+        assert self._events is not None, "phase_fields before train_epoch"
         return {**self._events.as_fields(), "h2d_setup_s": self.h2d_setup_s}
 
     def memory(self) -> dict:
-        return {"vram_peak_mb": torch.cuda.max_memory_allocated() / 1e6,
-                "vram_reserved_peak_mb": torch.cuda.max_memory_reserved() / 1e6}
+        return {
+            "vram_peak_mb": torch.cuda.max_memory_allocated() / 1e6,
+            "vram_reserved_peak_mb": torch.cuda.max_memory_reserved() / 1e6,
+        }
 
 
 class CudaTunedTrainer:
@@ -116,7 +120,8 @@ class CudaTunedTrainer:
                 if "momentum_buffer" in st and st["momentum_buffer"] is not None:
                     st["momentum_buffer"].zero_()
             for p in self.model.parameters():
-                p.grad.zero_()
+                if p.grad is not None:
+                    p.grad.zero_()
         # a zero momentum buffer equals torch's first-step behaviour (buf = grad) since buf = m*0 + grad
         self.loss_sum.zero_()
         torch.cuda.synchronize()
@@ -132,16 +137,21 @@ class CudaTunedTrainer:
         self.loss_sum.zero_()
         with ev.phase("graph_step" if self.graph else "step_total"):
             for s in range(n_steps):
-                self.idx.copy_(order_dev[s * bs:(s + 1) * bs])
+                self.idx.copy_(order_dev[s * bs : (s + 1) * bs])
                 if self.graph:
                     self.graph.replay()
                 else:
                     self._step()
         t = ev.totals()  # the one sync of the epoch
         loss = float(self.loss_sum) / n_steps
-        self._fields = {"h2d_s": t["h2d"], "h2d_setup_s": self.h2d_setup_s,
-                        "forward_s": None, "backward_s": None, "step_s": None,
-                        ("step_graph_s" if self.graph else "step_total_s"): t.get("graph_step", t.get("step_total"))}
+        self._fields = {
+            "h2d_s": t["h2d"],
+            "h2d_setup_s": self.h2d_setup_s,
+            "forward_s": None,
+            "backward_s": None,
+            "step_s": None,
+            ("step_graph_s" if self.graph else "step_total_s"): t.get("graph_step", t.get("step_total")),
+        }
         return {"train_loss": loss, "batch_size_used": int(self.idx.shape[0]), "batch_sizes_seen": [int(self.idx.shape[0])]}
 
     def phase_fields(self, timer) -> dict:
@@ -153,12 +163,14 @@ class CudaTunedTrainer:
         correct = torch.zeros((), dtype=torch.long, device="cuda")
         with torch.autocast("cuda", dtype=self.amp, enabled=self.amp is not None):
             for s in range(0, len(self.y_test), 2048):
-                correct += (self.model(self.x_test[s:s + 2048]).argmax(1) == self.y_test[s:s + 2048]).sum()
+                correct += (self.model(self.x_test[s : s + 2048]).argmax(1) == self.y_test[s : s + 2048]).sum()
         return int(correct) / len(self.y_test)
 
     def memory(self) -> dict:
-        return {"vram_peak_mb": torch.cuda.max_memory_allocated() / 1e6,
-                "vram_reserved_peak_mb": torch.cuda.max_memory_reserved() / 1e6}
+        return {
+            "vram_peak_mb": torch.cuda.max_memory_allocated() / 1e6,
+            "vram_reserved_peak_mb": torch.cuda.max_memory_reserved() / 1e6,
+        }
 
     def params(self) -> dict[str, np.ndarray]:
         return {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}

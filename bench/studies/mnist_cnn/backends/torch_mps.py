@@ -1,4 +1,5 @@
 """torch-mps: the seed CNN through PyTorch on an Apple-silicon GPU (native runtime only)."""
+
 from __future__ import annotations
 
 

@@ -922,7 +922,7 @@ def k_loss_head(m, y, S, act, logits, loss_sum):
 
 
 # ================================================================== Python API
-_LIVE: "weakref.WeakSet[DeviceNet]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[DeviceNet] = weakref.WeakSet()
 
 
 def available() -> str | None:
