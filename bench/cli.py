@@ -65,7 +65,8 @@ def list_cmd() -> None:
         for b, spec in study.backends.items():
             reason = study.why_unavailable(b)
             state = "available" if reason is None else f"unavailable: {reason}"
-            typer.echo(f"  {b:<12} [{spec.platform}] variants: {', '.join(spec.variants):<30} {state}")
+            typer.echo(f"  {b:<12} [{spec.platform}] {state}")
+            typer.echo(f"  {'':<12} variants: {', '.join(spec.variants)}" + (f"; {spec.about}" if spec.about else ""))
         defaults = ", ".join(f"{k}={v}" for k, v in study.config_defaults().items())
         typer.echo(f"  --set: {defaults}")
 

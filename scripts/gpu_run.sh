@@ -32,8 +32,10 @@ case "$mode" in
     ;;
   reference)
     ref=results/reference/$gpu
-    rm -rf "$ref" && mkdir -p "$ref"
-    timeout 560 python3 orchestrate.py all --runtime native --profile full --schedule interleaved \
+    # a fresh run; the variant sweep's log (evidence for `tuned`) is kept
+    find "$ref" -mindepth 1 -maxdepth 1 ! -name 'variant_sweep_*.log' -exec rm -rf {} + 2>/dev/null
+    mkdir -p "$ref"
+    timeout 570 python3 orchestrate.py all --runtime native --profile full --schedule interleaved \
       --data-dir "$KIT_DATA_DIR" --out "$ref" --report-dir "$ref/report" 2>&1 | tee "$OUT/reference.log"
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/reference.tgz" "$ref"
