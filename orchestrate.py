@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from bench.core.choices import Profile, Schedule
 from bench.core.errors import KitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
@@ -31,18 +32,6 @@ class Runtime(str, Enum):
     auto = "auto"
     native = "native"
     docker = "docker"
-
-
-class Profile(str, Enum):
-    smoke = "smoke"
-    default = "default"
-    full = "full"
-
-
-class Schedule(str, Enum):
-    sequential = "sequential"
-    interleaved = "interleaved"
-    per_device = "per-device"
 
 
 def fail(msg: str, code: int = 2):

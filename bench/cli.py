@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from bench.core.choices import Profile, Schedule
 from bench.core.errors import KitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: run studies on this host.")
-
-
-class Schedule(str, Enum):
-    sequential = "sequential"
-    interleaved = "interleaved"
-    per_device = "per-device"
-
-
-class Profile(str, Enum):
-    smoke = "smoke"
-    default = "default"
-    full = "full"
 
 
 def fail(msg: str, code: int = 2) -> None:

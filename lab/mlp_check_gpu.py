@@ -170,17 +170,7 @@ def print_tables(t3, t4, mem, names):
             + _fmt(r["speedup"], "x").rjust(12)
         )
     print("\nTable 5: memory (MB = 1e6 bytes; each column measured in a fresh process)")
-    keys = (
-        "params_bytes",
-        "input_bytes",
-        "activations_bytes",
-        "gradients_bytes",
-        "framework_overhead_bytes",
-        "pool_used_bytes",
-        "pool_total_bytes",
-        "device_used_bytes",
-        "rss_bytes",
-    )
+    keys = runner.MEMORY_KEYS
     print("component".ljust(w) + "".join(n.rjust(16) for n in mem))
     for k in keys:
         print(k.ljust(w) + "".join(_fmt(None if m[k] is None else m[k] / 1e6).rjust(16) for m in mem.values()))

@@ -39,17 +39,6 @@ PLAIN_KEYS = (
     "final_val_acc",
     "final_loss",
 )
-MEMORY_KEYS = (
-    "params_bytes",
-    "input_bytes",
-    "activations_bytes",
-    "gradients_bytes",
-    "framework_overhead_bytes",
-    "pool_used_bytes",
-    "pool_total_bytes",
-    "rss_bytes",
-    "device_used_bytes",
-)
 
 
 def load_xy(params: dict, data_dir: str | None):
@@ -111,7 +100,7 @@ class MlpRun:
         m_rows = []
         for v, var in self.variants.items():
             m = var.memory(X, y, Xv, yv, self.rcfg)
-            m_rows.append(self._row(v, "memory", **{k: m.get(k) for k in MEMORY_KEYS}))
+            m_rows.append(self._row(v, "memory", **{k: m.get(k) for k in runner.MEMORY_KEYS}))
         return m_rows
 
     def _check(self) -> list[dict]:

@@ -9,17 +9,7 @@ from pathlib import Path
 
 from bench.core.resultset import ResultCell as Cell
 from bench.core.tables import fmt
-
-MEM_KEYS = (
-    "params_bytes",
-    "input_bytes",
-    "activations_bytes",
-    "gradients_bytes",
-    "framework_overhead_bytes",
-    "pool_used_bytes",
-    "pool_total_bytes",
-    "rss_bytes",
-)
+from bench.studies.mlp_scratch.runner import MEMORY_KEYS
 
 
 def _med(rows, key):
@@ -76,7 +66,7 @@ def table5(cell: Cell) -> list[str]:
     mem = {r["backend"]: r for r in cell.rows if r.get("phase") == "memory"}
     vs = list(mem)
     out = ["| component (MB) | " + " | ".join(vs) + " |", "|" + "---|" * (1 + len(vs))]
-    for k in MEM_KEYS:
+    for k in MEMORY_KEYS:
         out.append(
             f"| {k.replace('_bytes', '')} | "
             + " | ".join(fmt(mem[v][k] / 1e6) if mem[v].get(k) is not None else "" for v in vs)

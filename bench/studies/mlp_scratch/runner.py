@@ -33,6 +33,18 @@ VARIANTS = ("numpy", "cupy", "cupy-tuned")
 # Tolerances for comparing params with the NumPy reference, defined once per dtype:
 # |a - ref| <= atol + rtol * |ref| elementwise (weights are O(0.5)).
 TOL = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-12, "rtol": 1e-10}}
+# what memory_breakdown reports, in Table 5's order (bytes)
+MEMORY_KEYS = (
+    "params_bytes",
+    "input_bytes",
+    "activations_bytes",
+    "gradients_bytes",
+    "framework_overhead_bytes",
+    "pool_used_bytes",
+    "pool_total_bytes",
+    "rss_bytes",
+    "device_used_bytes",
+)
 CURVE_TOL = 1e-3  # largest allowed |acc_a - acc_b| between two convergence curves
 
 

@@ -1,0 +1,17 @@
+"""Choices shared by both command lines (python -m bench and orchestrate.py)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Profile(str, Enum):
+    smoke = "smoke"  # a wiring check: minutes, tiny data
+    default = "default"  # the seeds' own setups
+    full = "full"  # default + extra variants (GPU tuning options)
+
+
+class Schedule(str, Enum):
+    sequential = "sequential"
+    interleaved = "interleaved"  # steps of every cell round-robin
+    per_device = "per-device"  # one cell per GPU, in parallel
