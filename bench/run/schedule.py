@@ -7,7 +7,9 @@ protocol is described in bench/run/cell.py):
                step i of every cell before step i+1 of any, the first cell rotating, so the
                machine's noise lands on all cells alike
   per-device   cells that need a GPU spread over the device slots (one process per GPU,
-               CUDA_VISIBLE_DEVICES set), in parallel; the other cells after, one at a time
+               CUDA_VISIBLE_DEVICES set), in parallel; the other cells after, one at a time.
+               For getting a sweep done on a multi-GPU host: parallel cells share the host's
+               CPUs, so ratios between cells come from `interleaved`
 
 A cell whose rows.jsonl says ok/skipped is reused unless rerun=True. A crash, a non-zero
 exit, a kill or a timeout becomes rows.jsonl with the finished steps marked incomplete and
