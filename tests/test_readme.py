@@ -35,7 +35,7 @@ def test_main_command_on_the_embedded_default(tmp_path):
     cmd = BLOCKS[0].strip().split("&& ", 1)[1].replace(".venv/bin/python", sys.executable)
     r = subprocess.run(cmd, shell=True, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "the studies use their embedded defaults" in r.stdout and "runtime: native" in r.stdout
+    assert "the studies use their embedded defaults" in r.stdout and "runtime: " in r.stdout  # containers or native
     report = work / "results" / "report"
     for name in ("REPORT.md", "table1.csv", "epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png"):
         assert (report / name).is_file(), name
