@@ -127,7 +127,9 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         r0 = c.rows[0]
         gpu = (c.system.get("gpu") or {}).get("name")
         on_gpu = any(v != "numpy" for v in _variants(c))  # only then did the cell use the GPU
-        where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (f" + {gpu}" if gpu and on_gpu else "")
+        where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
+            f" + {gpu}" if gpu and on_gpu else ""
+        )
         md += [
             f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
             f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)",
