@@ -1,14 +1,23 @@
-"""Finished cells under any number of result dirs, with their provenance: what the report
-and the matrix summary read. Standard library only (the host side uses it)."""
+"""Cells under any number of result dirs, with their provenance: what the report and the
+matrix summary read. Standard library only (the host side uses it).
+
+Reading never trusts the tree: symlinks are not followed (files or dirs), every row is
+checked (bench.core.rows.check_row plus the study's own check), and a cell with a line
+that cannot be trusted is reported as `corrupt` with the line named, never half-read. A
+cell dir with no rows.jsonl (killed, Ctrl-C, disk full) is reported as `interrupted`.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.rows import read_rows
+from bench.core.rows import is_regular, read_rows_checked, status_of
+
+CELL_FILES = ("rows.jsonl", "rows.partial.jsonl", "cell.json")
 
 
 @dataclass
@@ -16,19 +25,28 @@ class ResultCell:
     dir: Path
     rows: list[dict]
     system: dict = field(default_factory=dict)
+    state: str | None = None  # corrupt | interrupted: overrides what the rows say
+    note: str = ""  # why, for those states
+    spec: dict = field(default_factory=dict)  # cell.json, when the dir has one
 
     @property
     def status(self) -> str:
-        s = {r.get("status") for r in self.rows}
-        return "error" if "error" in s else "ok" if "ok" in s else "skipped"
+        return self.state or status_of(self.rows) or "skipped"
 
     @property
     def study(self) -> str:
-        return str(self.rows[0].get("study") or "unknown")
+        return str(self.first.get("study") or self.dir.parent.name)
 
     @property
     def first(self) -> dict:
-        return self.rows[0]
+        if self.rows:
+            return self.rows[0]
+        return {
+            "study": self.spec.get("study"),
+            "backend": self.spec.get("backend"),
+            "variant": self.spec.get("variant"),
+            "cell": self.dir.name,
+        }
 
     @property
     def ok_rows(self) -> list[dict]:
@@ -36,7 +54,9 @@ class ResultCell:
 
     @property
     def reason(self) -> str:
-        return next((str(r.get("reason") or "") for r in self.rows if r.get("status") in ("error", "skipped")), "")
+        if self.note:
+            return self.note
+        return next((str(r.get("reason") or "") for r in self.rows if r.get("status") in ("error", "skipped", "interrupted")), "")
 
     @property
     def device(self) -> str:
@@ -57,38 +77,80 @@ class ResultCell:
         return bool(src.get("dirty")) or str(self.system.get("kit_git_sha") or "").endswith("-dirty")
 
 
-def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict]]:
-    """(cells, platform notes). Every dir must exist; a dir with no cells and no notes is an error."""
-    cells, notes = [], []
+def _json_file(path: Path) -> dict:
+    if not is_regular(path):
+        return {}
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _study_check(rows: list[dict]) -> str | None:
+    """The study's own row check (required metrics and their types), when the study is known here."""
+    from bench.core.registry import studies
+
+    study = studies().get(str(rows[0].get("study")))
+    return study.check_rows(rows) if study else None
+
+
+def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
+    """The cell in dir D (None when D holds no cell). Bad lines are appended to PROBLEMS."""
+    problems = problems if problems is not None else []
+    system = _json_file(d / "system.json")
+    spec = _json_file(d / "cell.json")
+    rows_path = d / "rows.jsonl"
+    if os.path.lexists(rows_path):
+        rows, bad = read_rows_checked(rows_path)
+        if not bad and rows:
+            why = _study_check(rows)
+            if why:
+                bad = [f"{rows_path}: {why}"]
+        if bad:
+            problems += bad
+            note = f"rows.jsonl cannot be trusted: {bad[0]}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+            return ResultCell(d, rows, system, "corrupt", note, spec)
+        return ResultCell(d, rows, system, spec=spec) if rows else None
+    partial, bad = read_rows_checked(d / "rows.partial.jsonl") if os.path.lexists(d / "rows.partial.jsonl") else ([], [])
+    problems += bad
+    if not partial and not is_regular(d / "cell.json"):
+        return None
+    steps = len(partial)
+    note = f"did not finish (killed, interrupted or out of disk) after {steps} step(s); rerun to resume"
+    return ResultCell(d, [{**r, "status": "incomplete"} for r in partial], system, "interrupted", note, spec)
+
+
+def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
+    """(cells, platform notes, problems). Every dir must exist; a dir with no cells and no
+    notes is an error. Symlinked files and dirs are not followed."""
+    cells: list[ResultCell] = []
+    notes: list[dict] = []
+    problems: list[str] = []
     for d in dirs:
         d = Path(d)
         if not d.is_dir():
             raise KitError(f"result dir {d} does not exist")
-        found = sorted(d.rglob("rows.jsonl"))
-        for p in found:
-            rows = [r for r in read_rows(p) if isinstance(r, dict)]
-            if not rows:
-                continue
-            sysp = p.parent / "system.json"
-            system = json.loads(sysp.read_text()) if sysp.is_file() else {}
-            cells.append(ResultCell(p.parent, rows, system))
-        plat = sorted(d.rglob("platforms.json"))
-        for p in plat:
-            for name, info in json.loads(p.read_text()).items():
-                notes.append({"platform": name, **info, "source": str(p.parent)})
-        if not found and not plat:
+        found = False
+        for root, subdirs, files in os.walk(d, followlinks=False):
+            here = Path(root)
+            subdirs[:] = sorted(s for s in subdirs if not (here / s).is_symlink())
+            if any(f in files for f in CELL_FILES):
+                cell = load_cell(here, problems)
+                if cell is not None:
+                    cells.append(cell)
+                    found = True
+            if "platforms.json" in files:
+                plat = _json_file(here / "platforms.json")
+                for name, info in plat.items():
+                    if isinstance(info, dict):
+                        notes.append({"platform": name, **info, "source": str(here)})
+                found = found or bool(plat)
+        if not found:
             raise KitError(f"no results under {d} (expected <dir>/<study>/<cell>/rows.jsonl)")
-    return cells, notes
+    return cells, notes, problems
 
 
 def load_cells(dirs: list[Path]) -> list[ResultCell]:
-    """ResultCells of exactly these cell dirs (those with rows.jsonl)."""
-    out = []
-    for d in dirs:
-        p = Path(d) / "rows.jsonl"
-        if p.is_file():
-            rows = read_rows(p)
-            if rows:
-                sysp = Path(d) / "system.json"
-                out.append(ResultCell(Path(d), rows, json.loads(sysp.read_text()) if sysp.is_file() else {}))
-    return out
+    """ResultCells of exactly these cell dirs (those holding a cell)."""
+    return [c for c in (load_cell(Path(d)) for d in dirs) if c is not None]

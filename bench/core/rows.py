@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import stat
 import tempfile
 import uuid
 from datetime import datetime, timezone
@@ -45,7 +46,26 @@ COMMON_KEYS = (
     "dataset_real",  # True for the real dataset, False for embedded/synthetic data
     "command",  # the exact command that reruns this cell
 )
-STATUSES = ("ok", "skipped", "error", "incomplete")
+STATUSES = ("ok", "skipped", "error", "incomplete", "interrupted")
+# types every row's common keys must have when present (None is allowed for all but these)
+REQUIRED: dict[str, type] = {"study": str, "status": str}
+TYPES = {
+    "schema": int,
+    "cell": str,
+    "backend": str,
+    "variant": str,
+    "seed": int,
+    "repeat": int,
+    "run_id": str,
+    "reason": str,
+    "host": str,
+    "device": str,
+    "image_id": str,
+    "lock_hash": str,
+    "dataset": str,
+    "dataset_real": bool,
+    "command": str,
+}
 
 
 def new_run_id() -> str:
@@ -102,9 +122,23 @@ def ordered(row: dict) -> dict:
     return {**{k: row.get(k) for k in COMMON_KEYS}, **{k: v for k, v in row.items() if k not in COMMON_KEYS}}
 
 
+def open_nofollow(path: Path, mode: str):
+    """open() for writing that refuses to follow a symlink planted at PATH ("w" truncates, "a" appends)."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if os.path.islink(path):
+            from bench.core.errors import KitError
+
+            raise KitError(f"{path} is a symlink: results are never written through one; remove it") from None
+        raise err
+    return os.fdopen(fd, mode, encoding="utf-8")
+
+
 def append_partial(cell_dir: Path, row: dict) -> None:
     cell_dir.mkdir(parents=True, exist_ok=True)
-    with open(cell_dir / "rows.partial.jsonl", "a", encoding="utf-8") as fh:
+    with open_nofollow(cell_dir / "rows.partial.jsonl", "a") as fh:
         fh.write(rows_to_jsonl([row]))
         fh.flush()
 
@@ -122,18 +156,77 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=jsonable) + "\n")
 
 
+def is_regular(path: Path) -> bool:
+    """A regular file, not a symlink (results are read only from the results tree itself)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def check_row(row: object) -> str | None:
+    """Why ROW cannot be trusted (None: it can): the common keys' presence and types."""
+    if not isinstance(row, dict):
+        return f"not an object ({type(row).__name__})"
+    for k, t in REQUIRED.items():
+        if not isinstance(row.get(k), t):
+            return f"{k!r} missing or not a {t.__name__}"
+    if row["status"] not in STATUSES:
+        return f"unknown status {row['status']!r}"
+    for k, t in TYPES.items():
+        v = row.get(k)
+        if v is not None and not (isinstance(v, t) and not (t is int and isinstance(v, bool))):
+            return f"{k!r} is {type(v).__name__}, expected {t.__name__}"
+    if (row.get("schema") or 0) > SCHEMA_VERSION:
+        return f"schema {row['schema']} is newer than this kit's {SCHEMA_VERSION}: update the kit"
+    return None
+
+
+def read_rows_checked(path: Path) -> tuple[list[dict], list[str]]:
+    """(good rows, problems 'path:line: why') of a rows file; a symlink or unreadable file is one problem."""
+    if not is_regular(path):
+        return [], [f"{path}: not a regular file (a symlink?): not read"]
+    rows, problems = [], []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                problems.append(f"{path}:{n}: not JSON ({err.msg})")
+                continue
+            why = check_row(row)
+            if why:
+                problems.append(f"{path}:{n}: {why}")
+            else:
+                rows.append(row)
+    return rows, problems
+
+
 def read_rows(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    """Every row of a rows file; KitError (one line, naming the line) when any cannot be trusted."""
+    rows, problems = read_rows_checked(path)
+    if problems:
+        from bench.core.errors import KitError
+
+        raise KitError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return rows
 
 
-def cell_status(cell_dir: Path) -> str | None:
-    """ "ok" / "skipped" / "error" from a finished cell's rows, None if unfinished."""
-    p = cell_dir / "rows.jsonl"
-    if not p.is_file():
-        return None
-    statuses = {r.get("status") for r in read_rows(p)}
-    for s in ("error", "ok", "skipped"):  # a study cell may mix ok rows with skipped variants
+def status_of(rows: list[dict]) -> str | None:
+    statuses = {r.get("status") for r in rows}
+    for s in ("error", "interrupted", "ok", "skipped"):  # a cell may mix ok rows with skipped variants
         if s in statuses:
             return s
     return None
+
+
+def cell_status(cell_dir: Path) -> str | None:
+    """ok / skipped / error / interrupted from a finished cell's rows; None if unfinished or
+    unreadable (a corrupt rows.jsonl is never reused: the cell runs again)."""
+    p = cell_dir / "rows.jsonl"
+    if not p.exists() and not p.is_symlink():
+        return None
+    rows, problems = read_rows_checked(p)
+    return None if problems else status_of(rows)

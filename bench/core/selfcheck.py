@@ -79,3 +79,49 @@ def run_selfcheck(platform: str, echo=print) -> bool:
             ok &= _gpu_kernels(echo)
     echo("selfcheck: " + ("ok" if ok else "FAILED"))
     return ok
+
+
+def sandbox_facts() -> dict:
+    """What confines this process (for tests of the container runtime): user, read-only
+    root, network interfaces, /data and /results writability, capabilities, no_new_privs,
+    the pids limit. Each fact is read from the kernel, not assumed."""
+    import os
+    import socket
+
+    def writable(path: str) -> bool:
+        probe = os.path.join(path, f".cnn-bench-probe-{os.getpid()}")
+        try:
+            with open(probe, "w") as fh:
+                fh.write("x")
+            os.unlink(probe)
+            return True
+        except OSError:
+            return False
+
+    status = {}
+    try:
+        for line in open("/proc/self/status", encoding="utf-8"):
+            k, _, v = line.partition(":")
+            status[k] = v.strip()
+    except OSError:
+        pass
+    pids_max = None
+    for p in ("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"):
+        try:
+            pids_max = open(p, encoding="utf-8").read().strip()
+            break
+        except OSError:
+            continue
+    return {
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "root_writable": writable("/opt") or writable("/"),
+        "tmp_writable": writable("/tmp"),
+        "data_writable": writable("/data") if os.path.isdir("/data") else None,
+        "results_writable": writable("/results") if os.path.isdir("/results") else None,
+        "interfaces": sorted(n for _, n in socket.if_nameindex()),
+        "cap_eff": status.get("CapEff"),
+        "cap_bnd": status.get("CapBnd"),
+        "no_new_privs": status.get("NoNewPrivs"),
+        "pids_max": pids_max,
+    }

@@ -173,6 +173,11 @@ class Study:
         raise NotImplementedError
 
     # ---- reporting (host side: only the standard library, numpy and matplotlib)
+    def check_rows(self, rows: list[dict]) -> str | None:
+        """Why this cell's rows cannot be reported (a metric the report needs is missing or of
+        the wrong type), or None. The common keys are checked before this."""
+        return None
+
     def report_section(self, cells: list[ResultCell], out: Path) -> list[str]:
         """Markdown lines for REPORT.md (tables, figure links); files go under OUT."""
         return [f"{len(cells)} cell(s); no report section defined."]
