@@ -16,7 +16,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: r
 
 
 def fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(f"{'error: ' if code != 130 else ''}{msg}", err=True)
     raise typer.Exit(code)
 
 
@@ -104,7 +104,7 @@ def matrix(
             echo=typer.echo,
         )
     except KitError as err:
-        fail(str(err))
+        fail(str(err), err.exit_code)
     raise typer.Exit(code)
 
 
@@ -120,15 +120,23 @@ def cell(
 
     out = out or default_out()
     check_writable(out)
+    from bench.core.lock import results_lock
+    from bench.core.registry import get_study
+
     try:
         c = load_spec(spec)
-        if gate or not sys.stderr.isatty():
-            code = run_cell(c, out, data_dir, gated=gate)
+        get_study(c.study).validate(c)  # bad input: one line before anything (the lock) is written
+        if gate:  # the scheduler that started us holds the results dir's lock
+            code = run_cell(c, out, data_dir, gated=True)
         else:
-            from rich.progress import Progress
+            with results_lock(out):
+                if not sys.stderr.isatty():
+                    code = run_cell(c, out, data_dir)
+                else:
+                    from rich.progress import Progress
 
-            with Progress(transient=False) as progress:
-                code = run_cell(c, out, data_dir, progress=progress)
+                    with Progress(transient=False) as progress:
+                        code = run_cell(c, out, data_dir, progress=progress)
     except KitError as err:
         fail(str(err))
     if not gate:
@@ -149,9 +157,16 @@ def _print_cell(cell_dir: Path) -> None:
 @app.command()
 def selfcheck(
     platform: Annotated[str | None, typer.Option(help="cpu | cuda | mps (default: $KIT_PLATFORM, else cpu)")] = None,
+    sandbox: Annotated[bool, typer.Option(help="print what confines this process (user, capabilities, ...) as JSON")] = False,
 ) -> None:
     """Import every backend this image should have; on a GPU, compile one numba-cuda and one CuPy kernel."""
-    from bench.core.selfcheck import run_selfcheck
+    from bench.core.selfcheck import run_selfcheck, sandbox_facts
+
+    if sandbox:
+        import json
+
+        typer.echo("KIT SANDBOX " + json.dumps(sandbox_facts()))
+        raise typer.Exit(0)
 
     plat = platform or os.environ.get("KIT_PLATFORM", "cpu")
     if plat not in ("cpu", "cuda", "mps"):

@@ -21,11 +21,20 @@ DIGIT_DATASETS = ("auto", "mnist", "digits")
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """--data-dir, else $KIT_DATA_DIR, else ./data (it need not exist)."""
+    """--data-dir, else $KIT_DATA_DIR, else $KIT_DEFAULT_DATA_DIR (the images: /data), else ./data.
+    It need not exist."""
     if data_dir:
         return Path(data_dir)
-    env = os.environ.get("KIT_DATA_DIR")
-    return Path(env) if env else Path("data")
+    for env in ("KIT_DATA_DIR", "KIT_DEFAULT_DATA_DIR"):
+        if os.environ.get(env):
+            return Path(os.environ[env])
+    return Path("data")
+
+
+def data_dir_named(data_dir: str | os.PathLike | None) -> bool:
+    """True when the user named the data dir (--data-dir or $KIT_DATA_DIR): then a dataset
+    missing there is an error. Only an unnamed default may fall back to the embedded data."""
+    return bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
 
 
 def present(root: Path) -> list[str]:
@@ -34,14 +43,20 @@ def present(root: Path) -> list[str]:
 
 
 def fetch_dataset(
-    name: str, data_dir: str | os.PathLike | None, mirrors: tuple[str, ...] | None = None, progress: Any = None
+    name: str,
+    data_dir: str | os.PathLike | None,
+    mirrors: tuple[str, ...] | None = None,
+    progress: Any = None,
+    allow_http: bool = False,
 ) -> list[Path]:
     """Download NAME into <data dir>/<name>/ with checksums; KitError (one line) on failure."""
     if name not in FETCHERS:
         raise KitError(f"unknown dataset {name!r} to fetch: choose {', '.join(FETCHERS)}")
     mod_name, fn, default_mirrors = FETCHERS[name]
     mod = importlib.import_module(mod_name)
-    return getattr(mod, fn)(resolve_data_dir(data_dir), mirrors or getattr(mod, default_mirrors), progress=progress)
+    return getattr(mod, fn)(
+        resolve_data_dir(data_dir), mirrors or getattr(mod, default_mirrors), progress=progress, allow_http=allow_http
+    )
 
 
 def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:

@@ -35,23 +35,56 @@ def _raw_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_mnist(data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None) -> list[Path]:
-    """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept."""
+def check_mirrors(mirrors: tuple[str, ...], allow_http: bool) -> None:
+    """https only, unless ALLOW_HTTP (the content is pinned by SHA-256 either way; https also
+    keeps what you fetch private and the mirror authenticated)."""
+    for m in mirrors:
+        scheme = m.split("://", 1)[0].lower() if "://" in m else ""
+        if scheme == "https" or (scheme == "http" and allow_http):
+            continue
+        if scheme == "http":
+            raise KitError(
+                f"mirror {m} is plain http: use https, or pass --allow-http (every file is SHA-256 checked either way)"
+            )
+        raise KitError(f"mirror {m}: only https:// URLs are fetched")
+
+
+def _valid(path: Path, want: str) -> bool:
+    """True when PATH holds exactly the pinned content (a corrupt or truncated file is not)."""
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        return _raw_sha256(path) == want
+    except KitError:
+        return False
+
+
+def fetch_mnist(
+    data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None, allow_http: bool = False
+) -> list[Path]:
+    """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept,
+    corrupt ones fetched again."""
+    check_mirrors(tuple(mirrors), allow_http)
     target = Path(data_dir) / "mnist"
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise KitError(f"cannot create {target}: {err.strerror}; pass a writable --data-dir") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
     done = []
     for stem, want in RAW_SHA256.items():
         final = target / f"{stem}.gz"
-        if final.is_file() and _raw_sha256(final) == want:
+        if _valid(final, want):
             done.append(final)
             continue
         errors = []
         for mirror in mirrors:
             url = mirror.rstrip("/") + "/" + final.name
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=target)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=target)
+            except OSError as err:
+                raise KitError(f"cannot write into {target}: {err.strerror}; pass a writable --data-dir") from None
             try:
                 with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as resp:
                     total = int(resp.headers.get("Content-Length") or 0)

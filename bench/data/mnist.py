@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
-from bench.data import resolve_data_dir
+from bench.data import data_dir_named, resolve_data_dir
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -125,6 +125,9 @@ def load_mnist(data_dir: Path) -> Dataset:
         n_img, n_lab = len(arrays[f"{split}_images"]), len(arrays[f"{split}_labels"])
         if n_img != n_lab:
             raise KitError(f"{mnist_dir}: {split} has {n_img} images but {n_lab} labels")
+    for split in ("train", "test"):
+        if len(arrays[f"{split}_labels"]) == 0:
+            raise KitError(f"{mnist_dir}: the {split} set has 0 images (valid headers, no data)")
     if arrays["train_labels"].max(initial=0) > 9 or arrays["test_labels"].max(initial=0) > 9:
         raise KitError(f"{mnist_dir}: labels outside 0..9")
     return Dataset(
@@ -153,17 +156,24 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     if dataset not in ("auto", "mnist", "digits"):
         raise KitError(f"unknown dataset {dataset!r}: choose auto, mnist or digits")
     root = resolve_data_dir(data_dir)
-    explicit = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
-    # a data dir someone named must exist: a typo should not silently fall back to the digits
-    if (explicit or dataset == "mnist") and not root.is_dir():
+    named = data_dir_named(data_dir)
+    # a data dir someone named must exist and hold the data: a typo never silently falls back to the digits
+    if (named or dataset == "mnist") and not root.is_dir():
         raise KitError(
             f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`"
         )
-    if dataset == "digits":
+    if dataset == "digits":  # asked for by name
         return load_digits_28()
+    if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
+        raise KitError(f"cannot read data dir {root} as uid {os.getuid()} (permission denied): make it readable")
     if dataset == "mnist" or (root / "mnist").is_dir():
         return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
-    return load_digits_28()
+    if named:
+        raise KitError(
+            f"data dir {root} holds no mnist/: fetch it (`python orchestrate.py data fetch mnist --data-dir {root}`), "
+            "or ask for the embedded default with `--set dataset=digits`"
+        )
+    return load_digits_28()  # nothing was asked for: the embedded default (rows and the report say so)
 
 
 _CACHE: dict[tuple[str, str], Dataset] = {}

@@ -19,9 +19,12 @@ carries only these lines; everything else a study or library prints goes to stde
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -69,14 +72,22 @@ def common_fields(cell: Cell, run_id: str, command: str, device: str | None, dat
     }
 
 
+def disk_full_message(out: Path, cell: Cell) -> str:
+    return (
+        f"disk full writing results under {out}: finished cells are intact, {cell.id} is partial "
+        "(the report lists it as interrupted); free space and run the same command again to resume"
+    )
+
+
 def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> dict:
     """The row a cell that could not finish leaves (also written by the scheduler after a kill)."""
     row = common_fields(cell, R.new_run_id(), reproduce_command(cell, out, data_dir), None, None)
     return R.ordered({**row, "status": status, "reason": reason, "created": time.time()})
 
 
-def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None) -> None:
-    """rows.jsonl after a failure: finished steps kept (marked incomplete) + one error row."""
+def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> None:
+    """rows.jsonl after a failure: finished steps kept (marked incomplete) + one row with
+    STATUS (error, or interrupted for Ctrl-C and a stop) and the reason."""
     partial = cell_dir / "rows.partial.jsonl"
     done = []
     if partial.exists():
@@ -87,7 +98,24 @@ def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir:
                 continue  # a line cut by the kill
             if isinstance(r, dict):
                 done.append({**r, "status": "incomplete"})
-    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir)])
+    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir, status)])
+
+
+def _follow_parent() -> None:
+    """A scheduled cell lives only as long as its scheduler: Ctrl-C is the scheduler's to handle
+    (it stops every cell and settles them), and the kernel kills this process when the
+    scheduler dies (Linux PR_SET_PDEATHSIG), so no orphan trains on into a rerun."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    parent = os.environ.get("KIT_PARENT_PID")
+    if parent and os.getppid() != int(parent):  # the scheduler died before we got here
+        raise SystemExit(3)
 
 
 class _Protocol:
@@ -97,6 +125,7 @@ class _Protocol:
         self.gated = gated
         self.out: IO[str] | None = None
         if gated:
+            _follow_parent()
             sys.stdout.flush()
             self.out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
             os.dup2(2, 1)
@@ -161,7 +190,8 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     try:
         for i in range(run.steps):
             if not proto.wait_go():
-                settle_failure(cell_dir, cell, f"stopped by the scheduler before step {i + 1} of {run.steps}", out, data_dir)
+                why = f"stopped by the scheduler before step {i + 1} of {run.steps}"
+                settle_failure(cell_dir, cell, why, out, data_dir, "interrupted")
                 return 3
             rows = [R.ordered({**base, **r}) for r in run.step(i)]
             for r in rows:
@@ -171,25 +201,32 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
             if progress:
                 progress.update(task, advance=1, description=f"{study.label(cell)} {study.progress_line(rows)}")
         all_rows += [R.ordered({**base, **r}) for r in run.close()]
+        extra = {
+            "cell": json.loads(cell.to_json()),
+            "cell_id": cell.id,
+            "command": command,
+            "open_s": open_s,
+            "warmup_s": run.warmup_s,
+            **run.system_extra(),
+        }
+        R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
+        R.write_rows(cell_dir, all_rows)
     except KitError as err:
         settle_failure(cell_dir, cell, str(err), out, data_dir)
         raise
     except KeyboardInterrupt:
-        settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", out, data_dir)
+        settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", out, data_dir, "interrupted")
         raise
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
+            raise
+        with contextlib.suppress(OSError):  # no room for the error row either, most likely
+            settle_failure(cell_dir, cell, f"disk full: {err}", out, data_dir)
+        raise KitError(disk_full_message(out, cell)) from None
     except Exception as err:
         settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
         raise
-    extra = {
-        "cell": json.loads(cell.to_json()),
-        "cell_id": cell.id,
-        "command": command,
-        "open_s": open_s,
-        "warmup_s": run.warmup_s,
-        **run.system_extra(),
-    }
-    R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
-    R.write_rows(cell_dir, all_rows)
     status = R.cell_status(cell_dir) or "error"
     proto.send(DONE, {"status": status})
     return 0 if status in ("ok", "skipped") else 1

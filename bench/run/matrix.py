@@ -13,15 +13,23 @@ from pathlib import Path
 from bench.core import params as P
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.lock import results_lock
 from bench.core.registry import get_study, select
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.study import PLATFORMS
-from bench.run.schedule import Scheduler
+from bench.run.schedule import Interrupted, Scheduler
 
 
 def resolve(
-    study_names: list[str], platforms: list[str], profile: str, sets: list[str], only: list[str], data_dir: str | None
+    study_names: list[str],
+    platforms: list[str],
+    profile: str,
+    sets: list[str],
+    only: list[str],
+    data_dir: str | None,
+    resolve_data: bool = True,
+    allow_empty: bool = False,
 ) -> list[Cell]:
     chosen = select(study_names)
     for p in platforms:
@@ -29,15 +37,17 @@ def resolve(
             raise KitError(f"unknown platform {p!r}: choose {', '.join(PLATFORMS)}")
     P.check_only(only, chosen)
     cells: list[Cell] = []
+    generated = 0
     for study in chosen:
         if profile not in study.profiles:
             raise KitError(f"{study.name} has no profile {profile!r}: choose {', '.join(study.profiles)}")
         mine = [c for p in dict.fromkeys(platforms) for c in study.matrix(p, profile)]
+        generated += len(mine)
         mine = [c for c in P.apply(study, mine, sets, chosen) if P.matches(c, only)]
         for c in mine:
             study.validate(c)
-        cells += [study.resolve(c, data_dir) for c in mine]
-    if not cells:
+        cells += [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
+    if not cells and (generated or not allow_empty):  # --only removed every cell: a mistake
         raise KitError(
             f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
             + (f" with --only {' '.join(only)}" if only else "")
@@ -60,13 +70,26 @@ def run_matrix(
     echo: Callable[[str], None] = print,
 ) -> int:
     """Run the matrix; returns the exit code (1 when any cell ended in error)."""
-    cells = resolve(study_names, platforms, profile, sets, only, data_dir)
+    cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True)
+    if not cells:  # these studies have no cell for this platform (e.g. mlp-scratch on mps)
+        echo(f"nothing to run: {', '.join(study_names) or 'no study'} has no cell on {', '.join(platforms)}")
+        return 0
     data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
+    data = [(n + " (the embedded default: not the real dataset)" if n == "digits" else n, h) for n, h in data]
     echo(
         f"{len(cells)} cells ({', '.join(platforms)}, profile {profile}, schedule {schedule}) -> {out}; "
         f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}"
     )
-    outcomes = Scheduler(out, data_dir, timeout_s, rerun, devices=devices).run(cells, schedule)
+    with results_lock(out):  # one writer per results dir: a second run refuses with one line
+        try:
+            outcomes = Scheduler(out, data_dir, timeout_s, rerun, devices=devices).run(cells, schedule)
+        except Interrupted as stop:
+            n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}
+            raise KitError(
+                f"interrupted: {n['ok'] + n['reused']} cells finished, {n['interrupted']} stopped and listed as "
+                f"interrupted; run the same command again to resume",
+                exit_code=130,
+            ) from None
     for name in dict.fromkeys(c.study for c in cells):
         study = get_study(name)
         done = load_cells([o.cell.dir(out) for o in outcomes if o.cell.study == name])

@@ -18,6 +18,7 @@ one error row carrying the reason (the tail of the cell's log).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
@@ -93,10 +94,13 @@ class Child:
     def start(self) -> None:
         d = self.cell_dir
         d.mkdir(parents=True, exist_ok=True)
+        if d.is_symlink() or not d.resolve().is_relative_to(self.out.resolve()):
+            raise KitError(f"cell dir {d} leads outside {self.out} (a symlink?): results are never written through one")
         for stale in ("rows.jsonl", "rows.csv", "rows.partial.jsonl"):
             (d / stale).unlink(missing_ok=True)
         R.atomic_write_text(d / "cell.json", self.cell.to_json(indent=2) + "\n")
-        self.log = open(d / "log.txt", "w", encoding="utf-8")
+        self.log = R.open_nofollow(d / "log.txt", "w")
+        self.env_extra = {**self.env_extra, "KIT_PARENT_PID": str(os.getpid())}
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             cell_argv(d / "cell.json", self.out, self.data_dir),
@@ -160,7 +164,7 @@ class Child:
             self.proc.kill()
         self.alive = False
 
-    def finish(self, reason: str = "") -> Outcome:
+    def finish(self, reason: str = "", status: str = "error") -> Outcome:
         """Close the pipe, wait for the exit, and settle the cell's status."""
         rc = -9
         if self.proc:
@@ -177,22 +181,38 @@ class Child:
                 self.reason = self.reason or "did not exit after its last step"
         if self.log:
             self.log.close()
-        status, why = settle(self.cell_dir, self.cell, rc, self.out, self.data_dir, reason or self.reason)
-        return Outcome(self.cell, status, time.monotonic() - self.started, why, self.warmup_s)
+        got, why = settle(self.cell_dir, self.cell, rc, self.out, self.data_dir, reason or self.reason, status)
+        return Outcome(self.cell, got, time.monotonic() - self.started, why, self.warmup_s)
 
 
-def settle(cell_dir: Path, cell: Cell, rc: int, out: Path, data_dir: str | None, reason: str = "") -> tuple[str, str]:
+def settle(
+    cell_dir: Path, cell: Cell, rc: int, out: Path, data_dir: str | None, reason: str = "", status: str = "error"
+) -> tuple[str, str]:
     """After a cell process ended: its status and reason. A crash, non-zero exit or missing
-    rows.jsonl becomes an error row (reason: the given one, else the log's last lines)."""
-    status = R.cell_status(cell_dir)
-    if status is not None and (rc == 0 or status == "error"):
+    rows.jsonl becomes a row with STATUS (error, or interrupted) and the reason (the given
+    one, else the log's last lines); the finished steps are kept, marked incomplete."""
+    have = R.cell_status(cell_dir)
+    if have is not None and (rc == 0 or have in ("error", "interrupted")):
         rows = R.read_rows(cell_dir / "rows.jsonl")
-        return status, next((r.get("reason") or "" for r in rows if r.get("status") in ("error", "skipped")), "")
+        why = next((r.get("reason") or "" for r in rows if r.get("status") in ("error", "skipped", "interrupted")), "")
+        return have, why
     log = cell_dir / "log.txt"
-    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if R.is_regular(log) else []
     reason = reason or (f"exit code {rc}: " + " | ".join(tail))
-    settle_failure(cell_dir, cell, reason, out, data_dir)
-    return "error", reason
+    settle_failure(cell_dir, cell, reason, out, data_dir, status)
+    return status, reason
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a matrix: every running cell was stopped and settled as interrupted."""
+
+    def __init__(self, outcomes: list):
+        super().__init__("interrupted")
+        self.outcomes = outcomes
+
+
+def disk_full(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno == errno.ENOSPC
 
 
 class Scheduler:
@@ -211,6 +231,9 @@ class Scheduler:
         self.devices = devices or []
         self.progress = progress
         self._lock = threading.Lock()
+        self._children: list[Child] = []  # every child started, for Ctrl-C and a full disk
+        self._done: dict[int, Outcome] = {}  # id(child) -> its outcome
+        self._stopping = False
 
     # ---- helpers
     def _say(self, msg: str) -> None:
@@ -221,13 +244,24 @@ class Scheduler:
         return get_study(cell.study).label(cell)
 
     def _child(self, cell: Cell, env: dict | None = None) -> Child:
-        return Child(cell, self.out, self.data_dir, self.timeout_s, env_extra=env or {})
+        child = Child(cell, self.out, self.data_dir, self.timeout_s, env_extra=env or {})
+        with self._lock:
+            self._children.append(child)
+        return child
 
     def _report_step(self, child: Child, rows: list[dict]) -> None:
         line = get_study(child.cell.study).progress_line(rows)
         self._say(f"step {child.done_steps:>2}/{child.steps} {self._label(child.cell):<40} {line}")
 
-    def _end(self, child: Child, outcome: Outcome) -> Outcome:
+    def _finish(self, child: Child) -> Outcome:
+        """Settle CHILD once (also when Ctrl-C already stopped it) and say how it ended."""
+        with self._lock:
+            if id(child) in self._done:
+                return self._done[id(child)]
+        status = "interrupted" if self._stopping else "error"
+        outcome = child.finish("interrupted (Ctrl-C)" if self._stopping else "", status)
+        with self._lock:
+            self._done[id(child)] = outcome
         mark = {"ok": "ok     ", "skipped": "skipped", "error": "error  "}.get(outcome.status, outcome.status)
         self._say(
             f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)" + (f": {outcome.reason}" if outcome.reason else "")
@@ -244,68 +278,86 @@ class Scheduler:
                 if rows is None:
                     break
                 self._report_step(child, rows)
-        return self._end(child, child.finish())
+        return self._finish(child)
+
+    def _stop_all(self) -> list[Outcome]:
+        """Kill every running cell and settle each as interrupted."""
+        self._stopping = True
+        for child in list(self._children):
+            child.kill()
+        return [self._finish(c) for c in list(self._children) if c.proc is not None]
 
     # ---- schedules
     def run(self, cells: list[Cell], schedule: str = "sequential") -> list[Outcome]:
+        """Run CELLS; outcomes in the matrix's order. Ctrl-C raises Interrupted (every cell
+        settled); a full disk raises KitError (one line) after stopping the others."""
         if schedule not in SCHEDULES:
             raise KitError(f"unknown schedule {schedule!r}: choose {', '.join(SCHEDULES)}")
         todo, outcomes = [], []
         for cell in cells:
-            status = R.cell_status(cell.dir(self.out))
+            d = cell.dir(self.out)
+            held = d / "cell.json"
+            if R.is_regular(held):  # the id hashes the spec: a different spec here was edited or moved in
+                try:
+                    other = Cell.load(held)
+                except KitError:
+                    other = None
+                if other is None or other.key != cell.key:
+                    raise KitError(
+                        f"{d} holds another cell's spec (cell.json differs from this cell's): "
+                        "it was edited or moved in; move it away, then run again"
+                    )
+            status = R.cell_status(d)
             if status in ("ok", "skipped") and not self.rerun:
                 outcomes.append(Outcome(cell, "reused", 0.0, f"already {status}"))
                 self._say(f"reused  {self._label(cell)} ({cell.id})")
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
-        done = outcomes + runner(todo)
+        try:
+            done = outcomes + runner(todo)
+        except KeyboardInterrupt:
+            raise Interrupted(outcomes + self._stop_all()) from None
+        except OSError as err:
+            if not disk_full(err):
+                raise
+            self._stopping = True
+            for child in self._children:
+                child.kill()
+            raise KitError(
+                f"disk full writing results under {self.out} ({err.filename or 'a results file'}): "
+                "finished cells are intact, the running ones are listed as interrupted; "
+                "free space and run the same command again to resume"
+            ) from None
         order = {id(c): i for i, c in enumerate(cells)}
         return sorted(done, key=lambda o: order.get(id(o.cell), len(cells)))  # in the matrix's order
 
     def _sequential(self, cells: list[Cell]) -> list[Outcome]:
-        out = []
-        for cell in cells:
-            child = self._child(cell)
-            try:
-                out.append(self._drive(child))
-            except KeyboardInterrupt:
-                child.kill()
-                child.finish("interrupted (Ctrl-C)")
-                raise
-        return out
+        return [self._drive(self._child(cell)) for cell in cells]
 
     def _interleaved(self, cells: list[Cell]) -> list[Outcome]:
         live: list[Child] = []
         out: list[Outcome] = []
-        try:
-            for cell in cells:  # warm-ups one at a time
-                child = self._child(cell)
-                child.start()
-                if child.ready():
-                    self._say(f"ready   {self._label(cell)} (warm-up {child.warmup_s or 0:.2f} s, {child.steps} steps)")
-                    live.append(child)
-                else:
-                    out.append(self._end(child, child.finish()))
-            rounds = max((c.steps for c in live), default=0)
-            for i in range(rounds):
-                k = i % max(len(live), 1)
-                for child in live[k:] + live[:k]:
-                    if not child.alive or child.done_steps >= child.steps:
-                        continue
-                    rows = child.step()
-                    if rows is None:
-                        self._say(f"error   {self._label(child.cell)} died in step {i + 1}")
-                        continue
-                    self._report_step(child, rows)
-            for child in live:
-                out.append(self._end(child, child.finish()))
-        except KeyboardInterrupt:
-            for child in live:
-                child.kill()
-                child.finish("interrupted (Ctrl-C)")
-            raise
-        return out
+        for cell in cells:  # warm-ups one at a time
+            child = self._child(cell)
+            child.start()
+            if child.ready():
+                self._say(f"ready   {self._label(cell)} (warm-up {child.warmup_s or 0:.2f} s, {child.steps} steps)")
+                live.append(child)
+            else:
+                out.append(self._finish(child))
+        rounds = max((c.steps for c in live), default=0)
+        for i in range(rounds):
+            k = i % max(len(live), 1)
+            for child in live[k:] + live[:k]:
+                if not child.alive or child.done_steps >= child.steps:
+                    continue
+                rows = child.step()
+                if rows is None:
+                    self._say(f"error   {self._label(child.cell)} died in step {i + 1}")
+                    continue
+                self._report_step(child, rows)
+        return out + [self._finish(child) for child in live]
 
     def _per_device(self, cells: list[Cell]) -> list[Outcome]:
         gpu = [c for c in cells if get_study(c.study).platform_of(c) == "cuda"]
@@ -316,33 +368,30 @@ class Scheduler:
             work: queue.Queue[Cell] = queue.Queue()
             for c in gpu:
                 work.put(c)
-            lock = threading.Lock()
-            children: list[Child] = []
+            failures: list[BaseException] = []
 
             def worker(slot: str) -> None:
-                while True:
+                while not self._stopping:
                     try:
                         cell = work.get_nowait()
                     except queue.Empty:
                         return
-                    child = self._child(cell, {"CUDA_VISIBLE_DEVICES": slot, "KIT_DEVICE_SLOT": slot})
-                    with lock:
-                        children.append(child)
-                    o = self._drive(child)
-                    with lock:
+                    try:
+                        o = self._drive(self._child(cell, {"CUDA_VISIBLE_DEVICES": slot, "KIT_DEVICE_SLOT": slot}))
+                    except Exception as err:  # noqa: BLE001 - handed to the main thread (disk full, symlinks)
+                        failures.append(err)
+                        return
+                    with self._lock:
                         out.append(o)
 
             threads = [threading.Thread(target=worker, args=(s,), name=f"slot-{s}", daemon=True) for s in slots]
             for t in threads:
                 t.start()
-            try:
-                while any(t.is_alive() for t in threads):
-                    for t in threads:
-                        t.join(timeout=0.5)
-            except KeyboardInterrupt:
-                for ch in children:
-                    ch.kill()
-                raise
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.5)
+            if failures:
+                raise failures[0]
         else:
             host = gpu + host
         return out + self._sequential(host)

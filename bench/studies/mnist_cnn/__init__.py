@@ -11,6 +11,7 @@ SGD 0.01 momentum 0.9, on torch (cpu, cuda, mps) and hand-written Numba kernels 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from bench.core.cell import Cell
@@ -82,7 +83,7 @@ class MnistCnn(Study):
         checks = [
             ("epochs", p["epochs"] > 0, "> 0"),
             ("batch_size", p["batch_size"] > 0, "> 0"),
-            ("lr", p["lr"] > 0, "> 0"),
+            ("lr", math.isfinite(p["lr"]) and p["lr"] > 0, "finite and > 0"),
             ("threads", p["threads"] >= 0, ">= 0"),
             ("limit_train", p["limit_train"] >= 0, ">= 0"),
             ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)"),
@@ -99,10 +100,12 @@ class MnistCnn(Study):
         from bench.data.mnist import load_cached, resolve_params
 
         ds = load_cached(data_dir, cell.params["dataset"])
-        n = min(len(ds.y_train), cell.params["limit_train"] or len(ds.y_train))
+        # the cell records the samples it really trains on: a limit above the set is the whole set (0)
+        limit = cell.params["limit_train"] if cell.params["limit_train"] < len(ds.y_train) else 0
+        n = limit or len(ds.y_train)
         if cell.params["batch_size"] > n:
             raise KitError(f"batch_size {cell.params['batch_size']} is larger than the training set ({n} samples of {ds.name})")
-        return cell.with_params(**resolve_params(cell.params, data_dir))
+        return cell.with_params(limit_train=limit, **resolve_params(cell.params, data_dir))
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('pipeline')} {cell.variant}"
@@ -117,6 +120,17 @@ class MnistCnn(Study):
         from bench.studies.mnist_cnn.protocol import open_cell
 
         return open_cell(self, cell, ctx)
+
+    def check_rows(self, rows: list[dict]) -> str | None:
+        need = ("epoch_s", "samples_per_s", "test_acc", "rss_mean_mb")  # what Table I reads
+        for r in rows:
+            if r.get("status") not in ("ok", "incomplete") or r.get("epoch") is None:
+                continue
+            for k in need:
+                v = r.get(k)
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    return f"epoch {r.get('epoch')}: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+        return None
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.mnist_cnn.report import section

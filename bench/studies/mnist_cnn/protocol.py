@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,8 @@ class EpochRun:
         timer = PhaseTimer()  # CPU phases need no sync; device trainers time their own phases
         with RSSSampler() as rss, stopwatch(trainer.sync) as sw:
             stats = trainer.train_epoch(order, timer)
+        if not math.isfinite(stats["train_loss"]):  # diverged: a flagged end, never a silent number
+            raise KitError(f"non-finite training loss ({stats['train_loss']}) in epoch {epoch}: lr {cfg.lr} diverged")
         with stopwatch() as ev:
             acc = trainer.evaluate()
         row = {
