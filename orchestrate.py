@@ -50,6 +50,7 @@ def data_fetch(
     name: Annotated[str, typer.Argument(help="dataset to fetch (see `data list`)")],
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
     mirror: Annotated[list[str] | None, typer.Option(help="base URL to fetch from (repeatable)")] = None,
+    allow_http: Annotated[bool, typer.Option(help="accept plain http:// mirrors (files are SHA-256 checked either way)")] = False,
 ) -> None:
     """Download a dataset's files, verify SHA-256, and rename them into place."""
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
@@ -59,7 +60,7 @@ def data_fetch(
     root = resolve_data_dir(data_dir)
     try:
         with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as progress:
-            paths = fetch_dataset(name, data_dir, tuple(mirror) if mirror else None, progress=progress)
+            paths = fetch_dataset(name, data_dir, tuple(mirror) if mirror else None, progress=progress, allow_http=allow_http)
     except KitError as err:
         fail(str(err))
     typer.echo(f"{len(paths)} files verified in {root / name}")
@@ -112,6 +113,8 @@ def _execute(
             fail(f"unknown platform {p!r}: choose {', '.join(plan.PLATFORMS)}")
     try:
         root = plan.check_data_dir(data_dir)
+        # every option, once, on the host, before any image is built or any cell runs
+        plan.validate(req, platforms or list(plan.PLATFORMS))
     except KitError as err:
         fail(str(err))
     reason = plan.engine_reason() if runtime != Runtime.native else "--runtime native"
@@ -155,13 +158,18 @@ def _execute(
     if ca_cert is None:  # pip in the build may sit behind a proxy CA: hand it the system bundle (a secret, never a layer)
         sys_ca = Path(os.environ.get("KIT_CA_CERT", "/etc/ssl/certs/ca-certificates.crt"))
         ca_cert = sys_ca if sys_ca.is_file() else None
+    import tempfile
+
+    from bench.data import data_dir_named
+
+    named = data_dir_named(data_dir)  # only a named dir must hold the data; else the image may fall back
     if root is None:  # nothing to mount: an empty dir (the image carries the embedded defaults)
-        root = Path("results") / ".no-data"
-        root.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="cnn-bench-no-data-"))
+        root.chmod(0o755)  # readable by the container's user
     for p in todo:
         try:
             dk.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
-            rc, image_id = dk.run(p, root, out, req.args([p], "/results", "/data"))
+            rc, image_id = dk.run(p, root, out, req.args([p], "/results", "/data" if named else None))
             typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
             notes[p] = {
                 "status": "ran" if rc == 0 else "errors",
@@ -236,7 +244,9 @@ def all_cmd(
     runtime: RuntimeOpt = Runtime.auto,
     data_dir: DataOpt = None,
     out: OutOpt = None,
-    report_dir: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/report"),
+    report_dir: Annotated[
+        Path | None, typer.Option(help="where the report goes (default <out>/report with --out, else results/report)")
+    ] = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
     ca_cert: CaOpt = None,
@@ -248,7 +258,7 @@ def all_cmd(
     out = out or default_out()
     notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
-    _report([out], report_dir)
+    _report([out], report_dir or (out / "report" if out != default_out() else Path("results/report")))
     raise typer.Exit(code)
 
 

@@ -33,6 +33,7 @@ BOOTSTRAP_SCRIPT = REPO / "docker" / "bootstrap-base.sh"
 BUILD_WHEELHOUSE = REPO / "docker" / "wheelhouse"  # bind-mounted at /wheels by the Dockerfile
 IMAGE_PLATFORMS = ("cpu", "cuda")  # mps runs natively: docker/mps/run.sh
 BASE_TAG = "cnn-bench/base:bookworm"
+PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
 RUN_UID = RUN_GID = 10001  # the images' own user, used when the host user is root
 DAEMON_DOWN = "Docker daemon not running: start it (sudo systemctl start docker) or use --runtime native"
 
@@ -545,10 +546,23 @@ def container_user(results_dir: Path) -> str:
     uid, gid = os.getuid(), os.getgid()
     if uid != 0:
         return f"{uid}:{gid}"
-    # Root on the host: keep the container unprivileged and hand it the results dir.
-    for dirpath, dirnames, filenames in os.walk(results_dir):
-        for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
-            os.lchown(name, RUN_UID, RUN_GID)
+    # Root on the host: keep the container unprivileged and hand it what the kit writes in the
+    # results dir: the dir itself, its lock, and the studies' and summaries' trees. Nothing
+    # else under --out changes owner (it may be a dir that holds other things too).
+    from bench.core.lock import LOCK_NAME
+    from bench.core.registry import studies
+
+    os.lchown(results_dir, RUN_UID, RUN_GID)
+    for name in [LOCK_NAME, "platforms.json"]:
+        if os.path.lexists(results_dir / name):
+            os.lchown(results_dir / name, RUN_UID, RUN_GID)
+    for sub in [*studies(), "summaries"]:
+        top = results_dir / sub
+        if top.is_symlink() or not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+                os.lchown(name, RUN_UID, RUN_GID)
     return f"{RUN_UID}:{RUN_GID}"
 
 
@@ -623,6 +637,9 @@ def run(
         volumes={str(data_dir): {"bind": "/data", "mode": "ro"}, str(results_dir): {"bind": "/results", "mode": "rw"}},
         network_mode="none",
         read_only=True,
+        cap_drop=["ALL"],  # the kit needs no capability at all
+        security_opt=["no-new-privileges:true"],
+        pids_limit=PIDS_LIMIT,
         tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
         shm_size="1g",
         init=True,

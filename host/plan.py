@@ -96,6 +96,14 @@ def bench_env() -> dict:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
+def validate(req: MatrixRequest, platforms: list[str]) -> None:
+    """Every study, option and cell of REQ, checked on the host before any work (KitError, one
+    line). The data's identity is resolved later, where the data is (natively or in the image)."""
+    from bench.run.matrix import resolve
+
+    resolve(req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True)
+
+
 def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: str | None) -> int:
     """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
     missing = native_missing()
@@ -111,10 +119,10 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
 def check_data_dir(data_dir: str | None) -> Path | None:
     """The data root to use: a named dir must exist (one line otherwise); None = nothing there
     (the studies use their embedded defaults)."""
-    from bench.data import resolve_data_dir
+    from bench.data import data_dir_named, resolve_data_dir
 
     root = resolve_data_dir(data_dir)
-    named = bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
+    named = data_dir_named(data_dir)
     if not root.is_dir():
         if named:
             raise KitError(

@@ -35,7 +35,7 @@ def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str
 
 
 def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
-    cells, notes = collect(dirs)
+    cells, notes, problems = collect(dirs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     registry = studies()
@@ -77,7 +77,17 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
             "",
         ]
         summary["studies"][name] = {"cells": len(mine), "unknown": True}
+    if problems:
+        md += [
+            "## Lines that could not be read",
+            "",
+            "These cells are listed as `corrupt` above and left out of every table:",
+            "",
+        ]
+        md += [f"- `{p}`" for p in problems[:50]] + ([f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else [])
+        md.append("")
     atomic_write_text(out / "REPORT.md", "\n".join(md))
     write_json(out / "report.json", summary)
     summary["notes"] = notes
+    summary["problems"] = problems
     return summary
