@@ -213,3 +213,23 @@ def test_cuda_image_shares_the_cpu_venv_layer() -> None:
     # base + user + venv (the multi-GB one) are common; each image adds only its own top.
     shared = [a for a, b in zip(cpu_layers, cuda_layers) if a == b]
     assert len(shared) >= 3, (cpu_layers, cuda_layers)
+
+
+def test_the_kits_own_run_path_confines_the_container(cpu_image, tmp_path: Path) -> None:
+    """dk.run, as orchestrate.py uses it: non-root, read-only root, no network, /data read-only,
+    every capability dropped, no-new-privileges, a pids limit; only /results and /tmp writable."""
+    import json
+
+    data = tmp_path / "data"
+    data.mkdir()
+    chunks: list[bytes] = []
+    code, _ = dk.run("cpu", data, tmp_path / "out", ["selfcheck", "--sandbox"], stream=chunks.append)
+    text = b"".join(chunks).decode(errors="replace")
+    assert code == 0, text
+    facts = json.loads(next(line for line in text.splitlines() if line.startswith("KIT SANDBOX "))[len("KIT SANDBOX ") :])
+    assert facts["uid"] != 0 and facts["root_writable"] is False and facts["tmp_writable"] is True
+    assert facts["interfaces"] == ["lo"], "no network: only the loopback interface"
+    assert facts["data_writable"] is False and facts["results_writable"] is True
+    assert int(facts["cap_eff"], 16) == 0 and int(facts["cap_bnd"], 16) == 0, "every capability dropped"
+    assert facts["no_new_privs"] == "1"
+    assert facts["pids_max"] == str(dk.PIDS_LIMIT)

@@ -45,7 +45,7 @@ def _serve_fake(www, monkeypatch, corrupt=None):
 def test_good_files_are_verified_and_renamed(server, tmp_path, monkeypatch):
     url, www = server
     _serve_fake(www, monkeypatch)
-    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,), allow_http=True)
     assert sorted(p.name for p in paths) == sorted(f"{s}.gz" for s in fetch.RAW_SHA256)
     assert not list((tmp_path / "data" / "mnist").glob("*.part"))
 
@@ -54,7 +54,7 @@ def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, tmp_path, monk
     url, www = server
     _serve_fake(www, monkeypatch, corrupt="t10k-images-idx3-ubyte")
     with pytest.raises(KitError, match="SHA-256 mismatch"):
-        fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+        fetch.fetch_mnist(tmp_path / "data", mirrors=(url,), allow_http=True)
     left = sorted(p.name for p in (tmp_path / "data" / "mnist").iterdir())
     assert "t10k-images-idx3-ubyte.gz" not in left
     assert not [n for n in left if n.endswith(".part")], left
@@ -63,7 +63,7 @@ def test_checksum_mismatch_is_an_error_and_leaves_nothing(server, tmp_path, monk
 def test_falls_over_to_the_next_mirror(server, tmp_path, monkeypatch):
     url, www = server
     _serve_fake(www, monkeypatch)
-    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url + "missing/", url))
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url + "missing/", url), allow_http=True)
     assert len(paths) == 4
 
 
@@ -74,7 +74,7 @@ def test_real_mnist_files_verify(server, tmp_path, real_mnist_dir):
     url, www = server
     for p in (real_mnist_dir / "mnist").glob("*.gz"):
         shutil.copy(p, www / p.name)
-    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,))
+    paths = fetch.fetch_mnist(tmp_path / "data", mirrors=(url,), allow_http=True)
     assert len(paths) == 4
 
 
@@ -92,6 +92,7 @@ def test_cli_reports_mismatch_in_one_line(server, tmp_path, monkeypatch):
             str(tmp_path / "d"),
             "--mirror",
             url,
+            "--allow-http",
         ],
         capture_output=True,
         text=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 from bench.core import BackendSpec, Cell, Study, register_study
@@ -16,6 +17,8 @@ class ToyConfig:
     steps: int = 3  # steps per cell
     crash_at: int = -1  # step that kills its own process (-9); -1: none
     raise_at: int = -1  # step that raises; -1: none
+    sleep_s: float = 0.0  # seconds each step sleeps (to be interrupted)
+    row_kb: int = 0  # padding per row (to fill a disk)
 
 
 @dataclass
@@ -30,7 +33,9 @@ class ToyRun:
             os.kill(os.getpid(), signal.SIGKILL)
         if i == self.cfg.raise_at:
             raise RuntimeError(f"toy failure in step {i}")
-        return [{"step": i, "square": i * i, "slot": os.environ.get("KIT_DEVICE_SLOT")}]
+        time.sleep(self.cfg.sleep_s)
+        pad = "x" * (1024 * self.cfg.row_kb)
+        return [{"step": i, "square": i * i, "slot": os.environ.get("KIT_DEVICE_SLOT"), "pid": os.getpid(), "pad": pad}]
 
     def close(self) -> list[dict]:
         return []
