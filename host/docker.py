@@ -628,6 +628,7 @@ def run(
         "KIT_LOCK_HASH": labels.get("cnn-bench.lock-hash", "unknown"),
         "KIT_GIT_SHA": git_sha(),
         "KIT_HOST_NAME": host_label(),
+        "KIT_HOST_DATA_DIR": str(data_dir),  # errors name the dir the user knows, not /data
     }
     kwargs = dict(
         command=args,

@@ -122,3 +122,36 @@ def test_unknown_dataset_and_data_list(tmp_path):
         cwd=ROOT,
     )
     assert out.returncode == 0 and f"present in {tmp_path / 'mnist'}" in out.stdout
+
+
+def test_a_failed_fetch_leaves_no_empty_dataset_dir_and_the_default_still_runs(server, tmp_path, monkeypatch):
+    """Nothing served at all: the fetch fails, and no empty mnist/ is left for the next run to trip over."""
+    from bench.data.mnist import load_dataset
+
+    url, _www = server
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KIT_DATA_DIR", raising=False)
+    monkeypatch.delenv("KIT_DEFAULT_DATA_DIR", raising=False)
+    with pytest.raises(KitError, match="could not fetch"):
+        fetch.fetch_mnist(tmp_path / "data", mirrors=(url + "nothing-here/",), allow_http=True)
+    assert not (tmp_path / "data" / "mnist").exists()
+    # an empty mnist/ from elsewhere (an older kit, a killed fetch) is as good as absent when nothing was named
+    (tmp_path / "data" / "mnist").mkdir()
+    assert not load_dataset(None).real_mnist
+    with pytest.raises(KitError, match="lacks"):  # but a dir the user named must hold the data
+        load_dataset(tmp_path / "data")
+
+
+def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch):
+    from bench.data.mnist import load_dataset
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("KIT_RUNTIME", "container")
+    monkeypatch.setenv("KIT_DEFAULT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("KIT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("KIT_HOST_DATA_DIR", "/home/me/datasets")
+    with pytest.raises(KitError) as err:
+        load_dataset(None)
+    msg = str(err.value)
+    assert "/home/me/datasets (mounted in the container at" in msg
+    assert "on the host: `python orchestrate.py data fetch mnist --data-dir /home/me/datasets`" in msg

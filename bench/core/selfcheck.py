@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from bench.core.provenance import library_versions, runtime_info
 from bench.core.registry import studies
 
@@ -54,7 +56,12 @@ def gpu_visible() -> str | None:
 
 def run_selfcheck(platform: str, echo=print) -> bool:
     rt = runtime_info()
-    echo(f"cnn-bench selfcheck: platform {platform}, runtime {rt['runtime']}, image {rt['image_id']}, lock {rt['lock_hash']}")
+    if rt["runtime"] == "native":
+        where = "runtime native (no image)"
+    else:  # the image id is known only when the runner passes it (orchestrate does; a bare docker run does not)
+        ident = rt["image_id"] if rt["image_id"] not in (None, "", "native", "unknown") else "id not passed by the runner"
+        where = f"runtime {rt['runtime']}, image {rt.get('image_ref') or os.environ.get('KIT_IMAGE_TAG') or '?'} ({ident})"
+    echo(f"cnn-bench selfcheck: platform {platform}, {where}, lock {rt['lock_hash']}")
     libs = library_versions()
     echo("  " + ", ".join(f"{k} {v}" for k, v in libs.items()))
     ok = True

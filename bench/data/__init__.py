@@ -37,6 +37,28 @@ def data_dir_named(data_dir: str | os.PathLike | None) -> bool:
     return bool(data_dir) or bool(os.environ.get("KIT_DATA_DIR"))
 
 
+def in_container() -> bool:
+    return os.environ.get("KIT_RUNTIME") == "container"
+
+
+def shown(root: Path) -> str:
+    """ROOT as the person reading an error knows it: in a container, /data is the mount of a
+    host dir (orchestrate and compose pass its host path as KIT_HOST_DATA_DIR)."""
+    host = os.environ.get("KIT_HOST_DATA_DIR")
+    if in_container() and str(root).startswith(os.environ.get("KIT_DEFAULT_DATA_DIR") or "/data"):
+        return f"{host or 'the data dir'} (mounted in the container at {root})"
+    return str(root)
+
+
+def fetch_hint(name: str, root: Path) -> str:
+    """The command that fetches NAME into ROOT, in the terms of where the reader runs commands."""
+    if in_container():
+        host = os.environ.get("KIT_HOST_DATA_DIR")
+        where = f" --data-dir {host}" if host else " --data-dir <the dir you mount at /data>"
+        return f"on the host: `python orchestrate.py data fetch {name}{where}`"
+    return f"`python orchestrate.py data fetch {name} --data-dir {root}`"
+
+
 def present(root: Path) -> list[str]:
     """Names of the datasets whose subdirectory exists under ROOT."""
     return sorted(n for n in FETCHERS if (root / n).is_dir())

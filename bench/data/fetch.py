@@ -66,12 +66,22 @@ def fetch_mnist(
     corrupt ones fetched again."""
     check_mirrors(tuple(mirrors), allow_http)
     target = Path(data_dir) / "mnist"
+    made = not target.exists()  # a dir this fetch creates goes again if the fetch fails
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise KitError(f"cannot create {target}: {err.strerror}; pass a writable --data-dir") from None
     if not os.access(target, os.W_OK | os.X_OK):
         raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
+    try:
+        return _fetch_into(target, mirrors, timeout_s, progress)
+    except BaseException:
+        if made and target.is_dir() and not any(target.iterdir()):
+            target.rmdir()  # no empty mnist/ left behind for the next run to trip over
+        raise
+
+
+def _fetch_into(target: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> list[Path]:
     done = []
     for stem, want in RAW_SHA256.items():
         final = target / f"{stem}.gz"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
-from bench.data import data_dir_named, resolve_data_dir
+from bench.data import data_dir_named, fetch_hint, resolve_data_dir, shown
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -114,9 +114,7 @@ def load_mnist(data_dir: Path) -> Dataset:
     for key, stem in FILES.items():
         p = _find(mnist_dir, stem)
         if p is None:
-            raise KitError(
-                f"{mnist_dir}: missing {stem}[.gz]; run `python orchestrate.py data fetch mnist --data-dir {data_dir}`"
-            )
+            raise KitError(f"{shown(data_dir)}: mnist/ lacks {stem}[.gz]; fetch it: {fetch_hint('mnist', data_dir)}")
         paths[key] = p
     arrays = {}
     for key, p in paths.items():
@@ -149,6 +147,13 @@ def _checksum(arrays) -> str:
     return h.hexdigest()
 
 
+def _nonempty(d: Path) -> bool:
+    try:
+        return any(d.iterdir())
+    except OSError:
+        return True  # unreadable: let load_mnist say so
+
+
 def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> Dataset:
     """dataset: "auto" (MNIST if present, else the embedded default), "mnist" (required), "digits"."""
     from bench.data.embedded import load_digits_28
@@ -160,17 +165,19 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     # a data dir someone named must exist and hold the data: a typo never silently falls back to the digits
     if (named or dataset == "mnist") and not root.is_dir():
         raise KitError(
-            f"data dir {root} does not exist; pass --data-dir, set KIT_DATA_DIR, or run `python orchestrate.py data fetch mnist`"
+            f"data dir {shown(root)} does not exist; pass --data-dir, set KIT_DATA_DIR, or fetch it: {fetch_hint('mnist', root)}"
         )
     if dataset == "digits":  # asked for by name
         return load_digits_28()
     if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
-        raise KitError(f"cannot read data dir {root} as uid {os.getuid()} (permission denied): make it readable")
-    if dataset == "mnist" or (root / "mnist").is_dir():
+        raise KitError(f"cannot read data dir {shown(root)} as uid {os.getuid()} (permission denied): make it readable")
+    held = root / "mnist"
+    # an empty mnist/ (what an interrupted fetch could leave) holds nothing: as if absent
+    if dataset == "mnist" or (held.is_dir() and (named or _nonempty(held))):
         return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
     if named:
         raise KitError(
-            f"data dir {root} holds no mnist/: fetch it (`python orchestrate.py data fetch mnist --data-dir {root}`), "
+            f"data dir {shown(root)} holds no mnist/: fetch it ({fetch_hint('mnist', root)}), "
             "or ask for the embedded default with `--set dataset=digits`"
         )
     return load_digits_28()  # nothing was asked for: the embedded default (rows and the report say so)

@@ -16,7 +16,17 @@ from bench.core.resultset import ResultCell  # noqa: E402
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")
 
 
-def _save(fig, path: Path) -> None:
+def data_note(cells: list[ResultCell]) -> str | None:
+    """A warning stamped on every figure when any line did not train on real MNIST."""
+    other = sorted({str(r.get("dataset")) for c in cells for r in _epochs(c)[:1]} - {"mnist"})
+    if not other:
+        return None
+    return f"NOT MNIST: {', '.join(other)} (the embedded default is a wiring check, not comparable with seed 000)"
+
+
+def _save(fig, path: Path, note: str | None = None) -> None:
+    if note:
+        fig.text(0.5, -0.02, note, ha="center", va="top", fontsize=9, color="tab:red", fontweight="bold")
     tmp = path.with_name("." + path.name + ".tmp.png")
     fig.savefig(tmp, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -29,6 +39,7 @@ def _epochs(c: ResultCell) -> list[dict]:
 
 def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str]) -> list[Path]:
     cells = [c for c in cells if c.status == "ok" and _epochs(c)]
+    note = data_note(cells)
     multi = len({c.device for c in cells}) > 1
 
     def _name(c: ResultCell, multi_device: bool) -> str:
@@ -54,7 +65,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         ax.set_title(ylabel + " per epoch")
-        _save(fig, out / fname)
+        _save(fig, out / fname, note)
         paths.append(out / fname)
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(1, len(cells))))
     order = sorted(cells, key=lambda c: sum(r["samples_per_s"] for r in _epochs(c)) / len(_epochs(c)))
@@ -67,6 +78,6 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     ax.set_xscale("log")
     ax.set_xlabel("average training throughput (samples/s, log scale)")
     ax.set_title("Average throughput")
-    _save(fig, out / "avg_throughput.png")
+    _save(fig, out / "avg_throughput.png", note)
     paths.append(out / "avg_throughput.png")
     return paths
