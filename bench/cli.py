@@ -102,6 +102,7 @@ def matrix(
             timeout_s,
             [d for d in (devices or "").split(",") if d],
             echo=typer.echo,
+            bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb",
         )
     except KitError as err:
         fail(str(err), err.exit_code)

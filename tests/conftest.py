@@ -30,3 +30,34 @@ def golden():
     import numpy as np
 
     return np.load(Path(__file__).parent / "golden" / "mnist_cnn_torch.npz")
+
+
+# ---- what the README's test command runs, and what CI adds -----------------------------
+# `pytest -q` (the README's test command) runs the fast tests: no Docker, no GPU, nothing
+# that trains for long, and nothing that builds, tags or removes an image. `--all` (what
+# .ci/run passes; or KIT_TESTS=all) runs the slow, Docker and GPU tests too.
+GATED = {
+    "slow": "trains or runs whole matrices for tens of seconds",
+    "docker": "needs the Docker engine and may build images",
+    "gpu": "needs an NVIDIA GPU",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--all", action="store_true", default=False, help="also run the slow, Docker and GPU tests (what .ci/run does)"
+    )
+
+
+def pytest_configure(config):
+    for name, why in GATED.items():
+        config.addinivalue_line("markers", f"{name}: {why}; runs only with --all")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--all") or os.environ.get("KIT_TESTS") == "all":
+        return
+    for item in items:
+        gated = [m for m in GATED if item.get_closest_marker(m)]
+        if gated:
+            item.add_marker(pytest.mark.skip(reason=f"{'/'.join(gated)} test: runs with `pytest --all` (CI does)"))

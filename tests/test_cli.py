@@ -27,7 +27,14 @@ def cell_dirs(out: Path, study: str = "mnist-cnn") -> list[Path]:
     return sorted(p.parent for p in (out / study).glob("*/rows.jsonl"))
 
 
-@pytest.mark.parametrize("backend,pipeline", [("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")])
+@pytest.mark.parametrize(
+    "backend,pipeline",
+    [
+        pytest.param("torch-cpu", "seed", marks=pytest.mark.slow),
+        pytest.param("torch-cpu", "resident", marks=pytest.mark.slow),
+        ("numba-cpu", "resident"),
+    ],
+)
 def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
     r = bench(
         "matrix",
@@ -75,6 +82,7 @@ def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
         assert system["threads"]["numba_threads"] >= 1
 
 
+@pytest.mark.slow
 def test_the_recorded_command_reproduces_the_cell(tmp_path):
     """Every row names the command that reruns it; running it gives the same loss curve (CPU, same seed)."""
     r = bench(
@@ -162,6 +170,7 @@ def test_corrupt_mnist_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_cell_is_an_error_row_the_others_go_on_and_a_rerun_redoes_only_it(tmp_path):
     from bench.core.registry import get_study
     from bench.run.schedule import Scheduler
@@ -178,6 +187,7 @@ def test_a_failed_cell_is_an_error_row_the_others_go_on_and_a_rerun_redoes_only_
     assert [o.status for o in again] == ["error", "reused"]
 
 
+@pytest.mark.slow
 def test_a_timed_out_cell_keeps_its_finished_epochs_marked_incomplete(tmp_path):
     from bench.core.registry import get_study
     from bench.run.schedule import Scheduler

@@ -63,6 +63,7 @@ def toy_cells(out: Path) -> list[Path]:
 # ---- 1. identity: other work is another cell --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_other_config_or_data_is_another_cell_never_reused_or_overwritten(tmp_path, real_mnist_dir):
     common = ["matrix", "mnist-cnn", "--only", "backend=numba-cpu", "--set", "epochs=1", "--out", str(tmp_path)]
     r = bench(*common, "--set", "dataset=digits")
@@ -151,7 +152,8 @@ def good_results(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+# one kind in the fast set; the others (two matrix reruns each) with --all
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=[pytest.mark.slow] if i else []) for i, k in enumerate(CORRUPTIONS)])
 def test_a_corrupt_rows_file_is_named_and_the_rest_is_reported(tmp_path, good_results, kind):
     from host.report import build_report
 

@@ -167,6 +167,7 @@ def test_numpy_reference_matches_torch():
     print("reference vs torch, largest relative error:", max(errs.items(), key=lambda kv: kv[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", K.VARIANTS)
 def test_variant_matches_torch(variant):
     batch = BATCH[variant]

@@ -46,6 +46,17 @@ def test_toy_study_runs_under_every_schedule(tmp_path, schedule):
         assert [s for s, _ in steps] == ["1", "1", "2", "2", "3", "3"], steps
     if schedule == "per-device":  # the GPU cell got a device slot, the host cell none
         assert rows["toy-fake-gpu"][0]["slot"] in ("0", "1") and rows["toy-py"][0]["slot"] is None
+    # every step line carries the run's progress and an ETA (what a container's log shows)
+    done = [int(d) for d, total in re.findall(r"\[(\d+)/(\d+) steps, eta [^\]]+\]", r.stderr)]
+    assert sorted(done) == list(range(1, 7)), r.stderr
+    if schedule == "interleaved":  # both cells' steps are known once both are warm
+        assert re.findall(r"\[\d+/(\d+) steps", r.stderr) == ["6"] * 6, r.stderr
+
+
+def test_eta_reads_like_a_person_would_write_it():
+    from bench.run.schedule import fmt_seconds
+
+    assert [fmt_seconds(s) for s in (0, 59.4, 61, 3599, 3723)] == ["0 s", "59 s", "1 min 01 s", "59 min 59 s", "1 h 02 min"]
 
 
 def test_toy_study_gets_its_own_report_section(tmp_path):
@@ -89,6 +100,7 @@ def test_a_killed_cell_becomes_an_error_row_and_the_others_go_on(tmp_path):
         assert rows[-1]["reason"] == "RuntimeError: toy failure in step 2"
 
 
+@pytest.mark.slow
 def test_mnist_epochs_interleave_round_robin_and_ratios_come_out(tmp_path):
     r = bench(
         "matrix", "mnist-cnn", "--set", "epochs=2", "--set", "dataset=digits", "--schedule", "interleaved", "--out", str(tmp_path)
@@ -102,6 +114,7 @@ def test_mnist_epochs_interleave_round_robin_and_ratios_come_out(tmp_path):
     assert "median_samples_per_s" in summary and "ratios" in summary
 
 
+@pytest.mark.slow
 def test_gpu_cells_are_skipped_with_a_reason_on_a_cpu_host(tmp_path):
     from bench.core.provenance import nvidia_smi_gpus
 

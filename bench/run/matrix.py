@@ -7,7 +7,8 @@ and the dataset (each study resolves its cells' data identity, checksum included
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.core import params as P
@@ -55,6 +56,36 @@ def resolve(
     return cells
 
 
+@contextlib.contextmanager
+def _bar(on: bool) -> Iterator[tuple[Callable[[str], None] | None, Callable[[int, int], None] | None]]:
+    """(echo, progress) for the Scheduler: None, None (its plain stderr lines) unless ON."""
+    if not on:
+        yield None, None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("steps"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("steps", total=None)
+
+        def say(line: str) -> None:
+            progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield say, update
+
+
 def run_matrix(
     study_names: list[str],
     platforms: list[str],
@@ -68,8 +99,11 @@ def run_matrix(
     timeout_s: float = 3600,
     devices: list[str] | None = None,
     echo: Callable[[str], None] = print,
+    bar: bool = False,
 ) -> int:
-    """Run the matrix; returns the exit code (1 when any cell ended in error)."""
+    """Run the matrix; returns the exit code (1 when any cell ended in error). Every step prints
+    one plain line with the run's ETA (containers and logs read those); BAR adds a rich progress
+    bar for a terminal."""
     cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True)
     if not cells:  # these studies have no cell for this platform (e.g. mlp-scratch on mps)
         echo(f"nothing to run: {', '.join(study_names) or 'no study'} has no cell on {', '.join(platforms)}")
@@ -82,7 +116,10 @@ def run_matrix(
     )
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
-            outcomes = Scheduler(out, data_dir, timeout_s, rerun, devices=devices).run(cells, schedule)
+            with _bar(bar) as (say, progress):
+                outcomes = Scheduler(out, data_dir, timeout_s, rerun, echo=say, devices=devices, progress=progress).run(
+                    cells, schedule
+                )
         except Interrupted as stop:
             n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}
             raise KitError(

@@ -215,6 +215,16 @@ def disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno == errno.ENOSPC
 
 
+def fmt_seconds(s: float) -> str:
+    """12 s, 3 min 05 s, 1 h 02 min: an ETA a person reads at a glance."""
+    s = max(int(round(s)), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 class Scheduler:
     def __init__(
         self,
@@ -224,8 +234,9 @@ class Scheduler:
         rerun: bool = False,
         echo: Echo | None = None,
         devices: list[str] | None = None,
-        progress: Any = None,
+        progress: Callable[[int, int], None] | None = None,
     ):
+        """progress(done, total) is called after every step (a TTY bar); plain lines go to echo either way."""
         self.out, self.data_dir, self.timeout_s, self.rerun = Path(out), data_dir, timeout_s, rerun
         self.echo: Echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.devices = devices or []
@@ -234,6 +245,8 @@ class Scheduler:
         self._children: list[Child] = []  # every child started, for Ctrl-C and a full disk
         self._done: dict[int, Outcome] = {}  # id(child) -> its outcome
         self._stopping = False
+        self._planned = 0  # cells this run will start (for the ETA)
+        self._t0: float | None = None
 
     # ---- helpers
     def _say(self, msg: str) -> None:
@@ -249,9 +262,27 @@ class Scheduler:
             self._children.append(child)
         return child
 
+    def eta(self) -> tuple[int, int, float | None]:
+        """(steps done, steps expected, seconds left) over the whole run. Cells not started yet
+        count as many steps as the started ones on average; the pace is the run's own so far
+        (warm-ups included), so the estimate settles after a few steps."""
+        with self._lock:
+            started = [c for c in self._children if c.steps]
+        done = sum(c.done_steps for c in started)
+        known = sum(c.steps for c in started)
+        waiting = max(self._planned - len(self._children), 0)
+        total = known + (round(waiting * known / len(started)) if started else 0)
+        if not done or self._t0 is None:
+            return done, total, None
+        return done, total, (time.monotonic() - self._t0) / done * max(total - done, 0)
+
     def _report_step(self, child: Child, rows: list[dict]) -> None:
         line = get_study(child.cell.study).progress_line(rows)
-        self._say(f"step {child.done_steps:>2}/{child.steps} {self._label(child.cell):<40} {line}")
+        done, total, left = self.eta()
+        eta = f"  [{done}/{total} steps, eta {fmt_seconds(left)}]" if left is not None else ""
+        self._say(f"step {child.done_steps:>2}/{child.steps} {self._label(child.cell):<40} {line}{eta}")
+        if self.progress is not None:
+            self.progress(done, total)
 
     def _finish(self, child: Child) -> Outcome:
         """Settle CHILD once (also when Ctrl-C already stopped it) and say how it ended."""
@@ -314,6 +345,7 @@ class Scheduler:
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
+        self._planned, self._t0 = len(todo), time.monotonic()
         try:
             done = outcomes + runner(todo)
         except KeyboardInterrupt:
