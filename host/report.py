@@ -4,6 +4,9 @@ The report loops over the study registry: each study renders its own section fro
 own cells (tables, figures), and every section lists the cells that did not run, with
 the reason, and the platforms a host skipped. A study's cells never land in another's
 section; cells of a study this checkout does not know get a plain listing.
+
+Beside REPORT.md it writes the tidy table (`host/tidy.py`): every row of every cell, flat
+columns, as tidy.csv and tidy.parquet, with a section in REPORT.md on how to load it.
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
         ]
         md += [f"- `{p}`" for p in problems[:50]] + ([f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else [])
         md.append("")
+    from host.tidy import report_lines, write_tidy
+
+    tidy = write_tidy(cells, out)
+    md += report_lines(tidy)
+    summary["tidy"] = {k: v for k, v in tidy.items() if k != "note"}
     atomic_write_text(out / "REPORT.md", "\n".join(md))
     write_json(out / "report.json", summary)
     summary["notes"] = notes

@@ -1,5 +1,6 @@
 """The report: Table I arithmetic on known rows, merging dirs from two hosts, plots, not-run cells."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -77,7 +78,16 @@ def test_table1_values_and_two_hosts_merge(tmp_path):
     assert cpu["avg_rss_mb"] == pytest.approx(1000.5) and cpu["max_vram_mb"] == 0.0 and cpu["device"] == "Xeon CPU"
     assert gpu["final_test_acc_pct"] == pytest.approx(98.0) and gpu["max_test_acc_pct"] == pytest.approx(99.0)
     assert gpu["device"] == "NVIDIA H100" and gpu["max_vram_mb"] == 12.5
+    # numbers stay numbers: the spread is min and max columns, the "min-max" text only in the markdown
+    assert cpu["min_samples_per_s"] == pytest.approx(60416 / 4) and cpu["max_samples_per_s"] == pytest.approx(60416 / 2)
+    assert "spread_samples_per_s" not in cpu and cpu["backend"] == "torch-cpu" and cpu["pipeline"] == "resident"
+    with open(tmp_path / "report" / "table1.csv", newline="") as fh:
+        csv_rows = list(csv.DictReader(fh))
+    assert {float(r["min_samples_per_s"]) for r in csv_rows} == {60416 / 4, 60416 / 0.1}
+    assert "spread_samples_per_s" not in csv_rows[0] and all(float(r["median_samples_per_s"]) for r in csv_rows)
     md = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "| 15,104-30,208 |" in md  # the min-max spread, as text, in the markdown only
+    assert (tmp_path / "report" / "tidy.csv").is_file() and "## Tidy results (for pandas)" in md
     assert "| Avg Epoch Time (s) |" in md and "CUDA_ERROR_LAUNCH_FAILED" in md and "needs macOS" in md
     for name in PLOTS:
         p = tmp_path / "report" / name

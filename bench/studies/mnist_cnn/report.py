@@ -29,6 +29,20 @@ TABLE1_COLUMNS = [
     ("dataset", "Dataset"),
     ("runtime", "Runtime"),
 ]
+# table1.csv / table1.json: numbers stay numbers (the markdown's "min-max" text is made from
+# min_ and max_samples_per_s when rendering), plus the keys that join a row to the tidy table
+TABLE1_CSV = [k for k, _ in TABLE1_COLUMNS if k != "spread_samples_per_s"] + [
+    "min_samples_per_s",
+    "max_samples_per_s",
+    "batch_size",
+    "dataset_real",
+    "host",
+    "backend",
+    "pipeline",
+    "variant",
+    "repeat",
+    "cell",
+]
 # (numerator, denominator, the target an earlier issue set): ratios of median throughput, same session
 RATIOS = [
     ("numba-cpu resident default", "torch-cpu resident default", ">= 1.0"),
@@ -80,14 +94,27 @@ def table1_row(cell: ResultCell) -> dict:
         "avg_rss_mb": statistics.fmean(r["rss_mean_mb"] for r in ep),
         "max_vram_mb": max(vram) if vram else 0.0,
         "median_samples_per_s": statistics.median(tput),
-        "spread_samples_per_s": f"{min(tput):,.0f}-{max(tput):,.0f}",
+        "min_samples_per_s": min(tput),
+        "max_samples_per_s": max(tput),
         "compile_s": first.get("compile_s"),
         "epochs": len(ep),
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
         "runtime": cell.system.get("runtime", "native") if img == "native" else f"{cell.system.get('runtime')} {str(img)[:19]}",
         "batch_size": first.get("batch_size"),
+        "dataset_real": bool(first.get("dataset_real_mnist")),
+        "host": first.get("host") or cell.system.get("hostname"),
+        "backend": first.get("backend"),
+        "pipeline": first.get("pipeline"),
+        "variant": first.get("variant"),
+        "repeat": first.get("repeat"),
+        "cell": first.get("cell") or cell.dir.name,
         "unclean_source": cell.unclean_source,
     }
+
+
+def shown(rows: list[dict]) -> list[dict]:
+    """Table I rows as the markdown and terminal tables show them (the min-max spread as text)."""
+    return [{**r, "spread_samples_per_s": f"{r['min_samples_per_s']:,.0f}-{r['max_samples_per_s']:,.0f}"} for r in rows]
 
 
 def table1(cells: list[ResultCell]) -> list[dict]:
@@ -117,8 +144,7 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
     rows = table1(cells)
     plot_paths = plots.fig1([c for c in cells if c.status == "ok" and epochs(c)], out, label) if rows else []
     buf = io.StringIO()
-    keys = [k for k, _ in TABLE1_COLUMNS] + ["batch_size"]
-    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=TABLE1_CSV, extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(out / "table1.csv", buf.getvalue())
@@ -130,7 +156,7 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
         "samples included; RAM is the process RSS sampled every 10 ms during training; VRAM is the "
         "allocator's peak. Median and min-max are over epochs.",
         "",
-        markdown(rows, TABLE1_COLUMNS) if rows else "_no finished cells_",
+        markdown(shown(rows), TABLE1_COLUMNS) if rows else "_no finished cells_",
         "",
     ]
     if any("not MNIST" in r["dataset"] for r in rows):
@@ -167,7 +193,7 @@ def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
     """What a matrix prints when it ends: Table I of this run and the ratios."""
     rows = table1(cells)
     cols = [TABLE1_COLUMNS[i] for i in (0, 1, 2, 3, 4, 9, 5, 6, 7, 8, 11)]
-    lines = ["Table I (this run)", *text_table(rows, cols)] if rows else []
+    lines = ["Table I (this run)", *text_table(shown(rows), cols)] if rows else []
     rat = ratios(cells)
     if rat:
         lines += ["", "ratios of median throughput (same session)"]

@@ -1,0 +1,317 @@
+"""The tidy results table: every row of every cell in one long-format table, for pandas.
+
+One table row per result row, as the study wrote it (mnist-cnn: one per cell x repeat x
+epoch; mlp-scratch: one per cell x variant x phase row: plain runs, per-op timings, memory,
+convergence points), all studies in one table with a `study` column. Every column is flat
+(a number, a boolean or a string; never a list, a dict or a formatted range):
+
+- where it ran: host, device, runtime, image, lock hash, kit git sha, python and library
+  versions (from the cell's system.json, flattened);
+- what it was: study, cell id, backend, variant, seed, repeat, dataset, and every
+  parameter of the cell as `param_<name>` (from cell.json);
+- what was measured: the study's metrics, whose names end in their unit.
+
+Unit convention (column-name suffixes): `_s` seconds, `_ms` milliseconds, `_mb` megabytes
+(10^6 bytes), `_bytes` bytes, `_per_s` per second, `_pct` percent (0-100). An accuracy that
+a row stores as a fraction (`test_acc`, `val_acc`, ...) becomes `<name>_pct` (x100) here.
+A name with no unit suffix is a count (`epoch`, `samples`, `iteration`), a label, or
+dimensionless (`train_loss`).
+
+Written by `orchestrate.py report` as `<report>/tidy.csv` and (when pyarrow is installed)
+`<report>/tidy.parquet`. Host side only: pandas, never torch or numba.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.core.resultset import ResultCell
+from bench.core.rows import COMMON_KEYS, atomic_write_text
+
+# library versions (system.json "libraries") that get their own column: <name>_version
+LIBRARIES = {
+    "torch": ("torch",),
+    "torchvision": ("torchvision",),
+    "numba": ("numba",),
+    "numba_cuda": ("numba-cuda",),
+    "cupy": ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x"),
+    "numpy": ("numpy",),
+}
+# identity columns, in this order (then param_*, then the study's metrics, then `command`)
+IDENTITY = (
+    "study",
+    "host",
+    "device",
+    "runtime",
+    "image_ref",
+    "image_id",
+    "lock_hash",
+    "kit_git_sha",
+    "kit_source_dirty",
+    "kit_version",
+    "python_version",
+    *(f"{lib}_version" for lib in LIBRARIES),
+    "os",
+    "cpu_model",
+    "cpu_cores",
+    "memory_total_mb",
+    "gpu_name",
+    "gpu_driver",
+    "gpu_memory_mb",
+    "cuda_version",
+    "dataset",
+    "dataset_real",
+    "dataset_sha256",
+    "cell",
+    "cell_name",
+    "backend",
+    "variant",
+    "seed",
+    "repeat",
+    "devices",
+    "run_id",
+    "created_utc",
+    "status",
+    "reason",
+    "schema",
+    "result_dir",
+    "row",
+)
+# identity columns that are not strings (the rest are strings, even when every value is missing)
+IDENTITY_TYPES = {
+    **dict.fromkeys(("cpu_cores", "memory_total_mb", "gpu_memory_mb", "seed", "repeat", "schema", "row"), "Int64"),
+    **dict.fromkeys(("kit_source_dirty", "dataset_real"), "boolean"),
+}
+ACC = re.compile(r"(?:.+_)?acc")  # a fraction in [0, 1] in the rows; percent in the tidy table
+
+SNIPPET = """\
+import pandas as pd
+
+df = {load}
+ep = df[(df.study == "mnist-cnn") & (df.status == "ok") & df.epoch.notna()]
+# Table I's median throughput, one row per cell (the report's own numbers):
+ep.groupby(["host", "device", "backend", "pipeline", "variant", "repeat"]).samples_per_s.median()"""
+
+# Table I of mnist-cnn from the tidy table in one groupby (host.tidy.table1; the test checks
+# it against the report's own Table I): output column -> (tidy column, aggregation)
+TABLE1_AGG = {
+    "avg_epoch_s": ("epoch_s", "mean"),
+    "total_train_s": ("epoch_s", "sum"),
+    "avg_samples_per_s": ("samples_per_s", "mean"),
+    "median_samples_per_s": ("samples_per_s", "median"),
+    "min_samples_per_s": ("samples_per_s", "min"),
+    "max_samples_per_s": ("samples_per_s", "max"),
+    "final_test_acc_pct": ("test_acc_pct", "last"),
+    "max_test_acc_pct": ("test_acc_pct", "max"),
+    "avg_rss_mb": ("rss_mean_mb", "mean"),
+    "compile_s": ("compile_s", "first"),
+    "epochs": ("epoch", "count"),
+}
+TABLE1_KEYS = ["host", "device", "backend", "pipeline", "variant", "repeat"]
+
+
+def _flat(v: Any) -> Any:
+    """A value as one flat cell: lists joined by commas, dicts as JSON, numpy scalars as Python."""
+    if hasattr(v, "item") and not isinstance(v, (list, tuple, dict, str, bytes)):
+        v = v.item()
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(_flat(x)) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _library(libs: dict, names: tuple[str, ...]) -> str | None:
+    for n in names:
+        if libs.get(n):
+            return str(libs[n])
+    if "cupy" in names:  # any other cupy-cudaNNx wheel
+        return next((str(v) for k, v in sorted(libs.items()) if k.startswith("cupy-") and v), None)
+    return None
+
+
+def _spec(cell: ResultCell) -> dict:
+    if cell.spec:
+        return cell.spec
+    sc = cell.system.get("cell")
+    return sc if isinstance(sc, dict) else {}
+
+
+def cell_columns(cell: ResultCell) -> dict:
+    """The columns every row of CELL shares: provenance from system.json, the cell's keys and params."""
+    s = cell.system
+    spec = _spec(cell)
+
+    def obj(v: Any) -> dict:
+        return v if isinstance(v, dict) else {}
+
+    gpu, ds, libs, src = obj(s.get("gpu")), obj(s.get("dataset")), obj(s.get("libraries")), obj(s.get("kit_source"))
+    params = obj(spec.get("params") if isinstance(spec.get("params"), dict) else s.get("config"))
+    out: dict[str, Any] = {
+        "study": cell.study,
+        "host": s.get("hostname"),
+        "device": cell.device,
+        "runtime": s.get("runtime"),
+        "image_ref": s.get("image_ref"),
+        "image_id": s.get("image_id"),
+        "lock_hash": s.get("lock_hash"),
+        "kit_git_sha": s.get("kit_git_sha"),
+        "kit_source_dirty": bool(src.get("dirty")) if src or s.get("kit_git_sha") else None,
+        "kit_version": s.get("kit_version"),
+        "python_version": s.get("python"),
+        **{f"{lib}_version": _library(libs, names) for lib, names in LIBRARIES.items()},
+        "os": s.get("os"),
+        "cpu_model": s.get("cpu_model"),
+        "cpu_cores": s.get("cpu_affinity") or s.get("cpu_logical_cores"),
+        "memory_total_mb": s.get("memory_total_mb"),
+        "gpu_name": gpu.get("name"),
+        "gpu_driver": gpu.get("driver"),
+        "gpu_memory_mb": gpu.get("memory_mb"),
+        "cuda_version": gpu.get("torch_cuda"),
+        "dataset": ds.get("name"),
+        "dataset_real": ds.get("real"),
+        "dataset_sha256": ds.get("sha256") or params.get("dataset_sha256"),
+        "cell": cell.dir.name,
+        "cell_name": spec.get("name"),
+        "backend": spec.get("backend"),
+        "variant": spec.get("variant"),
+        "seed": spec.get("seed"),
+        "repeat": spec.get("repeat"),
+        "devices": _flat(spec.get("devices")) if spec.get("devices") is not None else None,
+        "run_id": s.get("run_id"),
+        "created_utc": s.get("created_utc"),
+        "status": cell.status,
+        "reason": cell.reason or None,
+        "result_dir": str(cell.dir),
+    }
+    for k, v in sorted(params.items()):
+        out[f"param_{k}"] = _flat(v)
+    return out
+
+
+def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
+    """(records, column order): one record per row of every cell (a cell with no rows: one
+    record saying why). Row values win over the cell's where both have a key (a row of a
+    multi-variant cell names its own backend, a row its own device and status)."""
+    records: list[dict] = []
+    params: list[str] = []
+    metrics: list[str] = []
+    for cell in cells:
+        base = cell_columns(cell)
+        params += [k for k in base if k.startswith("param_") and k not in params]
+        for i, row in enumerate(cell.rows or [{}]):
+            rec = dict(base, row=i)
+            for k, v in row.items():
+                v = _flat(v)
+                if k in COMMON_KEYS:
+                    if v is not None and v != "" or k == "reason":
+                        rec[k] = v if v != "" else None
+                    continue
+                name = k
+                if ACC.fullmatch(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    name, v = f"{k}_pct", 100 * v
+                if name in IDENTITY or name.startswith("param_") or name == "command":
+                    name = f"{name}_row"  # a study metric never shadows an identity column
+                rec[name] = v
+                if name not in metrics:
+                    metrics.append(name)
+            if cell.state:  # corrupt / interrupted: the cell's state, whatever its rows say
+                rec["status"], rec["reason"] = cell.status, cell.reason
+            rec.setdefault("command", row.get("command") or None)
+            records.append(rec)
+    columns = [*IDENTITY, *params, *metrics, "command"]
+    return records, columns
+
+
+def _dtype(values: list) -> str:
+    """One dtype per column, from its Python values: numbers stay numbers."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return "float64"  # all missing
+    if kinds == {bool}:
+        return "boolean"
+    if kinds == {int}:
+        return "Int64"
+    if kinds <= {int, float}:
+        return "float64"
+    return "string"
+
+
+def tidy_frame(cells: list[ResultCell]):
+    """The tidy table as a pandas DataFrame (columns in IDENTITY, param_*, metrics, command order)."""
+    import pandas as pd
+
+    records, columns = tidy_records(cells)
+    data = {}
+    for col in columns:
+        vals = [r.get(col) for r in records]
+        dt = _dtype(vals)
+        if col in IDENTITY or col == "command":  # a fixed type, so every report's schema is the same
+            fixed = IDENTITY_TYPES.get(col, "string")
+            dt = fixed if dt == fixed or all(v is None for v in vals) else "string"
+        if dt == "string":
+            vals = [None if v is None else str(v) for v in vals]
+        elif dt == "float64":
+            vals = [float("nan") if v is None else float(v) for v in vals]
+        data[col] = pd.array(vals, dtype=dt)
+    return pd.DataFrame(data, columns=columns)
+
+
+def table1(df):
+    """mnist-cnn's Table I from the tidy table: one groupby over its ok epoch rows."""
+    ep = df[(df["study"] == "mnist-cnn") & (df["status"] == "ok") & df["epoch"].notna()]
+    out = ep.groupby(TABLE1_KEYS, dropna=False, sort=False).agg(**TABLE1_AGG)
+    vram = ep.groupby(TABLE1_KEYS, dropna=False, sort=False)["vram_peak_mb"].max().fillna(0.0)
+    return out.assign(max_vram_mb=vram).reset_index()
+
+
+def write_tidy(cells: list[ResultCell], out: Path) -> dict:
+    """Write OUT/tidy.csv and OUT/tidy.parquet (each under a temp name, then renamed).
+    Returns what was written: {"rows", "columns", "csv", "parquet" (None without pyarrow), "note"}."""
+    df = tidy_frame(cells)
+    out = Path(out)
+    atomic_write_text(out / "tidy.csv", df.to_csv(index=False))
+    info: dict[str, Any] = {"rows": len(df), "columns": len(df.columns), "csv": str(out / "tidy.csv"), "parquet": None}
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        info["note"] = "tidy.parquet not written: pyarrow is not installed (`pip install pyarrow`); tidy.csv holds the same table"
+        stale = out / "tidy.parquet"
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink()  # never leave a parquet from an earlier report beside this csv
+        return info
+    fd, tmp = tempfile.mkstemp(prefix=".tidy.parquet.", suffix=".tmp", dir=out)
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False, engine="pyarrow")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out / "tidy.parquet")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    info["parquet"] = str(out / "tidy.parquet")
+    return info
+
+
+def report_lines(info: dict) -> list[str]:
+    """REPORT.md's section on the tidy table."""
+    files = "`tidy.csv`" + (" and `tidy.parquet`" if info.get("parquet") else "")
+    md = [
+        "## Tidy results (for pandas)",
+        "",
+        f"{files}: every result row of this report in one long-format table, {info['rows']} rows x "
+        f"{info['columns']} flat columns (mnist-cnn: one row per cell x repeat x epoch; mlp-scratch: one per "
+        "variant x phase row). Provenance (host, device, runtime, image, git sha, library versions, dataset) "
+        "and every cell parameter (`param_*`) are columns; metric names end in their unit (`_s`, `_ms`, `_mb`, "
+        '`_bytes`, `_per_s`, `_pct`); accuracies are percent (`test_acc_pct`). Filter on `status == "ok"`.',
+        "",
+    ]
+    if info.get("note"):
+        md += [f"> {info['note']}", ""]
+    load = 'pd.read_parquet("tidy.parquet")  # or pd.read_csv("tidy.csv")' if info.get("parquet") else 'pd.read_csv("tidy.csv")'
+    return md + ["```python", SNIPPET.format(load=load), "```", ""]
