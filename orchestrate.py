@@ -262,6 +262,23 @@ def all_cmd(
     raise typer.Exit(code)
 
 
+@app.command()
+def export(
+    dirs: Annotated[list[Path], typer.Argument(help="result dirs to bundle, from any hosts")],
+    out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("cnn-bench-results.tar.gz"),
+) -> None:
+    """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
+    from host.export import export as export_bundle
+
+    try:
+        info = export_bundle(list(dirs), out)
+    except KitError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"cannot write {out}: {err.strerror or err}")
+    typer.echo(f"bundle: {info['path']} ({info['cells']} cells, {info['files']} files, {info['bytes'] / 1e6:.1f} MB)")
+
+
 try:  # image commands (doctor, base, build), when that part of the kit is present
     from host.docker_cli import register as _register_docker
 except ImportError:

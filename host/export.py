@@ -1,0 +1,282 @@
+"""`orchestrate.py export DIR... --out bundle.tar.gz`: one file to share a set of results.
+
+The bundle (a gzipped tar with one top folder, named after the file) holds:
+
+    results/<dir name>/...   every result file of each DIR: rows.jsonl, rows.csv, cell.json,
+                             system.json, log.txt, platforms.json, summaries/ (regular files
+                             only: no symlinks, no hidden temp or lock files, no report
+                             rendered inside a result dir)
+    report/                  the report rendered from exactly these dirs: REPORT.md, the
+                             PNGs, table1.csv, tidy.csv and tidy.parquet
+    environment/             environment.json (python, platform, host label, the exporting
+                             kit's git sha, sha256 of every requirements lock, the lock
+                             hashes, images and library versions the rows recorded),
+                             pip-freeze.txt (the exporting environment) and requirements/
+                             (the checkout's *.in and hash-locked *.txt)
+    COMMANDS.md              the export command line, the report command, and each cell's
+                             reproduce command (from its rows)
+    README.md                what is inside and how to check it
+    MANIFEST.sha256          sha256 of every other file (`sha256sum -c MANIFEST.sha256`)
+
+It is written under a temp name beside --out and renamed into place, so no half-written
+bundle is ever left; a missing, empty or non-result dir is refused before anything is
+written. Host side only (no torch, numba or scikit-learn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.core.errors import KitError
+from bench.core.resultset import ResultCell, collect
+
+REPO = Path(__file__).resolve().parent.parent
+SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+
+def _top_name(out: Path) -> str:
+    name = out.name
+    for s in SUFFIXES:
+        if name.endswith(s) and len(name) > len(s):
+            return name[: -len(s)]
+    return name
+
+
+def check_inputs(dirs: list[Path], out: Path) -> list[ResultCell]:
+    """The cells under DIRS; KitError (one line) for anything that would make a bad bundle."""
+    if not dirs:
+        raise KitError("export needs at least one result dir")
+    for d in dirs:
+        if d.exists() and not d.is_dir():
+            raise KitError(f"{d} is not a directory (expected a result dir: <dir>/<study>/<cell>/rows.jsonl)")
+    if out.is_dir():
+        raise KitError(f"--out {out} is a directory: name the bundle file, e.g. {out / 'bundle.tar.gz'}")
+    if not out.parent.is_dir():
+        raise KitError(f"--out {out}: the folder {out.parent} does not exist")
+    cells, _notes, _problems = collect(dirs)  # missing dir / no results under it: KitError
+    if not cells:
+        raise KitError("no result cells under " + ", ".join(str(d) for d in dirs) + " (only platform notes)")
+    return cells
+
+
+def _result_files(root: Path, skip: set[Path]) -> list[Path]:
+    """Regular files under ROOT, sorted; no symlinks, hidden files, or rendered reports."""
+    files = []
+    for here, subdirs, names in os.walk(root, followlinks=False):
+        h = Path(here)
+        subdirs[:] = sorted(
+            s for s in subdirs if not s.startswith(".") and not (h / s).is_symlink() and not (h / s / "REPORT.md").exists()
+        )
+        for n in sorted(names):
+            p = h / n
+            if n.startswith(".") or p.is_symlink() or not p.is_file() or p.resolve() in skip:
+                continue
+            files.append(p)
+    return files
+
+
+def _labels(dirs: list[Path]) -> list[str]:
+    """A folder name per result dir (its own name; -2, -3 ... where two share one)."""
+    seen: dict[str, int] = {}
+    out = []
+    for d in dirs:
+        base = d.resolve().name or "results"
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return out
+
+
+def _pip_freeze() -> str:
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "freeze", "--disable-pip-version-check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from importlib import metadata
+
+    return "".join(sorted(f"{d.metadata['Name']}=={d.version}\n" for d in metadata.distributions() if d.metadata["Name"]))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _venv_lock(locks: dict[str, str]) -> list[str]:
+    """The requirements locks scripts/setup.sh installed into the running venv (its stamps)."""
+    if Path(sys.prefix).resolve() != (REPO / ".venv").resolve():
+        return []
+    out = []
+    for stamp in sorted(Path(sys.prefix).glob(".kit-lock-*")):
+        digest = stamp.read_text().strip()
+        name = f"requirements/{stamp.name.removeprefix('.kit-lock-')}.txt"
+        out.append(f"{name} sha256:{digest}" + ("" if locks.get(name) == digest else " (the lock file has changed since)"))
+    return out
+
+
+def environment(cells: list[ResultCell]) -> dict:
+    """What the bundle says about the environments: the exporter's and what the cells recorded."""
+    from bench.core.provenance import git_sha, host_label
+
+    locks = {str(p.relative_to(REPO)): _sha256(p) for p in sorted((REPO / "requirements").glob("*.txt")) if p.is_file()}
+    rows = [r for c in cells for r in c.rows]
+
+    def seen(key: str) -> list[str]:
+        return sorted({str(r.get(key)) for r in rows if r.get(key) is not None})
+
+    libs: dict[str, list[str]] = {}
+    for c in cells:
+        for k, v in (c.system.get("libraries") or {}).items():
+            libs.setdefault(k, [])
+            if str(v) not in libs[k]:
+                libs[k].append(str(v))
+    return {
+        "exported_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_by": {
+            "host": host_label(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "kit_git_sha": git_sha(),
+            "pip_freeze": "environment/pip-freeze.txt",
+            "venv_lock": _venv_lock(locks),
+        },
+        "requirements_locks_sha256": locks,
+        "recorded_by_the_rows": {
+            "hosts": seen("host"),
+            "devices": seen("device"),
+            "lock_hash": seen("lock_hash"),
+            "image_id": seen("image_id"),
+            "runtime": sorted({str(c.system.get("runtime")) for c in cells if c.system.get("runtime")}),
+            "python": sorted({str(c.system.get("python")) for c in cells if c.system.get("python")}),
+            "kit_git_sha": sorted({str(c.system.get("kit_git_sha")) for c in cells if c.system.get("kit_git_sha")}),
+            "libraries": {k: sorted(v) for k, v in sorted(libs.items())},
+        },
+        "note": "a lock_hash of 'native' means the cell ran in a venv, not an image: its libraries are in its system.json",
+    }
+
+
+def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], argv: list[str]) -> str:
+    md = [
+        "# Commands",
+        "",
+        "This bundle was made by:",
+        "",
+        "```bash",
+        " ".join(shlex.quote(a) for a in argv),
+        "```",
+        "",
+        "Re-render its report from the bundled results (in the kit's checkout):",
+        "",
+        "```bash",
+        "python orchestrate.py report " + " ".join(f"<bundle>/results/{lab}" for lab in labels) + " --out <bundle>/report",
+        "```",
+        "",
+        "Each cell's reproduce command, as its rows recorded it (`--out` and `--data-dir` are the",
+        "paths of the machine that ran it):",
+        "",
+    ]
+    for d, lab in zip(dirs, labels):
+        mine = [c for c in cells if c.dir == d or d in c.dir.parents]
+        if not mine:
+            continue
+        md += [f"## results/{lab}", ""]
+        for c in mine:
+            cmd = next((str(r["command"]) for r in c.rows if r.get("command")), None) or c.system.get("command")
+            md += [f"`{c.dir.relative_to(d)}` ({c.status})", "", "```bash", str(cmd or "# no command recorded"), "```", ""]
+    return "\n".join(md)
+
+
+README = """# cnn-bench results bundle
+
+- `results/`: the result dirs as they were ({dirs}); one folder per cell: `rows.jsonl`
+  (one JSON row per epoch or step), `rows.csv`, `cell.json` (the spec), `system.json`
+  (provenance: host, runtime, image, git sha, library versions, dataset checksum).
+- `report/REPORT.md`: the report of exactly these results; `report/tidy.csv` /
+  `tidy.parquet`: every row in one flat table (`pandas.read_parquet`).
+- `environment/`: the exporting environment and the requirements locks.
+- `COMMANDS.md`: how it was made and how to rerun each cell.
+
+Check it: `sha256sum -c MANIFEST.sha256` (in this folder).
+"""
+
+
+def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
+    """Write the bundle OUT from the result DIRS. Returns {"path", "files", "cells", "bytes"}."""
+    from host.report import build_report
+
+    dirs = [Path(d) for d in dirs]
+    out = Path(out)
+    cells = check_inputs(dirs, out)
+    if not os.access(out.parent, os.W_OK):
+        raise KitError(f"--out {out}: the folder {out.parent} is not writable")
+    labels = _labels(dirs)
+    top = _top_name(out)
+    argv = argv if argv is not None else ["python", "orchestrate.py", *sys.argv[1:]]
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    stage: Path | None = None
+    try:
+        stage = Path(tempfile.mkdtemp(prefix="cnn-bench-export-"))
+        members: list[tuple[str, Path]] = []  # (path in the bundle, file on disk)
+        skip = {tmp.resolve(), out.resolve()}
+        for d, lab in zip(dirs, labels):
+            members += [(f"results/{lab}/{p.relative_to(d).as_posix()}", p) for p in _result_files(d, skip)]
+        build_report(dirs, stage / "report")
+        members += [(f"report/{p.relative_to(stage / 'report').as_posix()}", p) for p in _result_files(stage / "report", set())]
+        env_dir = stage / "environment"
+        (env_dir / "requirements").mkdir(parents=True)
+        (env_dir / "environment.json").write_text(json.dumps(environment(cells), indent=2, sort_keys=True) + "\n")
+        (env_dir / "pip-freeze.txt").write_text(_pip_freeze())
+        for p in sorted((REPO / "requirements").iterdir()):
+            if p.suffix in (".in", ".txt") and p.is_file() and not p.is_symlink():
+                shutil.copyfile(p, env_dir / "requirements" / p.name)
+        members += [(f"environment/{p.relative_to(env_dir).as_posix()}", p) for p in _result_files(env_dir, set())]
+        (stage / "COMMANDS.md").write_text(commands_md(cells, dirs, labels, argv))
+        (stage / "README.md").write_text(README.format(dirs=", ".join(f"`{d}`" for d in dirs)))
+        members += [("COMMANDS.md", stage / "COMMANDS.md"), ("README.md", stage / "README.md")]
+        now = int(time.time())
+
+        def info(name: str, size: int) -> tarfile.TarInfo:
+            ti = tarfile.TarInfo(f"{top}/{name}")
+            ti.size, ti.mtime, ti.mode, ti.uid, ti.gid, ti.uname, ti.gname = size, now, 0o644, 0, 0, "", ""
+            return ti
+
+        manifest = []
+        with tarfile.open(tmp, "w:gz") as tar:
+            for name, p in members:
+                data = p.read_bytes()  # read once: the manifest hashes exactly the bytes bundled
+                manifest.append(f"{hashlib.sha256(data).hexdigest()}  {name}\n")
+                tar.addfile(info(name, len(data)), io.BytesIO(data))
+            text = "".join(manifest).encode()
+            tar.addfile(info("MANIFEST.sha256", len(text)), io.BytesIO(text))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+    return {"path": str(out), "files": len(members) + 1, "cells": len(cells), "bytes": out.stat().st_size, "top": top}
