@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.core.resultset import ResultCell
 from bench.core.rows import COMMON_KEYS, atomic_write_text
+from bench.core.rows import TYPES as ROW_TYPES
 
 # library versions (system.json "libraries") that get their own column: <name>_version
 LIBRARIES = {
@@ -87,6 +88,9 @@ IDENTITY_TYPES = {
     **dict.fromkeys(("cpu_cores", "memory_total_mb", "gpu_memory_mb", "seed", "repeat", "schema", "row"), "Int64"),
     **dict.fromkeys(("kit_source_dirty", "dataset_real"), "boolean"),
 }
+# common row keys this module has no place for above (a newer row schema): columns after IDENTITY
+EXTRA_COMMON = tuple(k for k in COMMON_KEYS if k not in IDENTITY and k != "command")
+COMMON_DTYPES = {str: "string", int: "Int64", bool: "boolean", float: "float64"}
 ACC = re.compile(r"(?:.+_)?acc")  # a fraction in [0, 1] in the rows; percent in the tidy table
 
 SNIPPET = """\
@@ -209,8 +213,10 @@ def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
             for k, v in row.items():
                 v = _flat(v)
                 if k in COMMON_KEYS:
-                    if v is not None and v != "" or k == "reason":
-                        rec[k] = v if v != "" else None
+                    if k == "reason":
+                        rec[k] = v or None
+                    elif (v is not None and v != "") or k not in rec:  # an empty host/device keeps the cell's
+                        rec[k] = v
                     continue
                 name = k
                 if ACC.fullmatch(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -224,7 +230,7 @@ def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
                 rec["status"], rec["reason"] = cell.status, cell.reason
             rec.setdefault("command", row.get("command") or None)
             records.append(rec)
-    columns = [*IDENTITY, *params, *metrics, "command"]
+    columns = [*IDENTITY, *EXTRA_COMMON, *params, *metrics, "command"]
     return records, columns
 
 
@@ -251,8 +257,8 @@ def tidy_frame(cells: list[ResultCell]):
     for col in columns:
         vals = [r.get(col) for r in records]
         dt = _dtype(vals)
-        if col in IDENTITY or col == "command":  # a fixed type, so every report's schema is the same
-            fixed = IDENTITY_TYPES.get(col, "string")
+        if col in IDENTITY or col in EXTRA_COMMON or col == "command":  # a fixed type: every report's schema is the same
+            fixed = IDENTITY_TYPES.get(col) or COMMON_DTYPES.get(ROW_TYPES.get(col, str), "string")
             dt = fixed if dt == fixed or all(v is None for v in vals) else "string"
         if dt == "string":
             vals = [None if v is None else str(v) for v in vals]

@@ -21,7 +21,7 @@ import pytest
 import toy_study  # noqa: F401 - registers the toy study in this process (the report reads it)
 
 from bench.core.resultset import collect
-from bench.core.rows import write_json, write_rows
+from bench.core.rows import COMMON_KEYS, write_json, write_rows
 from host import export as export_mod
 from host.report import build_report
 from host.tidy import IDENTITY, TABLE1_AGG, TABLE1_KEYS, table1, tidy_frame
@@ -57,7 +57,7 @@ def test_reference_tidy_is_flat_numeric_and_carries_provenance():
     df = tidy_frame(cells)
     rows = sum(len(c.rows) for c in cells)
     assert len(df) == rows and list(df.columns[: len(IDENTITY)]) == list(IDENTITY)
-    assert df.columns.is_unique
+    assert df.columns.is_unique and set(COMMON_KEYS) <= set(df.columns)  # every common row key has its column
     # flat: no list or dict anywhere, every column a number, a boolean or a string
     for col in df.columns:
         kind = df[col].dtype.kind
