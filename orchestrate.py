@@ -87,10 +87,14 @@ ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | 
 RuntimeOpt = Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")]
 DataOpt = Annotated[str | None, typer.Option(help="dir holding the datasets (one subdir each); default $KIT_DATA_DIR or ./data")]
 OutOpt = Annotated[Path | None, typer.Option(help="results dir for this host (default results/<host>)")]
+RepeatsOpt = Annotated[
+    int | None,
+    typer.Option(help="fresh-process repeats of every cell, interleaved across cells (default: 1 for smoke, else 3)"),
+]
 CaOpt = Annotated[Path | None, typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
 
 
-def _request(study, profile, set_, only, schedule, rerun, timeout_s):
+def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None):
     from bench.core.registry import select
     from host.plan import MatrixRequest
 
@@ -98,7 +102,11 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s):
         select(study or [])  # an unknown study is one line here, before any work
     except KitError as err:
         fail(str(err))
-    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s)
+    from bench.run.matrix import MAX_REPEATS
+
+    if repeats is not None and not 1 <= repeats <= MAX_REPEATS:
+        fail(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats}")
+    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats)
 
 
 def _execute(
@@ -198,12 +206,13 @@ def run(
     out: OutOpt = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
+    repeats: RepeatsOpt = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats)
     out = out or default_out()
     notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
@@ -249,12 +258,13 @@ def all_cmd(
     ] = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
+    repeats: RepeatsOpt = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run every platform this host can run, then write the report."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats)
     out = out or default_out()
     notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)

@@ -82,6 +82,10 @@ def matrix(
     out: Annotated[Path | None, typer.Option(help="results dir (default $KIT_RESULTS_DIR, else results/<host>)")] = None,
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float, typer.Option(help="per-cell time limit (s)")] = 3600,
+    repeats: Annotated[
+        int | None,
+        typer.Option(help="fresh-process repeats of every cell, interleaved across cells (default: 1 for smoke, else 3)"),
+    ] = None,
 ) -> None:
     """Resolve the studies' matrices for PLATFORM(s) and run every cell, each in its own process."""
     from bench.run.matrix import run_matrix
@@ -103,6 +107,7 @@ def matrix(
             [d for d in (devices or "").split(",") if d],
             echo=typer.echo,
             bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb",
+            repeats=repeats,
         )
     except KitError as err:
         fail(str(err), err.exit_code)

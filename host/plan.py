@@ -32,6 +32,7 @@ class MatrixRequest:
     schedule: str = "sequential"
     rerun: bool = False
     timeout_s: float | None = None
+    repeats: int | None = None  # None: the profile's default (bench.run.matrix.DEFAULT_REPEATS)
 
     def args(self, platforms: list[str], out: str, data_dir: str | None) -> list[str]:
         """The matrix command's arguments (after `python -m bench`)."""
@@ -49,6 +50,8 @@ class MatrixRequest:
             a.append("--rerun")
         if self.timeout_s is not None:
             a += ["--timeout-s", str(self.timeout_s)]
+        if self.repeats is not None:  # 0 and 1 are values too: never dropped as falsy
+            a += ["--repeats", str(self.repeats)]
         return a
 
 
@@ -101,7 +104,9 @@ def validate(req: MatrixRequest, platforms: list[str]) -> None:
     line). The data's identity is resolved later, where the data is (natively or in the image)."""
     from bench.run.matrix import resolve
 
-    resolve(req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True)
+    resolve(
+        req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True, repeats=req.repeats
+    )
 
 
 def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: str | None) -> int:

@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.rows import COMMON_KEYS, cell_status, read_rows
+from bench.core.rows import COMMON_KEYS, SCHEMA_VERSION, cell_status, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ["--set", "dataset=digits"]
 
 
+def one_repeat(args: tuple) -> list:
+    """These tests look at one run of each cell: `matrix` gets --repeats 1 unless it names its own."""
+    return [*args, "--repeats", "1"] if args and args[0] == "matrix" and "--repeats" not in args else list(args)
+
+
 def bench(*args, cwd=ROOT, env=None):
+    args = tuple(one_repeat(args))
     e = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
     return subprocess.run(
         [sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, env={**e, **(env or {})}
@@ -58,7 +64,7 @@ def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
     for row in rows:
         assert list(row)[: len(COMMON_KEYS)] == list(COMMON_KEYS)
         assert row["status"] == "ok" and row["backend"] == backend and row["pipeline"] == pipeline
-        assert row["schema"] == 1 and row["study"] == "mnist-cnn" and row["cell"] == cell.name and row["repeat"] == 0
+        assert row["schema"] == SCHEMA_VERSION and row["study"] == "mnist-cnn" and row["cell"] == cell.name and row["repeat"] == 0
         assert row["batch_size_used"] == 256 and row["dataset"] == "digits-embedded" and row["dataset_real"] is False
         assert row["epoch_s"] > 0 and row["samples_per_s"] == pytest.approx(row["samples"] / row["epoch_s"])
         assert row["samples"] == 1536  # 1,497 padded up to whole batches of 256

@@ -35,7 +35,22 @@ def test_toy_study_is_listed():
 
 @pytest.mark.parametrize("schedule", ["sequential", "interleaved", "per-device"])
 def test_toy_study_runs_under_every_schedule(tmp_path, schedule):
-    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--schedule", schedule, "--devices", "0,1", "--out", str(tmp_path))
+    r = bench(
+        "matrix",
+        "toy",
+        "-p",
+        "cpu",
+        "-p",
+        "cuda",
+        "--schedule",
+        schedule,
+        "--devices",
+        "0,1",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     rows = toy_rows(tmp_path)
     assert set(rows) == {"toy-py", "toy-fake-gpu"}
@@ -127,3 +142,29 @@ def test_gpu_cells_are_skipped_with_a_reason_on_a_cpu_host(tmp_path):
     for p in cells:
         [row] = read_rows(p)
         assert row["status"] == "skipped" and ("no NVIDIA GPU" in row["reason"] or "numba.cuda" in row["reason"])
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "interleaved"])
+def test_repeats_are_fresh_processes_in_rounds_across_cells(tmp_path, schedule):
+    """--repeats 3: every cell's repeat 0, then every cell's repeat 1, ... (A B A B A B), each its own dir and process."""
+    r = bench("matrix", "toy", "-p", "cpu", "-p", "cuda", "--schedule", schedule, "--repeats", "3", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    started = re.findall(r"^ready +(\S+) default r(\d)", r.stderr, re.M)
+    assert [int(k) for _, k in started] == [0, 0, 1, 1, 2, 2], started
+    assert started[0][0] != started[1][0], "two different cells in each round"
+    rows = [read_rows(p) for p in (tmp_path / "toy").glob("*/rows.jsonl")]
+    assert len(rows) == 6 and len({rs[0]["run_id"] for rs in rows}) == 6
+    assert sorted(rs[0]["repeat"] for rs in rows) == [0, 0, 1, 1, 2, 2]
+    assert all(isinstance(x["flags"], str) for rs in rows for x in rs)
+
+
+def test_repeats_default_by_profile_and_bad_values_are_one_line(tmp_path):
+    from bench.run.matrix import resolve
+
+    import toy_study  # noqa: F401 - registers the toy here too
+
+    assert {c.repeat for c in resolve(["toy"], ["cpu"], "default", [], [], None)} == {0, 1, 2}
+    assert {c.repeat for c in resolve(["toy"], ["cpu"], "smoke", [], [], None)} == {0}
+    for bad in ("0", "-1", "x"):
+        r = bench("matrix", "toy", "--repeats", bad, "--out", str(tmp_path / "o"))
+        assert r.returncode == 2 and not (tmp_path / "o" / "toy").exists(), r.stderr

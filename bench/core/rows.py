@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: `flags`
 # Keys every row carries, in this order (None where a key does not apply).
 COMMON_KEYS = (
     "schema",  # SCHEMA_VERSION of the writer
@@ -38,6 +38,7 @@ COMMON_KEYS = (
     "run_id",  # one per cell process
     "status",  # ok | skipped | error | incomplete
     "reason",  # why not ok ("" when ok)
+    "flags",  # noise and validity flags of the cell (bench.core.noise), ";"-joined; "" when clean
     "host",  # hostname the cell ran on (the host's, also in a container)
     "device",  # what the work ran on: CPU model (+ cores) or GPU name
     "image_id",  # container image id, or "native"
@@ -58,6 +59,7 @@ TYPES = {
     "repeat": int,
     "run_id": str,
     "reason": str,
+    "flags": str,
     "host": str,
     "device": str,
     "image_id": str,

@@ -88,6 +88,8 @@ class Study:
     Config: ClassVar[type]  # frozen dataclass of params with defaults
     backends: ClassVar[dict[str, BackendSpec]] = {}
     profiles: ClassVar[tuple[str, ...]] = PROFILES
+    timing_key: ClassVar[str | None] = None  # the row key holding a timed step's seconds (noise flags look at it)
+    timing_unit: ClassVar[str] = "step"  # what one such row is ("epoch", "run"), for the flags' wording
 
     # ---- config and cells
     def config_defaults(self) -> dict:
@@ -133,6 +135,17 @@ class Study:
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.variant}"
+
+    def timed_values(self, rows: list[dict]) -> dict[str, list[float]]:
+        """The timed steps' seconds per row backend (one cell may hold several backends' rows),
+        for the noise flags (bench.core.noise). Default: `timing_key` of every ok row."""
+        out: dict[str, list[float]] = {}
+        if self.timing_key:
+            for r in rows:
+                v = r.get(self.timing_key)
+                if r.get("status") == "ok" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out.setdefault(str(r.get("backend")), []).append(float(v))
+        return out
 
     def progress_line(self, rows: list[dict]) -> str:
         """A few words on one step's rows, for progress output (e.g. "1.23 s, acc 0.9712")."""

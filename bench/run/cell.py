@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from bench.core import provenance
+from bench.core import noise, provenance
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import get_study
 from bench.core.study import RunContext
+from bench.measure.telemetry import Telemetry
 
 READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
 
@@ -187,6 +188,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     proto.send(READY, {"steps": run.steps, "warmup_s": run.warmup_s, "open_s": open_s})
     all_rows: list[dict] = []
     task = progress.add_task(study.label(cell), total=run.steps) if progress else None
+    telemetry = Telemetry(gpu=platform == "cuda").start()
     try:
         for i in range(run.steps):
             if not proto.wait_go():
@@ -200,8 +202,14 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
             proto.send(STEP, {"i": i, "rows": rows})
             if progress:
                 progress.update(task, advance=1, description=f"{study.label(cell)} {study.progress_line(rows)}")
+        telemetry.stop()  # close() evaluates and summarises: not the timed window
         all_rows += [R.ordered({**base, **r}) for r in run.close()]
+        sampled = telemetry.summary()
+        flags = noise.cell_flags(study.timed_values(all_rows), sampled, study.timing_unit)
+        all_rows = [{**r, "flags": flags} for r in all_rows]
         extra = {
+            "telemetry": sampled,
+            "flags": flags,
             "cell": json.loads(cell.to_json()),
             "cell_id": cell.id,
             "command": command,
@@ -227,6 +235,8 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     except Exception as err:
         settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
         raise
+    finally:
+        telemetry.stop()
     status = R.cell_status(cell_dir) or "error"
     proto.send(DONE, {"status": status})
     return 0 if status in ("ok", "skipped") else 1

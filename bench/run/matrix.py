@@ -8,6 +8,7 @@ and the dataset (each study resolves its cells' data identity, checksum included
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,7 +32,13 @@ def resolve(
     data_dir: str | None,
     resolve_data: bool = True,
     allow_empty: bool = False,
+    repeats: int | None = None,
 ) -> list[Cell]:
+    """The matrix's cells, each REPEATS times (default: DEFAULT_REPEATS of the profile), in
+    repeat-major order: every cell's repeat 0, then every cell's repeat 1, ..."""
+    n = default_repeats(profile) if repeats is None else repeats
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > MAX_REPEATS:
+        raise KitError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
     chosen = select(study_names)
     for p in platforms:
         if p not in PLATFORMS:
@@ -53,7 +60,18 @@ def resolve(
             f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
             + (f" with --only {' '.join(only)}" if only else "")
         )
-    return cells
+    if any(c.repeat for c in cells):  # `--set repeat=K` or `--only repeat=K` asked for one repeat by hand
+        return cells
+    return [dataclasses.replace(c, repeat=r) for r in range(n) for c in cells]
+
+
+# repeats (fresh processes) per cell: a smoke run checks wiring, a benchmark needs an interval
+DEFAULT_REPEATS = {"smoke": 1}
+MAX_REPEATS = 50
+
+
+def default_repeats(profile: str) -> int:
+    return DEFAULT_REPEATS.get(profile, 3)
 
 
 @contextlib.contextmanager
@@ -100,18 +118,21 @@ def run_matrix(
     devices: list[str] | None = None,
     echo: Callable[[str], None] = print,
     bar: bool = False,
+    repeats: int | None = None,
 ) -> int:
     """Run the matrix; returns the exit code (1 when any cell ended in error). Every step prints
     one plain line with the run's ETA (containers and logs read those); BAR adds a rich progress
     bar for a terminal."""
-    cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True)
+    cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True, repeats=repeats)
     if not cells:  # these studies have no cell for this platform (e.g. mlp-scratch on mps)
         echo(f"nothing to run: {', '.join(study_names) or 'no study'} has no cell on {', '.join(platforms)}")
         return 0
     data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
     data = [(n + " (the embedded default: not the real dataset)" if n == "digits" else n, h) for n, h in data]
+    n_rep = len({c.repeat for c in cells})
     echo(
-        f"{len(cells)} cells ({', '.join(platforms)}, profile {profile}, schedule {schedule}) -> {out}; "
+        f"{len(cells)} cells ({len(cells) // n_rep} x {n_rep} repeats; {', '.join(platforms)}, profile {profile}, "
+        f"schedule {schedule}) -> {out}; "
         f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}"
     )
     with results_lock(out):  # one writer per results dir: a second run refuses with one line

@@ -246,6 +246,7 @@ class Scheduler:
         self._done: dict[int, Outcome] = {}  # id(child) -> its outcome
         self._stopping = False
         self._planned = 0  # cells this run will start (for the ETA)
+        self._repeats = 1  # distinct repeats in the run (labels say which one when > 1)
         self._t0: float | None = None
 
     # ---- helpers
@@ -254,7 +255,8 @@ class Scheduler:
             self.echo(msg)
 
     def _label(self, cell: Cell) -> str:
-        return get_study(cell.study).label(cell)
+        label = get_study(cell.study).label(cell)
+        return label + (f" r{cell.repeat}" if self._repeats > 1 else "")
 
     def _child(self, cell: Cell, env: dict | None = None) -> Child:
         child = Child(cell, self.out, self.data_dir, self.timeout_s, env_extra=env or {})
@@ -324,6 +326,7 @@ class Scheduler:
         settled); a full disk raises KitError (one line) after stopping the others."""
         if schedule not in SCHEDULES:
             raise KitError(f"unknown schedule {schedule!r}: choose {', '.join(SCHEDULES)}")
+        self._repeats = len({c.repeat for c in cells})
         todo, outcomes = [], []
         for cell in cells:
             d = cell.dir(self.out)
@@ -347,7 +350,11 @@ class Scheduler:
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
         self._planned, self._t0 = len(todo), time.monotonic()
         try:
-            done = outcomes + runner(todo)
+            done = list(outcomes)
+            # repeats in rounds: every cell's repeat 0 (under SCHEDULE), then every cell's repeat 1, ...
+            # so the repeats of one cell are spread over the run, not bunched together
+            for r in sorted({c.repeat for c in todo}):
+                done += runner([c for c in todo if c.repeat == r])
         except KeyboardInterrupt:
             raise Interrupted(outcomes + self._stop_all()) from None
         except OSError as err:

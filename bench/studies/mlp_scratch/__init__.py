@@ -31,6 +31,8 @@ class MlpScratch(Study):
     name = "mlp-scratch"
     title = "mlp-scratch (seed 001)"
     seed_doc = "001"
+    timing_key = "total_s"  # noise flags: CV and outliers over the timed runs
+    timing_unit = "run"
     Config = MlpConfig
     backends = {
         "numpy": BackendSpec(_B + "numpy_xp", "cpu", about="net.py on NumPy (the host BLAS)"),

@@ -36,6 +36,8 @@ class MnistCnn(Study):
     name = "mnist-cnn"
     title = "mnist-cnn (seed 000)"
     seed_doc = "000"
+    timing_key = "epoch_s"  # noise flags: CV and outliers over the timed epochs
+    timing_unit = "epoch"
     Config = MnistCnnConfig
     backends = {
         "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", about="nn.Module + autograd + torch.optim.SGD on the CPU"),

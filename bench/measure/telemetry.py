@@ -1,0 +1,200 @@
+"""What the machine did while a cell ran: CPU clocks and throttling, and on NVIDIA GPUs the
+SM clock, throttle reasons and other processes on the device (NVML via nvidia-ml-py).
+
+A sampler thread reads these every `interval_s` between `start()` and `stop()`; `summary()`
+is a flat dict kept in system.json and read by bench.core.noise for the row flags. Every
+source is optional: what cannot be read is recorded as unavailable with the reason, never
+guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# NVML clock-event (throttle) reason bits that mean the GPU ran slower than it could for a
+# reason outside the workload (nvml.h: nvmlClocksEventReason*). GPU idle and the application
+# clock setting are not throttling; SW power cap is kept apart (it fires under normal load).
+_GPU_THROTTLE_BITS = {
+    0x0000000000000008: "hw-slowdown",
+    0x0000000000000020: "sw-thermal",
+    0x0000000000000040: "hw-thermal",
+    0x0000000000000080: "hw-power-brake",
+}
+_GPU_POWER_CAP = 0x0000000000000004
+
+
+def _thermal_throttle_count() -> int | None:
+    """Sum of the kernel's per-CPU thermal throttle counters (x86 Linux), None when unreadable."""
+    total, seen = 0, False
+    for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/thermal_throttle/*_throttle_count"):
+        try:
+            total += int(p.read_text().strip())
+            seen = True
+        except (OSError, ValueError):
+            continue
+    return total if seen else None
+
+
+class _Nvml:
+    """The one GPU this process uses (CUDA_VISIBLE_DEVICES' first entry, else index 0)."""
+
+    def __init__(self) -> None:
+        import pynvml  # nvidia-ml-py
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+        self.handle = (
+            pynvml.nvmlDeviceGetHandleByUUID(first) if first.startswith("GPU-") else pynvml.nvmlDeviceGetHandleByIndex(int(first))
+        )
+        self.version = getattr(pynvml, "__version__", None) or _dist_version("nvidia-ml-py")
+
+    def sample(self) -> dict:
+        nv, h = self.nv, self.handle
+        out: dict[str, Any] = {"sm_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)}
+        try:
+            out["reasons"] = int(nv.nvmlDeviceGetCurrentClocksEventReasons(h))
+        except (AttributeError, nv.NVMLError):
+            out["reasons"] = int(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        try:
+            out["temp_c"] = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
+        except nv.NVMLError:
+            pass
+        try:
+            out["pids"] = [p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(h)]
+        except nv.NVMLError:
+            out["pids"] = None
+        return out
+
+    def max_sm_mhz(self) -> int | None:
+        try:
+            return int(self.nv.nvmlDeviceGetMaxClockInfo(self.handle, self.nv.NVML_CLOCK_SM))
+        except self.nv.NVMLError:
+            return None
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return None
+
+
+def _ours(pids: list[int]) -> set[int]:
+    """PIDs that belong to this run: this process, its parent's other children (the sibling
+    cells of an interleaved matrix, idle while they wait) and the parent itself. In a
+    container NVML reports host PIDs, which match none of these: then nothing is excluded
+    and the summary says the check could not tell."""
+    import psutil
+
+    me = psutil.Process()
+    mine = {me.pid}
+    try:
+        parent = me.parent()
+        if parent is not None:
+            mine.add(parent.pid)
+            mine |= {c.pid for c in parent.children(recursive=True)}
+    except psutil.Error:
+        pass
+    return mine
+
+
+class Telemetry:
+    def __init__(self, gpu: bool, interval_s: float = 0.5):
+        self.interval_s = interval_s
+        self.samples: list[dict] = []
+        self.notes: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nvml: _Nvml | None = None
+        self._throttle0 = _thermal_throttle_count()
+        if gpu:
+            try:
+                self._nvml = _Nvml()
+            except ImportError:
+                self.notes["gpu"] = "nvidia-ml-py not installed: GPU clocks and throttling not sampled"
+            except Exception as err:  # noqa: BLE001 - NVML missing or no permission: say so, run on
+                self.notes["gpu"] = f"NVML unavailable ({type(err).__name__}: {err}): GPU clocks and throttling not sampled"
+
+    def start(self) -> Telemetry:
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._throttle1 = _thermal_throttle_count()
+
+    def _loop(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            s: dict[str, Any] = {"t": time.monotonic() - self._t0}
+            try:
+                f = psutil.cpu_freq()
+                if f and f.current:
+                    s["cpu_mhz"] = float(f.current)
+            except (OSError, NotImplementedError, AttributeError):
+                pass
+            if self._nvml is not None:
+                try:
+                    s.update(self._nvml.sample())
+                except Exception as err:  # noqa: BLE001 - keep what we have, note the failure once
+                    self.notes.setdefault("gpu_sample", f"{type(err).__name__}: {err}")
+            self.samples.append(s)
+            self._stop.wait(self.interval_s)
+
+    def summary(self) -> dict:
+        out: dict[str, Any] = {
+            "samples": len(self.samples),
+            "interval_s": self.interval_s,
+            **{f"note_{k}": v for k, v in self.notes.items()},
+        }
+        cpu = [s["cpu_mhz"] for s in self.samples if "cpu_mhz" in s]
+        if cpu:
+            out.update(cpu_mhz_min=min(cpu), cpu_mhz_median=statistics.median(cpu), cpu_mhz_max=max(cpu))
+        else:
+            out["note_cpu_freq"] = "CPU frequency not readable here (common in VMs and containers)"
+        t1 = getattr(self, "_throttle1", None)
+        if self._throttle0 is not None and t1 is not None:
+            out["cpu_thermal_throttle_events"] = t1 - self._throttle0
+        else:
+            out["note_cpu_throttle"] = "no thermal_throttle counters in /sys (not x86 Linux, or a VM)"
+        if self._nvml is not None:
+            sm = [s["sm_mhz"] for s in self.samples if "sm_mhz" in s]
+            if sm:
+                out.update(gpu_sm_mhz_min=min(sm), gpu_sm_mhz_median=statistics.median(sm), gpu_sm_mhz_max=max(sm))
+            out["gpu_sm_mhz_limit"] = self._nvml.max_sm_mhz()
+            out["nvml_version"] = self._nvml.version
+            reasons = 0
+            for s in self.samples:
+                reasons |= int(s.get("reasons", 0))
+            out["gpu_throttle"] = sorted(name for bit, name in _GPU_THROTTLE_BITS.items() if reasons & bit)
+            out["gpu_power_capped"] = bool(reasons & _GPU_POWER_CAP)
+            temps = [s["temp_c"] for s in self.samples if "temp_c" in s]
+            if temps:
+                out["gpu_temp_c_max"] = max(temps)
+            seen = {p for s in self.samples for p in (s.get("pids") or [])}
+            if any(s.get("pids") is None for s in self.samples):
+                out["note_gpu_processes"] = "NVML did not list the GPU's processes"
+            mine = _ours(sorted(seen))
+            out["gpu_other_processes"] = len(seen - mine)
+            if seen and not (seen & mine):
+                out["note_gpu_processes"] = (
+                    "NVML's PIDs are not this PID namespace's (a container?): other processes not told apart"
+                )
+                out["gpu_other_processes"] = None
+        return out
+
+
+__all__ = ["Telemetry"]

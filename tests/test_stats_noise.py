@@ -1,0 +1,64 @@
+"""Intervals and flags: the numbers behind "no clear winner" and the ⚑ in every table."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench.core import noise, stats
+
+
+def test_a_median_gets_a_bootstrap_interval_only_from_two_repeats_up():
+    s = stats.summarize([100.0, 110.0, 95.0])
+    assert s.median == 100.0 and s.n == 3 and s.min == 95.0 and s.max == 110.0
+    assert s.lo is not None and s.hi is not None and 95.0 <= s.lo <= 100.0 <= s.hi <= 110.0
+    assert stats.summarize([100.0, 110.0, 95.0]) == s, "a fixed random state: the same rows give the same interval"
+    one = stats.summarize([5.0])
+    assert one.lo is None and one.interval() == "n=1, no interval"
+
+
+def test_ratio_verdicts():
+    clear = stats.ratio({0: 200.0, 1: 210.0, 2: 190.0}, {0: 100.0, 1: 104.0, 2: 98.0})
+    assert clear.median == pytest.approx(2.0, rel=0.01) and clear.lo > 1.0
+    assert stats.verdict(clear, "A", "B") == "A faster"
+    assert stats.verdict(stats.ratio({0: 1.0, 1: 2.0, 2: 3.0}, {0: 4.0, 1: 5.0, 2: 6.0}), "A", "B") == "B faster"
+    # the H100 situation of issue 9: which one wins flips from repeat to repeat
+    flip = stats.ratio({0: 1.50e6, 1: 1.02e6, 2: 1.40e6}, {0: 1.08e6, 1: 1.16e6, 2: 1.10e6})
+    assert flip.lo < 1.0 < flip.hi and stats.verdict(flip, "numba-cuda", "torch-cuda tuned") == "no clear winner"
+    single = stats.ratio({0: 2.0}, {0: 1.0})
+    assert single.lo is None and "no verdict" in stats.verdict(single, "A", "B")
+
+
+def test_step_flags_catch_noise_and_outliers_and_leave_steady_runs_alone():
+    assert noise.step_flags([1.0, 1.01, 0.99, 1.0]) == []
+    assert noise.step_flags([2.1, 1.0, 1.0, 1.0, 1.0], unit="epoch") == ["noisy(cv=40%)", "outlier(epoch 1=2.1x)"]
+    assert noise.step_flags([1.0, 1.3, 0.8, 1.2]) == ["noisy(cv=21%)"]
+    assert noise.step_flags([1.0, 5.0]) == [], "too few steps for a verdict"
+
+
+def test_cell_flags_name_the_part_and_the_telemetry():
+    t = {"cpu_thermal_throttle_events": 3, "gpu_throttle": ["hw-thermal"], "gpu_other_processes": 2}
+    flags = noise.cell_flags({"numpy": [1.0, 1.0, 1.0], "cupy": [1.0, 3.0, 1.0, 1.0]}, t, "run")
+    assert flags.split(";") == [
+        "cupy:noisy(cv=67%)",
+        "cupy:outlier(run 2=3.0x)",
+        "cpu-throttled(3 events)",
+        "gpu-throttled(hw-thermal)",
+        "gpu-shared(2)",
+    ]
+    assert noise.cell_flags({"x": [1.0, 1.0, 1.0]}, {"gpu_power_capped": True, "gpu_other_processes": None}) == ""
+    assert noise.mark("torch-cpu", "noisy(cv=20%)") == "torch-cpu ⚑" and noise.mark("torch-cpu", "") == "torch-cpu"
+
+
+def test_the_sampler_runs_and_says_what_it_could_not_read():
+    from bench.measure.telemetry import Telemetry
+
+    t = Telemetry(gpu=True, interval_s=0.05).start()
+    time.sleep(0.3)
+    t.stop()
+    s = t.summary()
+    assert s["samples"] >= 3
+    assert "cpu_mhz_median" in s or "note_cpu_freq" in s
+    assert "cpu_thermal_throttle_events" in s or "note_cpu_throttle" in s
+    assert "gpu_sm_mhz_median" in s or "note_gpu" in s, "no GPU here: NVML's absence is recorded, not guessed"
