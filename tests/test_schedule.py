@@ -19,6 +19,8 @@ TESTS = Path(__file__).resolve().parent
 
 
 def bench(*args, env=None):
+    if args and args[0] == "matrix" and "--repeats" not in args:  # one run of each cell unless a test asks for more
+        args = (*args, "--repeats", "1")
     e = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
     e.update({"KIT_STUDY_MODULES": "toy_study", "PYTHONPATH": str(TESTS)}, **(env or {}))
     return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=ROOT, env=e)

@@ -72,6 +72,25 @@ class ResultCell:
         return str(self.system.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
 
     @property
+    def repeat(self) -> int:
+        r = self.first.get("repeat", self.spec.get("repeat", 0))
+        return r if isinstance(r, int) and not isinstance(r, bool) else 0
+
+    @property
+    def flags(self) -> str:
+        """The cell's noise/validity flags (bench.core.noise), "" when clean or not recorded."""
+        return str(next((r.get("flags") for r in self.rows if r.get("flags")), "") or "")
+
+    @property
+    def config_key(self) -> str:
+        """What repeats of one configuration share: the cell spec without its repeat, plus the
+        host and device it ran on (one configuration on two hosts is two groups)."""
+        spec = dict(self.spec) if self.spec else {k: self.first.get(k) for k in ("study", "backend", "variant", "seed")}
+        spec.pop("repeat", None)
+        spec.pop("name", None)
+        return json.dumps({"spec": spec, "host": self.first.get("host"), "device": self.device}, sort_keys=True, default=str)
+
+    @property
     def unclean_source(self) -> bool:
         src = self.system.get("kit_source") or {}
         return bool(src.get("dirty")) or str(self.system.get("kit_git_sha") or "").endswith("-dirty")
@@ -154,3 +173,12 @@ def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
 def load_cells(dirs: list[Path]) -> list[ResultCell]:
     """ResultCells of exactly these cell dirs (those holding a cell)."""
     return [c for c in (load_cell(Path(d)) for d in dirs) if c is not None]
+
+
+def group_repeats(cells: list[ResultCell]) -> list[list[ResultCell]]:
+    """Cells grouped by configuration (ResultCell.config_key), each group sorted by repeat;
+    groups in the order their first cell appears."""
+    groups: dict[str, list[ResultCell]] = {}
+    for c in cells:
+        groups.setdefault(c.config_key, []).append(c)
+    return [sorted(g, key=lambda c: c.repeat) for g in groups.values()]

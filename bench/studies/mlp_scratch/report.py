@@ -7,7 +7,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
+from bench.core.resultset import group_repeats
 from bench.core.tables import fmt
 from bench.studies.mlp_scratch.runner import MEMORY_KEYS
 
@@ -25,21 +27,42 @@ def _variants(cell: Cell) -> list[str]:
     return seen
 
 
-def table3(cell: Cell) -> list[str]:
-    plain = [r for r in cell.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
-    vs = _variants(cell)
-    base = {k: _med([r for r in plain if r["backend"] == "numpy"], k) for k in ("total_s", "per_iter_median_ms")}
+def _per_repeat(group: list[Cell], v: str, key: str) -> dict[int, float]:
+    """repeat -> the median of KEY over that repeat's plain runs of variant V."""
+    out = {}
+    for c in group:
+        m = _med([r for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v], key)
+        if m is not None:
+            out[c.repeat] = m
+    return out
+
+
+def table3(group: list[Cell]) -> list[str]:
+    """Seed 001's Table 3 over repeats: per repeat the median of its plain runs, then the
+    median over repeats with a 95 % bootstrap interval; speedups paired by repeat."""
+    vs = _variants(group[0])
+    plain = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
+    base = _per_repeat(group, "numpy", "total_s")
     out = [
-        "| variant | Total (s) | Per iteration (ms, median) | Forward (ms) | Backward + update (ms) | Final val acc | Speedup vs NumPy |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | Total (s) | 95% CI | Per iteration (ms, median) | Forward (ms) | Backward + update (ms) "
+        "| Final val acc | Speedup vs NumPy | Speedup 95% CI |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in vs:
         rs = [r for r in plain if r["backend"] == v]
-        tot = _med(rs, "total_s")
-        sp = f"{base['total_s'] / tot:.1f}x" if base["total_s"] and tot and v != "numpy" else ""
+        tot = _per_repeat(group, v, "total_s")
+        if not tot:
+            continue
+        t = stats.summarize(list(tot.values()))
+        sp = ci = ""
+        if base and v != "numpy":
+            r = stats.ratio(base, tot)
+            sp = f"{r.median:.1f}x"
+            ci = f"{r.lo:.1f}-{r.hi:.1f}x" if r.lo is not None and r.hi is not None else "n=1"
         out.append(
-            f"| {v} | {fmt(tot)} | {fmt(_med(rs, 'per_iter_median_ms'))} | {fmt(_med(rs, 'forward_median_ms'))} | "
-            f"{fmt(_med(rs, 'backward_median_ms'))} | {fmt(_med(rs, 'final_val_acc'))} | {sp} |"
+            f"| {v} | {fmt(t.median)} | {t.interval('{:.3g}')} | {fmt(_med(rs, 'per_iter_median_ms'))} | "
+            f"{fmt(_med(rs, 'forward_median_ms'))} | {fmt(_med(rs, 'backward_median_ms'))} | "
+            f"{fmt(_med(rs, 'final_val_acc'))} | {sp} | {ci} |"
         )
     return out
 
@@ -123,8 +146,11 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "so its numbers add up to more than the plain per-iteration time.",
         "",
     ]
-    for c in cells:
+    for group in group_repeats(cells):
+        c = group[0]
         r0 = c.rows[0]
+        n = len(group)
+        flags = [f"r{x.repeat}: {x.flags}" for x in group if x.flags]
         gpu = (c.system.get("gpu") or {}).get("name")
         on_gpu = any(v != "numpy" for v in _variants(c))  # only then did the cell use the GPU
         where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
@@ -134,15 +160,16 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
             f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)",
             "",
-            "Table 3: time",
+            f"Table 3: time ({n} repeat{'s' if n > 1 else ''}, each a fresh process; medians over repeats)",
             "",
-            *table3(c),
+            *table3(group),
             "",
-            "Table 4: operations",
+            *([f"⚑ flagged: {'; '.join(flags)}", ""] if flags else []),
+            f"Table 4: operations (repeat {c.repeat})",
             "",
             *table4(c),
             "",
-            "Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process)",
+            f"Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process; repeat {c.repeat})",
             "",
             *table5(c),
             "",

@@ -8,7 +8,8 @@ import io
 import statistics
 from pathlib import Path
 
-from bench.core.resultset import ResultCell
+from bench.core import noise, stats
+from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
 from bench.core.tables import markdown, text_table
 
@@ -53,6 +54,58 @@ RATIOS = [
     ("torch-cuda resident tuned", "torch-cpu resident default", ""),
     ("numba-cuda resident default", "numba-cpu resident default", ""),
 ]
+# Table I over repeats: one row per configuration (cell spec without its repeat, per host and
+# device); each repeat (a fresh process) gives one value per figure, and the table shows the
+# median of those with a 95 % bootstrap interval (bench.core.stats), the IQR and the range.
+SUMMARY_COLUMNS = [
+    ("platform", "Platform"),
+    ("device", "Device"),
+    ("repeats", "Repeats"),
+    ("median_samples_per_s", "Median Throughput (samples/s)"),
+    ("ci_samples_per_s", "95% CI"),
+    ("iqr_samples_per_s", "IQR"),
+    ("range_samples_per_s", "min-max"),
+    ("avg_epoch_s", "Avg Epoch Time (s)"),
+    ("ci_epoch_s", "Epoch Time 95% CI"),
+    ("total_train_s", "Total Train Time (s)"),
+    ("final_test_acc_pct", "Final Test Acc (%)"),
+    ("max_test_acc_pct", "Max Test Acc (%)"),
+    ("avg_rss_mb", "Avg Proc RAM (MB)"),
+    ("max_vram_mb", "Max GPU VRAM (MB)"),
+    ("compile_s", "Compile/JIT (s)"),
+    ("epochs", "Epochs"),
+    ("dataset", "Dataset"),
+]
+SUMMARY_CSV = [
+    "platform",
+    "device",
+    "host",
+    "backend",
+    "pipeline",
+    "variant",
+    "repeats",
+    "median_samples_per_s",
+    "ci_lo_samples_per_s",
+    "ci_hi_samples_per_s",
+    "q1_samples_per_s",
+    "q3_samples_per_s",
+    "min_samples_per_s",
+    "max_samples_per_s",
+    "avg_epoch_s",
+    "ci_lo_epoch_s",
+    "ci_hi_epoch_s",
+    "total_train_s",
+    "final_test_acc_pct",
+    "max_test_acc_pct",
+    "avg_rss_mb",
+    "max_vram_mb",
+    "compile_s",
+    "epochs",
+    "dataset",
+    "dataset_real",
+    "flags",
+]
+
 SEED_TABLE1 = """| Platform (seed 000, RTX 4060 laptop / M4 Pro) | Avg Epoch Time (s) | Avg Throughput (samples/s) | Final Test Acc (%) |
 |---|---|---|---|
 | CPU (Numba, dense layers only) | 2.0928 | 30,501 | 96.33 |
@@ -138,6 +191,115 @@ def ratios(cells: list[ResultCell]) -> list[dict]:
     return out
 
 
+def _ok(cells: list[ResultCell]) -> list[ResultCell]:
+    return [c for c in cells if c.status == "ok" and epochs(c)]
+
+
+def summary_row(group: list[ResultCell]) -> dict:
+    """One configuration over its repeats: per repeat one value per figure, then the median of
+    those with a 95 % bootstrap interval (stats.summarize), IQR and range."""
+    per = [table1_row(c) for c in group]
+    tput = stats.summarize([r["median_samples_per_s"] for r in per])
+    ep_s = stats.summarize([r["avg_epoch_s"] for r in per])
+    flags = [(f"r{c.repeat}:" if len(group) > 1 else "") + f for c in group for f in c.flags.split(";") if f]
+    first = per[0]
+    return {
+        "platform": noise.mark(first["platform"], ";".join(flags)),
+        "device": first["device"],
+        "host": first["host"],
+        "backend": first["backend"],
+        "pipeline": first["pipeline"],
+        "variant": first["variant"],
+        "repeats": len(per),
+        "median_samples_per_s": tput.median,
+        "ci_lo_samples_per_s": tput.lo,
+        "ci_hi_samples_per_s": tput.hi,
+        "q1_samples_per_s": tput.q1,
+        "q3_samples_per_s": tput.q3,
+        "min_samples_per_s": tput.min,
+        "max_samples_per_s": tput.max,
+        "ci_samples_per_s": tput.interval(),
+        "iqr_samples_per_s": f"{tput.q1:,.0f}-{tput.q3:,.0f}",
+        "range_samples_per_s": f"{tput.min:,.0f}-{tput.max:,.0f}",
+        "avg_epoch_s": ep_s.median,
+        "ci_lo_epoch_s": ep_s.lo,
+        "ci_hi_epoch_s": ep_s.hi,
+        "ci_epoch_s": ep_s.interval("{:.4f}"),
+        "total_train_s": statistics.median(r["total_train_s"] for r in per),
+        "final_test_acc_pct": statistics.median(r["final_test_acc_pct"] for r in per),
+        "max_test_acc_pct": statistics.median(r["max_test_acc_pct"] for r in per),
+        "avg_rss_mb": statistics.median(r["avg_rss_mb"] for r in per),
+        "max_vram_mb": max(r["max_vram_mb"] for r in per),
+        "compile_s": statistics.median(r["compile_s"] for r in per if r["compile_s"] is not None)
+        if any(r["compile_s"] is not None for r in per)
+        else None,
+        "epochs": first["epochs"],
+        "dataset": first["dataset"],
+        "dataset_real": first["dataset_real"],
+        "flags": ";".join(flags),
+    }
+
+
+def summary_table(cells: list[ResultCell]) -> list[dict]:
+    rows = [summary_row(g) for g in group_repeats(_ok(cells))]
+    return sorted(rows, key=lambda r: (r["device"], -r["median_samples_per_s"]))
+
+
+def _session(c: ResultCell) -> str:
+    """Cells whose ratio means something: one host, one dataset, the same training setup
+    (every parameter but the pipeline, which the ratios compare)."""
+    params = {k: v for k, v in (c.spec.get("params") or {}).items() if k not in ("pipeline", "dataset_sha256")}
+    setup = ", ".join(f"{k}={params[k]}" for k in ("dataset", "epochs", "batch_size", "limit_train") if k in params)
+    return f"{c.first.get('host')} ({setup or c.first.get('dataset')})"
+
+
+def ratios_ci(cells: list[ResultCell]) -> list[dict]:
+    """RATIOS among one host's cells: median of per-repeat median throughputs, a 95 % interval
+    paired by repeat (repeat i of both ran in the same round), and a verdict."""
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for c in _ok(cells):
+        by.setdefault((_session(c), key(c)), {})[c.repeat] = statistics.median(r["samples_per_s"] for r in epochs(c))
+    out = []
+    for sess in sorted({h for h, _ in by}):
+        for num, den, target in RATIOS:
+            a, b = by.get((sess, num)), by.get((sess, den))
+            if a and b:
+                r = stats.ratio(a, b)
+                out.append(
+                    {
+                        "host": sess,
+                        "numerator": num,
+                        "denominator": den,
+                        "target": target,
+                        "ratio": r.median,
+                        "ci_lo": r.lo,
+                        "ci_hi": r.hi,
+                        "min": r.min,
+                        "max": r.max,
+                        "repeats": r.n,
+                        "verdict": stats.verdict(r, num, den),
+                    }
+                )
+    return out
+
+
+def _ratio_text(r: dict) -> str:
+    ci = f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" if r["ci_lo"] is not None else "n=1"
+    return f"{r['ratio']:.2f}x (95% CI {ci}; {r['verdict']})"
+
+
+def _flag_lines(rows: list[dict]) -> list[str]:
+    flagged = [r for r in rows if r["flags"]]
+    if not flagged:
+        return []
+    return [
+        "⚑ flagged cells (bench.core.noise: CV over timed epochs > "
+        f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling or a shared GPU): "
+        + "; ".join(f"{r['platform'].rstrip(' ⚑')}: {r['flags']}" for r in flagged),
+        "",
+    ]
+
+
 def section(cells: list[ResultCell], out: Path) -> list[str]:
     from bench.studies.mnist_cnn import plots
 
@@ -147,18 +309,38 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
     w = csv.DictWriter(buf, fieldnames=TABLE1_CSV, extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
-    atomic_write_text(out / "table1.csv", buf.getvalue())
+    atomic_write_text(out / "table1.csv", buf.getvalue())  # one row per cell (repeat)
     write_json(out / "table1.json", {"rows": rows})
+    summ = summary_table(cells)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=SUMMARY_CSV, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(summ)
+    atomic_write_text(out / "table1_summary.csv", buf.getvalue())  # one row per configuration, over repeats
+    write_json(out / "table1_summary.json", {"rows": summ})
     md = [
         "### Table I (measured)",
         "",
-        "Epoch time is training only (evaluation excluded); throughput = samples / epoch time, padded "
-        "samples included; RAM is the process RSS sampled every 10 ms during training; VRAM is the "
-        "allocator's peak. Median and min-max are over epochs.",
+        "One row per configuration over its repeats (each a fresh process, run in rounds across "
+        "cells). Per repeat: throughput = median over epochs of samples / epoch time (training only, "
+        "padded samples included), epoch time = mean over epochs. The table gives the median over "
+        "repeats with a 95% bootstrap interval (scipy.stats.bootstrap, percentile, resampling "
+        "repeats), the IQR and the range. RAM is the process RSS sampled every 10 ms during "
+        "training; VRAM is the allocator's peak. ⚑ marks a flagged cell (listed below the table).",
         "",
-        markdown(shown(rows), TABLE1_COLUMNS) if rows else "_no finished cells_",
+        markdown(summ, SUMMARY_COLUMNS) if summ else "_no finished cells_",
         "",
+        *_flag_lines(summ),
     ]
+    if rows:
+        md += [
+            "<details><summary>Table I per cell and repeat, with the min-max over epochs (table1.csv)</summary>",
+            "",
+            markdown(shown(rows), TABLE1_COLUMNS),
+            "",
+            "</details>",
+            "",
+        ]
     if any("not MNIST" in r["dataset"] for r in rows):
         md += [
             "> Rows marked *(not MNIST)* ran on the embedded default (scikit-learn's 1,797 digits resized "
@@ -166,15 +348,22 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
             "with `KIT_DATA_DIR=... python orchestrate.py all`.",
             "",
         ]
-    rat = ratios(cells)
+    rat = ratios_ci(cells)
     if rat:
         md += [
-            "### Throughput ratios (medians over epochs, cells of one host)",
+            "### Throughput ratios (cells of one host, paired by repeat)",
             "",
-            "| host | ratio | value | target |",
-            "|---|---|---|---|",
+            "A ratio whose 95% interval holds 1.0 is *no clear winner*; with one repeat there is no interval.",
+            "",
+            "| host (setup) | ratio | median | 95% CI | min-max over repeats | verdict | target |",
+            "|---|---|---|---|---|---|---|",
         ]
-        md += [f"| {r['host']} | {r['numerator']} / {r['denominator']} | {r['ratio']:.2f}x | {r['target']} |" for r in rat]
+        md += [
+            f"| {r['host']} | {r['numerator']} / {r['denominator']} | {r['ratio']:.2f}x | "
+            + (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" if r["ci_lo"] is not None else "n=1")
+            + f" | {r['min']:.2f}-{r['max']:.2f} | {r['verdict']} | {r['target']} |"
+            for r in rat
+        ]
         md.append("")
     md += ["### Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]
     md += [
@@ -190,30 +379,33 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
 
 
 def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
-    """What a matrix prints when it ends: Table I of this run and the ratios."""
-    rows = table1(cells)
-    cols = [TABLE1_COLUMNS[i] for i in (0, 1, 2, 3, 4, 9, 5, 6, 7, 8, 11)]
-    lines = ["Table I (this run)", *text_table(shown(rows), cols)] if rows else []
-    rat = ratios(cells)
+    """What a matrix prints when it ends: Table I over repeats and the ratios with intervals."""
+    summ = summary_table(cells)
+    cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 6, 7, 10, 12, 14)]
+    lines = ["Table I (this run; median over repeats, 95% bootstrap CI)", *text_table(summ, cols)] if summ else []
+    lines += [x for x in _flag_lines(summ) if x]
+    rat = ratios_ci(cells)
     if rat:
-        lines += ["", "ratios of median throughput (same session)"]
+        lines += ["", "ratios of median throughput (same session, paired by repeat)"]
         lines += [
-            f"  {r['numerator']} / {r['denominator']}: {r['ratio']:.2f}x" + (f" (target {r['target']})" if r["target"] else "")
+            f"  {r['numerator']} / {r['denominator']}: {_ratio_text(r)}" + (f" (target {r['target']})" if r["target"] else "")
             for r in rat
         ]
     cells_d = {
-        key(c): (
+        key(c) + (f" r{c.repeat}" if c.repeat else ""): (
             {"status": c.status, "reason": c.reason}
             if c.status != "ok" or not epochs(c)
             else {
                 "status": "ok",
+                "repeat": c.repeat,
                 "median_samples_per_s": table1_row(c)["median_samples_per_s"],
                 "min_samples_per_s": min(r["samples_per_s"] for r in epochs(c)),
                 "max_samples_per_s": max(r["samples_per_s"] for r in epochs(c)),
                 "final_test_acc": epochs(c)[-1]["test_acc"],
                 "epochs": len(epochs(c)),
+                "flags": c.flags,
             }
         )
         for c in cells
     }
-    return lines, {"cells": cells_d, "ratios": rat}
+    return lines, {"cells": cells_d, "configurations": summ, "ratios": rat}
