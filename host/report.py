@@ -95,7 +95,43 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     md += report_lines(tidy)
     summary["tidy"] = {k: v for k, v in tidy.items() if k != "note"}
     atomic_write_text(out / "REPORT.md", "\n".join(md))
+    atomic_write_text(out / "REPORT.html", render_html("\n".join(md), out))
+    summary["html"] = str(out / "REPORT.html")
     write_json(out / "report.json", summary)
     summary["notes"] = notes
     summary["problems"] = problems
     return summary
+
+
+_CSS = """
+body { font: 15px/1.5 system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; font-size: 12px; margin: 1em 0; display: block; overflow-x: auto; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; white-space: nowrap; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; display: block; margin: 1em 0; }
+blockquote { border-left: 4px solid #d33; margin: 1em 0; padding: 0.2em 1em; background: #fff5f5; }
+code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: 0.8em; overflow-x: auto; }
+"""
+
+
+def render_html(md: str, out: Path) -> str:
+    """REPORT.md as one self-contained HTML page: the PNGs it names inlined as data URIs, so
+    the file can be mailed or opened anywhere (markdown-it-py, CommonMark + tables)."""
+    import base64
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+
+    def inline(m: re.Match) -> str:
+        name = html.unescape(m.group(1))
+        path = out / name
+        if "/" in name or not path.is_file() or path.is_symlink():
+            return m.group(0)
+        return f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    title = "cnn-bench report"
+    return f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n'

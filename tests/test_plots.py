@@ -13,3 +13,71 @@ def test_figures_from_the_embedded_default_say_not_mnist(tmp_path):
 
     assert data_note([cell("mnist")]) is None
     assert data_note([cell("mnist"), cell("digits")]).startswith("NOT MNIST: digits")
+
+
+def _cells(tmp_path, n_configs=12, repeats=2, epochs=3):
+    from bench.core.resultset import ResultCell
+
+    cells = []
+    for k in range(n_configs):
+        for rep in range(repeats):
+            rows = [
+                {
+                    "status": "ok",
+                    "epoch": e,
+                    "dataset": "mnist",
+                    "backend": f"b{k}",
+                    "pipeline": "resident",
+                    "variant": "default",
+                    "repeat": rep,
+                    "host": "h",
+                    "device": "cpu",
+                    "samples_per_s": 1000.0 * (k + 1) * (1 + 0.01 * rep),
+                    "epoch_s": 60.0 / (k + 1),
+                    "test_acc": 0.9 + 0.01 * e + 0.001 * k,
+                    "flags": "",
+                }
+                for e in range(1, epochs + 1)
+            ]
+            spec = {"study": "mnist-cnn", "backend": f"b{k}", "variant": "default", "params": {}, "repeat": rep}
+            cells.append(ResultCell(tmp_path / f"c{k}_{rep}", rows, spec=spec))
+    return cells
+
+
+def test_every_figure_keeps_its_legend_off_the_data_and_its_series_apart(tmp_path, monkeypatch):
+    """Issue 9's figure rules, checked on the figures themselves: legends outside the axes,
+    a distinct (colour, marker) pair per series, no bar chart on a log axis, titles without
+    repeated words."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import BarContainer
+
+    from bench.studies.mnist_cnn import plots
+
+    figs = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, note=None: figs.append((path.name, fig)))
+    plots.fig1(_cells(tmp_path), tmp_path, lambda c: str(c.first["backend"]))
+    assert sorted(n for n, _ in figs) == sorted(plots.PLOTS)
+    for name, fig in figs:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            leg = ax.get_legend()
+            if leg is not None:
+                assert not leg.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer)), (
+                    f"{name}: legend over the data"
+                )
+            styles = [(str(line.get_color()), line.get_marker()) for line in ax.get_lines() if line.get_label()[:1] != "_"]
+            assert len(styles) == len(set(styles)), f"{name}: two series share colour and marker"
+            if ax.get_xscale() == "log" or ax.get_yscale() == "log":
+                assert not any(isinstance(c, BarContainer) for c in ax.containers), f"{name}: bars on a log axis"
+            words = ax.get_title().lower().split()
+            assert len(words) == len(set(words)), f"{name}: repeated words in {ax.get_title()!r}"
+        plt.close(fig)
+
+
+def test_the_html_report_is_one_self_contained_page(tmp_path):
+    from host.report import render_html
+
+    (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    page = render_html("# r\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n![a](a.png)\n", tmp_path)
+    assert "<table>" in page and 'src="data:image/png;base64,' in page and 'src="a.png"' not in page

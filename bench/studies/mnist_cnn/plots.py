@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.core.resultset import ResultCell  # noqa: E402
 
-PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")
+PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
 
 
 def data_note(cells: list[ResultCell]) -> str | None:
@@ -37,47 +37,136 @@ def _epochs(c: ResultCell) -> list[dict]:
     return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
 
 
+# every series gets its own colour AND marker (ten colours x eleven markers before a repeat),
+# so lines stay apart in greyscale print and for colour-blind readers
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
+
+
+def _style(i: int) -> dict:
+    return {"color": plt.get_cmap("tab10")(i % 10), "marker": _MARKERS[i % len(_MARKERS)]}
+
+
+def _series(group: list[ResultCell], key: str, scale: float = 1.0) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Per epoch over a configuration's repeats: (epochs, median, min, max)."""
+    import statistics
+
+    by: dict[int, list[float]] = {}
+    for c in group:
+        for r in _epochs(c):
+            by.setdefault(int(r["epoch"]), []).append(float(r[key]) * scale)
+    xs = sorted(by)
+    return xs, [statistics.median(by[x]) for x in xs], [min(by[x]) for x in xs], [max(by[x]) for x in xs]
+
+
+def _legend_outside(ax) -> None:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
 def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str]) -> list[Path]:
+    """Seed 000's Fig. 1 over repeats: one series per configuration (median over repeats, the
+    min-max band shaded), legends outside the axes, a difference-to-reference panel under the
+    accuracy curves, and throughput as medians with 95 % interval whiskers (no bars)."""
+    from bench.core import noise, stats
+    from bench.core.resultset import group_repeats
+
     cells = [c for c in cells if c.status == "ok" and _epochs(c)]
     note = data_note(cells)
+    groups = group_repeats(cells)
     multi = len({c.device for c in cells}) > 1
 
-    def _name(c: ResultCell, multi_device: bool) -> str:
-        return f"{label(c)} ({c.device})" if multi_device else label(c)
+    def _name(g: list[ResultCell]) -> str:
+        c = g[0]
+        name = f"{label(c)} ({c.device})" if multi else label(c)
+        name = noise.mark(name, ";".join(x.flags for x in g if x.flags))
+        return name + (f", n={len(g)}" if len(g) > 1 else "")
 
-    specs = [
-        ("epoch_s", "Time per epoch (s)", "epoch_time.png", True),
-        ("samples_per_s", "Training throughput (samples/s)", "throughput.png", True),
-        ("test_acc", "Test accuracy (%)", "test_accuracy.png", False),
-    ]
     paths = []
-    for key, ylabel, fname, log in specs:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])  # more than 10 cells must not share colours
-        for c in cells:
-            xs = [r["epoch"] for r in _epochs(c)]
-            ys = [r[key] * (100 if key == "test_acc" else 1) for r in _epochs(c)]
-            ax.plot(xs, ys, marker="o", ms=3, label=_name(c, multi))
+    for key, ylabel, title, fname in (
+        ("epoch_s", "seconds (log scale)", "Time per epoch", "epoch_time.png"),
+        ("samples_per_s", "samples/s (log scale)", "Training throughput", "throughput.png"),
+    ):
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        for i, g in enumerate(groups):
+            xs, med, lo, hi = _series(g, key)
+            st = _style(i)
+            ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
+            if len(g) > 1:
+                ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
+        ax.set_yscale("log")  # lines spanning 10^3-10^6 samples/s; the values stay readable in the legend's order
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
-        if log:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title(ylabel + " per epoch")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(title + (" (median over repeats, min-max shaded)" if any(len(g) > 1 for g in groups) else ""))
+        _legend_outside(ax)
         _save(fig, out / fname, note)
         paths.append(out / fname)
-    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * max(1, len(cells))))
-    order = sorted(cells, key=lambda c: sum(r["samples_per_s"] for r in _epochs(c)) / len(_epochs(c)))
-    vals = [sum(r["samples_per_s"] for r in _epochs(c)) / len(_epochs(c)) for c in order]
-    ys = list(range(len(order)))  # positions, not category names: two cells may share a name
-    ax.barh(ys, vals, color="tab:blue")
-    ax.set_yticks(ys, [_name(c, multi) for c in order])
-    for y, v in zip(ys, vals):
-        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
+
+    # accuracy: the curves lie within a point of each other, so a second panel shows each one's
+    # difference to a reference on the same data (that dataset's first torch-cpu configuration,
+    # else its first one): a merged report may hold several datasets
+    def _ds(g: list[ResultCell]) -> str:
+        return str(g[0].first.get("dataset"))
+
+    refs: dict[str, list[ResultCell]] = {}
+    for g in groups:
+        if _ds(g) not in refs or (
+            str(g[0].first.get("backend")) == "torch-cpu" and refs[_ds(g)][0].first.get("backend") != "torch-cpu"
+        ):
+            refs[_ds(g)] = g
+    fig, (ax, dx) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    for i, g in enumerate(groups):
+        xs, med, lo, hi = _series(g, "test_acc", 100)
+        st = _style(i)
+        ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
+        if len(g) > 1:
+            ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
+        rx, rmed, _, _ = _series(refs[_ds(g)], "test_acc", 100)
+        rmap = dict(zip(rx, rmed))
+        d = [(x, m - rmap[x]) for x, m in zip(xs, med) if x in rmap]
+        if d:
+            dx.plot([x for x, _ in d], [y for _, y in d], ms=4, lw=1.2, **st)
+    dx.axhline(0.0, color="black", lw=0.8)
+    ref_names = "; ".join(f"{ds}: {_name(g)}" for ds, g in refs.items())
+    dx.set_ylabel("difference to the reference\n(percentage points)", fontsize=8)
+    dx.set_title(f"reference per dataset: {ref_names}", fontsize=7)
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("Test accuracy after each epoch")
+    ax.grid(True, alpha=0.3)
+    dx.grid(True, alpha=0.3)
+    dx.set_xlabel("epoch")
+    _legend_outside(ax)
+    _save(fig, out / "test_accuracy.png", note)
+    paths.append(out / "test_accuracy.png")
+
+    # median throughput per configuration with its 95 % interval over repeats: dots and
+    # whiskers on a log axis (a log-scale bar's length means nothing), the value printed
+    rows = []
+    for i, g in enumerate(groups):
+        per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
+        rows.append((_name(g), stats.summarize(per), _style(i)))
+    rows.sort(key=lambda t: t[1].median)
+    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
+    for y, (_, sm, st) in enumerate(rows):
+        lo, hi = (sm.lo, sm.hi) if sm.lo is not None and sm.hi is not None else (sm.median, sm.median)
+        ax.errorbar(
+            [sm.median], [y], xerr=[[sm.median - lo], [hi - sm.median]], fmt=st["marker"], color=st["color"], capsize=3, ms=6
+        )
+        ax.annotate(f"{sm.median:,.0f}", (hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("average training throughput (samples/s, log scale)")
-    ax.set_title("Average throughput")
+    ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats)")
+    ax.set_title("Throughput by configuration")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    if rows:
+        lo_all = min((r[1].lo or r[1].median) for r in rows)
+        hi_all = max((r[1].hi or r[1].median) for r in rows)
+        ax.set_xlim(lo_all / 1.5, hi_all * 3)  # room for the printed values
     _save(fig, out / "avg_throughput.png", note)
     paths.append(out / "avg_throughput.png")
     return paths
+
+
+def statistics_median(v: list[float]) -> float:
+    import statistics
+
+    return statistics.median(v)
