@@ -147,11 +147,11 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     rows.sort(key=lambda t: t[1].median)
     fig, ax = plt.subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
     for y, (_, sm, st) in enumerate(rows):
-        lo, hi = (sm.lo, sm.hi) if sm.lo is not None and sm.hi is not None else (sm.median, sm.median)
+        c_lo, c_hi = (sm.lo, sm.hi) if sm.lo is not None and sm.hi is not None else (sm.median, sm.median)
         ax.errorbar(
-            [sm.median], [y], xerr=[[sm.median - lo], [hi - sm.median]], fmt=st["marker"], color=st["color"], capsize=3, ms=6
+            [sm.median], [y], xerr=[[sm.median - c_lo], [c_hi - sm.median]], fmt=st["marker"], color=st["color"], capsize=3, ms=6
         )
-        ax.annotate(f"{sm.median:,.0f}", (hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.annotate(f"{sm.median:,.0f}", (c_hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats)")
