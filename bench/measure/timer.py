@@ -24,8 +24,25 @@ def checked_duration(start: float, end: float) -> float:
     return d
 
 
+class NullTimer:
+    """The timer of a timed epoch: phases cost nothing and record nothing. Phase splits come
+    from a separate profiling pass (mnist-cnn's protocol), never from the loop that produces
+    epoch_s; backends that keep their own per-step events check `enabled`."""
+
+    enabled = False
+
+    @contextmanager
+    def phase(self, name: str):
+        yield
+
+    def as_fields(self, suffix: str = "_s") -> dict[str, float]:
+        return {}
+
+
 class PhaseTimer:
     """Seconds per phase; `with t.phase("forward"): ...`."""
+
+    enabled = True
 
     def __init__(self, sync: Callable[[], None] | None = None):
         self.sync = sync or _noop

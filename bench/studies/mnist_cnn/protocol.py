@@ -2,11 +2,16 @@
 
 1. data: real MNIST or the embedded digits, exactly the checksum the matrix resolved;
    initial weights from net.init_params(seed), identical across backends;
-2. warm-up (JIT / first-call work / graph capture) -> compile_s, never inside an epoch;
-3. per epoch: a seeded permutation (same for every backend), padded to whole batches by
+2. warm-up (JIT / first-call work / graph capture): real training steps (forward,
+   backward, optimizer) whose effect is undone -> compile_s and compile_kind (cold,
+   cache, none), never inside an epoch;
+3. a profiling pass: PROFILE_BATCHES batches with per-phase timers (synced), then the
+   weights and optimizer state restored -> the phase split every row carries, scaled to
+   an epoch and labelled by `phase_source`; the timed epochs run with no instrumentation;
+4. per epoch: a seeded permutation (same for every backend), padded to whole batches by
    repeating its first samples (the seed's way) or with the tail dropped; training timed
-   with per-phase timers and an RSS sampler; then evaluation on the full test set
-   (eval_s, excluded from epoch_s). One row per epoch.
+   as a whole with an RSS sampler; then evaluation on the full test set (eval_s,
+   excluded from epoch_s). One row per epoch.
 """
 
 from __future__ import annotations
@@ -66,15 +71,16 @@ class EpochRun:
     steps: int
     warmup_s: float = 0.0
     base: dict = field(default_factory=dict)
+    profile: dict = field(default_factory=dict)  # per-batch phase seconds from the profiling pass
 
     def step(self, i: int) -> list[dict]:
         """Train epoch i+1 (timed, RSS sampled), then evaluate (timed apart)."""
         from bench.measure.memory import RSSSampler
-        from bench.measure.timer import PhaseTimer, stopwatch
+        from bench.measure.timer import NullTimer, stopwatch
 
         cfg, trainer, epoch = self.cfg, self.trainer, i + 1
         order = epoch_order(self.n_train, cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
-        timer = PhaseTimer()  # CPU phases need no sync; device trainers time their own phases
+        timer = NullTimer()  # nothing inside the timed loop: phases come from the profiling pass
         with RSSSampler() as rss, stopwatch(trainer.sync) as sw:
             stats = trainer.train_epoch(order, timer)
         if not math.isfinite(stats["train_loss"]):  # diverged: a flagged end, never a silent number
@@ -99,9 +105,21 @@ class EpochRun:
             "threads": self.threads,
             "vram_peak_mb": None,
             **trainer.phase_fields(timer),
+            **self.phase_split(len(order) // cfg.batch_size),
             **trainer.memory(),
         }
         return [row]
+
+    def phase_split(self, n_batches: int) -> dict:
+        """The profiling pass's per-batch phase times scaled to this epoch's batches."""
+        if not self.profile:
+            return {"phase_source": "none (this backend times its loop as a whole; see its own *_s fields)"}
+        n = self.profile["batches"]
+        out: dict[str, Any] = {k: v / n * n_batches for k, v in self.profile["phases"].items()}
+        out["phase_source"] = (
+            f"profiling pass of {n} batches before epoch 1, synced per phase, weights restored; scaled to the epoch"
+        )
+        return out
 
     def close(self) -> list[dict]:
         return []
@@ -109,7 +127,12 @@ class EpochRun:
     def system_extra(self) -> dict:
         from bench.studies.mnist_cnn.net import train_flops_per_sample
 
-        return {"compile_s": self.warmup_s, "n_train_used": self.n_train, "flops_per_sample_analytic": train_flops_per_sample()}
+        return {
+            "compile_s": self.warmup_s,
+            "n_train_used": self.n_train,
+            "flops_per_sample_analytic": train_flops_per_sample(),
+            "phase_profile": self.profile,
+        }
 
 
 def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
@@ -136,10 +159,34 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed), data))
     compile_s = trainer.warmup()
+    profile = profile_phases(trainer, cfg, n_train)
     base = {
         "pipeline": cfg.pipeline,
         "batch_size": cfg.batch_size,
         "dataset_real_mnist": data.real_mnist,
         "last_batch": cfg.last_batch,
+        "compile_kind": getattr(trainer, "compile_kind", lambda: "none")(),
     }
-    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base)
+    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile)
+
+
+PROFILE_BATCHES = 20  # batches in the profiling pass (fewer when an epoch has fewer)
+
+
+def profile_phases(trainer: Any, cfg: Settings, n_train: int) -> dict:
+    """Per-phase seconds over a few batches, synced at every phase boundary, outside every
+    timed epoch; then the trainer is put back to its state before the pass (weights and
+    optimizer), so training and accuracy are as if the pass never ran. Backends that time
+    their loop as a whole (profiles_phases = False) are skipped."""
+    from bench.measure.timer import PhaseTimer
+
+    if not getattr(trainer, "profiles_phases", True):
+        return {}
+    order = epoch_order(n_train, cfg.batch_size, cfg.seed, 0, cfg.last_batch)  # epoch 0: never a timed epoch's order
+    n = max(1, min(PROFILE_BATCHES, len(order) // cfg.batch_size))
+    snap = trainer.snapshot()
+    timer = PhaseTimer(sync=trainer.sync)
+    trainer.train_epoch(order[: n * cfg.batch_size], timer)
+    phases = {k: v for k, v in trainer.phase_fields(timer).items() if k in ("data_s", "forward_s", "backward_s", "step_s")}
+    trainer.restore(snap)
+    return {"batches": n, "phases": phases}
