@@ -5,13 +5,13 @@ Builds go through the docker CLI (BuildKit: secrets, cache mounts); runs go thro
 docker SDK (`pip install docker`): mounts, a GPU DeviceRequest, streamed logs, exit code.
 
     engine_info()                         -> {"version": "20.10.24", "api_version": ..., ...}
-    build("cpu", ca_cert=Path(...))       -> "sha256:..."   (image id)
+    build("cpu", ca_cert=Path(...))       -> "sha256:..."   (image id; no build when one exists for
+                                             the lock, the sources and the base)
     run("cpu", Path("data"), Path("results/x"), ["selfcheck"])  -> (0, "sha256:...")
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import os
 import platform as _platform
@@ -32,6 +32,11 @@ DOCKERFILE = REPO / "docker" / "Dockerfile"
 BOOTSTRAP_SCRIPT = REPO / "docker" / "bootstrap-base.sh"
 BUILD_WHEELHOUSE = REPO / "docker" / "wheelhouse"  # bind-mounted at /wheels by the Dockerfile
 IMAGE_PLATFORMS = ("cpu", "cuda")  # mps runs natively: docker/mps/run.sh
+# Image variants: name -> (platform, lock file stem, the Dockerfile's VENV_STAGE).
+# torchcpu: torch's CPU-only wheel (download.pytorch.org/whl/cpu), ~6 GB smaller.
+VARIANTS = {"torchcpu": ("cpu", "cpu-torchcpu", "builder-cpu-torchcpu")}
+LOCK_WORKFLOW = ".github/workflows/lock-cpu-only.yml"
+KIT_REPO = "cnn-bench"  # images are KIT_REPO/<platform>[-<variant>]:<lock[:12]>-<sources[:12]>
 BASE_TAG = "cnn-bench/base:bookworm"
 PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
 RUN_UID = RUN_GID = 10001  # the images' own user, used when the host user is root
@@ -54,27 +59,45 @@ def check_platform(platform: str) -> str:
     return platform
 
 
-def lock_path(platform: str) -> Path:
-    return REPO / "requirements" / f"{check_platform(platform)}.txt"
+def check_variant(platform: str, variant: str | None) -> str | None:
+    check_platform(platform)
+    if variant is None:
+        return None
+    if variant not in VARIANTS or VARIANTS[variant][0] != platform:
+        known = ", ".join(f"{v} ({p})" for v, (p, _, _) in VARIANTS.items())
+        raise KitError(f"unknown image variant {variant!r} for {platform}: known variants: {known}")
+    return variant
 
 
-def lock_hash(platform: str) -> str:
+def lock_path(platform: str, variant: str | None = None) -> Path:
+    if check_variant(platform, variant):
+        return REPO / "requirements" / f"{VARIANTS[variant][1]}.txt"  # type: ignore[index]
+    return REPO / "requirements" / f"{platform}.txt"
+
+
+def lock_hash(platform: str, variant: str | None = None) -> str:
     """sha256 of the platform's lock file: the image's cnn-bench.lock-hash label."""
-    path = lock_path(platform)
+    path = lock_path(platform, variant)
     if not path.is_file():
+        if variant:
+            raise KitError(
+                f"{path.relative_to(REPO)} missing: the {variant} variant installs torch from "
+                "https://download.pytorch.org/whl/cpu, which this host cannot reach; run the GitHub "
+                f"workflow {LOCK_WORKFLOW} (it locks and commits it), then pull"
+            )
         raise KitError(f"{path.relative_to(REPO)} missing: run requirements/lock.sh")
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def lock_pins(platform: str) -> dict[str, str]:
-    """name -> version pinned in the platform's lock."""
-    text = lock_path(platform).read_text()
+def lock_pins(platform: str, variant: str | None = None) -> dict[str, str]:
+    """name -> version pinned in the platform's lock (local versions like +cpu dropped)."""
+    text = re.sub(r"\+[A-Za-z0-9.]+(?=[ ;\\\n])", "", lock_path(platform, variant).read_text())
     return {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^ ;\\\n]+)", text, re.M)}
 
 
-def lock_versions(platform: str) -> dict[str, str]:
+def lock_versions(platform: str, variant: str | None = None) -> dict[str, str]:
     """torch and CUDA versions the lock installs ("12.8" from nvidia-cuda-runtime-cu12)."""
-    pins = lock_pins(platform)
+    pins = lock_pins(platform, variant)
     cudart = pins.get("nvidia-cuda-runtime-cu12", "")
     return {
         "torch": pins.get("torch", "unknown"),
@@ -82,19 +105,87 @@ def lock_versions(platform: str) -> dict[str, str]:
     }
 
 
-def image_ref(platform: str) -> str:
-    """The tag an image built from the current lock has: cnn-bench/cpu:<lock sha256[:12]>."""
-    return f"cnn-bench/{check_platform(platform)}:{lock_hash(platform)[:12]}"
+def image_repo(platform: str, variant: str | None = None, repo: str = KIT_REPO) -> str:
+    """cnn-bench/cpu, cnn-bench/cuda, cnn-bench/cpu-torchcpu."""
+    return f"{repo}/{platform}-{variant}" if check_variant(platform, variant) else f"{repo}/{platform}"
+
+
+def content_tag(platform: str, variant: str | None = None) -> str:
+    """<lock sha256[:12]>-<source_hash()[:12]>: what the image is built from, as a tag."""
+    return f"{lock_hash(platform, variant)[:12]}-{source_hash()[:12]}"
+
+
+def image_ref(platform: str, variant: str | None = None, repo: str = KIT_REPO) -> str:
+    """The tag an image built from the current lock and sources has:
+    cnn-bench/cpu:<lock sha256[:12]>-<source hash[:12]>."""
+    return f"{image_repo(platform, variant, repo)}:{content_tag(platform, variant)}"
+
+
+def _source_files() -> list[Path]:
+    """What the images COPY besides the lock: bench/ (as .dockerignore leaves it), the
+    Dockerfile and docker/*.py."""
+    ignored = {"__pycache__", ".pytest_cache"}
+    bench = [p for p in (REPO / "bench").rglob("*") if p.is_file() and not ignored & set(p.parts) and p.suffix != ".pyc"]
+    return sorted(bench) + [DOCKERFILE] + sorted((REPO / "docker").glob("*.py"))
 
 
 def source_hash() -> str:
-    """sha256 over what the images COPY besides the lock: bench/ sources and docker/
-    (host/ and orchestrate.py are not in the image: editing them leaves images fresh)."""
-    h = hashlib.sha256()
-    paths = sorted(p for p in (REPO / "bench").rglob("*.py") if "__pycache__" not in p.parts)
-    for p in paths + [DOCKERFILE, REPO / "docker" / "layerdiff.py"]:
+    """sha256 over the image's inputs besides the lock and the base: bench/ sources, the
+    Dockerfile, docker/*.py and the kit version (a label). host/ and orchestrate.py are
+    not in the image: editing them leaves images fresh."""
+    h = hashlib.sha256(f"version {kit_version()}\0".encode())
+    for p in _source_files():
         h.update(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def kit_version() -> str:
+    """[project] version from pyproject.toml (the image's org.opencontainers.image.version)."""
+    try:
+        text = (REPO / "pyproject.toml").read_text()
+    except OSError:
+        return "unknown"
+    m = re.search(r'^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', text, re.M | re.S)
+    return m.group(1) if m else "unknown"
+
+
+def licenses() -> str:
+    """SPDX expression for org.opencontainers.image.licenses: NOASSERTION while the repository
+    has no LICENSE file (nobody has declared one)."""
+    return "NOASSERTION" if not any(REPO.glob("LICEN[CS]E*")) and not any(REPO.glob("COPYING*")) else _license_id()
+
+
+def _license_id() -> str:
+    for p in sorted(REPO.glob("LICEN[CS]E*")) + sorted(REPO.glob("COPYING*")):
+        head = p.read_text(errors="replace")[:400]
+        for spdx, marker in (
+            ("MIT", "MIT License"),
+            ("Apache-2.0", "Apache License"),
+            ("BSD-3-Clause", "BSD 3-Clause"),
+            ("GPL-3.0-or-later", "GNU GENERAL PUBLIC LICENSE"),
+        ):
+            if marker in head:
+                return spdx
+    return "NOASSERTION"
+
+
+def source_url() -> str:
+    """org.opencontainers.image.source: KIT_SOURCE_URL, the GitHub Actions repository, the
+    checkout's origin remote (as https), else 'unknown'."""
+    if os.environ.get("KIT_SOURCE_URL"):
+        return os.environ["KIT_SOURCE_URL"]
+    if os.environ.get("GITHUB_REPOSITORY"):
+        return f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{os.environ['GITHUB_REPOSITORY']}"
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(REPO), "remote", "get-url", "origin"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        url = ""
+    m = re.match(r"^git@([^:]+):(.+?)(?:\.git)?$", url)
+    if m:
+        return f"https://{m.group(1)}/{m.group(2)}"
+    return re.sub(r"\.git$", "", url) if url.startswith("https://") else "unknown"
 
 
 def git_sha() -> str:
@@ -228,6 +319,16 @@ def doctor() -> list[dict]:
         rows.append({"item": "NVIDIA runtime", "ok": nv["available"], "detail": nv["how"] or nv["reason"]})
     else:
         rows.append({"item": "NVIDIA runtime", "ok": False, "detail": "unknown: no docker engine"})
+    # compose cannot check this before it starts a container (it prints the daemon's raw
+    # "could not select device driver" error), so doctor says it for compose.yaml's cuda-bench.
+    why = cuda_unavailable(info) if info is not None else "no docker engine"
+    rows.append(
+        {
+            "item": "compose cuda-bench",
+            "ok": why is None,
+            "detail": "can run here" if why is None else f"cannot run here: {why}; use cpu-bench",
+        }
+    )
     found = gpus()
     rows.append(
         {
@@ -347,7 +448,7 @@ PIP_PLATFORMS = [f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)] + [
 ]
 
 
-def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = _echo) -> list[Path]:
+def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = _echo, variant: str | None = None) -> list[Path]:
     """`pip download` every wheel the platform's lock names (linux x86_64, CPython 3.11), hash-checked."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -371,11 +472,11 @@ def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = _echo) -> 
         "-d",
         str(wheelhouse),
         "-r",
-        str(lock_path(platform)),
+        str(lock_path(platform, variant)),
     ]
     for p in PIP_PLATFORMS:
         cmd += ["--platform", p]
-    echo(f"wheelhouse: pip download {lock_path(platform).relative_to(REPO)} -> {wheelhouse}")
+    echo(f"wheelhouse: pip download {lock_path(platform, variant).relative_to(REPO)} -> {wheelhouse}")
     if subprocess.run(cmd).returncode != 0:
         raise KitError(
             f"pip download into {wheelhouse} failed: see pip's message above "
@@ -388,14 +489,14 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def missing_wheels(platform: str, wheelhouse: Path) -> list[str]:
+def missing_wheels(platform: str, wheelhouse: Path, variant: str | None = None) -> list[str]:
     """name==version pins of the platform's lock with no wheel file in WHEELHOUSE."""
     have = set()
     for whl in wheelhouse.glob("*.whl") if wheelhouse.is_dir() else []:
         parts = whl.name.split("-")
         if len(parts) >= 5:
-            have.add((_norm(parts[0]), parts[1]))
-    return [f"{n}=={v}" for n, v in sorted(lock_pins(platform).items()) if (_norm(n), v) not in have]
+            have.add((_norm(parts[0]), parts[1].split("+")[0]))  # torch-2.10.0+cpu-...: lock_pins drops +cpu
+    return [f"{n}=={v}" for n, v in sorted(lock_pins(platform, variant).items()) if (_norm(n), v) not in have]
 
 
 def _stage_wheelhouse(src: Path) -> list[Path]:
@@ -432,6 +533,76 @@ def _build_hint(lines: Sequence[str]) -> str:
     return ": see the build log above"
 
 
+def base_digest(base_image: str | None) -> str:
+    """The base image as the host has it: its RepoDigest when pulled from a registry, else
+    its local id (a bootstrapped base has no registry digest); the digest pinned in the
+    Dockerfile's default when the base is not present yet."""
+    ref = base_image or _dockerfile_base()
+    try:
+        img = _client().images.get(ref)
+    except KitError:
+        raise
+    except Exception:
+        return ref.split("@", 1)[1] if "@sha256:" in ref else "unknown"
+    digests = img.attrs.get("RepoDigests") or []
+    return digests[0].split("@", 1)[1] if digests else img.id
+
+
+def _dockerfile_base() -> str:
+    m = re.search(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M)
+    return m.group(1) if m else "unknown"
+
+
+def _find_current(ref: str, want: dict[str, str]):
+    """The image tagged REF when its labels match WANT (lock, sources, base), else None."""
+    try:
+        img = _client().images.get(ref)
+    except KitError:
+        raise
+    except Exception:
+        return None
+    labels = img.labels or {}
+    return img if all(labels.get(k) == v for k, v in want.items()) else None
+
+
+def remove_superseded(repo: str, platform: str, keep_id: str, keep_tags: Sequence[str], echo: Echo = _echo) -> list[str]:
+    """Remove REPO's other images (other content tags, or dangling ones labelled as kit
+    images of PLATFORM from REPO) after a build; never any other image. Returns what went."""
+    client = _client()
+    removed = []
+    for img in client.images.list(name=repo):
+        if img.id == keep_id:
+            continue
+        tags = [t for t in img.tags if t.rsplit(":", 1)[0] == repo and t not in keep_tags]
+        for tag in tags:
+            try:
+                client.images.remove(tag, noprune=False)
+                removed.append(f"{tag} ({img.short_id.removeprefix('sha256:')})")
+            except Exception as err:  # in use by a container, or tagged elsewhere too
+                echo(f"build: kept {tag}: {str(err).splitlines()[0][:120]}")
+    # Dangling images this builder left with the same repo name in their ref.name label
+    for img in client.images.list(filters={"dangling": True, "label": f"cnn-bench.platform={platform}"}):
+        ref_name = (img.labels or {}).get("org.opencontainers.image.ref.name", "")
+        title = (img.labels or {}).get("org.opencontainers.image.title", "")
+        ours = (
+            ref_name.rsplit(":", 1)[0] == repo
+            if ref_name and ref_name != "unknown"
+            else (repo == f"{KIT_REPO}/{platform}" and title == f"cnn-bench-{platform}")
+        )
+        if img.id == keep_id or not ours:
+            continue
+        try:
+            client.images.remove(img.id, noprune=False)
+            removed.append(f"<none> ({img.short_id.removeprefix('sha256:')})")
+        except Exception as err:
+            echo(f"build: kept dangling {img.short_id}: {str(err).splitlines()[0][:120]}")
+    for r in removed:
+        echo(f"build: removed superseded {r}")
+    if not removed:
+        echo(f"build: no superseded {repo} image to remove")
+    return removed
+
+
 def build(
     platform: str,
     base_image: str | None = None,
@@ -439,15 +610,25 @@ def build(
     wheelhouse: Path | None = None,
     echo: Echo = _echo,
     progress: str | None = None,
+    variant: str | None = None,
+    repo: str = KIT_REPO,
+    tag_latest: bool = True,
+    prune: bool = True,
 ) -> str:
-    """Build cnn-bench/PLATFORM from its lock with BuildKit; returns the image id.
+    """Build REPO/PLATFORM[-VARIANT] from its lock with BuildKit, unless an image for the
+    same lock, sources and base exists; returns the image id.
 
+    The image is tagged by content (image_ref: <lock[:12]>-<sources[:12]>) and :latest;
+    after a build, the repository's superseded images (other content tags, dangling kit
+    images) are removed (prune=False keeps them).
     base_image: FROM for both stages (default: KIT_BASE_IMAGE, the local bootstrapped base
     if there is one, else the Dockerfile's digest-pinned python:3.11-slim-bookworm).
     ca_cert: CA bundle for pip in the build, as BuildKit secret `pipca` (never in a layer).
     wheelhouse: install offline from this dir (`pip download`ed first when it has no wheels).
+    variant: "torchcpu" (cpu only): torch's CPU wheel from requirements/cpu-torchcpu.txt.
     """
-    check_platform(platform)
+    check_variant(platform, variant)
+    lh = lock_hash(platform, variant)  # a missing variant lock is the first thing said
     _client()
     if ca_cert is not None:
         ca_cert = Path(ca_cert).expanduser()
@@ -455,10 +636,20 @@ def build(
             raise KitError(f"--ca-cert {ca_cert}: no such file")
     if base_image is None:
         base_image = default_base_image(echo)
+    versions = lock_versions(platform, variant)
+    sh = source_hash()
+    name = image_repo(platform, variant, repo)
+    ref = f"{name}:{lh[:12]}-{sh[:12]}"
+    latest = f"{name}:latest"
+    bdigest = base_digest(base_image)
+    want = {"cnn-bench.lock-hash": lh, "cnn-bench.source-hash": sh, "org.opencontainers.image.base.digest": bdigest}
+    current = _find_current(ref, want)
+    if current is not None:
+        if tag_latest and latest not in current.tags:
+            current.tag(name, "latest")
+        echo(f"image {image_repo(platform, variant)}: up to date (tag {ref}, {current.id[:19]}): not rebuilt")
+        return str(current.id)
     prefix, env_extra = build_cli()
-    lh = lock_hash(platform)
-    versions = lock_versions(platform)
-    ref = f"cnn-bench/{platform}:{lh[:12]}"
     iidfile = REPO / "docker" / f".iid-{platform}-{os.getpid()}"
     args = list(prefix) + [
         "-f",
@@ -467,8 +658,6 @@ def build(
         platform,
         "-t",
         ref,
-        "-t",
-        f"cnn-bench/{platform}:latest",
         "--iidfile",
         str(iidfile),
         "--progress",
@@ -480,24 +669,47 @@ def build(
         "--build-arg",
         f"GIT_SHA={git_sha()}",
         "--build-arg",
-        f"CREATED={_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "--label",
-        f"cnn-bench.source-hash={source_hash()}",
+        f"SOURCE_HASH={sh}",
+        "--build-arg",
+        f"CONTENT_REF={ref}",
+        "--build-arg",
+        f"KIT_VERSION={kit_version()}",
+        "--build-arg",
+        f"LICENSES={licenses()}",
+        "--build-arg",
+        f"SOURCE_URL={source_url()}",
+        "--build-arg",
+        f"BASE_DIGEST={bdigest}",
     ]
+    if tag_latest:
+        args += ["-t", latest]
+    if variant:
+        _, stem, stage = VARIANTS[variant]
+        args += [
+            "--build-arg",
+            f"VENV_STAGE={stage}",
+            "--build-arg",
+            f"LOCK_FILE={stem}.txt",
+            "--build-arg",
+            f"VARIANT={variant}",
+        ]
     if platform == "cuda":
         args += ["--build-arg", f"CUDA_VERSION={versions['cuda']}"]
-    if base_image:
-        args += ["--build-arg", f"BASE_IMAGE={base_image}"]
+    args += ["--build-arg", f"BASE_IMAGE={base_image or _dockerfile_base()}"]
     if ca_cert is not None:
         args += ["--secret", f"id=pipca,src={ca_cert.resolve()}"]
+    cache = os.environ.get("KIT_BUILDX_CACHE", "")
+    if cache and "buildx" in prefix:  # e.g. "gha" in GitHub Actions: layers cached between workflow runs
+        scope = f"cnn-bench-{platform}{'-' + variant if variant else ''}"
+        args += ["--cache-from", f"type={cache},scope={scope}", "--cache-to", f"type={cache},mode=max,scope={scope}"]
     staged: list[Path] = []
     if wheelhouse is not None:
         wheelhouse = Path(wheelhouse).expanduser()
-        missing = missing_wheels(platform, wheelhouse)
+        missing = missing_wheels(platform, wheelhouse, variant)
         if missing:
             echo(f"wheelhouse: {len(missing)} of the lock's wheels missing in {wheelhouse} (e.g. {missing[0]})")
-            download_wheelhouse(platform, wheelhouse, echo)
-            missing = missing_wheels(platform, wheelhouse)
+            download_wheelhouse(platform, wheelhouse, echo, variant)
+            missing = missing_wheels(platform, wheelhouse, variant)
             if missing:
                 raise KitError(f"wheelhouse {wheelhouse} still lacks {', '.join(missing[:3])}: pip download could not fetch them")
         staged = _stage_wheelhouse(wheelhouse)
@@ -505,7 +717,7 @@ def build(
         args += ["--build-arg", "WHEELHOUSE=1", "--network", "none"]
     args.append(str(REPO))
     echo(
-        f"build: {ref} (lock {lh[:12]}, torch {versions['torch']}, cuda {versions['cuda']}, "
+        f"build: {ref} (lock {lh[:12]}, sources {sh[:12]}, torch {versions['torch']}, cuda {versions['cuda']}, "
         f"base {base_image or 'Dockerfile default'}{', offline wheelhouse' if wheelhouse else ''})"
     )
     tail: deque[str] = deque(maxlen=80)
@@ -533,37 +745,61 @@ def build(
         for p in staged:
             p.unlink(missing_ok=True)
     echo(f"build: {ref} = {image_id}")
+    if prune:
+        remove_superseded(name, platform, image_id, [ref, latest], echo)
     return image_id
 
 
 # ---- run ---------------------------------------------------------------------------------------
 
 
+def invoking_user() -> tuple[int, int] | None:
+    """The (uid, gid) the kit acts for: the caller's, or under sudo the user who ran sudo
+    (SUDO_UID/SUDO_GID); None when that is root (or there are no uids here)."""
+    if not hasattr(os, "getuid"):
+        return None
+    uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        try:
+            uid, gid = int(os.environ.get("SUDO_UID", "0")), int(os.environ.get("SUDO_GID", "0"))
+        except ValueError:
+            uid, gid = 0, 0
+    return None if uid == 0 else (uid, gid)
+
+
 def container_user(results_dir: Path) -> str:
-    """The host user's uid:gid, so results belong to whoever ran the kit; root maps to 10001."""
+    """The host user's uid:gid, so results belong to whoever ran the kit (under sudo: the
+    user who ran sudo, SUDO_UID:SUDO_GID); root maps to 10001. Never 0."""
     if not hasattr(os, "getuid"):
         return f"{RUN_UID}:{RUN_GID}"
-    uid, gid = os.getuid(), os.getgid()
-    if uid != 0:
+    user = invoking_user()
+    if user is not None:
+        uid, gid = user
+        if os.getuid() == 0:  # sudo: the results dir the kit made as root goes to that user
+            _chown_kit_paths(results_dir, uid, gid)
         return f"{uid}:{gid}"
+    _chown_kit_paths(results_dir, RUN_UID, RUN_GID)
+    return f"{RUN_UID}:{RUN_GID}"
+
+
+def _chown_kit_paths(results_dir: Path, uid: int, gid: int) -> None:
     # Root on the host: keep the container unprivileged and hand it what the kit writes in the
     # results dir: the dir itself, its lock, and the studies' and summaries' trees. Nothing
     # else under --out changes owner (it may be a dir that holds other things too).
     from bench.core.lock import LOCK_NAME
     from bench.core.registry import studies
 
-    os.lchown(results_dir, RUN_UID, RUN_GID)
+    os.lchown(results_dir, uid, gid)
     for name in [LOCK_NAME, "platforms.json"]:
         if os.path.lexists(results_dir / name):
-            os.lchown(results_dir / name, RUN_UID, RUN_GID)
+            os.lchown(results_dir / name, uid, gid)
     for sub in [*studies(), "summaries"]:
         top = results_dir / sub
         if top.is_symlink() or not top.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
             for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
-                os.lchown(name, RUN_UID, RUN_GID)
-    return f"{RUN_UID}:{RUN_GID}"
+                os.lchown(name, uid, gid)
 
 
 def find_image(platform: str, image: str | None = None):

@@ -4,6 +4,7 @@
     python orchestrate.py base                                   # debootstrap cnn-bench/base:bookworm
     python orchestrate.py build cpu --ca-cert /etc/ssl/certs/ca-certificates.crt
     python orchestrate.py build all --wheelhouse ~/wheels        # offline install from pip-downloaded wheels
+    python orchestrate.py build cpu --torch-cpu-only             # torch's CPU wheel: cnn-bench/cpu-torchcpu
 
 Thin layer: every command calls a plain function in host.docker and prints one
 `error: ...` line with exit code 2 on a KitError.
@@ -64,15 +65,30 @@ def build_cmd(
         str | None,
         typer.Option(help="FROM image; default $KIT_BASE_IMAGE, the local cnn-bench/base:bookworm, else the pinned python slim"),
     ] = None,
+    torch_cpu_only: Annotated[
+        bool,
+        typer.Option(
+            "--torch-cpu-only",
+            help="cpu only: torch's CPU wheel (requirements/cpu-torchcpu.txt, made by "
+            ".github/workflows/lock-cpu-only.yml) -> cnn-bench/cpu-torchcpu, ~6 GB smaller",
+        ),
+    ] = False,
+    keep_old: Annotated[bool, typer.Option("--keep-old", help="keep superseded cnn-bench images (default: removed)")] = False,
 ) -> None:
-    """Build the cpu and/or cuda image from its hash-locked requirements (docker CLI, BuildKit)."""
+    """Build the cpu and/or cuda image from its hash-locked requirements (docker CLI, BuildKit),
+    unless an image for the same lock, sources and base exists already."""
     from host import docker as dk
 
+    if torch_cpu_only and target != BuildTarget.cpu:
+        _fail(KitError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
+    variant = "torchcpu" if torch_cpu_only else None
     plats = ["cpu", "cuda"] if target == BuildTarget.all else [target.value]
     try:
         for plat in plats:
-            image_id = dk.build(plat, base_image=base_image, ca_cert=ca_cert, wheelhouse=wheelhouse)
-            typer.echo(f"image {plat}: {dk.image_ref(plat)} {image_id}")
+            image_id = dk.build(
+                plat, base_image=base_image, ca_cert=ca_cert, wheelhouse=wheelhouse, variant=variant, prune=not keep_old
+            )
+            typer.echo(f"image {plat}: {dk.image_ref(plat, variant)} {image_id}")
     except KitError as err:
         _fail(err)
 

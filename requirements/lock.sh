@@ -16,6 +16,8 @@
 #   cuda  cuda image                             linux x86_64 (manylinux_2_28), python 3.11
 #   cpu   cpu image, constrained to cuda.txt     linux x86_64, python 3.11  (cpu.txt is a subset of cuda.txt)
 #   mps   native macOS arm64, constrained to cpu.txt pins   aarch64-apple-darwin, python 3.11
+#   cpu-torchcpu  cpu image with torch's CPU wheel (build cpu --torch-cpu-only): only when named;
+#         needs https://download.pytorch.org/whl/cpu (.github/workflows/lock-cpu-only.yml runs it)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,8 +29,8 @@ TARGETS=()
 for a in "$@"; do
   case "$a" in
     -U|--upgrade) UPGRADE=(--upgrade) ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-    host|dev|cpu|cuda|mps) TARGETS+=("$a") ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    host|dev|cpu|cuda|mps|cpu-torchcpu) TARGETS+=("$a") ;;
     *) echo "lock.sh: unknown argument '$a' (targets: host dev cpu cuda mps; --upgrade)" >&2; exit 2 ;;
   esac
 done
@@ -65,6 +67,7 @@ includes() {
 lock() {  # lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
   local t="$1"; shift
   local in="requirements/$t.in" out="requirements/$t.txt" constraint="" args=()
+  [ -f "$in" ] || [ ! -f "requirements/variants/$t.in" ] || in="requirements/variants/$t.in"
   [ -f "$in" ] || { echo "lock.sh: $in missing: skipping $t" >&2; return 0; }
   while [ $# -gt 0 ]; do
     if [ "$1" = "--" ]; then constraint="$2"; shift 2; else args+=("$1"); shift; fi
@@ -98,6 +101,11 @@ for t in "${TARGETS[@]}"; do
     cuda) lock cuda --python-platform x86_64-manylinux_2_28 ;;
     cpu)  lock cpu --python-platform x86_64-manylinux_2_28 -- requirements/cuda.txt ;;
     mps)  lock mps --python-platform aarch64-apple-darwin -- requirements/cpu.txt ;;
+    # torch's CPU index first for torch/torchvision (+cpu local versions win), PyPI for the rest;
+    # the index lines go into the lock, so pip in the image finds the +cpu wheels.
+    cpu-torchcpu) lock cpu-torchcpu --python-platform x86_64-manylinux_2_28 \
+      --extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match \
+      --emit-index-url -- requirements/cpu.txt ;;
   esac
 done
 echo "lock.sh: done: ${TARGETS[*]}" >&2

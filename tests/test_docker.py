@@ -16,6 +16,12 @@ from bench.core.errors import KitError
 from host import docker as dk
 
 REPO = Path(__file__).resolve().parents[1]
+# What NVIDIA's own nvidia/cuda:12.8.1 images carry (their Config.Env): CUDA >= 12.8, or one of
+# the driver branches 470/535/550/560/565 that CUDA 12.8 supports through forward compatibility.
+_BRANDS = ("unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx", "vapps", "vpc", "vcs", "vws", "cloudgaming")
+NVIDIA_REQUIRE_CUDA = "cuda>=12.8 " + " ".join(
+    f"brand={b},driver>={d},driver<{d + 1}" for d in (470, 535, 550, 560, 565) for b in _BRANDS
+)
 
 
 # ---- compose.yaml: pure structure --------------------------------------------------------
@@ -42,7 +48,12 @@ def test_compose_service_is_locked_down(compose: dict, name: str, platform: str)
     assert svc["network_mode"] == "none"
     assert svc["read_only"] is True
     assert any(str(t).split(":")[0] == "/tmp" for t in svc["tmpfs"])
-    assert svc["user"] == "${UID:-10001}:${GID:-10001}"
+    # never root: started as 0 only to drop to the owner of ./results (root -> 10001) at once
+    assert svc["user"] == "${KIT_UID:-0}:${KIT_GID:-0}"
+    assert svc["entrypoint"] == ["python", "/opt/cnn-bench/compose-entry.py"]
+    assert svc["cap_drop"] == ["ALL"] and sorted(svc["cap_add"]) == ["CHOWN", "SETGID", "SETUID"]
+    assert "no-new-privileges:true" in svc["security_opt"]
+    assert svc["pull_policy"] == "never" and svc["build"]["target"] == platform
     mounts = {v["target"]: v for v in svc["volumes"]}
     assert mounts["/data"]["read_only"] is True and mounts["/data"]["type"] == "bind"
     assert "KIT_DATA_DIR" in mounts["/data"]["source"]
@@ -58,7 +69,8 @@ def test_dockerfile_contract() -> None:
     assert "--require-hashes --no-deps" in text
     assert "--mount=type=secret,id=pipca" in text and "PIP_CERT=/run/secrets/pipca" in text
     assert "--mount=type=cache" in text
-    assert 'NVIDIA_REQUIRE_CUDA="cuda>=12.8"' in text
+    assert f'NVIDIA_REQUIRE_CUDA="{NVIDIA_REQUIRE_CUDA}"' in text
+    assert "CREATED" not in text and "created" not in text, "no build timestamp may reach an image"
     assert text.count('ENTRYPOINT ["python", "-m", "bench"]') == 2 and text.count('CMD ["selfcheck"]') == 2
     assert text.count("USER 10001:10001") == 2
     for label in (
@@ -66,6 +78,13 @@ def test_dockerfile_contract() -> None:
         "cnn-bench.cuda-version",
         "cnn-bench.lock-hash",
         "org.opencontainers.image.revision",
+        "org.opencontainers.image.source",
+        "org.opencontainers.image.version",
+        "org.opencontainers.image.licenses",
+        "org.opencontainers.image.base.digest",
+        "cnn-bench.source-hash",
+        "KIT_IMAGE_CONTENT_REF=${CONTENT_REF}",
+        "KIT_IMAGE_GIT_SHA=${GIT_SHA}",
     ):
         assert text.count(label) == 2, label
     # The CA bundle is a secret: nothing COPYs or ADDs a certificate into a layer.
@@ -86,7 +105,101 @@ def test_lock_hash_and_versions_come_from_the_lock() -> None:
     assert dk.lock_hash("cpu") == hashlib.sha256((REPO / "requirements/cpu.txt").read_bytes()).hexdigest()
     assert dk.lock_versions("cpu") == {"torch": "2.10.0", "cuda": "none"}
     assert dk.lock_versions("cuda") == {"torch": "2.10.0", "cuda": "12.8"}
-    assert dk.image_ref("cuda") == f"cnn-bench/cuda:{dk.lock_hash('cuda')[:12]}"
+    assert dk.image_ref("cuda") == f"cnn-bench/cuda:{dk.lock_hash('cuda')[:12]}-{dk.source_hash()[:12]}"
+
+
+def test_source_hash_covers_what_the_image_copies() -> None:
+    files = {str(p.relative_to(REPO)) for p in dk._source_files()}
+    assert {"docker/Dockerfile", "docker/compose-entry.py", "docker/layerdiff.py", "bench/__main__.py"} <= files
+    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
+    assert not any(f.startswith(("host/", "tests/")) or f == "orchestrate.py" for f in files)
+
+
+def test_oci_facts() -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    assert f'version = "{dk.kit_version()}"' in text
+    if not (any(REPO.glob("LICEN[CS]E*")) or any(REPO.glob("COPYING*"))):
+        assert dk.licenses() == "NOASSERTION", "no LICENSE file: nothing may be claimed"
+
+
+def test_torch_cpu_only_without_its_lock_is_one_line() -> None:
+    import subprocess
+    import sys
+
+    if (REPO / "requirements" / "cpu-torchcpu.txt").exists():
+        pytest.skip("requirements/cpu-torchcpu.txt exists here")
+    proc = subprocess.run(
+        [sys.executable, "orchestrate.py", "build", "cpu", "--torch-cpu-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "requirements/cpu-torchcpu.txt" in lines[0] and ".github/workflows/lock-cpu-only.yml" in lines[0]
+    assert "docker build" not in proc.stdout, "no build may start without the lock"
+    with pytest.raises(KitError):
+        dk.build("cuda", variant="torchcpu")
+
+
+def test_container_user_is_never_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    owners: list[tuple[int, int]] = []
+    monkeypatch.setattr(dk.os, "lchown", lambda p, u, g: owners.append((u, g)))
+    monkeypatch.setattr(dk.os, "getuid", lambda: 0)
+    monkeypatch.setattr(dk.os, "getgid", lambda: 0)
+    monkeypatch.delenv("SUDO_UID", raising=False)
+    monkeypatch.delenv("SUDO_GID", raising=False)
+    assert dk.container_user(tmp_path) == "10001:10001" and owners[0] == (10001, 10001)
+    owners.clear()
+    monkeypatch.setenv("SUDO_UID", "1234")
+    monkeypatch.setenv("SUDO_GID", "2345")
+    assert dk.container_user(tmp_path) == "1234:2345", "under sudo: the user who ran sudo"
+    assert owners and set(owners) == {(1234, 2345)}
+    monkeypatch.setenv("SUDO_UID", "0")
+    assert dk.container_user(tmp_path) == "10001:10001", "sudo from root is still root: 10001"
+    monkeypatch.setattr(dk.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(dk.os, "getgid", lambda: 1001)
+    assert dk.container_user(tmp_path) == "1000:1001"
+
+
+class _FakeImage:
+    def __init__(self, iid: str, tags: list[str], labels: dict | None = None) -> None:
+        self.id, self.short_id, self.tags, self.labels = iid, iid[:19], tags, labels or {}
+
+
+def test_remove_superseded_touches_only_the_kits_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    keep = _FakeImage("sha256:" + "a" * 64, ["cnn-bench/cpu:new-new", "cnn-bench/cpu:latest"])
+    old = _FakeImage("sha256:" + "b" * 64, ["cnn-bench/cpu:old-old"])
+    shared = _FakeImage("sha256:" + "c" * 64, ["cnn-bench/cpu:old2-old2", "someone/else:v1"])
+    kit_dangling = _FakeImage(
+        "sha256:" + "d" * 64, [], {"cnn-bench.platform": "cpu", "org.opencontainers.image.title": "cnn-bench-cpu"}
+    )
+    other_repo_dangling = _FakeImage(
+        "sha256:" + "e" * 64, [], {"cnn-bench.platform": "cpu", "org.opencontainers.image.ref.name": "cnn-bench-test/cpu:x-y"}
+    )
+    removed: list[str] = []
+
+    class Images:
+        def list(self, name=None, filters=None):
+            if name:
+                return [i for i in (keep, old, shared) if any(t.startswith(name + ":") for t in i.tags)]
+            assert filters == {"dangling": True, "label": "cnn-bench.platform=cpu"}
+            return [kit_dangling, other_repo_dangling]
+
+        def remove(self, ref, noprune=False):
+            removed.append(ref)
+
+    class Client:
+        images = Images()
+
+    monkeypatch.setattr(dk, "_client", lambda timeout=30: Client())
+    said: list[str] = []
+    dk.remove_superseded("cnn-bench/cpu", "cpu", keep.id, keep.tags, echo=said.append)
+    assert removed == ["cnn-bench/cpu:old-old", "cnn-bench/cpu:old2-old2", kit_dangling.id]
+    assert "someone/else:v1" not in removed and other_repo_dangling.id not in removed and keep.id not in removed
+    assert sum("removed superseded" in s for s in said) == 3
 
 
 def test_daemon_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,7 +313,7 @@ def test_cuda_image_selfcheck_without_gpu(tmp_path: Path) -> None:
     assert img.labels["cnn-bench.cuda-version"] == "12.8"
     assert img.labels["cnn-bench.lock-hash"] == dk.lock_hash("cuda")
     env = dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
-    assert env["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.8"
+    assert env["NVIDIA_REQUIRE_CUDA"] == NVIDIA_REQUIRE_CUDA
     code, out = _run(img.id, ["selfcheck"])
     assert code == 0, out
 
@@ -233,3 +346,52 @@ def test_the_kits_own_run_path_confines_the_container(cpu_image, tmp_path: Path)
     assert int(facts["cap_eff"], 16) == 0 and int(facts["cap_bnd"], 16) == 0, "every capability dropped"
     assert facts["no_new_privs"] == "1"
     assert facts["pids_max"] == str(dk.PIDS_LIMIT)
+
+
+def test_cuda_image_nvidia_require_cuda_from_docker_image_inspect() -> None:
+    """The container toolkit reads NVIDIA_REQUIRE_CUDA from the image config: read it the same way."""
+    import json
+    import subprocess
+
+    ref, _ = _image_or_skip("cuda")
+    out = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{json .Config.Env}}", ref], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    env = dict(e.split("=", 1) for e in json.loads(out.stdout))
+    assert env["NVIDIA_REQUIRE_CUDA"] == NVIDIA_REQUIRE_CUDA
+    conds = env["NVIDIA_REQUIRE_CUDA"].split()
+    assert conds[0] == "cuda>=12.8" and "brand=tesla,driver>=535,driver<536" in conds and len(conds) == 61
+
+
+def test_cpu_image_oci_labels_and_content_key(cpu_image) -> None:
+    ref, img = cpu_image
+    labels = img.labels
+    assert ref == dk.image_ref("cpu") and labels["org.opencontainers.image.ref.name"] == ref
+    assert labels["cnn-bench.source-hash"] == dk.source_hash()
+    assert labels["org.opencontainers.image.version"] == dk.kit_version()
+    assert labels["org.opencontainers.image.licenses"] == dk.licenses()
+    assert labels["org.opencontainers.image.source"]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", labels["org.opencontainers.image.base.digest"])
+    assert "org.opencontainers.image.created" not in labels
+    env = dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
+    assert env["KIT_IMAGE_CONTENT_REF"] == ref and env["KIT_IMAGE_SOURCE_HASH"] == dk.source_hash()
+    assert env["KIT_IMAGE_GIT_SHA"] == labels["org.opencontainers.image.revision"]
+
+
+def test_build_is_a_no_op_when_the_content_image_exists(cpu_image, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same lock, sources and base: no docker build runs, the same id comes back, nothing is
+    retagged or removed (tag_latest/prune off: the user's :latest stays as it is)."""
+    ref, img = cpu_image
+    base = img.labels.get("org.opencontainers.image.base.name") or None
+    if dk.base_digest(base) != img.labels.get("org.opencontainers.image.base.digest"):
+        pytest.skip(f"{ref} was built on another base than {base}")
+
+    def no_build():
+        raise AssertionError("a docker build started although the image is up to date")
+
+    monkeypatch.setattr(dk, "build_cli", no_build)
+    said: list[str] = []
+    image_id = dk.build("cpu", base_image=base, echo=said.append, tag_latest=False, prune=False)
+    assert image_id == img.id
+    assert any(f"up to date (tag {ref}" in s for s in said), said
