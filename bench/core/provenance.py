@@ -45,10 +45,13 @@ def source_state() -> dict:
 
     dirty when tracked files differ from HEAD *or* untracked files exist under bench/
     (a new module there changes what runs). KIT_GIT_SHA (set by the host for containers,
-    which hold no .git) wins; a '-dirty' suffix in it marks the tree unclean."""
-    env = os.environ.get("KIT_GIT_SHA")
-    if env:
-        return {"sha": env.removesuffix("-dirty"), "dirty": env.endswith("-dirty"), "changes": [], "from": "KIT_GIT_SHA"}
+    which hold no .git) wins; else, in a container, KIT_IMAGE_GIT_SHA, the commit the image
+    was built from (baked in by `orchestrate.py build`; what compose runs get). A '-dirty'
+    suffix marks the tree unclean. Empty and 'unknown' count as unset."""
+    for var in ("KIT_GIT_SHA", "KIT_IMAGE_GIT_SHA"):
+        env = _known(os.environ.get(var))
+        if env:
+            return {"sha": env.removesuffix("-dirty"), "dirty": env.endswith("-dirty"), "changes": [], "from": var}
     git = ["git", "-C", str(KIT_ROOT)]
     try:
         head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -64,6 +67,11 @@ def source_state() -> dict:
         return {"sha": None, "dirty": None, "changes": [], "from": "git not runnable"}
     changes = [line[3:] for line in tracked] + [f"?? {p}" for p in untracked]
     return {"sha": head.stdout.strip(), "dirty": bool(changes), "changes": changes[:50], "from": "git"}
+
+
+def _known(value: str | None) -> str | None:
+    """VALUE unless it is empty or 'unknown' (what compose passes for an unset variable)."""
+    return value if value and value != "unknown" else None
 
 
 def git_sha() -> str | None:
@@ -196,13 +204,33 @@ def device_name(platform_name: str) -> str:
 
 
 def runtime_info() -> dict:
-    """Native, or the container image this ran in (the host runner passes KIT_* env vars)."""
+    """Native, or the container image this ran in (the host runner passes KIT_* env vars).
+
+    A container cannot know its own image id: orchestrate.py passes KIT_IMAGE_ID; without it
+    (compose, a bare docker run) image_id is the content tag baked into the image
+    (KIT_IMAGE_CONTENT_REF, cnn-bench/cpu:<lock[:12]>-<sources[:12]>), which names exactly
+    one build of the kit's inputs, and image_ref falls back to it as well."""
+    runtime = os.environ.get("KIT_RUNTIME", "native")
+    content = _known(os.environ.get("KIT_IMAGE_CONTENT_REF"))
+    image_id = _known(os.environ.get("KIT_IMAGE_ID"))
+    if image_id is None:
+        image_id = (content or "unknown") if runtime == "container" else "native"
     return {
-        "runtime": os.environ.get("KIT_RUNTIME", "native"),
-        "image_id": os.environ.get("KIT_IMAGE_ID", "native"),
-        "image_ref": os.environ.get("KIT_IMAGE_REF"),
-        "lock_hash": os.environ.get("KIT_LOCK_HASH", "native"),
+        "runtime": runtime,
+        "image_id": image_id,
+        "image_ref": _known(os.environ.get("KIT_IMAGE_REF")) or content,
+        "lock_hash": _known(os.environ.get("KIT_LOCK_HASH")) or (_image_lock_hash() if runtime == "container" else "native"),
     }
+
+
+def _image_lock_hash() -> str:
+    """sha256 of the lock file the image holds (an image built without LOCK_HASH, e.g. by compose)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256((KIT_ROOT / "requirements.lock.txt").read_bytes()).hexdigest()
+    except OSError:
+        return "unknown"
 
 
 def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | None = None) -> dict:
