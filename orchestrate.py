@@ -289,6 +289,45 @@ def export(
     typer.echo(f"bundle: {info['path']} ({info['cells']} cells, {info['files']} files, {info['bytes'] / 1e6:.1f} MB)")
 
 
+class RefPreset(str, Enum):
+    cpu = "cpu"
+    gpu = "gpu"
+    gpu_cuda = "gpu-cuda"
+
+
+@app.command()
+def reference(
+    preset: Annotated[RefPreset, typer.Argument(help="cpu | gpu | gpu-cuda (host/reference.py says what each runs)")],
+    data_dir: DataOpt = None,
+    out: Annotated[Path | None, typer.Option(help="default results/reference/<GPU name or cpu-<cores>core-<family>>")] = None,
+    repeats: RepeatsOpt = None,
+    allow_dirty: Annotated[bool, typer.Option(help="run from an unclean tree (the reports mark it; not for committing)")] = False,
+) -> None:
+    """Remake a reference result set the one way it is made: fixed preset, real data, 3 repeats, interleaved, native."""
+    from bench.core.rows import write_json
+    from host import plan
+    from host.reference import PRESETS, check_clean, out_dir
+
+    p = PRESETS[preset.value]
+    try:
+        sha = None if allow_dirty else check_clean()
+        dest = out_dir(preset.value, out)
+    except KitError as err:
+        fail(str(err))
+    if plan.check_data_dir(data_dir) is None:
+        fail("a reference runs on real data: pass --data-dir (the dir holding mnist/) or set KIT_DATA_DIR")
+    n = repeats if repeats is not None else p.repeats
+    typer.echo(
+        f"reference {preset.value}: {p.about}; {n} repeats, {p.schedule}, native -> {dest}"
+        + (f" (commit {sha[:12]})" if sha else "")
+    )
+    req = _request(None, Profile(p.profile), list(p.sets), None, Schedule(p.schedule), False, None, n)
+    notes, code = _execute(list(p.platforms), req, Runtime.native, data_dir, dest, None)
+    write_json(dest / "platforms.json", notes)
+    _report([dest], dest / "report")
+    raise typer.Exit(code)
+
+
 try:  # image commands (doctor, base, build), when that part of the kit is present
     from host.docker_cli import register as _register_docker
 except ImportError:

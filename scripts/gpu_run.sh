@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on a GPU host from the repo root, natively with the host's own packages:
 #   bash scripts/gpu_run.sh check      # numba-cuda kernel variants vs reference (lab/) + torch-cuda variants, 3 epochs
-#   bash scripts/gpu_run.sh reference  # orchestrate.py all: every study, cpu+cuda, profile full, interleaved
+#   bash scripts/gpu_run.sh reference  # orchestrate.py reference gpu: every cell, cpu+cuda, full, 3 repeats, interleaved
 # Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
 # (default ./results/gpu-out); the reference run also leaves results/reference/<gpu-name>/.
 # Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
@@ -31,12 +31,11 @@ case "$mode" in
     tar czf "$OUT/sweep.tgz" -C /tmp sweep
     ;;
   reference)
+    # orchestrate.py reference gpu: every cell (cpu + cuda, profile full), 3 repeats, interleaved,
+    # real data, native; refuses an unclean tree (KIT_GIT_SHA names the commit of a tree without .git)
     ref=results/reference/$gpu
-    # a fresh run; the variant sweep's log (evidence for `tuned`) is kept
     find "$ref" -mindepth 1 -maxdepth 1 ! -name 'variant_sweep_*.log' -exec rm -rf {} + 2>/dev/null
-    mkdir -p "$ref"
-    timeout 570 python3 orchestrate.py all --runtime native --profile full --schedule interleaved \
-      --data-dir "$KIT_DATA_DIR" --out "$ref" --report-dir "$ref/report" 2>&1 | tee "$OUT/reference.log"
+    python3 orchestrate.py reference "${PRESET:-gpu}" --data-dir "$KIT_DATA_DIR" --out "$ref" 2>&1 | tee "$OUT/reference.log"
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/reference.tgz" "$ref"
     ;;

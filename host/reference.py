@@ -1,0 +1,83 @@
+"""`orchestrate.py reference cpu|gpu`: remake a committed reference result set the one way
+it was made, so a reference is always "the command beside it, from a clean tree".
+
+A preset fixes everything that shapes the numbers: platforms, profile, repeats (3, fresh
+processes, in rounds across cells), the interleaved schedule, real data (a reference never
+runs on the embedded default), the native runtime (an image runs the same bench/ code; the
+host's own packages are what a GPU box has), and the output dir results/reference/<label>
+with its report. It refuses an unclean source tree: numbers that no commit can reproduce
+do not belong in results/reference/.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core.errors import KitError
+
+
+@dataclass(frozen=True)
+class Preset:
+    platforms: tuple[str, ...]
+    profile: str
+    about: str
+    repeats: int = 3
+    schedule: str = "interleaved"
+    sets: tuple[str, ...] = field(default=("mnist-cnn.dataset=mnist", "mlp-scratch.dataset=mnist"))
+
+
+PRESETS = {
+    "cpu": Preset(("cpu",), "default", "a CPU host: every study's cpu matrix, the seeds' setups (mnist-cnn: 10 epochs)"),
+    "gpu": Preset(("cpu", "cuda"), "full", "a GPU host: every cell of both platforms, full profile (extra GPU variants)"),
+    "gpu-cuda": Preset(("cuda",), "full", "a GPU host's cuda cells only (when one run must fit a time limit)"),
+}
+
+
+def label(preset: str) -> str:
+    """results/reference/<label>: the GPU's name for GPU presets, else cpu-<cores>core-<family>."""
+    if preset.startswith("gpu"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            )
+            name = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+        except (OSError, subprocess.SubprocessError):
+            name = ""
+        if not name:
+            raise KitError(f"reference {preset} needs an NVIDIA GPU (nvidia-smi lists none)")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", name.removeprefix("NVIDIA "))
+    import os
+
+    from bench.core.provenance import cpu_model
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    model = cpu_model().lower()
+    family = next(
+        (f for f in ("epyc", "xeon", "ryzen", "threadripper", "core", "apple", "graviton", "neoverse") if f in model), ""
+    )
+    family = family or re.sub(r"[^a-z0-9]+", "-", model).strip("-").split("-")[0] or "cpu"
+    return f"cpu-{cores}core-{family}"
+
+
+def check_clean() -> str:
+    """The HEAD sha of a clean checkout; KitError naming what is unclean otherwise."""
+    from bench.core.provenance import source_state
+
+    st = source_state()
+    if st.get("dirty"):
+        changed = ", ".join(st.get("changes", [])[:5]) or "uncommitted changes"
+        raise KitError(
+            f"the source tree is not clean ({changed}): commit or stash first, or pass --allow-dirty "
+            "(such a result set is marked unclean in every report and does not belong in results/reference/)"
+        )
+    return str(st.get("sha"))
+
+
+def out_dir(preset: str, out: Path | None) -> Path:
+    return out or Path("results") / "reference" / label(preset)
+
+
+__all__ = ["PRESETS", "Preset", "check_clean", "label", "out_dir"]
