@@ -1,0 +1,516 @@
+"""`orchestrate.py compare A B`: two result sets (two hosts, two commits, two images) side by
+side, one line per configuration both hold, with the speed ratio B/A, its 95 % interval and
+a regression verdict.
+
+What makes two cells "the same cell" across sets (`match_key`): the same study, backend,
+variant, seed and parameters. Left out: the repeat (repeats are the sample), the readable
+name, the device slots (`devices`: where a scheduler placed it), the host, device, image and
+commit (what a comparison is *about*), and the dataset checksum (two hosts' copies of one
+dataset; when the checksums differ the line says so, since accuracies then need not agree).
+A parameter a cell does not record (it ran on a kit that did not have it yet) counts as the
+study's current default, so a result set from before a parameter existed still matches.
+
+Per matched configuration and part (a cell may hold several row backends, e.g.
+mlp-scratch's numpy+cupy): one throughput per repeat (mnist-cnn: the median of
+samples_per_s over the timed epochs; mlp-scratch: the median of iterations / total_s over
+the plain runs; any other study: 1 / the median of its timed steps' seconds), then
+`bench.core.stats.ratio(B, A)`: median(B) / median(A), > 1 when B is faster, with a 95 %
+bootstrap interval that resamples the two sets independently (repeats of two sets share no
+session, so they are never paired).
+
+Verdict, for a threshold t (`--fail-on-regression`, default 5 %) and the interval [lo, hi]:
+
+    regression           hi < 1 - t   B slower than A by more than t, the whole interval beyond it
+    improvement          lo > 1 + t   B faster than A by more than t, the whole interval beyond it
+    no clear difference  otherwise
+    one repeat           a side has fewer than 2 repeats: no interval, no verdict (never a regression)
+
+Host side: no torch or numba; scipy (through bench.core.stats) only when an interval is computed.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import KitError
+from bench.core.resultset import ResultCell, collect
+
+DEFAULT_THRESHOLD = 0.05
+# study -> (unit, what one throughput value is); other studies: steps/s from Study.timed_values
+UNITS = {"mnist-cnn": "samples/s", "mlp-scratch": "iterations/s"}
+# keys of a cell spec that are not part of its configuration across sets
+NOT_CONFIG = ("repeat", "name", "devices")
+
+
+# ---------------------------------------------------------------------------- loading
+def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultCell], list[dict], list[str]]:
+    """(cells, platform notes, problems) of one result dir; KitError (one line, naming ROLE) for
+    a dir that is missing, empty, or written by a newer kit, and, unless PARTIAL_OK, for one
+    holding cells that cannot be read (corrupt) or did not finish (partially written)."""
+    d = Path(d)
+    if not d.exists():
+        raise KitError(f"{role}: {d} does not exist")
+    if not d.is_dir():
+        raise KitError(f"{role}: {d} is not a directory")
+    try:
+        cells, notes, problems = collect([d])
+    except KitError as err:
+        raise KitError(f"{role}: {err}") from None
+    newer = [p for p in problems if "newer than this kit" in p]
+    if newer:
+        raise KitError(f"{role}: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
+    if not cells:
+        raise KitError(f"{role}: no result cells under {d} (expected <dir>/<study>/<cell>/rows.jsonl)")
+    if not partial_ok:
+        for state, what in (("corrupt", "cannot be read"), ("interrupted", "did not finish (partially written)")):
+            bad = [c for c in cells if c.state == state]
+            if bad:
+                more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+                raise KitError(f"{role}: cell {bad[0].dir} {what}: {bad[0].note}{more}; rerun or remove it")
+    return cells, notes, problems
+
+
+# ---------------------------------------------------------------------------- configuration
+def study_of(name: str):
+    from bench.core.registry import studies
+
+    return studies().get(name)
+
+
+def config_of(cell: ResultCell) -> dict:
+    """The cell's configuration: its spec (cell.json, else the row's own keys) without repeat,
+    name and devices, parameters completed with the study's current defaults."""
+    spec = dict(cell.spec) if cell.spec else {k: cell.first.get(k) for k in ("study", "backend", "variant", "seed")}
+    for k in NOT_CONFIG:
+        spec.pop(k, None)
+    spec.setdefault("study", cell.study)
+    spec.setdefault("seed", 0)
+    spec.setdefault("variant", "default")
+    spec["params"] = complete_params(str(spec.get("study")), dict(spec.get("params") or {}))
+    return spec
+
+
+def complete_params(study: str, params: dict) -> dict:
+    s = study_of(study)
+    if s is None:
+        return params
+    try:
+        defaults = s.config_defaults()
+    except TypeError:
+        return params
+    return {**defaults, **params}
+
+
+def match_key(config: dict, keep_checksum: bool = False) -> str:
+    c = json.loads(json.dumps(config, default=str))
+    if not keep_checksum:
+        (c.get("params") or {}).pop("dataset_sha256", None)
+    return json.dumps(c, sort_keys=True)
+
+
+def config_label(config: dict) -> str:
+    """'numba-cpu resident default (epochs=3, limit_train=4096)': the study's label plus every
+    parameter that differs from the study's default (the dataset checksum left out)."""
+    from bench.core.cell import Cell
+
+    study = str(config.get("study"))
+    params = dict(config.get("params") or {})
+    s = study_of(study)
+    try:
+        base = (
+            s.label(Cell(study, str(config.get("backend")), str(config.get("variant") or "default"), params))
+            if s
+            else f"{config.get('backend')} {config.get('variant')}"
+        )
+        defaults = s.config_defaults() if s else {}
+    except (KitError, TypeError):
+        base, defaults = f"{config.get('backend')} {config.get('variant')}", {}
+    words = base.split()
+    shown = {
+        k: v
+        for k, v in sorted(params.items())
+        if k != "dataset_sha256" and defaults.get(k, object()) != v and str(v) not in words
+    }
+    extra = ", ".join(f"{k}={v}" for k, v in shown.items())
+    seed = f" seed {config.get('seed')}" if config.get("seed") not in (0, None) else ""
+    return f"{base}{seed}" + (f" ({extra})" if extra else "")
+
+
+def cell_name(cell: ResultCell) -> str:
+    """'mnist-cnn numba-cpu resident default r0': how every line names a cell."""
+    c = config_of(cell)
+    return f"{cell.study} {config_label(c)} r{cell.repeat}"
+
+
+# ---------------------------------------------------------------------------- what a cell measured
+def parts(cell: ResultCell) -> list[str]:
+    """The row backends a cell measured, in row order."""
+    out: list[str] = []
+    for r in cell.ok_rows:
+        b = str(r.get("backend"))
+        if b not in out:
+            out.append(b)
+    return out
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+
+
+def throughput(cell: ResultCell) -> dict[str, float]:
+    """part -> this repeat's throughput (larger = faster): see the module docstring."""
+    out: dict[str, list[float]] = {}
+    if cell.study == "mnist-cnn":
+        for r in cell.ok_rows:
+            v = _num(r.get("samples_per_s"))
+            if r.get("epoch") is not None and v:
+                out.setdefault(str(r.get("backend")), []).append(v)
+    elif cell.study == "mlp-scratch":
+        for r in cell.ok_rows:
+            t, n = _num(r.get("total_s")), _num(r.get("iterations"))
+            if r.get("phase") == "plain" and t and n:
+                out.setdefault(str(r.get("backend")), []).append(n / t)
+    else:
+        s = study_of(cell.study)
+        for part, secs in (s.timed_values(cell.rows) if s else {}).items():
+            vals = [v for v in secs if v > 0]
+            if vals:
+                out[part] = [1.0 / statistics.median(vals)]
+    return {p: statistics.median(v) for p, v in out.items() if v}
+
+
+def unit_of(study: str) -> str:
+    return UNITS.get(study, "steps/s")
+
+
+def final_accuracy(cell: ResultCell, part: str) -> tuple[str, float] | None:
+    """(metric, value) of the cell's final accuracy for PART (None when the study has none):
+    mnist-cnn test_acc after the last epoch, mlp-scratch final_val_acc (median over plain runs)."""
+    rows = [r for r in cell.ok_rows if str(r.get("backend")) == part]
+    if cell.study == "mnist-cnn":
+        ep = [r for r in rows if isinstance(r.get("epoch"), int) and _num(r.get("test_acc")) is not None]
+        if ep:
+            last = max(ep, key=lambda r: r["epoch"])
+            return "test_acc", float(last["test_acc"])
+    elif cell.study == "mlp-scratch":
+        vals = [float(r["final_val_acc"]) for r in rows if r.get("phase") == "plain" and _num(r.get("final_val_acc")) is not None]
+        if vals:
+            return "final_val_acc", statistics.median(vals)
+    return None
+
+
+def loss_curve(cell: ResultCell, part: str) -> tuple[str, str, list[tuple[float, float]]] | None:
+    """(x key, y key, [(x, loss)]) of the cell's training-loss curve for PART, or None:
+    mnist-cnn train_loss per epoch, mlp-scratch loss per recorded iteration (convergence rows)."""
+    rows = [r for r in cell.ok_rows if str(r.get("backend")) == part]
+    if cell.study == "mnist-cnn":
+        xk, yk, pts = "epoch", "train_loss", [r for r in rows if r.get("epoch") is not None]
+    elif cell.study == "mlp-scratch":
+        xk, yk, pts = "iteration", "loss", [r for r in rows if r.get("phase") == "convergence"]
+    else:
+        return None
+    curve = sorted((float(r[xk]), float(r[yk])) for r in pts if _num(r.get(xk)) is not None and _num(r.get(yk)) is not None)
+    return (xk, yk, curve) if curve else None
+
+
+# ---------------------------------------------------------------------------- comparing
+@dataclass
+class Group:
+    """One configuration's repeats in one set."""
+
+    config: dict
+    cells: list[ResultCell] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({f"{c.first.get('host')} / {c.device}" for c in self.cells})
+
+
+def groups_of(cells: list[ResultCell]) -> dict[str, Group]:
+    out: dict[str, Group] = {}
+    for c in cells:
+        cfg = config_of(c)
+        out.setdefault(match_key(cfg), Group(cfg)).cells.append(c)
+    for g in out.values():
+        g.cells.sort(key=lambda c: c.repeat)
+    return out
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05; KitError otherwise (a bare '5' is ambiguous)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise KitError(f"threshold {text!r} is not a number: write e.g. 5% or 0.05") from None
+    if not t.endswith("%") and v >= 1:
+        raise KitError(f"threshold {text!r} is ambiguous: write {t}% or {v / 100:g}")
+    if not 0 < v < 1:
+        raise KitError(f"threshold {text!r} must lie between 0% and 100%")
+    return v
+
+
+def judge(lo: float | None, hi: float | None, threshold: float) -> str:
+    if lo is None or hi is None:
+        return "one repeat: no verdict"
+    if hi < 1 - threshold:
+        return "regression"
+    if lo > 1 + threshold:
+        return "improvement"
+    return "no clear difference"
+
+
+def _side(g: Group, part: str) -> dict:
+    from bench.core import stats
+
+    per = {c.repeat: tp[part] for c in g.cells if c.status == "ok" for tp in [throughput(c)] if part in tp}
+    accs = [a[1] for c in g.cells if c.status == "ok" for a in [final_accuracy(c, part)] if a]
+    s = stats.summarize(list(per.values()))
+    flags = [f"r{c.repeat}:{c.flags}" for c in g.cells if c.flags]
+    sha = sorted({str(c.system.get("kit_git_sha") or "?")[:12] for c in g.cells})
+    return {
+        "per_repeat": per,
+        "median": s.median,
+        "lo": s.lo,
+        "hi": s.hi,
+        "n": s.n,
+        "acc": statistics.median(accs) if accs else None,
+        "acc_metric": next((a[0] for c in g.cells for a in [final_accuracy(c, part)] if a), None),
+        "hosts": g.hosts,
+        "flags": ";".join(flags),
+        "kit_git_sha": sha,
+        "dataset_sha256": sorted({str((c.spec.get("params") or {}).get("dataset_sha256", "")) for c in g.cells}),
+        "cells": [c.dir.name for c in g.cells],
+    }
+
+
+def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """Everything `compare` prints and writes, as one dict. KitError on bad input or when A and
+    B have no configuration in common."""
+    a_cells, _, _ = load_set(a_dir, "A")
+    b_cells, _, _ = load_set(b_dir, "B")
+    ga, gb = groups_of(a_cells), groups_of(b_cells)
+    common = [k for k in ga if k in gb]
+    if not common:
+        raise KitError(f"nothing in common between A ({_holds(ga)}) and B ({_holds(gb)}): {_near_miss(ga, gb)}")
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        raise KitError(
+            "compare computes bootstrap intervals with scipy, which this environment lacks: install requirements/dev.txt"
+        ) from None
+    from bench.core import stats
+
+    matched, not_compared = [], []
+    for k in common:
+        a, b = ga[k], gb[k]
+        label = f"{a.config['study']} {config_label(a.config)}"
+        if len(a.hosts) > 1 or len(b.hosts) > 1:
+            not_compared.append({"config": label, "why": f"ran on several hosts in one set (A: {a.hosts}, B: {b.hosts})"})
+            continue
+        bad = [(side, c) for side, g in (("A", a), ("B", b)) for c in g.cells if c.status != "ok"]
+        a_parts = [p for c in a.cells if c.status == "ok" for p in throughput(c)]
+        b_parts = [p for c in b.cells if c.status == "ok" for p in throughput(c)]
+        both = [p for p in dict.fromkeys(a_parts) if p in b_parts]
+        for side, c in bad:
+            not_compared.append({"config": f"{label} r{c.repeat}", "why": f"{side}: {c.status}: {c.reason[:200]}"})
+        for p in dict.fromkeys(a_parts + b_parts):
+            if p not in both:
+                not_compared.append({"config": f"{label} [{p}]", "why": f"only {'A' if p in a_parts else 'B'} measured {p}"})
+        for p in both:
+            sa, sb = _side(a, p), _side(b, p)
+            # repeats of two sets never pair: B's repeats are keyed apart from A's
+            r = stats.ratio({1000 + i: v for i, v in sb["per_repeat"].items()}, sa["per_repeat"])
+            notes = []
+            if sa["dataset_sha256"] != sb["dataset_sha256"]:
+                notes.append("dataset checksums differ: accuracies need not agree")
+            if sa["flags"] or sb["flags"]:
+                notes.append("flagged: " + "; ".join(f"{s}: {f}" for s, f in (("A", sa["flags"]), ("B", sb["flags"])) if f))
+            multi = len(both) > 1 or p != a.config.get("backend")
+            matched.append(
+                {
+                    "study": a.config["study"],
+                    "config": label + (f" [{p}]" if multi else ""),
+                    "part": p,
+                    "unit": unit_of(str(a.config["study"])),
+                    "a": {k2: v for k2, v in sa.items() if k2 != "per_repeat"} | {"per_repeat": _keyed(sa["per_repeat"])},
+                    "b": {k2: v for k2, v in sb.items() if k2 != "per_repeat"} | {"per_repeat": _keyed(sb["per_repeat"])},
+                    "ratio": r.median,
+                    "ratio_lo": r.lo,
+                    "ratio_hi": r.hi,
+                    "verdict": judge(r.lo, r.hi, threshold),
+                    "notes": notes,
+                    "config_spec": a.config,
+                }
+            )
+    only_a = [f"{g.config['study']} {config_label(g.config)}" for k, g in ga.items() if k not in gb]
+    only_b = [f"{g.config['study']} {config_label(g.config)}" for k, g in gb.items() if k not in ga]
+    return {
+        "a": str(a_dir),
+        "b": str(b_dir),
+        "threshold": threshold,
+        "definition": (
+            f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "
+            f"[lo, hi] with the sets resampled independently; regression: hi < {1 - threshold:g} (B slower by more than "
+            f"{threshold:.0%} with the whole interval beyond it); improvement: lo > {1 + threshold:g}; otherwise no clear "
+            "difference; a side with one repeat has no interval and no verdict"
+        ),
+        "matched": matched,
+        "not_compared": not_compared,
+        "only_a": only_a,
+        "only_b": only_b,
+        "regressions": [m["config"] for m in matched if m["verdict"] == "regression"],
+        "unjudged": [m["config"] for m in matched if m["ratio_lo"] is None],
+    }
+
+
+def _keyed(per: dict[int, float]) -> dict[str, float]:
+    return {f"r{k}": v for k, v in sorted(per.items())}
+
+
+def _holds(groups: dict[str, Group]) -> str:
+    by: dict[str, int] = {}
+    for g in groups.values():
+        by[str(g.config.get("study"))] = by.get(str(g.config.get("study")), 0) + 1
+    return ", ".join(f"{s}: {n} configuration{'s' if n > 1 else ''}" for s, n in sorted(by.items()))
+
+
+def _near_miss(ga: dict[str, Group], gb: dict[str, Group]) -> str:
+    """Why nothing matched, in a few words: the first parameters that differ for the same backend."""
+    for a in ga.values():
+        for b in gb.values():
+            if all(a.config.get(k) == b.config.get(k) for k in ("study", "backend", "variant")):
+                pa, pb = a.config.get("params") or {}, b.config.get("params") or {}
+                diff = [
+                    f"{k} {pa.get(k)} vs {pb.get(k)}"
+                    for k in sorted(set(pa) | set(pb))
+                    if k != "dataset_sha256" and pa.get(k) != pb.get(k)
+                ]
+                if a.config.get("seed") != b.config.get("seed"):
+                    diff.insert(0, f"seed {a.config.get('seed')} vs {b.config.get('seed')}")
+                if diff:
+                    return f"{a.config['study']} {a.config.get('backend')} {a.config.get('variant')} differs in " + ", ".join(
+                        diff[:4]
+                    )
+    return "no study, backend and variant in common"
+
+
+# ---------------------------------------------------------------------------- output
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if unit == "samples/s" or v >= 1000 else f"{v:,.3g}"
+
+
+def _ci(lo: float | None, hi: float | None, unit: str) -> str:
+    return "n=1" if lo is None or hi is None else f"{_fmt(lo, unit)}-{_fmt(hi, unit)}"
+
+
+def _acc(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def table_rows(res: dict) -> list[list[str]]:
+    head = [
+        "configuration",
+        "unit",
+        "A median (95% CI)",
+        "B median (95% CI)",
+        "B/A (95% CI)",
+        "verdict",
+        "acc A",
+        "acc B",
+        "notes",
+    ]
+    rows = [head]
+    for m in res["matched"]:
+        u = m["unit"]
+        rows.append(
+            [
+                m["config"],
+                u,
+                f"{_fmt(m['a']['median'], u)} ({_ci(m['a']['lo'], m['a']['hi'], u)})",
+                f"{_fmt(m['b']['median'], u)} ({_ci(m['b']['lo'], m['b']['hi'], u)})",
+                f"{m['ratio']:.3f}x (" + ("n=1" if m["ratio_lo"] is None else f"{m['ratio_lo']:.3f}-{m['ratio_hi']:.3f}") + ")",
+                m["verdict"],
+                _acc(m["a"]["acc"]),
+                _acc(m["b"]["acc"]),
+                "; ".join(m["notes"]),
+            ]
+        )
+    return rows
+
+
+def text(res: dict) -> str:
+    rows = table_rows(res)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = [f"compare A={res['a']}  B={res['b']}  (threshold {res['threshold']:.0%})", ""]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + ("  " + r[-1] if r[-1] else ""))
+    lines.append("")
+    lines += _lists(res, "- ")
+    lines.append(res["definition"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _lists(res: dict, bullet: str) -> list[str]:
+    hosts = sorted({h for m in res["matched"] for s in ("a", "b") for h in m[s]["hosts"]})
+    out = [
+        f"matched {len(res['matched'])} configuration part(s) by study, backend, variant, seed and parameters (hosts: {'; '.join(hosts)})"
+    ]
+    for title, items in (("only in A", res["only_a"]), ("only in B", res["only_b"])):
+        if items:
+            out.append(f"{title} ({len(items)}):")
+            out += [f"{bullet}{x}" for x in items]
+    if res["not_compared"]:
+        out.append(f"not compared ({len(res['not_compared'])}):")
+        out += [f"{bullet}{x['config']}: {x['why']}" for x in res["not_compared"]]
+    if res["unjudged"]:
+        out.append(f"{len(res['unjudged'])} configuration(s) had one repeat on a side: no interval, no verdict (run --repeats 3)")
+    if res["regressions"]:
+        out.append("REGRESSION: " + "; ".join(res["regressions"]))
+    return out + [""]
+
+
+def markdown(res: dict) -> str:
+    rows = table_rows(res)
+    md = [f"# compare: A = `{res['a']}`, B = `{res['b']}`", ""]
+    md.append("| " + " | ".join(rows[0]) + " |")
+    md.append("|" + "---|" * len(rows[0]))
+    md += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows[1:]]
+    md += [""] + _lists(res, "- ") + [res["definition"], ""]
+    return "\n".join(md)
+
+
+def write(res: dict, out: Path) -> list[Path]:
+    """compare.json and compare.md into OUT (each under a temp name, then renamed)."""
+    from bench.core.rows import atomic_write_text, write_json
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise KitError(f"--out {out} is a file, not a directory")
+    paths = [out / "compare.json", out / "compare.md"]
+    write_json(paths[0], res)
+    atomic_write_text(paths[1], markdown(res))
+    return paths
+
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "cell_name",
+    "compare",
+    "config_label",
+    "config_of",
+    "final_accuracy",
+    "judge",
+    "load_set",
+    "loss_curve",
+    "match_key",
+    "parse_threshold",
+    "throughput",
+    "write",
+]
