@@ -328,6 +328,74 @@ def reference(
     raise typer.Exit(code)
 
 
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="result dir A (the baseline side: another host, commit or image)")],
+    b: Annotated[Path, typer.Argument(help="result dir B (judged against A)")],
+    fail_on_regression: Annotated[
+        str | None, typer.Option(help="exit 1 when a configuration regressed by more than this (e.g. 5% or 0.05)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="write compare.json and compare.md into this dir")] = None,
+) -> None:
+    """Two result sets side by side per configuration: median throughput, ratio B/A with its 95% CI, verdict."""
+    from host import compare as cmp
+
+    try:
+        threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
+        res = cmp.compare(a, b, threshold)
+        typer.echo(cmp.text(res), nl=False)
+        if out is not None:
+            paths = cmp.write(res, out)
+            typer.echo("wrote " + ", ".join(map(str, paths)))
+    except KitError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"cannot write {out}: {err.strerror or err}")
+    if fail_on_regression and res["regressions"]:
+        typer.echo(f"error: regression beyond {threshold:.0%}: " + "; ".join(res["regressions"]), err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def verify(
+    dir: Annotated[Path, typer.Argument(help="result dir to check (or, with --make-baseline, to make a baseline of)")],
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="baseline set to check against, by name or as its reference dir (results/reference/<name>); "
+            "every configuration it holds must be present"
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option(help="a cell with no baseline entry fails")] = False,
+    make_baseline: Annotated[bool, typer.Option(help="write DIR's accuracies and loss curves as baseline set --name")] = False,
+    name: Annotated[str | None, typer.Option(help="--make-baseline: the set's name (default: DIR's name)")] = None,
+    acc_margin: Annotated[float, typer.Option(help="--make-baseline: accuracy band = reference min-max +- this")] = 0.005,
+    loss_rtol: Annotated[float, typer.Option(help="--make-baseline: relative tolerance per loss-curve point")] = 0.01,
+    acc_band: Annotated[
+        list[str] | None, typer.Option(help="--make-baseline: [STUDY=]LO-HI, a fixed accuracy band (repeatable)")
+    ] = None,
+    baselines_dir: Annotated[Path | None, typer.Option(help="where the baseline files are")] = None,
+) -> None:
+    """The reproducibility check: schema, provenance, completeness, equivalence, accuracy and loss bands."""
+    from host import verify as ver
+
+    bdir = baselines_dir or ver.BASELINES_DIR
+    try:
+        if make_baseline:
+            info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir)
+            for w in info["written"]:
+                typer.echo(f"baseline set {w['set']}: {w['entries']} entries in {w['path']}")
+            return
+        res = ver.verify(dir, baseline, strict, bdir)
+    except KitError as err:
+        fail(str(err))
+    for v in res["verdicts"]:
+        typer.echo(v.line())
+    typer.echo(res["summary"])
+    if res["failed"]:
+        raise typer.Exit(1)
+
+
 try:  # image commands (doctor, base, build), when that part of the kit is present
     from host.docker_cli import register as _register_docker
 except ImportError:
