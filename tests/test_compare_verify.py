@@ -1,0 +1,334 @@
+"""`orchestrate.py compare` and `verify` on the committed reference dirs (copied to tmp_path,
+then edited to make each failure): no training, a few seconds."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.core.cell import Cell
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference"
+CPU = REF / "cpu-2core-epyc"
+GPU = REF / "H100-80GB-HBM3"
+
+
+def orch(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def lines(text: str) -> list[str]:
+    return [x for x in text.splitlines() if x.strip()]
+
+
+def read_rows(p: Path) -> list[dict]:
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+
+def write_rows(p: Path, rows: list[dict]) -> None:
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def edit_rows(cell_dir: Path, fn) -> None:
+    p = cell_dir / "rows.jsonl"
+    rows = read_rows(p)
+    fn(rows)
+    write_rows(p, rows)
+
+
+def cell_dir(root: Path, prefix: str) -> Path:
+    (d,) = [d for d in root.glob("*/*") if d.name.startswith(prefix)]
+    return d
+
+
+@pytest.fixture
+def cpu(tmp_path) -> Path:
+    return Path(shutil.copytree(CPU, tmp_path / "cpu-2core-epyc"))
+
+
+def add_repeats(root: Path, n: int, scale: float = 1.0) -> None:
+    """Turn every cell under ROOT into N repeats (repeat r: throughput x (1 + 0.01 r) x SCALE),
+    as `--repeats N` would have written them: own dir, cell.json, row keys and command."""
+    for d in sorted(root.glob("*/*")):
+        if not (d / "cell.json").exists():
+            continue
+        cell = Cell.load(d / "cell.json")
+        rows = read_rows(d / "rows.jsonl")
+        for r in range(n):
+            c = cell.replace(repeat=r)
+            new = c.dir(root)
+            if new != d:
+                shutil.copytree(d, new)
+            (new / "cell.json").write_text(c.to_json(indent=2) + "\n")
+            out = []
+            for row in rows:
+                row = {**row, "repeat": r, "cell": c.id}
+                row["command"] = re.sub(r"'[^']*'", "'" + c.to_json() + "'", row["command"], count=1)
+                f = (1 + 0.01 * r) * scale
+                for k in ("samples_per_s",):
+                    if k in row:
+                        row[k] *= f
+                if row.get("total_s"):
+                    row["total_s"] /= f
+                out.append(row)
+            write_rows(new / "rows.jsonl", out)
+        if cell.repeat != 0:
+            shutil.rmtree(d)
+
+
+# ---------------------------------------------------------------------------- verify
+@pytest.mark.parametrize("ref", [CPU, GPU], ids=["cpu", "h100"])
+def test_verify_passes_on_the_references(ref):
+    r = orch("verify", ref, "--baseline", ref)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not [x for x in lines(r.stdout) if x.startswith("FAIL")] and " 0 FAIL" in lines(r.stdout)[-1]
+    assert "without a baseline" in lines(r.stdout)[-1] and " 0 without a baseline" in lines(r.stdout)[-1]
+
+
+def test_verify_fails_naming_the_cell_when_accuracy_is_out_of_band(cpu):
+    d = cell_dir(cpu, "numba-cpu_resident")
+
+    def edit(rows):
+        rows[-1]["test_acc"] = 0.912
+
+    edit_rows(d, edit)
+    r = orch("verify", cpu)
+    assert r.returncode == 1, r.stdout + r.stderr
+    fails = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    assert len(fails) == 1, r.stdout
+    assert "mnist-cnn numba-cpu resident" in fails[0] and d.name in fails[0]
+    assert "test_acc 0.912 outside baseline band 0.9663-0.9763" in fails[0]
+
+
+def test_verify_checks_the_loss_curve(cpu):
+    def edit(rows):
+        rows[1]["train_loss"] *= 1.05
+
+    edit_rows(cell_dir(cpu, "torch-cpu_seed"), edit)
+    r = orch("verify", cpu)
+    assert r.returncode == 1
+    (fail,) = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    assert "torch-cpu seed" in fail and "train_loss" in fail and "at epoch 2" in fail
+
+
+@pytest.mark.parametrize(
+    "what,edit,message",
+    [
+        (
+            "command",
+            lambda rows: rows[0].update(command=rows[0]["command"].replace('"epochs":3', '"epochs":4')),
+            "different spec",
+        ),
+        ("command", lambda rows: rows[0].update(command="bench cell"), "command is not"),
+        ("lock", lambda rows: rows[1].update(lock_hash=""), "row lacks lock_hash"),
+        ("image", lambda rows: rows[2].update(image_id=None), "row lacks image_id"),
+        ("schema", lambda rows: rows[0].update(schema=0), "row schema 0"),
+        ("cell", lambda rows: rows[0].update(cell="other-0123"), "row names cell"),
+        ("error", lambda rows: rows[-1].update(status="error", reason="boom"), "error: boom"),
+    ],
+)
+def test_verify_checks_schema_and_provenance(cpu, what, edit, message):
+    edit_rows(cell_dir(cpu, "torch-cpu_resident"), edit)
+    r = orch("verify", cpu)
+    assert r.returncode == 1, r.stdout
+    (fail,) = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    assert "torch-cpu resident" in fail and message in fail, fail
+
+
+def test_verify_needs_a_git_sha_and_a_matching_cell_json(cpu):
+    d = cell_dir(cpu, "torch-cpu_resident")
+    sysinfo = json.loads((d / "system.json").read_text())
+    (d / "system.json").write_text(json.dumps({**sysinfo, "kit_git_sha": "unknown"}))
+    spec = json.loads((d / "cell.json").read_text())
+    spec["seed"] = 1
+    (d / "cell.json").write_text(json.dumps(spec))
+    r = orch("verify", cpu)
+    (fail,) = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    assert "kit git sha is 'unknown'" in fail and "hashes to" in fail and "different spec" in fail
+
+
+def test_no_cell_silently_missing(cpu):
+    shutil.rmtree(cell_dir(cpu, "torch-cpu_seed"))  # the baseline expects it
+    (cell_dir(cpu, "torch-cpu_resident") / "rows.jsonl").write_text("")  # cell.json, no rows
+    d = cell_dir(cpu, "numba-cpu")
+    (d / "rows.jsonl").rename(d / "rows.partial.jsonl")  # killed mid-run
+    r = orch("verify", cpu, "--baseline", "cpu-2core-epyc")
+    assert r.returncode == 1
+    fails = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    text = "\n".join(fails)
+    assert "cell.json but no rows" in text and "interrupted: did not finish" in text
+    assert "baseline cpu-2core-epyc expects this configuration" in text and "torch-cpu seed" in text
+    # one line per failing cell: a cell that is there but broken is not also reported missing
+    assert len(fails) == 3, text
+
+
+def test_skipped_cells_pass_with_a_reason_and_unknown_configs_have_no_baseline(cpu):
+    edit_rows(cell_dir(cpu, "torch-cpu_seed"), lambda rows: [r.update(status="skipped", reason="no torch here") for r in rows])
+    d = cell_dir(cpu, "numba-cpu")
+    spec = json.loads((d / "cell.json").read_text())
+    spec["params"]["lr"] = 0.02  # a configuration no baseline describes (its id changes with it)
+    c = Cell.from_json(json.dumps(spec))
+    new = c.dir(cpu)
+    d.rename(new)
+    (new / "cell.json").write_text(c.to_json(indent=2))
+    edit_rows(new, lambda rows: [r.update(cell=c.id, command=f"python -m bench cell '{c.to_json()}' --out x") for r in rows])
+    r = orch("verify", cpu)
+    assert r.returncode == 0, r.stdout
+    out = r.stdout
+    assert re.search(r"^skipped +mnist-cnn torch-cpu seed .*no torch here", out, re.M)
+    assert re.search(r"^no baseline +mnist-cnn numba-cpu resident default \(.*lr=0.02", out, re.M)
+    assert orch("verify", cpu, "--strict").returncode == 1
+
+
+def test_verify_checks_equivalence_where_recorded(tmp_path):
+    gpu = Path(shutil.copytree(GPU, tmp_path / "H100-80GB-HBM3"))
+    edit_rows(cell_dir(gpu, "numba-cuda"), lambda rows: rows[3].update(equiv_ok=False))
+    edit_rows(
+        cell_dir(gpu, "numpy+cupy"), lambda rows: [r.update(agrees_with_numpy=False) for r in rows if r.get("iteration") == 500]
+    )
+    r = orch("verify", gpu)
+    fails = [x for x in lines(r.stdout) if x.startswith("FAIL")]
+    assert r.returncode == 1 and len(fails) == 2, r.stdout
+    assert any("numba-cuda" in x and "equiv_ok is false" in x for x in fails)
+    assert any("numpy+cupy" in x and "agrees_with_numpy is false" in x for x in fails)
+
+
+def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
+    bdir = tmp_path / "baselines"
+    r = orch("verify", "--make-baseline", cpu, "--name", "mine", "--baselines-dir", bdir)
+    assert r.returncode == 0, r.stderr
+    made = json.loads((bdir / "mnist-cnn.json").read_text())
+    (e,) = [e for e in made["sets"]["mine"]["entries"] if e["part"] == "numba-cpu"]
+    assert e["acc_band"] == [0.9663, 0.9763] and e["config"]["params"]["epochs"] == 3 and len(e["curve"]) == 3
+    assert "--make-baseline" in made["sets"]["mine"]["command"]
+    assert orch("verify", cpu, "--baseline", "mine", "--baselines-dir", bdir).returncode == 0
+    # the committed files were made the same way: regenerating gives the same entries
+    committed = json.loads((REF / "baselines" / "mnist-cnn.json").read_text())["sets"]["cpu-2core-epyc"]["entries"]
+    assert made["sets"]["mine"]["entries"] == committed
+    # a dir that fails verify is no baseline, and nothing is written
+    before = (bdir / "mnist-cnn.json").read_bytes()
+    edit_rows(cell_dir(cpu, "numba-cpu"), lambda rows: rows[0].update(lock_hash=""))
+    r = orch("verify", "--make-baseline", cpu, "--name", "mine", "--baselines-dir", bdir)
+    assert r.returncode == 2 and lines(r.stderr)[-1].startswith("error: ") and "does not pass verify" in r.stderr
+    assert (bdir / "mnist-cnn.json").read_bytes() == before
+
+
+def test_ci_smoke_baseline_holds_the_container_smoke_band():
+    """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096 samples)."""
+    made = json.loads((REF / "baselines" / "mnist-cnn.json").read_text())["sets"]["ci-smoke"]
+    parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made["entries"]}
+    assert parts == {("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")}
+    for e in made["entries"]:
+        assert e["acc_band"] == [0.25, 0.6]
+        assert e["config"]["params"]["limit_train"] == 4096 and e["config"]["params"]["epochs"] == 2
+    mlp = json.loads((REF / "baselines" / "mlp-scratch.json").read_text())["sets"]["ci-smoke"]["entries"]
+    assert [e["part"] for e in mlp] == ["numpy"] and mlp[0]["config"]["params"]["iterations"] == 100
+
+
+# ---------------------------------------------------------------------------- compare
+def test_compare_a_dir_with_itself_is_no_regression(tmp_path, cpu):
+    out = tmp_path / "cmp"
+    r = orch("compare", cpu, cpu, "--fail-on-regression", "5%", "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "REGRESSION" not in r.stdout and "matched 4 configuration" in r.stdout
+    assert "one repeat: no verdict" in r.stdout  # the references have one repeat: no interval
+    res = json.loads((out / "compare.json").read_text())
+    assert {m["ratio"] for m in res["matched"]} == {1.0} and res["regressions"] == []
+    assert (out / "compare.md").read_text().startswith("# compare")
+
+
+def test_compare_flags_a_regression_with_repeats(tmp_path):
+    a = Path(shutil.copytree(CPU, tmp_path / "a"))
+    add_repeats(a, 3)
+    b = tmp_path / "b"
+    shutil.copytree(CPU, b)
+    add_repeats(b, 3, scale=0.8)
+    assert orch("verify", a).returncode == 0  # the synthetic repeats are well-formed cells
+    r = orch("compare", a, b, "--fail-on-regression", "5%")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "error: regression beyond 5%" in lines(r.stderr)[-1] and "numba-cpu resident default" in lines(r.stderr)[-1]
+    row = next(x for x in lines(r.stdout) if x.startswith("mnist-cnn numba-cpu resident"))
+    assert "0.800x" in row and "regression" in row
+    # without --fail-on-regression the verdict is printed, the exit is 0
+    assert orch("compare", a, b).returncode == 0
+    # B 2 % slower: inside the threshold
+    c = tmp_path / "c"
+    shutil.copytree(CPU, c)
+    add_repeats(c, 3, scale=0.98)
+    r = orch("compare", a, c, "--fail-on-regression", "0.05")
+    assert r.returncode == 0 and "REGRESSION" not in r.stdout
+    row = next(x for x in lines(r.stdout) if x.startswith("mnist-cnn numba-cpu resident"))
+    assert "0.980x" in row and "no clear difference" in row
+
+
+def test_compare_lists_what_is_only_on_one_side(tmp_path, cpu):
+    shutil.rmtree(cell_dir(cpu, "torch-cpu_seed"))
+    r = orch("compare", CPU, cpu)
+    assert r.returncode == 0
+    assert "only in A (1):" in r.stdout and "- mnist-cnn torch-cpu seed default" in r.stdout
+
+
+# ---------------------------------------------------------------------------- bad input
+def _newer_schema(d: Path) -> Path:
+    edit_rows(cell_dir(d, "numba-cpu"), lambda rows: rows[0].update(schema=99))
+    return d
+
+
+def _partial(d: Path) -> Path:
+    c = cell_dir(d, "numba-cpu")
+    (c / "rows.jsonl").rename(c / "rows.partial.jsonl")
+    return d
+
+
+def _other_study(d: Path) -> Path:
+    shutil.rmtree(d / "mnist-cnn")
+    return d
+
+
+@pytest.mark.parametrize(
+    "make,message,verify_code",
+    [
+        (lambda d: d.parent / "nope", "does not exist", 2),
+        (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 2),
+        (_newer_schema, "schema 99 is newer than this kit", 2),
+        (_partial, "did not finish", 1),
+        (_other_study, "nothing in common", 0),
+    ],
+    ids=["missing", "empty", "newer-schema", "partial", "other-study"],
+)
+def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, verify_code):
+    a = Path(shutil.copytree(CPU, tmp_path / "a"))
+    shutil.rmtree(a / "mlp-scratch")  # A: mnist-cnn only
+    bad = make(cpu)
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / "compare.json").write_text("keep")
+    r = orch("compare", a, bad, "--out", out, "--fail-on-regression", "5%")
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = lines(r.stderr)
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
+    assert (out / "compare.json").read_text() == "keep" and not (out / "compare.md").exists()
+    r = orch("verify", bad)
+    assert r.returncode == verify_code, r.stdout + r.stderr
+    if verify_code == 2:
+        err = lines(r.stderr)
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
+    elif verify_code == 1:
+        assert len([x for x in lines(r.stdout) if x.startswith("FAIL")]) == 1
+
+
+def test_bad_options_one_line(tmp_path, cpu):
+    for args, message in [
+        (["compare", cpu, cpu, "--fail-on-regression", "5"], "ambiguous"),
+        (["compare", cpu, cpu, "--out", cpu / "platforms.json"], "is a file"),
+        (["verify", cpu, "--baseline", "no-such-set"], "no baseline set 'no-such-set'"),
+    ]:
+        r = orch(*args)
+        assert r.returncode == 2 and lines(r.stderr)[-1].startswith("error: ") and message in r.stderr, (args, r.stderr)
