@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
-from bench.studies.mnist_cnn.config import DATASETS, FULL_EXTRA, PLATFORM_CELLS, PROFILE_PARAMS, MnistCnnConfig
+from bench.studies.mnist_cnn.config import (
+    DATASETS,
+    FULL_EXTRA,
+    INITS,
+    INPUT_SCALES,
+    PLATFORM_CELLS,
+    PROFILE_PARAMS,
+    SGD_FORMS,
+    VARIANT_PARAMS,
+    MnistCnnConfig,
+)
 
 _B = "bench.studies.mnist_cnn.backends."
 CUDA_VARIANTS = ("default", "tuned", "graphs", "graphs+bf16", "graphs+bf16+cl", "compile", "compile+graphs", "bf16", "cl")
@@ -41,7 +52,12 @@ class MnistCnn(Study):
     Config = MnistCnnConfig
     backends = {
         "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", about="nn.Module + autograd + torch.optim.SGD on the CPU"),
-        "numba-cpu": BackendSpec(_B + "numba_cpu", "cpu", about="hand-written @njit(parallel=True) kernels, full backprop"),
+        "numba-cpu": BackendSpec(
+            _B + "numba_cpu",
+            "cpu",
+            ("default", "seed"),
+            about="hand-written @njit(parallel=True) kernels, full backprop (seed: dense layers only, as seed 000)",
+        ),
         "torch-cuda": BackendSpec(
             _B + "torch_cuda",
             "cuda",
@@ -51,8 +67,8 @@ class MnistCnn(Study):
         "numba-cuda": BackendSpec(
             _B + "numba_cuda",
             "cuda",
-            ("default", "naive"),
-            about="hand-written numba.cuda kernels, 3 launches a step (naive: 30)",
+            ("default", "naive", "seed"),
+            about="hand-written numba.cuda kernels, 3 launches a step (naive: 30; seed: GPU forward, dense backprop on the CPU)",
         ),
         "torch-mps": BackendSpec(_B + "torch_mps", "mps", about="Apple GPUs, natively (docker/mps/run.sh)"),
     }
@@ -63,7 +79,11 @@ class MnistCnn(Study):
         if profile not in PROFILE_PARAMS:
             raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
         spec = PLATFORM_CELLS[platform] + (FULL_EXTRA.get(platform, []) if profile == "full" else [])
-        return [self.cell(b, v, name=f"{b}_{p}_{v}", pipeline=p, **PROFILE_PARAMS[profile]) for b, p, v in spec]
+        cells = []
+        for b, p, v in spec:
+            params: dict[str, Any] = {"pipeline": p, **VARIANT_PARAMS.get((b, v), {}), **PROFILE_PARAMS[profile]}
+            cells.append(self.cell(b, v, name=f"{b}_{p}_{v}", **params))
+        return cells
 
     def validate(self, cell: Cell) -> None:
         self.backend_spec(cell.backend)
@@ -97,6 +117,22 @@ class MnistCnn(Study):
             raise KitError(f"last_batch must be pad or drop (got {p['last_batch']!r})")
         if p["dataset"] not in DATASETS:
             raise KitError(f"unknown dataset {p['dataset']!r}: choose {', '.join(DATASETS)}")
+        if p["init"] not in INITS:
+            raise KitError(f"unknown init {p['init']!r}: choose {', '.join(INITS)}")
+        if p["input_scale"] not in INPUT_SCALES:
+            raise KitError(f"unknown input_scale {p['input_scale']!r}: choose {', '.join(INPUT_SCALES)}")
+        if p["sgd"] not in SGD_FORMS:
+            raise KitError(f"unknown sgd {p['sgd']!r}: choose {', '.join(SGD_FORMS)}")
+        if p["sgd"] == "seed" and not (cell.backend.startswith("numba") and cell.variant == "seed"):
+            raise KitError(
+                f"sgd=seed (seed 000's update) is implemented by the numba-cpu and numba-cuda seed variants only, "
+                f"not {cell.backend} {cell.variant}"
+            )
+        if cell.backend.startswith("torch") and p["input_scale"] != "normalize":
+            raise KitError(
+                f"{cell.backend} scales its input one way only (input_scale=normalize, as seed 000's PyTorch runs); "
+                f"input_scale={p['input_scale']} is for numba-cpu and numba-cuda"
+            )
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
         from bench.data.mnist import load_cached, resolve_params

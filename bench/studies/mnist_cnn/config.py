@@ -21,6 +21,9 @@ class MnistCnnConfig:
     dataset: str = "auto"  # auto | mnist | digits (resolved by the matrix to mnist or digits)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
     limit_train: int = 0  # use the first N training samples (smoke runs); 0 = all
+    init: str = "kit"  # kit (torch's default U(+-1/sqrt(fan_in)) everywhere) | seed (seed 000: conv N(0,1)*0.1, dense He normal, zero biases)
+    sgd: str = "torch"  # torch (v = m*v + g, g of the batch-mean loss) | seed (seed 000: v = m*v + (1-m)*G, G of the batch-summed loss; variant seed only)
+    input_scale: str = "normalize"  # normalize ((x/255 - 0.1307)/0.3081) | div255 (x/255 only: seed 000's Numba input)
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,31 @@ PLATFORM_CELLS = {
     ],
     "mps": [("torch-mps", "seed", "default"), ("torch-mps", "resident", "default")],
 }
-FULL_EXTRA = {"cuda": [("torch-cuda", "resident", "graphs"), ("torch-cuda", "resident", "graphs+bf16")]}
+FULL_EXTRA = {
+    "cpu": [("numba-cpu", "resident", "seed")],
+    "cuda": [
+        ("torch-cuda", "resident", "graphs"),
+        ("torch-cuda", "resident", "graphs+bf16"),
+        ("numba-cuda", "resident", "seed"),
+    ],
+}
+# seed 000's own Numba setups (variant "seed": dense-layer backprop only; numba-cuda does it on
+# the CPU with the copies that implies) start from the seed's weights and input scaling and
+# update with its optimizer form; the matrix writes these into the cell, so its spec records
+# them (`--set init=kit` etc. override)
+VARIANT_PARAMS = {("numba-cpu", "seed"): {"init": "seed", "input_scale": "div255", "sgd": "seed"}}
+VARIANT_PARAMS[("numba-cuda", "seed")] = VARIANT_PARAMS[("numba-cpu", "seed")]
+INITS = ("kit", "seed")
+INPUT_SCALES = ("normalize", "div255")
+SGD_FORMS = ("torch", "seed")
+# what a variant trains (row key `trains`)
+DENSE_ONLY_VARIANTS = {("numba-cpu", "seed"), ("numba-cuda", "seed")}
+
+
+def trains(backend: str, variant: str) -> str:
+    return "dense layers only" if (backend, variant) in DENSE_ONLY_VARIANTS else "all layers"
+
+
 PROFILE_PARAMS = {
     "smoke": {"epochs": 2, "limit_train": 4096},  # wiring check: 16 SGD steps
     "default": {},  # the seed's 10 epochs, batch 512

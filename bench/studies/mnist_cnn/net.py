@@ -44,13 +44,32 @@ def normalise_u8(x_u8: np.ndarray) -> np.ndarray:
     return (x - np.float32(MNIST_MEAN)) / np.float32(MNIST_STD)
 
 
-def init_params(seed: int) -> dict[str, np.ndarray]:
+def scale_u8(x_u8: np.ndarray, input_scale: str = "normalize") -> np.ndarray:
+    """uint8 (N,28,28) -> float32 (N,1,28,28): `normalize` as normalise_u8; `div255` is x/255
+    alone, in [0, 1], as seed 000 fed its Numba nets (data/preprocess.py: astype(float32) / 255.0)."""
+    if input_scale == "normalize":
+        return normalise_u8(x_u8)
+    if input_scale == "div255":
+        return x_u8.astype(np.float32)[:, None] / np.float32(255.0)
+    raise ValueError(f"input_scale must be normalize or div255, not {input_scale!r}")
+
+
+def init_params(seed: int, init: str = "kit") -> dict[str, np.ndarray]:
     """Initial weights for `seed`, drawn with NumPy so no backend needs torch to get them.
 
-    Same distribution as torch's defaults for Conv2d/Linear (kaiming_uniform with a=sqrt(5),
-    i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases alike); every backend
-    loads these exact arrays, so runs with the same seed start from the same weights.
+    init="kit": the same distribution as torch's defaults for Conv2d/Linear (kaiming_uniform
+    with a=sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases alike).
+    init="seed": seed 000's (its src/utils.py, initialize_cnn_weights_numpy): conv weights
+    N(0,1) * 0.1, dense weights He normal N(0,1) * sqrt(2/fan_in), every bias 0. (The seed
+    drew conv weights from RandomState(123) and dense ones from NumPy's unseeded global
+    state; here all come from default_rng(seed), in this order.)
+    Every backend loads these exact arrays, so runs with the same seed and init start from
+    the same weights.
     """
+    if init == "seed":
+        return _init_seed000(seed)
+    if init != "kit":
+        raise ValueError(f"init must be kit or seed, not {init!r}")
     rng = np.random.default_rng(seed)
     params = {}
     for name, shape in PARAM_SHAPES.items():
@@ -60,6 +79,23 @@ def init_params(seed: int) -> dict[str, np.ndarray]:
         bound = 1.0 / math.sqrt(fan_in)
         params[name] = rng.uniform(-bound, bound, size=shape).astype(np.float32)
     return params
+
+
+def _init_seed000(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in PARAM_SHAPES.items():
+        layer, kind = name.split(".")
+        if kind == "bias":
+            params[name] = np.zeros(shape, np.float32)
+        elif layer.startswith("conv"):
+            params[name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        else:  # dense (out, in): He normal with fan_in = in
+            params[name] = (rng.standard_normal(shape) * math.sqrt(2.0 / shape[1])).astype(np.float32)
+    return params
+
+
+DENSE_NAMES = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")  # what variant "seed" trains
 
 
 def n_params() -> int:

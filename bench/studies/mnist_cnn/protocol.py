@@ -1,7 +1,8 @@
 """One mnist-cnn cell: open() loads data and weights and warms up; step(i) is epoch i+1.
 
 1. data: real MNIST or the embedded digits, exactly the checksum the matrix resolved;
-   initial weights from net.init_params(seed), identical across backends;
+   initial weights from net.init_params(seed, init), identical across backends (init kit,
+   or seed 000's); input scaling per `input_scale` (numba backends; torch: normalize);
 2. warm-up (JIT / first-call work / graph capture): real training steps (forward,
    backward, optimizer) whose effect is undone -> compile_s and compile_kind (cold,
    cache, none), never inside an epoch;
@@ -138,6 +139,7 @@ class EpochRun:
 def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
     """Load data, build the trainer, warm up. KitError on bad input, before anything is written."""
     from bench.data.mnist import load_for_cell
+    from bench.studies.mnist_cnn.config import trains
     from bench.studies.mnist_cnn.net import init_params
 
     cfg = settings(cell)
@@ -157,7 +159,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         import numba
 
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
-    trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed), data))
+    trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed, cfg.init), data))
     compile_s = trainer.warmup()
     profile = profile_phases(trainer, cfg, n_train)
     base = {
@@ -165,6 +167,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         "batch_size": cfg.batch_size,
         "dataset_real_mnist": data.real_mnist,
         "last_batch": cfg.last_batch,
+        "trains": trains(cell.backend, cell.variant),  # all layers | dense layers only (variant seed)
         "compile_kind": getattr(trainer, "compile_kind", lambda: "none")(),
     }
     return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile)

@@ -1,8 +1,14 @@
 """numba-cpu: the seed CNN with hand-written @njit(parallel=True) kernels, full backprop.
 
 The kernels live in bench.studies.mnist_cnn.kernels.numba_cpu_cnn; this module only feeds them batches.
-Data: the training set is normalised once (the "resident" pipeline); each batch is
-gathered with np.take into a preallocated buffer.
+Data: the training set is scaled once (the "resident" pipeline; input_scale normalize or
+div255); each batch is gathered with np.take into a preallocated buffer.
+
+Variant "seed" (seed 000's own Numba CPU setup): the same forward through every layer, then
+backpropagation through the two dense layers only and SGD on them; the conv weights keep
+their initial values (the seed's src/model_cpu_numba.py updated only W1, b1, W2, b2). Rows
+say `trains: dense layers only`. The matrix gives it the seed's init, input scaling and
+optimizer form (init=seed, input_scale=div255, sgd=seed; see config.py).
 """
 
 from __future__ import annotations
@@ -33,15 +39,19 @@ _NO_PHASES = _NoPhases()
 class NumbaCpuTrainer:
     def __init__(self, cfg, params, data):
         from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as K
-        from bench.studies.mnist_cnn.net import normalise_u8
+        from bench.studies.mnist_cnn.net import scale_u8
 
         self.K, self.cfg = K, cfg
+        self.dense_only = cfg.variant == "seed"
+        self.step_names = K.DENSE if self.dense_only else None
+        # sgd=seed: seed 000's v = m*v + (1-m)*G with G the batch-summed gradient = (1-m)*n * mean
+        self.grad_scale = (1.0 - cfg.momentum) * cfg.batch_size if cfg.sgd == "seed" else None
         self.p = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
         self.grads = K.zeros_like_params(self.p)
         self.vel = K.zeros_like_params(self.p)
-        self.x_train = normalise_u8(data.x_train)
+        self.x_train = scale_u8(data.x_train, cfg.input_scale)
         self.y_train = np.ascontiguousarray(data.y_train, dtype=np.int64)
-        self.x_test = normalise_u8(data.x_test)
+        self.x_test = scale_u8(data.x_test, cfg.input_scale)
         self.y_test = data.y_test
         self.ws = K.Workspace(cfg.batch_size)
         self.xb = np.empty((cfg.batch_size, 1, 28, 28), np.float32)
@@ -98,9 +108,14 @@ class NumbaCpuTrainer:
             with timer.phase("forward"):
                 K.forward(self.p, self.xb, self.ws)
             with timer.phase("backward"):
-                losses.append(K.loss_backward(self.p, self.yb, self.ws, self.grads))
+                if self.dense_only:
+                    losses.append(K.loss_backward_dense(self.p, self.yb, self.ws, self.grads))
+                else:
+                    losses.append(K.loss_backward(self.p, self.yb, self.ws, self.grads))
             with timer.phase("step"):
-                K.sgd_momentum_step(self.p, self.grads, self.vel, self.cfg.lr, self.cfg.momentum)
+                K.sgd_momentum_step(
+                    self.p, self.grads, self.vel, self.cfg.lr, self.cfg.momentum, self.step_names, self.grad_scale
+                )
         return {
             "train_loss": float(np.mean(losses)),
             "batch_size_used": int(self.xb.shape[0]),

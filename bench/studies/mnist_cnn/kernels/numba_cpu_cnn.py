@@ -35,7 +35,8 @@ Method:
   reassociation, so no reduction is vectorized (none is written as one).
 
 Public API: Workspace(n), forward, loss_backward, zeros_like_params, sgd_momentum_step,
-predict, warmup (see each docstring). loss_backward reads the x passed to the last forward
+predict, warmup (see each docstring); for variant "seed" (seed 000's Numba nets, dense layers
+trained only) loss_backward_dense and sgd_momentum_step(..., names=DENSE). loss_backward reads the x passed to the last forward
 (kept by reference in the Workspace): do not change x in between. Params, grads and
 velocity must be C-contiguous float32 (zeros_like_params makes such grads and velocity).
 
@@ -64,6 +65,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from bench.studies.mnist_cnn.net import DENSE_NAMES as DENSE  # what variant "seed" trains
 from bench.studies.mnist_cnn.net import IMAGE_SHAPE, N_CLASSES, PARAM_SHAPES, init_params
 
 # fixed sizes of the seed CNN (module globals are compile-time constants in njit code)
@@ -380,6 +382,42 @@ def _backward(x, y, w2, fc1_w, fc2_w, p1, a1, p2, a2, h1, logits, dlogits, dh1, 
         lossp[ch] = loss
 
 
+@njit(**_PARALLEL)
+def _backward_dense(y, fc2_w, p2, h1, logits, dlogits, dh1, dfc1_wp, dfc1_bp, dfc2_wp, dfc2_bp, lossp):
+    """Variant "seed" (seed 000's Numba nets): mean-CE loss and the two dense layers' gradients
+    only, per-chunk partial sums; nothing flows back into the convolutions.
+
+    The same loops, in the same order, as the dense part of _backward, so these gradients equal
+    _backward's bit for bit for the same chunking. p2 (n,F1), h1 (n,D1), logits (n,K) are the
+    forward's (here, or copied from a GPU by numba-cuda's seed variant)."""
+    n = logits.shape[0]
+    nch = lossp.shape[0]
+    scale = np.float32(1.0 / n)
+    for ch in prange(nch):
+        lo = ch * n // nch
+        hi = (ch + 1) * n // nch
+        dfc1_wp[ch] = 0.0
+        dfc1_bp[ch] = 0.0
+        dfc2_wp[ch] = 0.0
+        dfc2_bp[ch] = 0.0
+        loss = 0.0
+        for s in range(lo, hi):
+            dz = dlogits[s]
+            loss += _softmax_xent_row(logits[s], y[s], scale, dz)
+            for k in range(K):
+                dfc2_bp[ch, k] += dz[k]
+            dh = dh1[s]
+            hs = h1[s]
+            _vec_mat(dz, fc2_w, dh)
+            for j in range(D1):
+                if hs[j] <= 0.0:
+                    dh[j] = 0.0
+                dfc1_bp[ch, j] += dh[j]
+        _outer_acc(dlogits[lo:hi], h1[lo:hi], dfc2_wp[ch])
+        _outer_acc(dh1[lo:hi], p2[lo:hi], dfc1_wp[ch])
+        lossp[ch] = loss
+
+
 # ------------------------------------------------------------------ small kernels
 @njit(**_SERIAL)
 def _sum_chunks(parts, out):
@@ -398,6 +436,19 @@ def _sgd_momentum(p, g, v, lr, momentum):
     m32 = np.float32(momentum)
     for i in range(p.shape[0]):
         vi = m32 * v[i] + g[i]
+        v[i] = vi
+        p[i] -= lr32 * vi
+
+
+@njit(**_SERIAL)
+def _sgd_momentum_scaled(p, g, v, lr, momentum, gscale):
+    """v = m*v + gscale*g; p -= lr*v. Seed 000's update is gscale = (1-m)*n on the batch-mean
+    gradient: its v = m*v + (1-m)*G with G the gradient of the batch's summed loss."""
+    lr32 = np.float32(lr)
+    m32 = np.float32(momentum)
+    c32 = np.float32(gscale)
+    for i in range(p.shape[0]):
+        vi = m32 * v[i] + c32 * g[i]
         v[i] = vi
         p[i] -= lr32 * vi
 
@@ -476,18 +527,46 @@ def loss_backward(params: dict[str, np.ndarray], y: np.ndarray, ws: Workspace,
     return float(ws.lossp.sum() / ws.n)
 
 
+
+def loss_backward_dense(params: dict[str, np.ndarray], y: np.ndarray, ws: Workspace,
+                        grads: dict[str, np.ndarray]) -> float:
+    """Variant "seed": mean CE loss of ws.logits on labels y (n,) int; writes the four dense
+    gradients into grads (other entries, if any, are left alone). Reads ws.p2, ws.h1 and
+    ws.logits: from the last forward, or filled by the caller (numba-cuda's seed variant
+    copies them from the GPU). params needs only fc2.weight."""
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    if y.shape != (ws.n,) or y.min() < 0 or y.max() >= K:
+        raise ValueError(f"labels must have shape ({ws.n},) and lie in [0, {K})")
+    pt = ws.partials
+    _backward_dense(y, params["fc2.weight"], ws.p2, ws.h1, ws.logits, ws.dlogits, ws.dh1,
+                    pt["fc1.weight"], pt["fc1.bias"], pt["fc2.weight"], pt["fc2.bias"], ws.lossp)
+    for name in DENSE:
+        part, g = pt[name], grads[name]
+        if not g.flags.c_contiguous or g.dtype != np.float32 or g.shape != part.shape[1:]:
+            raise ValueError(f"grads[{name!r}] must be C-contiguous float32 {part.shape[1:]}")
+        _sum_chunks(part.reshape(ws.nch, -1), g.reshape(-1))
+    return float(ws.lossp.sum() / ws.n)
+
+
 def zeros_like_params(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Fresh C-contiguous float32 zeros with each parameter's shape (grads, velocity)."""
     return {k: np.zeros(v.shape, np.float32) for k, v in params.items()}
 
 
-def sgd_momentum_step(params, grads, velocity, lr: float, momentum: float) -> None:
-    """In place on params and velocity, torch's form: v = m*v + g; p -= lr*v."""
-    for name, p in params.items():
+def sgd_momentum_step(params, grads, velocity, lr: float, momentum: float, names=None,
+                      grad_scale: float | None = None) -> None:
+    """In place on params and velocity, torch's form: v = m*v + g; p -= lr*v. NAMES: only these
+    parameters (variant "seed": DENSE); None = all of params. GRAD_SCALE c: v = m*v + c*g
+    instead (sgd=seed: c = (1-m)*batch, seed 000's form); None = torch's."""
+    for name in params if names is None else names:
+        p = params[name]
         if not (p.flags.c_contiguous and velocity[name].flags.c_contiguous):
             raise ValueError(f"{name}: param and velocity must be C-contiguous (updated in place)")
-        _sgd_momentum(p.reshape(-1), np.ascontiguousarray(grads[name]).reshape(-1),
-                      velocity[name].reshape(-1), lr, momentum)
+        g = np.ascontiguousarray(grads[name]).reshape(-1)
+        if grad_scale is None:
+            _sgd_momentum(p.reshape(-1), g, velocity[name].reshape(-1), lr, momentum)
+        else:
+            _sgd_momentum_scaled(p.reshape(-1), g, velocity[name].reshape(-1), lr, momentum, grad_scale)
 
 
 def predict(params: dict[str, np.ndarray], x: np.ndarray, batch: int = 1024) -> np.ndarray:
@@ -516,7 +595,9 @@ def warmup() -> float:
     vel = zeros_like_params(params)
     forward(params, x, ws)
     loss_backward(params, y, ws, grads)
+    loss_backward_dense(params, y, ws, grads)
     sgd_momentum_step(params, grads, vel, 0.01, 0.9)
+    sgd_momentum_step(params, grads, vel, 0.01, 0.9, DENSE, grad_scale=0.3)
     predict(params, x, batch=2)
     return time.perf_counter() - t0
 
