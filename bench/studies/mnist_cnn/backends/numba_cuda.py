@@ -8,6 +8,9 @@ at the launch boundaries (no host sync inside the epoch; the loss sum is read on
 Before anything is timed, warmup() checks this GPU's results against torch on the CPU
 for the same weights and batch (logits, loss, all 8 gradients, 1e-4 relative) and
 refuses to run if they disagree; the largest error goes into every row.
+
+Variant "seed" (seed 000's own setup: forward on the GPU, dense-layer backprop and SGD on the
+CPU, the copies that implies every step) is its own trainer: backends/numba_cuda_seed.py.
 """
 
 from __future__ import annotations
@@ -48,16 +51,16 @@ class NumbaCudaTrainer:
         from numba import cuda
 
         from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
-        from bench.studies.mnist_cnn.net import normalise_u8
+        from bench.studies.mnist_cnn.net import scale_u8
 
         self.cuda, self.K, self.cfg = cuda, K, cfg
         self.params0 = params
         self.kernel_variant = "fast" if cfg.variant == "default" else "naive"
         t0 = time.perf_counter()
-        self.x_host = normalise_u8(data.x_train)
+        self.x_host = scale_u8(data.x_train, cfg.input_scale)
         self.x_train = cuda.to_device(self.x_host)
         self.y_train = cuda.to_device(np.ascontiguousarray(data.y_train, np.int64))
-        self.x_test = cuda.to_device(normalise_u8(data.x_test))
+        self.x_test = cuda.to_device(scale_u8(data.x_test, cfg.input_scale))
         self.y_test = data.y_test
         bs = cfg.batch_size
         self.xb = cuda.device_array((bs, 1, 28, 28), np.float32)
@@ -77,31 +80,10 @@ class NumbaCudaTrainer:
 
     def _equivalence_check(self) -> dict:
         """This GPU vs torch-CPU on the same weights and 64 training samples."""
-        import torch
-
-        from bench.studies.mnist_cnn.backends.torch_common import build_model
-        from bench.studies.mnist_cnn.net import PARAM_NAMES
-
         n = min(64, self.cfg.batch_size)
-        net = self.K.DeviceNet(self.params0, n, variant=self.kernel_variant)
         xh = np.ascontiguousarray(self.x_host[:n])
         yh = self.y_train.copy_to_host()[:n]
-        loss, grads, logits = net.loss_and_grads(self.cuda.to_device(xh), self.cuda.to_device(yh))
-        model = build_model(self.params0)
-        ref_logits = model(torch.from_numpy(xh))
-        ref_loss = torch.nn.functional.cross_entropy(ref_logits, torch.from_numpy(yh))
-        ref_loss.backward()
-
-        def rel(a, b):
-            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-            return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-        errs = {"logits": rel(logits, ref_logits.detach().numpy()), "loss": rel(loss, ref_loss.item())}
-        for name, p in zip(PARAM_NAMES, model.parameters()):
-            assert p.grad is not None
-            errs[f"grad {name}"] = rel(grads[name], p.grad.numpy())
-        worst = max(errs, key=lambda k: errs[k])
-        return {"equiv_max_rel_err": errs[worst], "equiv_worst": worst, "equiv_ok": errs[worst] <= CHECK_RTOL}
+        return equivalence_check(self.K, self.params0, xh, yh, self.kernel_variant)
 
     def warmup(self) -> float:
         """Compile every kernel (first calls), check against torch, then start from the seed's
@@ -199,5 +181,37 @@ class NumbaCudaTrainer:
         return self.net.params_host()
 
 
+def equivalence_check(K, params0, xh: np.ndarray, yh: np.ndarray, kernel_variant: str, max_blocks: int | None = None) -> dict:
+    """A DeviceNet of KERNEL_VARIANT vs torch-CPU on the same weights and batch (xh, yh host
+    arrays): logits, loss and all 8 gradients, norm-wise relative error; the worst of them."""
+    import torch
+    from numba import cuda
+
+    from bench.studies.mnist_cnn.backends.torch_common import build_model
+    from bench.studies.mnist_cnn.net import PARAM_NAMES
+
+    net = K.DeviceNet(params0, len(yh), variant=kernel_variant, max_blocks=max_blocks)
+    loss, grads, logits = net.loss_and_grads(cuda.to_device(xh), cuda.to_device(yh))
+    model = build_model(params0)
+    ref_logits = model(torch.from_numpy(xh))
+    ref_loss = torch.nn.functional.cross_entropy(ref_logits, torch.from_numpy(yh))
+    ref_loss.backward()
+
+    def rel(a, b):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+    errs = {"logits": rel(logits, ref_logits.detach().numpy()), "loss": rel(loss, ref_loss.item())}
+    for name, p in zip(PARAM_NAMES, model.parameters()):
+        assert p.grad is not None
+        errs[f"grad {name}"] = rel(grads[name], p.grad.numpy())
+    worst = max(errs, key=lambda k: errs[k])
+    return {"equiv_max_rel_err": errs[worst], "equiv_worst": worst, "equiv_ok": errs[worst] <= CHECK_RTOL}
+
+
 def create(cell, data):
+    if data.cfg.variant == "seed":  # seed 000's setup: GPU forward, dense backprop on the CPU
+        from bench.studies.mnist_cnn.backends.numba_cuda_seed import NumbaCudaSeedTrainer
+
+        return NumbaCudaSeedTrainer(data.cfg, data.params, data.dataset)
     return NumbaCudaTrainer(data.cfg, data.params, data.dataset)
