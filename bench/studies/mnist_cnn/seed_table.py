@@ -1,0 +1,265 @@
+"""Seed 000's Table I beside ours for the same setups, and its first objective as a speedup
+table (GPU over CPU per framework, Numba over PyTorch per device), the seed's own speedups
+computed from its Table I next to ours.
+
+    seed_section(cells) -> markdown lines   (the hook: report.section appends them)
+
+"The same setup" (SETUPS): the seed's Numba rows are our numba-* variant `seed` (dense-layer
+backprop only; numba-cuda with the dense backprop on the CPU and the copies that implies),
+its PyTorch rows our torch-* `seed` pipeline (per-sample transforms through a DataLoader).
+Ours: per repeat (a fresh process) one value per figure, then the median over repeats;
+speedups are ratios of median throughputs of one host's cells, paired by repeat, with a 95%
+bootstrap interval (bench.core.stats), as the report's other ratios. The seed's speedups
+have no interval: it ran once and reported averages.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.core import stats
+from bench.core.resultset import ResultCell
+
+# Seed 000, Table I "Performance summary results" (10 epochs, batch 512, SGD 0.01 m0.9),
+# transcribed from the seed text as printed.
+SEED_HARDWARE = (
+    'Intel Core Ultra 7 155H (22 CPUs), 16 GB RAM; NVIDIA "GTX 4060" 8 GB (so the seed; an RTX 4060 '
+    "laptop GPU); Apple M4 Pro, 16-core GPU; macOS 15.4.1 / Windows 11"
+)
+SEED_COLUMNS = ("avg_epoch_s", "total_train_s", "avg_samples_per_s", "final_acc_pct", "max_acc_pct", "avg_ram_mb", "max_vram_mb")
+SEED_TABLE1: dict[str, tuple[float, ...]] = {
+    "CPU (Numba)": (2.0928, 20.928, 30501, 96.33, 97.42, 1334.572, 0),
+    "GPU CUDA (Numba)": (0.9268, 9.268, 71758, 96.68, 97.56, 1156.894, 0),
+    "CPU PyTorch": (11.2687, 112.687, 5340, 97.57, 98.5, 1611.935, 0),
+    "CUDA PyTorch": (8.7219, 87.219, 6948, 97.21, 98.5, 1363.258, 16.87),
+    "MPS PyTorch": (9.0544, 90.544, 6645, 97.31, 98.5, 1188.246, 0),
+}
+# seed platform -> our configuration (backend, pipeline, variant) of the same setup
+SETUPS = {
+    "CPU (Numba)": ("numba-cpu", "resident", "seed"),
+    "GPU CUDA (Numba)": ("numba-cuda", "resident", "seed"),
+    "CPU PyTorch": ("torch-cpu", "seed", "default"),
+    "CUDA PyTorch": ("torch-cuda", "seed", "default"),
+    "MPS PyTorch": ("torch-mps", "seed", "default"),
+}
+# the seed's first objective (and its second: Numba vs PyTorch on one device): (name, faster?, slower?)
+SPEEDUPS = (
+    ("Numba: GPU over CPU", "GPU CUDA (Numba)", "CPU (Numba)"),
+    ("PyTorch: CUDA over CPU", "CUDA PyTorch", "CPU PyTorch"),
+    ("PyTorch: MPS over CPU", "MPS PyTorch", "CPU PyTorch"),
+    ("CPU: Numba over PyTorch", "CPU (Numba)", "CPU PyTorch"),
+    ("CUDA: Numba over PyTorch", "GPU CUDA (Numba)", "CUDA PyTorch"),
+)
+# the same questions for the kit's own setups (every layer trained, resident data)
+KIT_SPEEDUPS = (
+    ("Numba: GPU over CPU", ("numba-cuda", "resident", "default"), ("numba-cpu", "resident", "default")),
+    ("PyTorch: CUDA over CPU", ("torch-cuda", "resident", "default"), ("torch-cpu", "resident", "default")),
+    ("PyTorch tuned: CUDA over CPU", ("torch-cuda", "resident", "tuned"), ("torch-cpu", "resident", "default")),
+    ("PyTorch: MPS over CPU", ("torch-mps", "resident", "default"), ("torch-cpu", "resident", "default")),
+    ("CPU: Numba over PyTorch", ("numba-cpu", "resident", "default"), ("torch-cpu", "resident", "default")),
+    ("CUDA: Numba over PyTorch", ("numba-cuda", "resident", "default"), ("torch-cuda", "resident", "default")),
+    ("CUDA: Numba over PyTorch tuned", ("numba-cuda", "resident", "default"), ("torch-cuda", "resident", "tuned")),
+)
+
+
+def seed_speedup(faster: str, slower: str) -> tuple[float, float]:
+    """(ratio of the seed's average epoch times, ratio of its average throughputs): slower over faster."""
+    a, b = SEED_TABLE1[faster], SEED_TABLE1[slower]
+    return b[0] / a[0], a[2] / b[2]
+
+
+# ------------------------------------------------------------------ our cells
+def _epochs(c: ResultCell) -> list[dict]:
+    return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+
+
+def _key(c: ResultCell) -> tuple[str, str, str]:
+    r = c.first
+    return (str(r.get("backend")), str(r.get("pipeline")), str(r.get("variant")))
+
+
+def _params(c: ResultCell) -> dict:
+    return dict(c.spec.get("params") or {})
+
+
+def _session(c: ResultCell) -> str:
+    """Cells whose ratio means something: one host, one dataset, epochs, batch size and limit."""
+    p = _params(c)
+    setup = ", ".join(f"{k}={p[k]}" for k in ("dataset", "epochs", "batch_size", "limit_train") if k in p)
+    return f"{c.first.get('host')} ({setup or c.first.get('dataset')})"
+
+
+def _ok(cells: list[ResultCell]) -> list[ResultCell]:
+    return [c for c in cells if c.status == "ok" and _epochs(c)]
+
+
+def _setup_text(c: ResultCell) -> str:
+    p = _params(c)
+    ep = _epochs(c)
+    trains = ep[0].get("trains") or ("dense layers only" if _key(c)[2] == "seed" else "all layers")
+    bits = [trains]
+    bits += [f"{k}={p[k]}" for k in ("init", "input_scale", "sgd") if k in p]
+    if not ep[0].get("dataset_real_mnist"):
+        bits.append("NOT MNIST")
+    return ", ".join(bits)
+
+
+def ours(cells: list[ResultCell]) -> list[dict]:
+    """One row per (session, device, configuration, setup) of the SETUPS configurations: medians over repeats."""
+    groups: dict[tuple, list[ResultCell]] = {}
+    for c in _ok(cells):
+        if _key(c) in SETUPS.values():
+            groups.setdefault((_session(c), c.device, _key(c), _setup_text(c)), []).append(c)
+    rows = []
+    for (sess, device, key, setup), group in groups.items():
+        per = []
+        for c in group:
+            ep = _epochs(c)
+            vram = [r["vram_peak_mb"] for r in ep if r.get("vram_peak_mb") is not None]
+            per.append(
+                {
+                    "avg_epoch_s": statistics.fmean(r["epoch_s"] for r in ep),
+                    "total_train_s": sum(r["epoch_s"] for r in ep),
+                    "avg_samples_per_s": statistics.fmean(r["samples_per_s"] for r in ep),
+                    "median_samples_per_s": statistics.median(r["samples_per_s"] for r in ep),
+                    "final_acc_pct": 100 * ep[-1]["test_acc"],
+                    "max_acc_pct": 100 * max(r["test_acc"] for r in ep),
+                    "avg_ram_mb": statistics.fmean(r["rss_mean_mb"] for r in ep),
+                    "max_vram_mb": max(vram) if vram else None,
+                    "epochs": len(ep),
+                }
+            )
+        med = {k: statistics.median(p[k] for p in per) for k in per[0] if k != "max_vram_mb"}
+        vr = [p["max_vram_mb"] for p in per if p["max_vram_mb"] is not None]
+        tput = stats.summarize([p["median_samples_per_s"] for p in per])
+        rows.append(
+            {
+                **med,
+                "max_vram_mb": max(vr) if vr else None,
+                "platform": next(k for k, v in SETUPS.items() if v == key),
+                "config": " ".join(key),
+                "session": sess,
+                "device": device,
+                "setup": setup,
+                "repeats": len(per),
+                "tput_ci": tput.interval(),
+            }
+        )
+    order = list(SETUPS)
+    return sorted(rows, key=lambda r: (r["session"], order.index(r["platform"])))
+
+
+def _by_repeat(cells: list[ResultCell]) -> dict[tuple[str, tuple, str], dict[int, float]]:
+    """(session, configuration, what ran) -> repeat -> median throughput over its epochs."""
+    by: dict[tuple[str, tuple, str], dict[int, float]] = {}
+    for c in _ok(cells):
+        k = (_session(c), _key(c), _setup_text(c))
+        by.setdefault(k, {})[c.repeat] = statistics.median(r["samples_per_s"] for r in _epochs(c))
+    return by
+
+
+def speedups(cells: list[ResultCell]) -> list[dict]:
+    """Every SPEEDUPS / KIT_SPEEDUPS ratio our cells allow, per session (and per setting where a
+    configuration ran with several: init, input_scale, sgd), with its interval and verdict."""
+    by = _by_repeat(cells)
+    out = []
+    pairs: list[tuple[str, str, tuple, tuple, tuple[float, float] | None]]
+    pairs = [("seed 000's setups", n, SETUPS[a], SETUPS[b], seed_speedup(a, b)) for n, a, b in SPEEDUPS]
+    pairs += [("kit's setups", n, a, b, None) for n, a, b in KIT_SPEEDUPS]
+    for sess in sorted({s for s, _, _ in by}):
+        for setups, name, a, b, seed in pairs:
+            for (sa, ka, wa), va in by.items():
+                for (sb, kb, wb), vb in by.items():
+                    if (sa, ka, sb, kb) != (sess, a, sess, b):
+                        continue
+                    r = stats.ratio(va, vb)
+                    out.append(
+                        {
+                            "setups": setups,
+                            "name": name,
+                            "numerator": " ".join(a) + f" ({wa})",
+                            "denominator": " ".join(b) + f" ({wb})",
+                            "session": sess,
+                            "ratio": r.median,
+                            "ci": r.interval("{:.2f}"),
+                            "verdict": stats.verdict(r, " ".join(a), " ".join(b)),
+                            "seed": seed,
+                        }
+                    )
+    return out
+
+
+# ------------------------------------------------------------------ markdown
+def _f(v, fmt: str) -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def seed_section(cells: list[ResultCell]) -> list[str]:
+    """Markdown: the seed's Table I beside ours (same setups), then the speedup table."""
+    md = [
+        "### Seed 000's Table I beside ours (same setups)",
+        "",
+        f"Seed 000 (10 epochs, batch 512; {SEED_HARDWARE}) as printed, and ours for the same setup: "
+        "its Numba rows are our numba-* variant `seed` (backprop through the dense layers only; numba-cuda "
+        "with that backprop on the CPU and the host<->device copies it implies, every step), its PyTorch "
+        "rows our torch-* `seed` pipeline (per-sample transforms through a DataLoader). Ours: medians over "
+        "repeats (fresh processes); throughput = mean over epochs of samples / epoch time, as the seed's "
+        "Avg Throughput. Total train time is over the epochs run (see Epochs).",
+        "",
+        "| Platform | Source | Device | What ran | Epochs | Repeats | Avg Epoch Time (s) | Total Train Time (s) "
+        "| Avg Throughput (samples/s) | 95% CI (median over epochs) | Final Test Acc (%) | Max Test Acc (%) "
+        "| Avg Proc RAM (MB) | Max GPU VRAM (MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    mine = ours(cells)
+    for name, v in SEED_TABLE1.items():
+        s = dict(zip(SEED_COLUMNS, v))
+        md.append(
+            f"| {name} | seed 000 | its hardware | {'dense layers only' if 'Numba' in name else 'all layers'} | 10 | 1 "
+            f"| {s['avg_epoch_s']:.4f} | {s['total_train_s']:.3f} | {s['avg_samples_per_s']:,.0f} | – "
+            f"| {s['final_acc_pct']:.2f} | {s['max_acc_pct']:.2f} | {s['avg_ram_mb']:,.1f} | {s['max_vram_mb']:g} |"
+        )
+        for r in (r for r in mine if r["platform"] == name):
+            md.append(
+                f"| {name} | ours: {r['config']} | {r['device']} | {r['setup']} | {r['epochs']:g} | {r['repeats']} "
+                f"| {r['avg_epoch_s']:.4f} | {r['total_train_s']:.3f} | {r['avg_samples_per_s']:,.0f} | {r['tput_ci']} "
+                f"| {r['final_acc_pct']:.2f} | {r['max_acc_pct']:.2f} | {r['avg_ram_mb']:,.1f} "
+                f"| {_f(r['max_vram_mb'], '{:,.1f}')} |"
+            )
+    if not mine:
+        md += [
+            "",
+            "_None of our cells ran one of these setups (run `--profile full --only variant=seed`, "
+            "and `--only pipeline=seed` for the PyTorch rows)._",
+        ]
+    md += [
+        "",
+        "Seed 000 measured RAM with psutil and VRAM with torch.cuda.memory_allocated (PyTorch CUDA only); "
+        "ours: RSS sampled during training, VRAM as each backend reports it (numba-cuda: its own buffers).",
+        "",
+        "### Speedups: seed 000's first objective",
+        "",
+        "GPU over CPU for each framework, and Numba over PyTorch on one device. Seed 000's from its Table I "
+        "(average epoch times; its average throughputs in brackets; one run, no interval); ours: ratio of "
+        "median throughputs of one host's cells, paired by repeat, with a 95% bootstrap interval.",
+        "",
+        "| Comparison | Setups | Seed 000 | Ours | 95% CI | Verdict | Numerator / denominator | Host (setup) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    sp = speedups(cells)
+    shown = set()
+    for r in sp:
+        seed = f"{r['seed'][0]:.2f}x ({r['seed'][1]:.2f}x)" if r["seed"] else "–"
+        shown.add((r["setups"], r["name"]))
+        md.append(
+            f"| {r['name']} | {r['setups']} | {seed} | {r['ratio']:.2f}x | {r['ci']} | {r['verdict']} "
+            f"| {r['numerator']} / {r['denominator']} | {r['session']} |"
+        )
+    for name, a, b in SPEEDUPS:  # the seed's own, also where we have no pair of cells for it
+        if ("seed 000's setups", name) not in shown:
+            t, q = seed_speedup(a, b)
+            md.append(
+                f"| {name} | seed 000's setups | {t:.2f}x ({q:.2f}x) | not run here | – | – | {' / '.join(' '.join(SETUPS[x]) for x in (a, b))} | – |"
+            )
+    md.append("")
+    return md
