@@ -15,21 +15,26 @@
 #   dev   native runs + tests (CI)               linux x86_64 (manylinux_2_28), python 3.11
 #   cuda  cuda image                             linux x86_64 (manylinux_2_28), python 3.11
 #   cpu   cpu image, constrained to cuda.txt     linux x86_64, python 3.11  (cpu.txt is a subset of cuda.txt)
-#   mps   native macOS arm64, constrained to cpu.txt pins   aarch64-apple-darwin, python 3.11
+#   mps   native macOS arm64 (docker/mps/run.sh, setup.sh mps): bench + the host side, constrained to
+#         cpu.txt pins; aarch64-apple-darwin (macOS 14+), wheels only; one lock per Python minor:
+#         mps.txt (3.11) and mps-py3.12.txt ... (MPS_PYTHONS; a minor's pins can differ: setuptools on
+#         3.12+, contourpy)
 #   cpu-torchcpu  cpu image with torch's CPU wheel (build cpu --torch-cpu-only): only when named;
 #         needs https://download.pytorch.org/whl/cpu (.github/workflows/lock-cpu-only.yml runs it)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 INDEX_URL="https://pypi.org/simple"
-PYVER="3.11"
+PYVER="3.11"   # every lock's Python, except the mps locks' extra minors
+MPS_PYTHONS="3.11 3.12 3.13 3.14"   # torch 2.10.0 has macOS arm64 wheels for cp310-cp314; the kit needs >= 3.11
+MPS_MACOS="14.0"   # oldest macOS the mps wheels must install on (torch 2.10.0's cp314 wheel is macosx_14_0)
 
 UPGRADE=()
 TARGETS=()
 for a in "$@"; do
   case "$a" in
     -U|--upgrade) UPGRADE=(--upgrade) ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^set -e/ { exit } NR > 1' "$0"; exit 0 ;;
     host|dev|cpu|cuda|mps|cpu-torchcpu) TARGETS+=("$a") ;;
     *) echo "lock.sh: unknown argument '$a' (targets: host dev cpu cuda mps; --upgrade)" >&2; exit 2 ;;
   esac
@@ -64,9 +69,10 @@ includes() {
   done < "$f"
 }
 
-lock() {  # lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
+lock() {  # [PYV=3.x OUT=FILE] lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
   local t="$1"; shift
-  local in="requirements/$t.in" out="requirements/$t.txt" constraint="" args=()
+  local pyv="${PYV:-$PYVER}"
+  local in="requirements/$t.in" out="${OUT:-requirements/$t.txt}" constraint="" args=()
   [ -f "$in" ] || [ ! -f "requirements/variants/$t.in" ] || in="requirements/variants/$t.in"
   [ -f "$in" ] || { echo "lock.sh: $in missing: skipping $t" >&2; return 0; }
   while [ $# -gt 0 ]; do
@@ -75,7 +81,7 @@ lock() {  # lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
   if [ -n "$constraint" ]; then args+=(--constraint "$constraint"); fi
   echo "lock.sh: $out <- $in ${args[*]}" >&2
   "${UVCMD[@]}" pip compile --quiet --no-config --index-url "$INDEX_URL" \
-    --python-version "$PYVER" --generate-hashes --no-strip-extras \
+    --python-version "$pyv" --generate-hashes --no-strip-extras \
     --custom-compile-command "requirements/lock.sh" \
     "${UPGRADE[@]}" "${args[@]}" "$in" -o "$out"
   if grep -q 'file://' "$out"; then echo "lock.sh: $out names a file:// URL: refusing" >&2; exit 1; fi
@@ -83,7 +89,7 @@ lock() {  # lock TARGET PLATFORM-ARGS... [-- CONSTRAINT-FILE]
   local tmp; tmp="$(mktemp)"
   {
     sed -n '1,2p' "$out"
-    echo "# lock-target: $t, python $PYVER, ${args[*]}"
+    echo "# lock-target: $t, python $pyv, ${args[*]}"
     { includes "$in"; if [ -n "$constraint" ]; then echo "$constraint"; fi; } | awk '!seen[$0]++' |
       while read -r f; do
         f="$(realpath --relative-to=. "$f")"
@@ -100,7 +106,18 @@ for t in "${TARGETS[@]}"; do
     dev)  lock dev --python-platform x86_64-manylinux_2_28 ;;
     cuda) lock cuda --python-platform x86_64-manylinux_2_28 ;;
     cpu)  lock cpu --python-platform x86_64-manylinux_2_28 -- requirements/cuda.txt ;;
-    mps)  lock mps --python-platform aarch64-apple-darwin -- requirements/cpu.txt ;;
+    mps)  # one lock per Python minor (3.11: mps.txt), checked for macOS MPS_MACOS arm64 wheels
+      for v in $MPS_PYTHONS; do
+        o=requirements/mps.txt; [ "$v" = "$PYVER" ] || o="requirements/mps-py$v.txt"
+        MACOSX_DEPLOYMENT_TARGET="$MPS_MACOS" PYV="$v" OUT="$o" \
+          lock mps --python-platform aarch64-apple-darwin --only-binary :all: -- requirements/cpu.txt
+      done
+      # a minor dropped from MPS_PYTHONS takes its lock with it
+      for o in requirements/mps-py*.txt; do
+        [ -e "$o" ] || continue
+        v="${o#requirements/mps-py}"; v="${v%.txt}"
+        case " $MPS_PYTHONS " in *" $v "*) ;; *) echo "lock.sh: removing $o ($v not in MPS_PYTHONS)" >&2; rm -f "$o" ;; esac
+      done ;;
     # torch's CPU index first for torch/torchvision (+cpu local versions win), PyPI for the rest;
     # the index lines go into the lock, so pip in the image finds the +cpu wheels.
     cpu-torchcpu) lock cpu-torchcpu --python-platform x86_64-manylinux_2_28 \

@@ -26,6 +26,20 @@ def pairs() -> list[str]:
     return sorted(p.stem for p in REQ.glob("*.in"))
 
 
+def mps_locks() -> dict[str, str]:
+    """Python minor -> lock stem of the mps target: mps (3.11), mps-py3.12, ... (one lock per
+    minor, all resolved from mps.in: lock.sh's MPS_PYTHONS)."""
+    out = {"3.11": "mps"}
+    for p in REQ.glob("mps-py*.txt"):
+        out[p.stem.removeprefix("mps-py")] = p.stem
+    return out
+
+
+def lock_targets() -> list[tuple[str, str]]:
+    """(lock stem, .in stem) of every lock: each .in's own, and mps's per-minor locks."""
+    return sorted({(t, t) for t in pairs()} | {(stem, "mps") for stem in mps_locks().values()})
+
+
 def pins(target: str) -> dict[str, str]:
     return {m.group(1).lower(): m.group(2) for m in PIN_RE.finditer((REQ / f"{target}.txt").read_text())}
 
@@ -40,13 +54,13 @@ def includes(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("target", pairs())
-def test_lock_is_fresh(target: str) -> None:
+@pytest.mark.parametrize(("target", "source"), lock_targets())
+def test_lock_is_fresh(target: str, source: str) -> None:
     lock = REQ / f"{target}.txt"
     assert lock.is_file(), f"requirements/{target}.txt missing: run requirements/lock.sh"
     recorded = dict(INPUT_RE.findall(lock.read_text()))
     assert recorded, f"requirements/{target}.txt has no '# input:' header: run requirements/lock.sh"
-    missing = includes(REQ / f"{target}.in") - set(recorded)
+    missing = includes(REQ / f"{source}.in") - set(recorded)
     assert not missing, f"requirements/{target}.txt was not resolved from {sorted(missing)}: run requirements/lock.sh"
     stale = [
         path
@@ -67,7 +81,7 @@ def entries(text: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("target", pairs())
+@pytest.mark.parametrize("target", [t for t, _ in lock_targets()])
 def test_lock_pins_with_hashes_and_no_local_urls(target: str) -> None:
     text = (REQ / f"{target}.txt").read_text()
     assert "file://" not in text and "/opt/" not in text, f"{target}.txt names a local path or file:// URL"
@@ -81,7 +95,8 @@ def test_lock_pins_with_hashes_and_no_local_urls(target: str) -> None:
 
 
 def test_one_torch_across_image_targets() -> None:
-    versions = {t: (pins(t).get("torch"), pins(t).get("torchvision")) for t in IMAGE_TARGETS}
+    targets = [*IMAGE_TARGETS, *mps_locks().values()]
+    versions = {t: (pins(t).get("torch"), pins(t).get("torchvision")) for t in targets}
     assert len(set(versions.values())) == 1, f"torch/torchvision differ across targets: {versions}"
     assert versions["cpu"] == ("2.10.0", "0.25.0")
 
@@ -92,9 +107,32 @@ def test_cpu_lock_is_a_subset_of_cuda_lock() -> None:
     assert {k: (v, cuda.get(k)) for k, v in cpu.items() if cuda.get(k) != v} == {}
 
 
-def test_shared_packages_match_on_mps() -> None:
-    cpu, mps = pins("cpu"), pins("mps")
+@pytest.mark.parametrize("target", sorted(mps_locks().values()))
+def test_shared_packages_match_on_mps(target: str) -> None:
+    cpu, mps = pins("cpu"), pins(target)
     assert {k: (cpu[k], v) for k, v in mps.items() if k in cpu and cpu[k] != v} == {}
+
+
+def test_mps_locks_cover_every_supported_python() -> None:
+    """One macOS arm64 lock per Python minor from the kit's floor up, each resolved for its
+    minor, wheels only, with the host side in it (docker/mps/run.sh, setup.sh mps)."""
+    import tomllib
+
+    floor = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"].removeprefix(">=")
+    minors = sorted(mps_locks(), key=lambda v: tuple(map(int, v.split("."))))
+    assert minors[0] == floor, f"mps locks start at {minors[0]}, the kit's floor is {floor}"
+    nums = [int(v.split(".")[1]) for v in minors]
+    assert nums == list(range(nums[0], nums[-1] + 1)), f"a minor is missing among {minors}"
+    m = re.search(r'^MPS_PYTHONS="([^"]+)"', (REQ / "lock.sh").read_text(), re.M)
+    assert m and m.group(1).split() == minors, "lock.sh's MPS_PYTHONS and the mps locks differ: run requirements/lock.sh mps"
+    host = {re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].lower() for line in (REQ / "host.in").read_text().splitlines()}
+    host.discard("")
+    host = {h for h in host if not h.startswith(("#", "-"))}
+    for v, stem in mps_locks().items():
+        head = (REQ / f"{stem}.txt").read_text().split("\n", 3)[2]
+        assert head.startswith(f"# lock-target: mps, python {v},"), head
+        assert "aarch64-apple-darwin" in head and "--only-binary :all:" in head, head
+        assert host <= set(pins(stem)), f"{stem}.txt lacks the host side: {sorted(host - set(pins(stem)))}"
 
 
 def test_cuda_lock_is_one_cuda_minor() -> None:
@@ -121,5 +159,5 @@ def test_cuda_lock_is_one_cuda_minor() -> None:
 
 def test_each_image_target_has_the_common_packages() -> None:
     need = {"torch", "torchvision", "numpy", "numba", "scipy", "scikit-learn", "psutil", "rich", "typer", "pillow"}
-    for t in IMAGE_TARGETS:
+    for t in [*IMAGE_TARGETS, *mps_locks().values()]:
         assert need <= set(pins(t)), f"{t}.txt lacks {sorted(need - set(pins(t)))}"
