@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
 # Create ./.venv and install a hash-locked requirement set into it (default: dev).
-#   bash scripts/setup.sh          # native runs + tests (requirements/dev.txt)
-#   bash scripts/setup.sh host     # orchestrator and report only (requirements/host.txt)
+#   bash scripts/setup.sh          # native runs + tests (requirements/dev.txt; Linux x86_64)
+#   bash scripts/setup.sh host     # orchestrator and report only (requirements/host.txt; any OS)
+#   bash scripts/setup.sh mps      # macOS arm64: orchestrator + bench with torch on MPS (requirements/mps*.txt)
+# Python >= 3.11 (the locks' floor; $PYTHON picks the interpreter, default python3).
 # Idempotent: a second call with an unchanged lock does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-dev}
-lock=requirements/$target.txt
-[ -f "$lock" ] || { echo "error: no lock $lock (targets: $(ls requirements/*.txt | xargs -n1 basename | sed 's/.txt//' | tr '\n' ' '))" >&2; exit 2; }
 py=${PYTHON:-python3}
-"$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
-  || { echo "error: $py is $("$py" --version 2>&1); cnn-bench needs Python >= 3.10" >&2; exit 2; }
+if [ -x .venv/bin/python ]; then  # an existing venv decides (it may predate the 3.11 floor)
+  .venv/bin/python -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || { echo "error: .venv is $(.venv/bin/python --version 2>&1); cnn-bench needs Python >= 3.11: remove .venv and rerun (PYTHON=python3.11 or newer)" >&2; exit 2; }
+  py=.venv/bin/python
+else
+  command -v "$py" >/dev/null || { echo "error: $py not found: install Python >= 3.11 (or set PYTHON)" >&2; exit 2; }
+  "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || { echo "error: $py is $("$py" --version 2>&1); cnn-bench needs Python >= 3.11 (set PYTHON=python3.11 or newer)" >&2; exit 2; }
+fi
+lock=requirements/$target.txt
+if [ "$target" = mps ]; then  # one lock per Python minor: mps.txt (3.11), mps-py3.12.txt, ...
+  minor=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  [ "$minor" = 3.11 ] || lock=requirements/mps-py$minor.txt
+  [ -f "$lock" ] || { echo "error: no mps lock for Python $minor (have: $(ls requirements/mps*.txt | xargs -n1 basename | tr '\n' ' ')); set PYTHON to one of those" >&2; exit 2; }
+fi
+[ -f "$lock" ] || { echo "error: no lock $lock (targets: $(ls requirements/*.txt | xargs -n1 basename | sed 's/.txt//' | grep -v '^mps-py' | tr '\n' ' '))" >&2; exit 2; }
+case "$target:$(uname -s)/$(uname -m)" in
+  dev:Darwin/*|cpu:Darwin/*|cuda:Darwin/*)
+    echo "error: requirements/$target.txt is locked for Linux x86_64; on macOS: bash scripts/setup.sh mps (Apple silicon) or host" >&2; exit 2 ;;
+  mps:Darwin/arm64) ;;
+  mps:*) echo "error: the mps locks are for macOS on Apple silicon (this is $(uname -s)/$(uname -m)); here: bash scripts/setup.sh (dev) or host" >&2; exit 2 ;;
+esac
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv || { echo "error: '$py -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv" >&2; exit 2; }
 fi
-stamp=.venv/.kit-lock-$target
-want=$(sha256sum "$lock" | cut -d' ' -f1)
+stamp=.venv/.kit-lock-$(basename "$lock" .txt)  # host/export.py reads these: .kit-lock-NAME = requirements/NAME.txt
+want=$( (sha256sum "$lock" 2>/dev/null || shasum -a 256 "$lock") | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing $lock into .venv (hash-checked; torch is large, this takes a few minutes the first time)"
   # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
