@@ -62,3 +62,21 @@ def test_the_sampler_runs_and_says_what_it_could_not_read():
     assert "cpu_mhz_median" in s or "note_cpu_freq" in s
     assert "cpu_thermal_throttle_events" in s or "note_cpu_throttle" in s
     assert "gpu_sm_mhz_median" in s or "note_gpu" in s, "no GPU here: NVML's absence is recorded, not guessed"
+
+
+def test_a_sibling_cell_that_ended_before_the_summary_is_still_ours(monkeypatch):
+    """The false gpu-shared flags of the first H100 reference: an interleaved sibling that had
+    finished by the time the summary ran was counted as another process."""
+    from bench.measure import telemetry as T
+
+    t = T.Telemetry(gpu=False)
+    t._nvml = type("FakeNvml", (), {"max_sm_mhz": lambda self: 1980, "version": "x"})()
+    alive = {100, 101, 102}
+    monkeypatch.setattr(T, "_ours", lambda pids: set(alive))
+    for pids in ([100, 101, 102], [100, 102]):
+        t.samples.append({"sm_mhz": 1980, "reasons": 0, "pids": pids, "ours": sorted(T._ours(pids) & set(pids))})
+    alive.discard(101)  # sibling 101 ended; the summary runs later
+    t.samples.append({"sm_mhz": 1980, "reasons": 0, "pids": [100, 102, 555], "ours": sorted(T._ours([]) & {100, 102, 555})})
+    t._throttle1 = None
+    s = t.summary()
+    assert s["gpu_other_processes"] == 1, "555 is another process; 101 was ours while it ran"

@@ -151,6 +151,8 @@ class Telemetry:
                     s.update(self._nvml.sample())
                 except Exception as err:  # noqa: BLE001 - keep what we have, note the failure once
                     self.notes.setdefault("gpu_sample", f"{type(err).__name__}: {err}")
+                if s.get("pids"):  # which of them are this run's, judged now: a sibling cell that ends later is still ours
+                    s["ours"] = sorted(_ours(s["pids"]) & set(s["pids"]))
             self.samples.append(s)
             self._stop.wait(self.interval_s)
 
@@ -187,7 +189,7 @@ class Telemetry:
             seen = {p for s in self.samples for p in (s.get("pids") or [])}
             if any(s.get("pids") is None for s in self.samples):
                 out["note_gpu_processes"] = "NVML did not list the GPU's processes"
-            mine = _ours(sorted(seen))
+            mine = {p for s in self.samples for p in s.get("ours", [])}
             out["gpu_other_processes"] = len(seen - mine)
             if seen and not (seen & mine):
                 out["note_gpu_processes"] = (
