@@ -1,7 +1,7 @@
 """mlp-scratch (seed 001): a 784-10-10 MLP written once against an `xp` array module,
 full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and tuned).
 
-    config.py      defaults, platform matrix, profiles
+    config.py      defaults, platform matrix (one cell per dtype), profiles
     protocol.py    one cell: check, interleaved plain runs, op breakdown, memory, convergence
     net.py         the network against `xp` (NumPy or CuPy, one code path)
     tuned_cupy.py  the tuned CuPy variant (CUDA graph, fused kernels)
@@ -21,7 +21,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
-from bench.studies.mlp_scratch.config import PLATFORM_BACKEND, PROFILE_PARAMS, VARIANTS, MlpConfig
+from bench.studies.mlp_scratch.config import PLATFORM_BACKEND, PROFILE_DTYPES, PROFILE_PARAMS, VARIANTS, MlpConfig
 
 _B = "bench.studies.mlp_scratch.backends."
 
@@ -53,7 +53,7 @@ class MlpScratch(Study):
             return []  # no mps variant of this study
         backend = PLATFORM_BACKEND[platform]
         params: dict[str, Any] = dict(PROFILE_PARAMS[profile])
-        return [self.cell(backend, name=f"{backend}_{params.get('dtype', 'float32')}", **params)]
+        return [self.cell(backend, name=f"{backend}_{dt}", **{**params, "dtype": dt}) for dt in PROFILE_DTYPES[profile]]
 
     def validate(self, cell: Cell) -> None:
         from bench.studies.mlp_scratch import net
@@ -78,6 +78,9 @@ class MlpScratch(Study):
         for key in ("plain_runs", "breakdown_iterations", "check_steps"):
             if not isinstance(p.get(key), int) or p[key] <= 0:
                 raise KitError(f"{key} must be an integer > 0 (got {p.get(key)!r})")
+        threads = p.get("threads", 0)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+            raise KitError(f"threads must be an integer >= 0, 0 = every core this process may use (got {threads!r})")
         from bench.data import DIGIT_DATASETS
 
         if p["dataset"] not in DIGIT_DATASETS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VARIANTS = ("numpy", "cupy", "cupy-tuned")
-# One cell per platform: its variants run side by side in one process, so Table 3's
+# One cell per platform and dtype: its variants run side by side in one process, so Table 3's
 # speedups are ratios of medians from one session. The cell's backend names them, '+'-joined.
 PLATFORM_BACKEND = {"cpu": "numpy", "cuda": "numpy+cupy+cupy-tuned"}
 PROFILE_PARAMS = {
@@ -13,15 +13,25 @@ PROFILE_PARAMS = {
     "default": {},  # the seed's 500 iterations
     "full": {},
 }
+# The dtypes each profile runs, one labelled cell each. float64 is NumPy's default, so the
+# seed's `np.random.rand(...) - 0.5` weights and `/ 255.` pixels most likely trained in
+# float64; float32 is what a GPU framework would pick. Both on cpu and cuda (CuPy's float64
+# is fast on data-centre GPUs such as the H100). Cost, measured on a 2-core AMD EPYC VM
+# (OpenBLAS, 2 threads), real MNIST: float32 43-60 ms per iteration, float64 66-74 ms, so a
+# repeat of the float64 cell (3 x 500 timed iterations + the op, memory and check runs) takes
+# about 2 minutes beside the float32 cell's 1.5; on the embedded default (the README's quick
+# start) the whole default matrix, both cells x 3 repeats, takes about 25 s.
+PROFILE_DTYPES = {"smoke": ("float32",), "default": ("float32", "float64"), "full": ("float32", "float64")}
 
 
 @dataclass(frozen=True)
 class MlpConfig:
     iterations: int = 500  # full-batch gradient-descent steps
     lr: float = 0.1  # learning rate
-    dtype: str = "float32"  # float32 | float64
+    dtype: str = "float32"  # float32 | float64 (the matrix makes one cell of each, PROFILE_DTYPES)
     plain_runs: int = 3  # timed plain runs per variant, interleaved in the cell's process
     breakdown_iterations: int = 100  # iterations of the synced op-breakdown run
     check_steps: int = 5  # steps compared with NumPy before timing
+    threads: int = 0  # NumPy's BLAS threads (threadpoolctl limit around every run); 0 = every core the process may use
     dataset: str = "auto"  # one of bench.data.DIGIT_DATASETS (the matrix resolves auto)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
