@@ -5,7 +5,12 @@ Steps (each returns its rows; `phase` says which):
   1..R         plain run r of every variant, interleaved (total, per iteration, forward, backward)
   R+1          op breakdown per variant (a device sync around every op: distorted, separate)
   R+2          memory breakdown per variant, each in a fresh spawned process (seed Table 5)
-  close()      convergence (accuracy every 10 iterations), NumPy vs each CuPy variant within 1e-3
+  close()      convergence rows: plain run 0's records, every 10 iterations and at the end
+               (training accuracy from that step's own forward pass, validation accuracy,
+               loss), NumPy vs each CuPy variant within 1e-3. The records sit between timed
+               steps: outside total_s, inside loop_wall_s (the seed's "entire process").
+Every run holds NumPy's BLAS to `threads` threads (threadpoolctl); each row says which BLAS
+and how many threads (`blas`, `blas_threads`), system.json the library details.
 Data: MNIST train split 59,000 / 1,000 (validation), as the seed; with the embedded digits
 1,197 / 300.
 """
@@ -38,6 +43,8 @@ PLAIN_KEYS = (
     "final_train_acc",
     "final_val_acc",
     "final_loss",
+    "blas",
+    "blas_threads",
 )
 
 
@@ -67,6 +74,7 @@ class MlpRun:
     params: dict
     dataset: dict
     base: dict
+    blas: dict = field(default_factory=dict)  # runner.blas_threads' reading at open
     warmup_s: float = 0.0
     runs: dict = field(default_factory=dict)
     agree: dict = field(default_factory=dict)
@@ -141,7 +149,13 @@ class MlpRun:
         return rows
 
     def system_extra(self) -> dict:
-        return {"curve_checks": self.agree, "variants_run": list(self.variants), "variants_skipped": self.skipped}
+        return {
+            "curve_checks": self.agree,
+            "variants_run": list(self.variants),
+            "variants_skipped": self.skipped,
+            "numpy_blas": self.blas,
+            "memory_overhead_definition": runner.OVERHEAD_DEFINITION,
+        }
 
 
 def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
@@ -154,12 +168,17 @@ def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
             skipped[v] = why
         else:
             variants[v] = study.load_backend(v).create(cell, None)
-    rcfg = runner.RunConfig(iterations=p["iterations"], lr=p["lr"], dtype=p["dtype"], seed=cell.seed)
+    threads = int(p.get("threads", 0))
+    rcfg = runner.RunConfig(iterations=p["iterations"], lr=p["lr"], dtype=p["dtype"], seed=cell.seed, threads=threads)
+    with runner.blas_threads(threads) as blas:  # what every run of this cell will hold NumPy's BLAS to
+        pass
     base = {
         "dtype": p["dtype"],
         "iterations": p["iterations"],
         "dataset_real": dsinfo["real"],
         "n_train": len(X),
         "n_val": len(Xv),
+        "blas": blas["blas"],
+        "blas_threads": blas["blas_threads"],
     }
-    return MlpRun(variants, skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base)
+    return MlpRun(variants, skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base, blas)

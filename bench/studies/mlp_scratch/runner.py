@@ -14,12 +14,17 @@ Timing rules (DESIGN.md "Measuring honestly"):
   host, as the seed's print did) and is in loop_wall_s, not in total_s.
 - breakdown_run: a separate run that syncs the device before and after every op, so its
   totals are distorted; quote total_s from plain_run.
+- Threads: every run (plain, breakdown, memory, the checks) holds NumPy's BLAS to
+  cfg.threads threads (0 = every core this process may use) with threadpoolctl's
+  threadpool_limits, and plain_run reports the library and the limit as read inside
+  (`blas`, `blas_threads`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -33,17 +38,24 @@ VARIANTS = ("numpy", "cupy", "cupy-tuned")
 # Tolerances for comparing params with the NumPy reference, defined once per dtype:
 # |a - ref| <= atol + rtol * |ref| elementwise (weights are O(0.5)).
 TOL = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-12, "rtol": 1e-10}}
-# what memory_breakdown reports, in Table 5's order (bytes)
+# what memory_breakdown reports, in Table 5's order (bytes): the components, which add up to
+# memory_total_bytes, then what was also read
+MEMORY_PARTS = ("params_bytes", "input_bytes", "activations_bytes", "gradients_bytes", "other_bytes", "framework_overhead_bytes")
 MEMORY_KEYS = (
-    "params_bytes",
-    "input_bytes",
-    "activations_bytes",
-    "gradients_bytes",
-    "framework_overhead_bytes",
+    *MEMORY_PARTS,
+    "memory_total_bytes",
+    "accounted_bytes",
     "pool_used_bytes",
     "pool_total_bytes",
     "rss_bytes",
+    "rss_start_bytes",
     "device_used_bytes",
+    "device_used_start_bytes",
+)
+OVERHEAD_DEFINITION = (
+    "total = growth of the process's memory on the variant's compute device (NumPy: host RSS; CuPy: GPU memory "
+    "in use, cudaMemGetInfo) from the start of the measurement (framework imported, device initialised, no "
+    "array made) to one iteration with every array alive; framework overhead = total - the arrays' bytes"
 )
 CURVE_TOL = 1e-3  # largest allowed |acc_a - acc_b| between two convergence curves
 
@@ -56,6 +68,7 @@ class RunConfig:
     seed: int = 0  # numpy default_rng seed of the initial weights
     record_every: int = 10  # iterations between convergence records
     warmup_iters: int = 3  # steps before the timed run (own copy of the init), in warmup_s
+    threads: int = 0  # NumPy's BLAS threads during every run; 0 = every core this process may use
 
     def __post_init__(self):
         net.check_iterations(self.iterations)
@@ -65,6 +78,8 @@ class RunConfig:
             raise net.MLPInputError(f"record_every must be an int > 0, got {self.record_every!r}")
         if isinstance(self.warmup_iters, bool) or not isinstance(self.warmup_iters, int) or self.warmup_iters < 1:
             raise net.MLPInputError(f"warmup_iters must be an int >= 1, got {self.warmup_iters!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise net.MLPInputError(f"threads must be an int >= 0 (0 = every core this process may use), got {self.threads!r}")
 
 
 def _check_variant(variant: str) -> str:
@@ -75,6 +90,64 @@ def _check_variant(variant: str) -> str:
         if why:
             raise net.BackendUnavailable(f"{variant}: {why}")
     return variant
+
+
+# ---------------------------------------------------------------- NumPy's BLAS threads
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask; the CPU count where there is none)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def numpy_blas(info: list[dict] | None = None) -> list[dict]:
+    """threadpoolctl's entries for the BLAS that NumPy loaded (those under NumPy's own folder
+    when it ships one, e.g. numpy.libs/libscipy_openblas; else every BLAS in the process)."""
+    if info is None:
+        from threadpoolctl import threadpool_info
+
+        info = threadpool_info()
+    blas = [d for d in info if d.get("user_api") == "blas"]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))  # site-packages
+    own = [d for d in blas if os.path.abspath(str(d.get("filepath", ""))).startswith(os.path.join(here, "numpy"))]
+    return own or blas
+
+
+def describe_blas(libs: list[dict]) -> tuple[str, int | None]:
+    """("openblas 0.3.31, 2 threads", 2) from numpy_blas() entries; the thread count is the
+    smallest any of them runs with (None when threadpoolctl sees no BLAS)."""
+    if not libs:
+        return "unknown (threadpoolctl finds no BLAS in this process)", None
+    names = sorted({f"{d.get('internal_api')} {d.get('version') or '?'}" for d in libs})
+    threads = min(int(d.get("num_threads") or 0) for d in libs)
+    return f"{' + '.join(names)}, {threads} thread{'s' if threads != 1 else ''}", threads
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int = 0):
+    """Hold NumPy's BLAS to THREADS threads (0: usable_cores()) for the block; yields
+    {blas, blas_threads, blas_threads_requested, blas_libs} as read inside the limit."""
+    n = threads or usable_cores()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # not in the image: say so, run unpinned
+        yield {
+            "blas": "unknown (threadpoolctl not installed; threads not pinned)",
+            "blas_threads": None,
+            "blas_threads_requested": n,
+            "blas_libs": [],
+        }
+        return
+    with threadpool_limits(limits=n, user_api="blas"):
+        libs = numpy_blas()
+        text, got = describe_blas(libs)
+        keep = ("internal_api", "version", "num_threads", "threading_layer", "architecture", "filepath")
+        yield {
+            "blas": text,
+            "blas_threads": got,
+            "blas_threads_requested": n,
+            "blas_libs": [{k: d.get(k) for k in keep} for d in libs],
+        }
 
 
 # ---------------------------------------------------------------- clocks
@@ -160,15 +233,17 @@ def plain_run(
     the update, as the seed's Table 3; update_* is that part; None for cupy-tuned, whose
     kernels fuse them), convergence [{iteration, train_acc, val_acc, loss}] every
     record_every iterations plus a final row at iteration == iterations, final_train_acc,
-    final_val_acc, final_loss; cupy-tuned adds gemm, graph, graph_error, setup_s, capture_s.
+    final_val_acc, final_loss; blas, blas_threads (NumPy's BLAS and its thread limit, read
+    inside the run); cupy-tuned adds gemm, graph, graph_error, setup_s, capture_s.
     use_graph, gemm: cupy-tuned only (see tuned_cupy.py)."""
     _check_variant(variant)
     net.check_data(X, y, "train")
     net.check_data(X_val, y_val, "val")
-    if variant == "cupy-tuned":
-        out = _tuned_plain(X, y, X_val, y_val, cfg, use_graph, gemm)
-    else:
-        out = _naive_plain(variant, X, y, X_val, y_val, cfg)
+    with blas_threads(cfg.threads) as blas:
+        if variant == "cupy-tuned":
+            out = _tuned_plain(X, y, X_val, y_val, cfg, use_graph, gemm)
+        else:
+            out = _naive_plain(variant, X, y, X_val, y_val, cfg)
     last = out["convergence"][-1]
     head = {
         "variant": variant,
@@ -178,6 +253,8 @@ def plain_run(
         "seed": cfg.seed,
         "n_train": int(X.shape[0]),
         "n_val": int(X_val.shape[0]),
+        "blas": blas["blas"],
+        "blas_threads": blas["blas_threads"],
     }
     return {**head, **out, "final_train_acc": last["train_acc"], "final_val_acc": last["val_acc"], "final_loss": last["loss"]}
 
@@ -325,6 +402,11 @@ def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: 
     _check_variant(variant)
     net.check_data(X, y, "train")
     n = net.check_iterations(cfg.iterations if iterations is None else iterations)
+    with blas_threads(cfg.threads):
+        return _breakdown(variant, X, y, cfg, n, gemm)
+
+
+def _breakdown(variant: str, X, y, cfg: RunConfig, n: int, gemm: str) -> dict:
     init = net.init_params(cfg.seed, cfg.dtype)
     if variant == "cupy-tuned":
         import cupy as cp
@@ -390,18 +472,26 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
     Keys: variant, dtype, params_bytes, input_bytes (train+val X and labels as the net holds
     them), activations_bytes (forward cache), gradients_bytes (dW/db plus the backward
     temporaries one-hot Y, dZ2, dZ1; tuned: dZ1, dZ2 only, dW is folded into the GEMM),
-    accounted_bytes (their sum), caller_input_bytes (X, y, X_val, y_val as passed in),
-    framework_overhead_bytes (CuPy: pool_total_bytes - accounted_bytes, what the pool holds
-    beyond live arrays; NumPy: rss_bytes - accounted_bytes - caller_input_bytes, i.e. the
-    interpreter, libraries, allocator caches and whatever else this process holds, an upper
-    bound), pool_used_bytes, pool_total_bytes (CuPy memory
-    pool; None for NumPy), device_used_bytes (cudaMemGetInfo total - free: CUDA context and
-    everyone on the GPU; None for NumPy). The pool never shrinks unless asked, so in a fresh
-    process pool_total_bytes is its high-water mark. rss_bytes, rss_start_bytes, rss_peak_bytes
-    (process peak so far: max of ru_maxrss, which can lag, and rss_bytes)."""
+    other_bytes (tuned: its record buffers), accounted_bytes (the sum of these array
+    sizes), caller_input_bytes (X, y, X_val, y_val as passed in),
+    memory_total_bytes and framework_overhead_bytes, one definition for every variant
+    (OVERHEAD_DEFINITION): the total is how much the process's memory on the variant's compute
+    device grew from the start of the measurement (framework imported, device initialised, no
+    array made) to one iteration with every array alive: NumPy rss_bytes - rss_start_bytes,
+    CuPy device_used_bytes - device_used_start_bytes; overhead = total - accounted_bytes.
+    Also pool_used_bytes, pool_total_bytes (CuPy memory pool; None for NumPy),
+    device_used_bytes, device_used_start_bytes (cudaMemGetInfo total - free: the CUDA
+    context and everyone on the GPU; None for NumPy). The pool never shrinks unless asked, so
+    in a fresh process pool_total_bytes is its high-water mark. rss_bytes, rss_start_bytes,
+    rss_peak_bytes (process peak so far: max of ru_maxrss, which can lag, and rss_bytes)."""
     _check_variant(variant)
     net.check_data(X, y, "train")
     net.check_data(X_val, y_val, "val")
+    with blas_threads(cfg.threads):
+        return _memory(variant, X, y, X_val, y_val, cfg, gemm)
+
+
+def _memory(variant: str, X, y, X_val, y_val, cfg: RunConfig, gemm: str) -> dict:
     init = net.init_params(cfg.seed, cfg.dtype)
     cp: Any = None
     if variant != "numpy":
@@ -409,6 +499,8 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
 
         cp = cupy
         cp.get_default_memory_pool().free_all_blocks()  # drop what earlier runs left cached
+        free0, total0 = cp.cuda.runtime.memGetInfo()  # creates the CUDA context if none yet: it is the baseline
+        device_start = int(total0 - free0)
     rss_start = _rss_bytes()
     if variant == "cupy-tuned":
         from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
@@ -447,12 +539,14 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
         "pool_used_bytes": None,
         "pool_total_bytes": None,
         "device_used_bytes": None,
+        "device_used_start_bytes": None,
         "rss_bytes": rss,
         "rss_start_bytes": rss_start,
         "rss_peak_bytes": max(rss, _rss_peak_bytes()),
+        "overhead_definition": OVERHEAD_DEFINITION,
     }
     if cp is None:
-        out["framework_overhead_bytes"] = rss - accounted - caller
+        total_growth = rss - rss_start  # host RAM: the compute device of NumPy
     else:
         pool = cp.get_default_memory_pool()
         free, total = cp.cuda.runtime.memGetInfo()
@@ -460,8 +554,11 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
             pool_used_bytes=int(pool.used_bytes()),
             pool_total_bytes=int(pool.total_bytes()),
             device_used_bytes=int(total - free),
-            framework_overhead_bytes=int(pool.total_bytes()) - accounted,
+            device_used_start_bytes=device_start,
         )
+        total_growth = int(total - free) - device_start  # GPU memory: the compute device of CuPy
+    out["memory_total_bytes"] = total_growth
+    out["framework_overhead_bytes"] = total_growth - accounted
     return out
 
 
@@ -489,6 +586,11 @@ def train_params(variant: str, X, y, steps: int, cfg: RunConfig = RunConfig(), g
     _check_variant(variant)
     net.check_data(X, y, "train")
     steps = net.check_iterations(steps)
+    with blas_threads(cfg.threads):
+        return _train_params(variant, X, y, steps, cfg, gemm)
+
+
+def _train_params(variant: str, X, y, steps: int, cfg: RunConfig, gemm: str) -> list[dict]:
     init = net.init_params(cfg.seed, cfg.dtype)
     out = []
     if variant == "cupy-tuned":
