@@ -1,6 +1,6 @@
 """mlp-scratch report sections: seed 001's Table 3 (times, speedups), Table 4 (ops),
 Table 5 (memory) and Fig. 3 (convergence). Speedups are NumPy / variant, medians over the
-interleaved repeats of one cell (one host, one session)."""
+interleaved repeats of one cell (one host, one session); every row has one (NumPy's is 1.0x)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt
-from bench.studies.mlp_scratch.runner import MEMORY_KEYS
+from bench.studies.mlp_scratch.runner import MEMORY_PARTS, OVERHEAD_DEFINITION
+
+REFERENCE = "numpy"  # the variant every speedup divides by
+# Table 3's two totals: the timed training steps only, and the whole loop with the records
+TOTALS = (
+    ("total_s", "Total, steps only (s)"),
+    ("loop_wall_s", "Total, entire process (s)"),
+)
 
 
 def _med(rows, key):
@@ -37,33 +44,56 @@ def _per_repeat(group: list[Cell], v: str, key: str) -> dict[int, float]:
     return out
 
 
+def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
+    """'2.8x [2.6-3.0]' (paired by repeat; 'no clear winner' when the interval holds 1.0);
+    the reference variant's own row reads '1.0x (reference)'."""
+    if v == REFERENCE:
+        return "1.0x (reference)" if mine else ""
+    if not base or not mine:
+        return ""
+    r = stats.ratio(base, mine)
+    if r.lo is None or r.hi is None:
+        return f"{r.median:.1f}x (n=1)"
+    tie = ", no clear winner" if r.lo <= 1.0 <= r.hi else ""
+    return f"{r.median:.1f}x [{r.lo:.1f}–{r.hi:.1f}{tie}]"
+
+
+def _ms_with_speedup(base: float | None, mine: float | None) -> str:
+    if mine is None:
+        return ""
+    return fmt(mine) + (f" ({base / mine:.1f}x)" if base and mine else "")
+
+
 def table3(group: list[Cell]) -> list[str]:
     """Seed 001's Table 3 over repeats: per repeat the median of its plain runs, then the
-    median over repeats with a 95 % bootstrap interval; speedups paired by repeat."""
+    median over repeats with a 95 % bootstrap interval; speedups paired by repeat. Two totals:
+    the timed training steps only (total_s), and the whole training loop with the accuracy
+    records every 10 iterations (loop_wall_s: the seed's "entire process")."""
     vs = _variants(group[0])
     plain = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
-    base = _per_repeat(group, "numpy", "total_s")
-    out = [
-        "| variant | Total (s) | 95% CI | Per iteration (ms, median) | Forward (ms) | Backward + update (ms) "
-        "| Final val acc | Speedup vs NumPy | Speedup 95% CI |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    head = ["variant"]
+    for _, name in TOTALS:
+        head += [name, "95% CI", "Speedup vs NumPy [95% CI]"]
+    head += ["Per iteration (ms, median; speedup)", "Forward (ms; speedup)", "Backward + update (ms; speedup)"]
+    head += ["Final train acc", "Final val acc"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ref_rows = [r for r in plain if r["backend"] == REFERENCE]
     for v in vs:
         rs = [r for r in plain if r["backend"] == v]
-        tot = _per_repeat(group, v, "total_s")
-        if not tot:
+        if not _per_repeat(group, v, "total_s"):
             continue
-        t = stats.summarize(list(tot.values()))
-        sp = ci = ""
-        if base and v != "numpy":
-            r = stats.ratio(base, tot)
-            sp = f"{r.median:.1f}x"
-            ci = f"{r.lo:.1f}-{r.hi:.1f}x" if r.lo is not None and r.hi is not None else "n=1"
-        out.append(
-            f"| {v} | {fmt(t.median)} | {t.interval('{:.3g}')} | {fmt(_med(rs, 'per_iter_median_ms'))} | "
-            f"{fmt(_med(rs, 'forward_median_ms'))} | {fmt(_med(rs, 'backward_median_ms'))} | "
-            f"{fmt(_med(rs, 'final_val_acc'))} | {sp} | {ci} |"
-        )
+        cells = [v]
+        for key, _ in TOTALS:
+            mine = _per_repeat(group, v, key)
+            if not mine:
+                cells += ["", "", ""]
+                continue
+            t = stats.summarize(list(mine.values()))
+            cells += [fmt(t.median), t.interval("{:.3g}"), _speedup(_per_repeat(group, REFERENCE, key), mine, v)]
+        for key in ("per_iter_median_ms", "forward_median_ms", "backward_median_ms"):
+            cells.append(_ms_with_speedup(_med(ref_rows, key), _med(rs, key)))
+        cells += [fmt(_med(rs, "final_train_acc")), fmt(_med(rs, "final_val_acc"))]
+        out.append("| " + " | ".join(cells) + " |")
     return out
 
 
@@ -85,55 +115,203 @@ def table4(cell: Cell) -> list[str]:
     return out
 
 
-def table5(cell: Cell) -> list[str]:
+# Table 5: the seed's components (they add up to Total), then what was also read
+MEMORY_LABELS = {
+    "params_bytes": "Model parameters",
+    "input_bytes": "Input data",
+    "activations_bytes": "Intermediate activations",
+    "gradients_bytes": "Gradient storage",
+    "other_bytes": "Other arrays (tuned: record buffers)",
+    "framework_overhead_bytes": "Framework overhead",
+}
+MEMORY_ALSO = {
+    "pool_used_bytes": "CuPy pool in use",
+    "pool_total_bytes": "CuPy pool held",
+    "rss_start_bytes": "process RSS at start",
+    "rss_bytes": "process RSS",
+    "device_used_start_bytes": "GPU memory in use at start (CUDA context + anyone else)",
+    "device_used_bytes": "GPU memory in use (CUDA context + anyone else)",
+}
+OLD_OVERHEAD = (
+    "these rows predate the one definition: NumPy's overhead is RSS - arrays - the caller's inputs, "
+    "CuPy's is the pool held - arrays; Total is the sum of the rows above"
+)
+
+
+def _mb(v) -> str:
+    return fmt(v / 1e6) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+
+
+def table5(cell: Cell) -> tuple[list[str], bool]:
+    """(lines, one_definition): Table 5 with its Total row. one_definition is False for rows
+    written before memory_total_bytes existed (their overhead was defined per column)."""
     mem = {r["backend"]: r for r in cell.rows if r.get("phase") == "memory"}
     vs = list(mem)
+    one = all(mem[v].get("memory_total_bytes") is not None for v in vs)
+    parts = [k for k in MEMORY_PARTS if k != "other_bytes" or any(mem[v].get(k) for v in vs)]
     out = ["| component (MB) | " + " | ".join(vs) + " |", "|" + "---|" * (1 + len(vs))]
-    for k in MEMORY_KEYS:
-        out.append(
-            f"| {k.replace('_bytes', '')} | "
-            + " | ".join(fmt(mem[v][k] / 1e6) if mem[v].get(k) is not None else "" for v in vs)
-            + " |"
-        )
-    return out
+    for k in parts:
+        out.append(f"| {MEMORY_LABELS[k]} | " + " | ".join(_mb(mem[v].get(k)) for v in vs) + " |")
+    totals = []
+    for v in vs:
+        t = mem[v].get("memory_total_bytes")
+        if t is None:
+            got = [mem[v].get(k) for k in parts]
+            t = sum(x for x in got if isinstance(x, (int, float))) if any(x is not None for x in got) else None
+        totals.append(f"**{_mb(t)}**" if t is not None else "")
+    out.append("| **Total** | " + " | ".join(totals) + " |")
+    for k, label in MEMORY_ALSO.items():
+        if any(mem[v].get(k) is not None for v in vs):
+            out.append(f"| *also read:* {label} | " + " | ".join(_mb(mem[v].get(k)) for v in vs) + " |")
+    return out, one
+
+
+# ---------------------------------------------------------------- Fig. 3
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
+_LINESTYLES = {"numpy": "-", "cupy": "--", "cupy-tuned": ":"}
+
+
+def _curve(group: list[Cell], v: str, key: str) -> dict[int, tuple[float, float, float]]:
+    """iteration -> (median, min, max) over the group's repeats of KEY (a fraction) x 100."""
+    by: dict[int, list[float]] = {}
+    for c in group:
+        for r in c.rows:
+            if r.get("phase") == "convergence" and r.get("backend") == v and r.get("status") == "ok":
+                if r.get("iteration") is not None and r.get(key) is not None:
+                    by.setdefault(int(r["iteration"]), []).append(100 * float(r[key]))
+    return {i: (statistics.median(x), min(x), max(x)) for i, x in sorted(by.items())}
+
+
+def _markevery(n: int, i: int, k: int) -> tuple[int, int]:
+    """About ten markers per line, series i's shifted by i/k of the spacing: lines on top of
+    each other still show every series' marker."""
+    step = max(1, n // 10)
+    return (i * step // max(1, k)) % step, step
+
+
+def _dtype(c: Cell) -> str:
+    return str(next((r.get("dtype") for r in c.rows if r.get("dtype")), "?"))
 
 
 def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
+    """Seed 001's Fig. 3: training accuracy vs iteration (left), validation accuracy (right),
+    the two sharing their y-limits; under each, every curve's difference to NumPy float64 on
+    the same dataset (percentage points), so curves that lie on top of each other stay
+    readable. One series per configuration and variant: median over repeats (min-max band
+    where repeats differ), its own colour and marker; the legend sits outside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    drawn = 0
-    multi = len({c.device for c in cells}) > 1
-    for c in cells:
+    from bench.core import noise
+
+    groups = group_repeats([c for c in cells if c.status == "ok"])
+    multi_dev = len({g[0].device for g in groups}) > 1
+    multi_ds = len({str(g[0].first.get("dataset")) for g in groups}) > 1
+    series = []  # (group, variant, label)
+    for g in groups:
+        c = g[0]
+        dtype = _dtype(c)
         for v in _variants(c):
-            pts = [r for r in c.rows if r.get("phase") == "convergence" and r["backend"] == v and r.get("iteration") is not None]
-            if pts:
-                ax.plot(
-                    [p["iteration"] for p in pts],
-                    [100 * p["val_acc"] for p in pts],
-                    label=f"{v}" + (f" ({c.device})" if multi else ""),
-                    marker=".",
-                    ms=3,
-                    ls="-" if v == "numpy" else "--",
-                )
-                drawn += 1
-    if not drawn:
-        plt.close(fig)
+            if not _curve(g, v, "val_acc"):
+                continue
+            label = f"{v} {dtype}"
+            if multi_dev:
+                label += f" ({c.device})"
+            if multi_ds:
+                label += f", {c.first.get('dataset')}"
+            label = noise.mark(label, ";".join(x.flags for x in g if x.flags))
+            series.append((g, v, label + (f", n={len(g)}" if len(g) > 1 else "")))
+    if not series:
         return None
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("validation accuracy (%)")
-    ax.set_title("mlp-scratch convergence (seed 001 Fig. 3)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+
+    # the reference per dataset: NumPy float64 if it ran, else the first NumPy series, else the first
+    def _rank(s) -> int:
+        g, v, _ = s
+        return (v != REFERENCE) * 2 + (_dtype(g[0]) != "float64")
+
+    refs: dict[str, tuple] = {}
+    for s in series:
+        ds = str(s[0][0].first.get("dataset"))
+        if ds not in refs or _rank(s) < _rank(refs[ds]):
+            refs[ds] = s
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    axes[0, 1].sharey(axes[0, 0])
+    axes[1, 1].sharey(axes[1, 0])
+    shaded = False
+    for col, key in enumerate(("train_acc", "val_acc")):
+        ax, dx = axes[0, col], axes[1, col]
+        for i, (g, v, label) in enumerate(series):
+            cur = _curve(g, v, key)
+            xs = list(cur)
+            st = {
+                "color": plt.get_cmap("tab10")(i % 10),
+                "marker": _MARKERS[i % len(_MARKERS)],
+                "ls": _LINESTYLES.get(v, "-."),
+                "markevery": _markevery(len(xs), i, len(series)),
+                "ms": 5,
+                "lw": 1.3,
+                "mfc": "none" if i % 2 else None,  # open and filled markers alternate: overlaps show both
+            }
+            ax.plot(xs, [m for m, _, _ in cur.values()], label=label, **st)
+            if any(lo != hi for _, lo, hi in cur.values()):
+                shaded = True
+                ax.fill_between(
+                    xs, [lo for _, lo, _ in cur.values()], [hi for _, _, hi in cur.values()], color=st["color"], alpha=0.15, lw=0
+                )
+            rg, rv, _ = refs[str(g[0].first.get("dataset"))]
+            ref = _curve(rg, rv, key)
+            d = [(x, cur[x][0] - ref[x][0]) for x in xs if x in ref]
+            if d:
+                dx.plot([x for x, _ in d], [y for _, y in d], **st)
+        dx.axhline(0.0, color="black", lw=0.8)
+        ax.grid(True, alpha=0.3)
+        dx.grid(True, alpha=0.3)
+        dx.set_xlabel("iteration")
+    ref_name = " / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))
+    axes[0, 0].set_title("Training accuracy (the seed's Fig. 3)")
+    axes[0, 1].set_title("Validation accuracy")
+    axes[0, 0].set_ylabel("accuracy (%)")
+    axes[1, 0].set_ylabel(f"difference to {ref_name}\n(percentage points)", fontsize=8)
+    axes[1, 0].set_title(f"Training: minus {ref_name}", fontsize=9)
+    axes[1, 1].set_title(f"Validation: minus {ref_name}", fontsize=9)
+    axes[0, 1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    many = any(len(g) > 1 for g, _, _ in series)
+    how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
+    fig.suptitle("mlp-scratch convergence, seed 001 Fig. 3" + how)
+    fake = sorted({str(g[0].first.get("dataset")) for g, _, _ in series if not g[0].first.get("dataset_real", True)})
+    if fake:
+        fig.text(
+            0.5,
+            -0.01,
+            f"NOT MNIST: {', '.join(fake)} (the embedded default is a wiring check, not comparable with seed 001)",
+            ha="center",
+            va="top",
+            fontsize=9,
+            color="tab:red",
+            fontweight="bold",
+        )
     path = out / "mlp_convergence.png"
     tmp = path.with_name(".mlp_convergence.tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, tmp)
     tmp.replace(path)
     return path
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _blas_line(group: list[Cell]) -> str:
+    """'NumPy BLAS: openblas 0.3.31, 2 threads' from the rows (every text seen), or ''."""
+    seen = sorted({str(r["blas"]) for c in group for r in c.rows if r.get("phase") == "plain" and r.get("blas")})
+    return f"NumPy BLAS (threadpoolctl, pinned for every run): {'; '.join(seen)}" if seen else ""
 
 
 def section(cells: list[Cell], out: Path) -> list[str]:
@@ -141,9 +319,18 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     if not cells:
         return []
     md = [
-        "784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Totals come from the plain runs "
-        "(no syncs inside); the op table comes from a separate run with a device sync around every op, "
-        "so its numbers add up to more than the plain per-iteration time.",
+        "784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Table 3 has two totals: "
+        "*steps only* sums the timed training steps (no syncs inside); *entire process* is the wall time of "
+        "the whole training loop including the accuracy records every 10 iterations (a validation forward "
+        "pass and host reads, as the seed's loop printed them), the seed's \"entire training process\" "
+        "(warm-up and data upload excluded in both). Every speedup is NumPy's median over repeats / the "
+        "variant's, paired by repeat, with its 95% bootstrap interval; NumPy's own row reads 1.0x. The op "
+        "table comes from a separate run with a device sync around every op, so its numbers add up to more "
+        "than the plain per-iteration time.",
+        "",
+        f"Table 5's framework overhead, one definition for every column: {OVERHEAD_DEFINITION}. The CUDA "
+        "context and the interpreter are in neither Total (both exist before the measurement starts); "
+        "the rows marked *also read* are not in the Total.",
         "",
     ]
     for group in group_repeats(cells):
@@ -156,10 +343,13 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
             f" + {gpu}" if gpu and on_gpu else ""
         )
+        blas = _blas_line(group)
+        t5, one = table5(c)
         md += [
             f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
             f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)",
             "",
+            *([blas, ""] if blas else []),
             f"Table 3: time ({n} repeat{'s' if n > 1 else ''}, each a fresh process; medians over repeats)",
             "",
             *table3(group),
@@ -171,12 +361,19 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "",
             f"Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process; repeat {c.repeat})",
             "",
-            *table5(c),
+            *t5,
             "",
+            *([] if one else [f"({OLD_OVERHEAD})", ""]),
         ]
         skipped = [r for r in c.rows if r.get("status") == "skipped"]
         md += [f"- {r['backend']} not run: {r.get('reason')}" for r in skipped] + ([""] if skipped else [])
     p = convergence_plot(cells, out)
     if p:
-        md += ["![mlp convergence](mlp_convergence.png)", ""]
+        md += [
+            "Fig. 3: training accuracy per iteration (the seed's figure) and validation accuracy, each with "
+            "its difference to NumPy float64 underneath.",
+            "",
+            "![mlp convergence](mlp_convergence.png)",
+            "",
+        ]
     return md
