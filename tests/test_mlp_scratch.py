@@ -314,3 +314,261 @@ def test_real_mnist_subset_learns(real_mnist_dir):
     )
     conv = r["convergence"]
     assert conv[-1]["loss"] < conv[0]["loss"] and r["final_val_acc"] > 0.3, conv[-1]
+
+
+# ---------------------------------------------------------------- issue 9 part 5: seed 001 details
+
+
+def _study():
+    from bench.studies.mlp_scratch import MlpScratch
+
+    return MlpScratch()
+
+
+def test_matrix_has_a_labelled_float64_cell_beside_float32():
+    study = _study()
+    for platform in ("cpu", "cuda"):
+        for profile in ("default", "full"):
+            cells = study.matrix(platform, profile)
+            assert [c.params["dtype"] for c in cells] == ["float32", "float64"], (platform, profile)
+            assert [c.name for c in cells] == [f"{cells[0].backend}_float32", f"{cells[0].backend}_float64"]
+            assert len({c.id for c in cells}) == 2
+            for c in cells:
+                study.validate(c)
+                assert c.params["threads"] == 0  # every core the process may use
+    assert [c.params["dtype"] for c in study.matrix("cpu", "smoke")] == ["float32"]  # a wiring check stays one cell
+    from bench.core.errors import KitError
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(KitError, match="threads"):
+            study.validate(study.cell("numpy", threads=bad))
+
+
+@pytest.fixture(scope="module")
+def float64_cell_rows(tmp_path_factory):
+    """One float64 numpy cell on the embedded digits, stepped as the scheduler would: (rows, system_extra)."""
+    from bench.core.study import RunContext
+    from bench.studies.mlp_scratch.protocol import open_cell
+
+    study = _study()
+    out = tmp_path_factory.mktemp("cell")
+    cell = study.cell(
+        "numpy", dtype="float64", iterations=30, plain_runs=2, breakdown_iterations=3, check_steps=1, threads=1, dataset="digits"
+    )
+    cell = study.resolve(cell, None)
+    study.validate(cell)
+    run = open_cell(study, cell, RunContext(out, out / "c", None, "test"))
+    rows = [r for i in range(run.steps) for r in run.step(i)] + run.close()
+    return rows, run.system_extra()
+
+
+def test_float64_cell_runs_and_records_its_dtype(float64_cell_rows):
+    rows, _ = float64_cell_rows
+    assert {r["phase"] for r in rows} == {"plain", "op", "memory", "convergence"}
+    assert all(r["status"] == "ok" and r["dtype"] == "float64" for r in rows)
+    mem = next(r for r in rows if r["phase"] == "memory")
+    assert mem["params_bytes"] == 8 * (7840 + 10 + 100 + 10)  # float64: 8 bytes a parameter
+    plain = [r for r in rows if r["phase"] == "plain"]
+    assert [r["plain_run"] for r in plain] == [0, 1] and all(r["loop_wall_s"] >= r["total_s"] > 0 for r in plain)
+
+
+def test_convergence_rows_carry_training_and_validation_accuracy(float64_cell_rows):
+    rows, _ = float64_cell_rows
+    conv = [r for r in rows if r["phase"] == "convergence"]
+    assert [r["iteration"] for r in conv] == [0, 10, 20, 30]
+    assert all(0 <= r["train_acc"] <= 1 and 0 <= r["val_acc"] <= 1 and r["loss"] > 0 for r in conv)
+    assert conv[-1]["train_acc"] > conv[0]["train_acc"]
+    final = next(r for r in rows if r["phase"] == "plain" and r["plain_run"] == 0)
+    assert conv[-1]["train_acc"] == final["final_train_acc"]
+
+
+def test_blas_and_thread_limit_are_recorded_in_every_row_and_system_json(float64_cell_rows):
+    rows, extra = float64_cell_rows
+    assert all(r["blas_threads"] == 1 and r["blas"].endswith(", 1 thread") for r in rows)
+    assert extra["numpy_blas"]["blas_threads"] == 1 and extra["numpy_blas"]["blas_threads_requested"] == 1
+    libs = extra["numpy_blas"]["blas_libs"]
+    assert libs and all(lib["num_threads"] == 1 and lib["internal_api"] for lib in libs)
+    assert rows[0]["blas"].startswith(f"{libs[0]['internal_api']} {libs[0]['version']}")
+    assert "framework overhead = total - the arrays' bytes" in extra["memory_overhead_definition"]
+
+
+def test_thread_limit_is_applied_inside_the_run_and_lifted_after(monkeypatch):
+    """threadpool_info read from inside the training steps shows the limit; 0 means every usable core."""
+    seen: list[int] = []
+    forward = net.forward
+
+    def spying_forward(p, XT, ops=net.no_ops):
+        seen.append(min(d["num_threads"] for d in runner.numpy_blas()))
+        return forward(p, XT, ops)
+
+    before = [d["num_threads"] for d in runner.numpy_blas()]
+    monkeypatch.setattr(net, "forward", spying_forward)
+    X, y = synthetic(200)
+    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1, threads=1))
+    assert seen and set(seen) == {1} and r["blas_threads"] == 1
+    assert [d["num_threads"] for d in runner.numpy_blas()] == before  # the limit ends with the run
+    seen.clear()
+    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1))
+    assert set(seen) == {runner.usable_cores()} and r["blas_threads"] == runner.usable_cores()
+    seen.clear()
+    runner.breakdown_run("numpy", X, y, runner.RunConfig(iterations=5, warmup_iters=1, threads=1), iterations=2)
+    assert seen and set(seen) == {1}
+    with pytest.raises(MLPInputError, match="threads"):
+        runner.RunConfig(threads=-1)
+
+
+def test_convergence_records_are_outside_total_s_and_inside_loop_wall_s(monkeypatch):
+    """The every-10-iteration records (the seed's print) cost the entire-process total, not the steps total."""
+    accuracy = net.accuracy
+
+    def slow_accuracy(A2, y):
+        time.sleep(0.02)
+        return accuracy(A2, y)
+
+    monkeypatch.setattr(net, "accuracy", slow_accuracy)
+    X, y = synthetic(200)
+    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=20, warmup_iters=1))
+    # records at iterations 0 and 10, two accuracy calls each: >= 80 ms in the loop
+    assert r["loop_wall_s"] - r["total_s"] >= 0.08
+    assert max(r["per_iter_samples_ms"]) < 20
+
+
+# ---------------------------------------------------------------- the report (synthetic rows)
+
+
+def _result_cells(tmp_path, variants=("numpy", "cupy"), dtype="float32", repeats=3, memory=True):
+    from bench.core.resultset import ResultCell
+
+    cells = []
+    for rep in range(repeats):
+        rows = []
+        for k, v in enumerate(variants):
+            speed = 1.0 + 4.0 * k  # numpy 1x, cupy 5x, cupy-tuned 9x
+            base = {"backend": v, "status": "ok", "dtype": dtype, "repeat": rep, "dataset": "mnist", "dataset_real": True}
+            for pr in range(2):
+                t = (10.0 + 0.1 * rep + 0.05 * pr) / speed
+                rows.append(
+                    {
+                        **base,
+                        "phase": "plain",
+                        "plain_run": pr,
+                        "total_s": t,
+                        "loop_wall_s": t + 0.5,
+                        "per_iter_median_ms": 2 * t,
+                        "forward_median_ms": t,
+                        "backward_median_ms": t,
+                        "final_train_acc": 0.85,
+                        "final_val_acc": 0.84,
+                        "blas": "openblas 0.3.31, 2 threads",
+                    }
+                )
+            for it in range(0, 51, 10):
+                acc = 0.1 + 0.015 * it + 0.001 * k
+                rows.append(
+                    {**base, "phase": "convergence", "iteration": it, "train_acc": acc, "val_acc": acc - 0.01, "loss": 1.0}
+                )
+            if memory:
+                parts = {
+                    "params_bytes": 10**5,
+                    "input_bytes": 2 * 10**8,
+                    "activations_bytes": 10**7,
+                    "gradients_bytes": 8 * 10**6,
+                }
+                parts["other_bytes"] = 0
+                parts["framework_overhead_bytes"] = (5 + 100 * k) * 10**6
+                rows.append({**base, "phase": "memory", **parts, "memory_total_bytes": sum(parts.values())})
+        spec = {
+            "study": "mlp-scratch",
+            "backend": "+".join(variants),
+            "variant": "default",
+            "params": {"dtype": dtype},
+            "repeat": rep,
+        }
+        cells.append(ResultCell(tmp_path / f"{dtype}_{rep}", rows, spec=spec))
+    return cells
+
+
+def _cells_of_table(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_table3_has_a_speedup_on_every_row_and_both_totals(tmp_path):
+    from bench.studies.mlp_scratch import report
+
+    lines = report.table3(_result_cells(tmp_path, ("numpy", "cupy", "cupy-tuned")))
+    head = _cells_of_table(lines[0])
+    assert "Total, steps only (s)" in head and "Total, entire process (s)" in head
+    speed_cols = [i for i, h in enumerate(head) if h.startswith("Speedup")]
+    assert len(speed_cols) == 2
+    body = {c[0]: c for c in map(_cells_of_table, lines[2:])}
+    assert list(body) == ["numpy", "cupy", "cupy-tuned"]
+    for v, row in body.items():
+        for i in speed_cols:
+            assert row[i], (v, head[i])
+        assert all("x" in row[i] for i in range(len(head)) if "speedup" in head[i].lower()), v
+    assert body["numpy"][speed_cols[0]] == "1.0x (reference)"
+    assert body["cupy"][speed_cols[0]].startswith("5.0x [")
+    steps, whole = head.index("Total, steps only (s)"), head.index("Total, entire process (s)")
+    assert float(body["numpy"][whole]) == pytest.approx(float(body["numpy"][steps]) + 0.5, abs=1e-3)
+    assert body["cupy"][head.index("Per iteration (ms, median; speedup)")].endswith("(5.0x)")
+
+
+def test_table5_has_a_total_row_and_one_overhead_definition(tmp_path):
+    from bench.studies.mlp_scratch import report
+
+    cell = _result_cells(tmp_path, repeats=1)[0]
+    lines, one = report.table5(cell)
+    assert one
+    rows = {c[0]: c[1:] for c in map(_cells_of_table, lines[2:])}
+    assert "**Total**" in rows and "Framework overhead" in rows and "Other arrays (tuned: record buffers)" not in rows
+    parts = ("Model parameters", "Input data", "Intermediate activations", "Gradient storage", "Framework overhead")
+    for col in range(2):
+        total = float(rows["**Total**"][col].strip("*").replace(",", ""))
+        assert total == pytest.approx(sum(float(rows[p][col].replace(",", "")) for p in parts), rel=1e-3)
+    # rows written before memory_total_bytes: the Total is the sum, and the report says the definitions differ
+    for r in cell.rows:
+        r.pop("memory_total_bytes", None)
+    lines, one = report.table5(cell)
+    assert not one and any(line.startswith("| **Total**") for line in lines)
+    md = report.section([cell], tmp_path)
+    assert report.OVERHEAD_DEFINITION in " ".join(md) and report.OLD_OVERHEAD in " ".join(md)
+    assert any(line.startswith("NumPy BLAS (threadpoolctl") and "2 threads" in line for line in md)
+
+
+def test_fig3_training_and_validation_panels_follow_the_figure_rules(tmp_path, monkeypatch):
+    """Training accuracy (the seed's Fig. 3) and validation side by side with shared y-limits,
+    a difference-to-NumPy panel under each, the legend outside the data, a distinct colour and
+    marker per series, titles without repeated words."""
+    import matplotlib.pyplot as plt
+
+    from bench.studies.mlp_scratch import report
+
+    figs = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: figs.append(fig) or path.write_bytes(b""))
+    cells = _result_cells(tmp_path, ("numpy", "cupy", "cupy-tuned")) + _result_cells(tmp_path, ("numpy", "cupy"), "float64")
+    assert report.convergence_plot(cells, tmp_path) == tmp_path / "mlp_convergence.png"
+    (fig,) = figs
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (train, val), (dtrain, dval) = fig.axes[:2], fig.axes[2:4]
+    assert train.get_title().startswith("Training accuracy") and val.get_title().startswith("Validation accuracy")
+    assert train.get_ylim() == val.get_ylim() and dtrain.get_ylim() == dval.get_ylim()
+    assert "numpy float64" in dtrain.get_title()
+    titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text()]
+    for t in titles:
+        words = t.lower().split()
+        assert len(words) == len(set(words)), t
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is not None:
+            for other in fig.axes:
+                assert not leg.get_window_extent(renderer).overlaps(other.get_window_extent(renderer)), "legend over data"
+        styles = [(str(line.get_color()), line.get_marker()) for line in ax.get_lines() if line.get_label()[:1] != "_"]
+        assert len(styles) == len(set(styles))
+    assert val.get_legend() is not None and len(val.get_legend().get_texts()) == 5
+    labelled = [line for line in train.get_lines() if line.get_label()[:1] != "_"]
+    assert len({(str(line.get_color()), line.get_marker()) for line in labelled}) == 5
+    # the difference panel: NumPy float64 is the zero line, cupy float32 is 0.1 points above it
+    diffs = {line.get_color(): line.get_ydata() for line in dtrain.get_lines() if len(line.get_ydata()) > 2}
+    assert any(np.allclose(d, 0.1) for d in diffs.values()) and any(np.allclose(d, 0.0) for d in diffs.values())
+    plt.close(fig)
