@@ -52,6 +52,10 @@ def resolve(
         mine = [c for p in dict.fromkeys(platforms) for c in study.matrix(p, profile)]
         generated += len(mine)
         mine = [c for c in P.apply(study, mine, sets, chosen) if P.matches(c, only)]
+        # `--set` can make two cells the same work (--set dtype=float64 over the float32 and float64
+        # cells): run it once, under the later cell's name (the one the matrix made for that value)
+        last = {c.key: i for i, c in enumerate(mine)}
+        mine = [c for i, c in enumerate(mine) if last[c.key] == i]
         for c in mine:
             study.validate(c)
         cells += [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
