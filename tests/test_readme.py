@@ -45,7 +45,9 @@ def test_main_command_on_the_embedded_default(tmp_path):
     assert "platform cuda" in md and "platform mps" in md  # skipped platforms, with reasons
     assert "## mlp-scratch (seed 001)" in md and (report / "mlp_convergence.png").is_file()
     rows = [r for p in (work / "results").rglob("rows.jsonl") for r in read_rows(p) if r["study"] == "mnist-cnn"]
-    assert len(rows) == 30 and all(r["status"] == "ok" and r["dataset"] == "digits-embedded" for r in rows)
+    # 3 configurations x 3 repeats (the default) x 10 epochs
+    assert len(rows) == 90 and all(r["status"] == "ok" and r["dataset"] == "digits-embedded" for r in rows)
+    assert sorted({r["repeat"] for r in rows}) == [0, 1, 2]
 
 
 @pytest.mark.slow
