@@ -366,15 +366,9 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
         ]
         md.append("")
     md += ["### Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]
-    md += [
-        "### The seed's Table I, for comparison",
-        "",
-        SEED_TABLE1,
-        "",
-        "The seed's PyTorch rows were bound by per-sample transforms (our `seed` pipeline), and its "
-        "Numba rows trained only the dense layers; ours train every layer.",
-        "",
-    ]
+    from bench.studies.mnist_cnn.seed_table import seed_section
+
+    md += seed_section(cells)  # seed 000's Table I beside ours for the same setups, and the speedup table
     return md
 
 
