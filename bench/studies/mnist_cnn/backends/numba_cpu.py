@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.measure.timer import NullTimer
+
 
 def available() -> str | None:
     try:
@@ -24,16 +26,7 @@ def available() -> str | None:
     return None
 
 
-class _NoPhases:
-    enabled = False
-
-    def phase(self, name):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-_NO_PHASES = _NoPhases()
+_NO_PHASES = NullTimer()  # warm-up steps record nothing
 
 
 class NumbaCpuTrainer:

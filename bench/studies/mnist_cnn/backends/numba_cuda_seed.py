@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.measure.timer import NullTimer
+
 
 class NumbaCudaSeedTrainer:
     profiles_phases = True  # host-driven phases: the profiling pass times them with syncs
@@ -186,13 +188,4 @@ class NumbaCudaSeedTrainer:
         return self.net.params_host()
 
 
-class _NoPhases:
-    enabled = False
-
-    def phase(self, name):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-_NO_PHASES = _NoPhases()
+_NO_PHASES = NullTimer()  # warm-up steps record nothing

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.measure.timer import NullTimer
 from bench.studies.mnist_cnn.net import MNIST_MEAN, MNIST_STD, PARAM_NAMES, normalise_u8  # noqa: F401 (re-exported)
 
 
@@ -70,16 +71,7 @@ class _FixedOrder(torch.utils.data.Sampler):
         return len(self.order)
 
 
-class _NoPhases:
-    enabled = False
-
-    def phase(self, name):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-_NO_PHASES = _NoPhases()
+_NO_PHASES = NullTimer()  # warm-up steps record nothing
 
 
 class TorchTrainer:
