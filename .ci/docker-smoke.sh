@@ -79,7 +79,7 @@ python_env() {
     echo "$want" > "$venv/.lock"
   fi
   PYTHON=$venv/bin/python
-  "$PYTHON" -c "import importlib.util as u; bad = [m for m in ('torch', 'numba', 'sklearn', 'scipy') if u.find_spec(m)]; assert not bad, bad"
+  "$PYTHON" -c "import importlib.util as u; bad = [m for m in ('torch', 'numba', 'sklearn') if u.find_spec(m)]; assert not bad, bad"
 }
 
 run_in_image() {  # run_in_image PLATFORM GPU ARGS...: python -m bench ARGS in the image
