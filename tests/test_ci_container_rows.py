@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.rows import read_rows
+from bench.core.rows import SCHEMA_VERSION, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = Path(os.environ.get("KIT_CI_RESULTS_DIR", ROOT / "results" / "ci-container"))
@@ -39,7 +39,7 @@ def test_every_cpu_cell_ran_ok_in_the_image(smoke_cells):
             assert r["lock_hash"] == lock, "rows must carry the hash of the lock the image was built from"
             assert r["dataset"] == "mnist" and r["dataset_real_mnist"] is True
             assert r["batch_size_used"] == 512 and r["samples"] == 4096 and r["epoch_s"] > 0
-            assert r["schema"] == 1 and r["command"].startswith("python -m bench cell ") and r["host"]
+            assert r["schema"] == SCHEMA_VERSION and r["command"].startswith("python -m bench cell ") and r["host"]
         assert system["runtime"] == "container" and system["image_id"] == rows[0]["image_id"]
         assert system["libraries"]["torch"] == "2.10.0", "the cpu image pins torch 2.10.0"
 
