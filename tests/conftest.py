@@ -55,6 +55,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # tests that run a built image need the engine (and its images): Docker tests
+        if item.fspath.basename == "test_docker.py" and "image" in item.name:
+            item.add_marker(pytest.mark.docker)
     if config.getoption("--all") or os.environ.get("KIT_TESTS") == "all":
         return
     for item in items:

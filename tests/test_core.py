@@ -104,6 +104,7 @@ def test_registry_finds_the_kits_studies_by_listing():
                     assert c.study == study.name and study.platform_of(c) == platform
 
 
+@pytest.mark.slow
 def test_backends_import_only_what_they_need():
     """numba-cpu never imports torch; opening a torch cell never imports numba."""
     code = (

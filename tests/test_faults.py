@@ -95,6 +95,7 @@ def test_a_cell_dir_holding_another_spec_is_one_line(tmp_path):
 # ---- 2. data: a named dir must hold the data ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_named_data_dir_without_the_dataset_is_an_error(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -154,7 +155,8 @@ def good_results(tmp_path_factory):
     return out
 
 
-# one kind in the fast set; the others (two matrix reruns each) with --all
+# with --all only: a matrix run for the fixture, then two matrix reruns per kind
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=[pytest.mark.slow] if i else []) for i, k in enumerate(CORRUPTIONS)])
 def test_a_corrupt_rows_file_is_named_and_the_rest_is_reported(tmp_path, good_results, kind):
     from host.report import build_report
@@ -191,6 +193,7 @@ def test_a_corrupt_rows_file_is_named_and_the_rest_is_reported(tmp_path, good_re
     assert read_rows(victim / "rows.jsonl")[0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_report_on_only_a_corrupt_dir_still_writes_and_names_it(tmp_path, good_results):
     bad = tmp_path / "bad"
     shutil.copytree(good_results, bad)
@@ -404,6 +407,7 @@ def test_fetch_refuses_http_unless_allowed_and_refetches_corrupt_files(tmp_path,
 # ---- 11. small things ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_empty_test_set_nan_lr_divergence_negative_seed_and_a_limit_above_the_set(tmp_path):
     import gzip
     import struct

@@ -288,6 +288,7 @@ class _NoTimer:
         return {}
 
 
+@pytest.mark.slow
 def test_numba_cuda_seed_under_the_simulator_matches_numba_cpu_seed():
     pytest.importorskip("numba.cuda")
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "KIT_ALLOW_CUDASIM": "1", "PYTHONPATH": str(ROOT)}

@@ -185,6 +185,7 @@ def verify_bundle(path: Path) -> dict[str, bytes]:
     return files
 
 
+@pytest.mark.slow
 def test_export_bundle_holds_everything_with_a_true_manifest(tmp_path):
     toy = toy_results(tmp_path / "toy-host")
     out = tmp_path / "share" / "bundle.tar.gz"
