@@ -338,6 +338,21 @@ def _forward(x, w1, b1, w2, b2, fc1_wt, fc1_b, fc2_wt, fc2_b, c1s, c2s, p1, a1, 
                 z[k] += fc2_b[k]
 
 
+@njit(**_SERIAL)
+def _dense_backward_sample(logits_s, y_s, scale, dz, fc2_w, h_s, dh, dfc2_b, dfc1_b):
+    """One sample through the dense layers backwards (shared by _backward and _backward_dense):
+    writes dz (K,) and dh (D1,), adds the bias gradients; returns the sample's scaled loss."""
+    loss = _softmax_xent_row(logits_s, y_s, scale, dz)
+    for k in range(K):
+        dfc2_b[k] += dz[k]
+    _vec_mat(dz, fc2_w, dh)
+    for j in range(D1):
+        if h_s[j] <= 0.0:
+            dh[j] = 0.0
+        dfc1_b[j] += dh[j]
+    return loss
+
+
 @njit(**_PARALLEL)
 def _backward(x, y, w2, fc1_w, fc2_w, p1, a1, p2, a2, h1, logits, dlogits, dh1, dp2s, dp1s,
               cols, dcols, rows, gs, dw1p, db1p, dw2p, db2p, dfc1_wp, dfc1_bp, dfc2_wp, dfc2_bp, lossp):
@@ -362,18 +377,8 @@ def _backward(x, y, w2, fc1_w, fc2_w, p1, a1, p2, a2, h1, logits, dlogits, dh1, 
         dfc2_bp[ch] = 0.0
         loss = 0.0
         for s in range(lo, hi):
-            dz = dlogits[s]
-            loss += _softmax_xent_row(logits[s], y[s], scale, dz)
-            for k in range(K):
-                dfc2_bp[ch, k] += dz[k]
-            dh = dh1[s]
-            hs = h1[s]
-            _vec_mat(dz, fc2_w, dh)
-            for j in range(D1):
-                if hs[j] <= 0.0:
-                    dh[j] = 0.0
-                dfc1_bp[ch, j] += dh[j]
-            _vec_mat(dh, fc1_w, dp2s[ch])
+            loss += _dense_backward_sample(logits[s], y[s], scale, dlogits[s], fc2_w, h1[s], dh1[s], dfc2_bp[ch], dfc1_bp[ch])
+            _vec_mat(dh1[s], fc1_w, dp2s[ch])
             _conv2_backward_sample(p1[s], w2, p2[s], a2[s], dp2s[ch], cols[ch], dcols[ch],
                                    rows[ch], gs[ch], dp1s[ch], dw2p[ch], db2p[ch])
             _conv1_backward_sample(x[s], p1[s], a1[s], dp1s[ch], dw1p[ch], db1p[ch])
@@ -402,17 +407,7 @@ def _backward_dense(y, fc2_w, p2, h1, logits, dlogits, dh1, dfc1_wp, dfc1_bp, df
         dfc2_bp[ch] = 0.0
         loss = 0.0
         for s in range(lo, hi):
-            dz = dlogits[s]
-            loss += _softmax_xent_row(logits[s], y[s], scale, dz)
-            for k in range(K):
-                dfc2_bp[ch, k] += dz[k]
-            dh = dh1[s]
-            hs = h1[s]
-            _vec_mat(dz, fc2_w, dh)
-            for j in range(D1):
-                if hs[j] <= 0.0:
-                    dh[j] = 0.0
-                dfc1_bp[ch, j] += dh[j]
+            loss += _dense_backward_sample(logits[s], y[s], scale, dlogits[s], fc2_w, h1[s], dh1[s], dfc2_bp[ch], dfc1_bp[ch])
         _outer_acc(dlogits[lo:hi], h1[lo:hi], dfc2_wp[ch])
         _outer_acc(dh1[lo:hi], p2[lo:hi], dfc1_wp[ch])
         lossp[ch] = loss
