@@ -80,7 +80,12 @@ def data_list(
 
 
 StudyOpt = Annotated[list[str] | None, typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
-ProfileOpt = Annotated[Profile, typer.Option(help="smoke (a wiring check), default (the seeds' setups), full")]
+ProfileOpt = Annotated[
+    Profile,
+    typer.Option(
+        help="auto (each study picks per platform: default, or smoke where the default takes hours), smoke (a wiring check), default (the seeds' setups), full"
+    ),
+]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value or study.key=value (repeatable)")]
 OnlyOpt = Annotated[list[str] | None, typer.Option(help="key=value: keep only matching cells (repeatable)")]
 ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | per-device")]
@@ -197,7 +202,7 @@ def _execute(
 def run(
     platforms: Annotated[list[str] | None, typer.Argument(help="cpu | cuda | mps (default: every one this host can run)")] = None,
     study: StudyOpt = None,
-    profile: ProfileOpt = Profile.default,
+    profile: ProfileOpt = Profile.auto,
     set_: SetOpt = None,
     only: OnlyOpt = None,
     schedule: ScheduleOpt = Schedule.sequential,
@@ -246,7 +251,7 @@ def report(
 @app.command("all")
 def all_cmd(
     study: StudyOpt = None,
-    profile: ProfileOpt = Profile.default,
+    profile: ProfileOpt = Profile.auto,
     set_: SetOpt = None,
     only: OnlyOpt = None,
     schedule: ScheduleOpt = Schedule.sequential,

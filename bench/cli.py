@@ -65,7 +65,12 @@ def matrix(
     platform: Annotated[
         list[str] | None, typer.Option("--platform", "-p", help="cpu | cuda | mps (repeatable; default $KIT_PLATFORM, else cpu)")
     ] = None,
-    profile: Annotated[Profile, typer.Option(help="smoke (a wiring check), default (the seeds' setups), full")] = Profile.default,
+    profile: Annotated[
+        Profile,
+        typer.Option(
+            help="auto (each study picks per platform: default, or smoke where the default takes hours), smoke, default (the seeds' setups), full"
+        ),
+    ] = Profile.auto,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="key=value or study.key=value: override a parameter of every cell (repeatable)"),

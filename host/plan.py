@@ -26,7 +26,7 @@ class MatrixRequest:
     """Everything `orchestrate.py run|all` passes on to `python -m bench matrix`."""
 
     studies: list[str] = field(default_factory=list)
-    profile: str = "default"
+    profile: str = "auto"  # each study picks per platform (Study.profile_for)
     sets: list[str] = field(default_factory=list)
     only: list[str] = field(default_factory=list)
     schedule: str = "sequential"

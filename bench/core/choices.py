@@ -6,6 +6,7 @@ from enum import Enum
 
 
 class Profile(str, Enum):
+    auto = "auto"  # each study's own choice per platform (Study.auto_profiles): default, or smoke where the default takes hours
     smoke = "smoke"  # a wiring check: minutes, tiny data
     default = "default"  # the seeds' own setups
     full = "full"  # default + extra variants (GPU tuning options)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 PLATFORMS = ("cpu", "cuda", "mps")
 PROFILES = ("smoke", "default", "full")
+AUTO = "auto"  # a requested profile that each study maps per platform (Study.profile_for)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class Study:
     profiles: ClassVar[tuple[str, ...]] = PROFILES
     timing_key: ClassVar[str | None] = None  # the row key holding a timed step's seconds (noise flags look at it)
     timing_unit: ClassVar[str] = "step"  # what one such row is ("epoch", "run"), for the flags' wording
+    # what `--profile auto` (the CLIs' default) runs per platform; unnamed platforms get "default".
+    # A study whose default matrix takes hours on some platform maps that one to "smoke".
+    auto_profiles: ClassVar[dict[str, str]] = {}
 
     # ---- config and cells
     def config_defaults(self) -> dict:
@@ -108,6 +112,10 @@ class Study:
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         raise NotImplementedError
+
+    def profile_for(self, platform: str, requested: str) -> str:
+        """The profile this study runs on PLATFORM when REQUESTED ('auto' resolves per study)."""
+        return self.auto_profiles.get(platform, "default") if requested == AUTO else requested
 
     def cell(self, backend: str, variant: str = "default", seed: int = 0, repeat: int = 0, name: str = "", **params: Any) -> Cell:
         """A cell with every config key resolved (defaults filled in)."""
@@ -146,6 +154,11 @@ class Study:
                 if r.get("status") == "ok" and isinstance(v, (int, float)) and not isinstance(v, bool):
                     out.setdefault(str(r.get("backend")), []).append(float(v))
         return out
+
+    def row_flags(self, rows: list[dict]) -> list[str]:
+        """Validity flags of the study's own (e.g. a diverged loss), added to the noise flags
+        that every row of the cell carries. Default: none."""
+        return []
 
     def progress_line(self, rows: list[dict]) -> str:
         """A few words on one step's rows, for progress output (e.g. "1.23 s, acc 0.9712")."""

@@ -205,7 +205,11 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         telemetry.stop()  # close() evaluates and summarises: not the timed window
         all_rows += [R.ordered({**base, **r}) for r in run.close()]
         sampled = telemetry.summary()
-        flags = noise.cell_flags(study.timed_values(all_rows), sampled, study.timing_unit)
+        flags = ";".join(
+            f
+            for f in [noise.cell_flags(study.timed_values(all_rows), sampled, study.timing_unit), *study.row_flags(all_rows)]
+            if f
+        )
         all_rows = [{**r, "flags": flags} for r in all_rows]
         extra = {
             "telemetry": sampled,

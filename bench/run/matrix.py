@@ -36,8 +36,7 @@ def resolve(
 ) -> list[Cell]:
     """The matrix's cells, each REPEATS times (default: DEFAULT_REPEATS of the profile), in
     repeat-major order: every cell's repeat 0, then every cell's repeat 1, ..."""
-    n = default_repeats(profile) if repeats is None else repeats
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > MAX_REPEATS:
+    if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS):
         raise KitError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
     chosen = select(study_names)
     for p in platforms:
@@ -45,20 +44,29 @@ def resolve(
             raise KitError(f"unknown platform {p!r}: choose {', '.join(PLATFORMS)}")
     P.check_only(only, chosen)
     cells: list[Cell] = []
+    n_of: dict[str, int] = {}  # cell key -> repeats (the profile each study ran on that platform decides)
     generated = 0
     for study in chosen:
-        if profile not in study.profiles:
-            raise KitError(f"{study.name} has no profile {profile!r}: choose {', '.join(study.profiles)}")
-        mine = [c for p in dict.fromkeys(platforms) for c in study.matrix(p, profile)]
-        generated += len(mine)
-        mine = [c for c in P.apply(study, mine, sets, chosen) if P.matches(c, only)]
+        made_n: list[tuple[Cell, int]] = []
+        for p in dict.fromkeys(platforms):
+            prof = study.profile_for(p, profile)
+            if prof not in study.profiles:
+                raise KitError(f"{study.name} has no profile {prof!r}: choose {', '.join(study.profiles)} (or auto)")
+            made = study.matrix(p, prof)
+            n = default_repeats(prof) if repeats is None else repeats
+            made_n += [(c2, n) for c2 in P.apply(study, made, sets, chosen)]  # --set keeps order and length
+        generated += len(made_n)
+        n_of.update({c.key: n for c, n in made_n})
+        mine = [c for c, _ in made_n if P.matches(c, only)]
         # `--set` can make two cells the same work (--set dtype=float64 over the float32 and float64
         # cells): run it once, under the later cell's name (the one the matrix made for that value)
         last = {c.key: i for i, c in enumerate(mine)}
         mine = [c for i, c in enumerate(mine) if last[c.key] == i]
         for c in mine:
             study.validate(c)
-        cells += [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
+        resolved = [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
+        n_of.update({r.key: n_of[c.key] for c, r in zip(mine, resolved)})
+        cells += resolved
     if not cells and (generated or not allow_empty):  # --only removed every cell: a mistake
         raise KitError(
             f"no cells to run: {', '.join(s.name for s in chosen)} on {', '.join(platforms)}"
@@ -66,7 +74,8 @@ def resolve(
         )
     if any(c.repeat for c in cells):  # `--set repeat=K` or `--only repeat=K` asked for one repeat by hand
         return cells
-    return [dataclasses.replace(c, repeat=r) for r in range(n) for c in cells]
+    most = max(n_of[c.key] for c in cells) if cells else 1
+    return [dataclasses.replace(c, repeat=r) for r in range(most) for c in cells if r < n_of[c.key]]
 
 
 # repeats (fresh processes) per cell: a smoke run checks wiring, a benchmark needs an interval
@@ -75,7 +84,7 @@ MAX_REPEATS = 50
 
 
 def default_repeats(profile: str) -> int:
-    return DEFAULT_REPEATS.get(profile, 3)
+    return DEFAULT_REPEATS.get(profile, 3)  # "auto" is resolved per study before this is asked
 
 
 @contextlib.contextmanager
