@@ -1,0 +1,208 @@
+"""cifar-opt (seed 002): ResNet-18 and MobileNetV2 on a CIFAR-10 subsample (5,000/1,000),
+CPU dynamic quantisation / int8 / compile / Optuna vs GPU AMP / bf16 / channels_last /
+compile / CUDA graphs / Optuna; accuracy, epoch time, latency, memory, size; 3 seeds.
+
+    config.py     defaults, variants (the seed's configurations and the kit's), the matrix
+    models.py     the torchvision models as the seed built them; an export-friendly copy
+    pipeline.py   loader (the seed's DataLoader) | resident (uint8 on the device) | synthetic-gpu
+    trainer.py    one training set-up for every device and variant
+    search.py     Optuna (journal file, seeded TPE, trial budget, Pareto front / MedianPruner)
+    inference.py  deployment forms: fp32, quantize_dynamic, PT2E int8, CUDA graph; latency, size
+    protocol.py   one cell: trials, epochs, inference
+    backends/     torch-cpu, torch-cuda, torch-mps (available, create)
+    report.py     tables and the seed's Figs. 1-4, the seed's claims beside ours, Pareto plots
+
+Importing this package imports no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import register_study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.studies.cifar_opt.config import (
+    CPU_VARIANTS,
+    DATASETS,
+    MODELS,
+    MPS_VARIANTS,
+    NAMED,
+    OBJECTIVES,
+    PIPELINES,
+    CifarOptConfig,
+    matrix_spec,
+    parse_variant,
+    variant_kind,
+)
+
+_B = "bench.studies.cifar_opt.backends."
+GPU_ONLY = ("fp16", "graphs")
+MAX_INFER_BATCH = 4096  # the int8 PT2E export's dynamic batch dimension goes up to this
+
+
+@register_study
+class CifarOpt(Study):
+    name = "cifar-opt"
+    title = "cifar-opt (seed 002)"
+    seed_doc = "002"
+    timing_key = "epoch_s"
+    timing_unit = "epoch"
+    auto_profiles = {"cpu": "smoke"}  # `all` without --profile: the seed's CPU setup takes hours on a laptop
+    Config = CifarOptConfig
+    backends = {
+        "torch-cpu": BackendSpec(
+            _B + "torch_cpu",
+            "cpu",
+            CPU_VARIANTS,
+            about="eager fp32; quant-dynamic (the seed's); int8 (PT2E, compiled) vs compiled fp32; compile; optuna",
+        ),
+        "torch-cuda": BackendSpec(
+            _B + "torch_cuda",
+            "cuda",
+            tuple(v for v in NAMED if v not in ("quant-dynamic", "int8")),
+            about="default, amp (fp16, the seed's), optuna, or any '+' of bf16, fp16, cl, compile, graphs; tuned = bf16+cl+compile+graphs",
+        ),
+        "torch-mps": BackendSpec(_B + "torch_mps", "mps", MPS_VARIANTS, about="Apple GPUs, natively (docker/mps/run.sh)"),
+    }
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        if platform not in PLATFORMS:
+            raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
+        if profile not in PROFILES:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILES)}")
+        backend = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}[platform]
+        cells = []
+        for model, variant, params in matrix_spec(platform, profile):
+            p = {"model": model, **params}
+            suffix = "" if p.get("pipeline", "loader") == "loader" else f"_{p['pipeline']}"
+            suffix += f"_b{p['batch_size']}" if "batch_size" in p else ""
+            cells.append(self.cell(backend, variant, name=f"{backend}_{model}_{variant}{suffix}", **p))
+        return cells
+
+    def validate(self, cell: Cell) -> None:
+        spec = self.backend_spec(cell.backend)
+        p = cell.params
+        for key in CifarOptConfig.__dataclass_fields__:
+            if key not in p:
+                raise KitError(f"cifar-opt cell lacks parameter {key!r}")
+        opts = parse_variant(cell.variant)
+        if spec.platform != "cuda":
+            gpu = [o for o in opts if o in GPU_ONLY] or (["amp"] if cell.variant == "amp" else [])
+            if gpu or cell.variant == "tuned":
+                raise KitError(
+                    f"variant {cell.variant!r} is a GPU variant ({', '.join(gpu) or 'graphs'} needs CUDA); "
+                    f"{cell.backend} runs {', '.join(spec.variants)} or a '+' of bf16, cl, compile"
+                )
+            if cell.variant not in spec.variants and cell.variant in NAMED:
+                raise KitError(f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(spec.variants)}")
+        elif cell.variant in ("quant-dynamic", "int8"):
+            raise KitError(f"variant {cell.variant!r} is a CPU variant (x86 int8 kernels); run it on torch-cpu")
+        checks = [
+            ("epochs", p["epochs"] >= 1, ">= 1"),
+            ("batch_size", p["batch_size"] >= 1, ">= 1"),
+            ("lr", isinstance(p["lr"], float) and math.isfinite(p["lr"]) and p["lr"] > 0, "finite and > 0"),
+            ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)"),
+            ("weight_decay", p["weight_decay"] >= 0, ">= 0"),
+            ("n_train", p["n_train"] >= 10, ">= 10 (one image per class)"),
+            ("n_test", p["n_test"] >= 10, ">= 10 (one image per class)"),
+            ("num_workers", p["num_workers"] >= -1, ">= 0, or -1 for the seed's count"),
+            ("threads", p["threads"] >= 0, ">= 0"),
+            ("latency_calls", p["latency_calls"] >= 1, ">= 1"),
+            ("latency_warmup", p["latency_warmup"] >= 0, ">= 0"),
+            (
+                "infer_batch",
+                1 <= p["infer_batch"] <= MAX_INFER_BATCH,
+                f"from 1 to {MAX_INFER_BATCH} (the int8 export's batch range)",
+            ),
+            ("calib_batches", p["calib_batches"] >= 1, ">= 1"),
+            ("trials", p["trials"] >= 1, ">= 1"),
+            ("trial_budget_s", p["trial_budget_s"] >= 0, ">= 0 (0: no limit)"),
+            ("trial_epochs", p["trial_epochs"] >= 1, ">= 1"),
+            ("val_fraction", 0 < p["val_fraction"] <= 0.5, "in (0, 0.5]"),
+            ("chance_epochs", p["chance_epochs"] >= 1, ">= 1"),
+        ]
+        for key, ok, want in checks:
+            if not ok:
+                raise KitError(f"{key} must be {want} (got {p[key]!r})")
+        for key, allowed in (("model", MODELS), ("dataset", DATASETS), ("pipeline", PIPELINES), ("objective", OBJECTIVES)):
+            if p[key] not in allowed:
+                raise KitError(f"unknown {key} {p[key]!r}: choose {', '.join(allowed)}")
+        if p["batch_size"] > p["n_train"]:
+            raise KitError(f"batch_size {p['batch_size']} is larger than the training subsample (n_train {p['n_train']})")
+        if variant_kind(cell.variant) == "int8" and p["batch_size"] * p["calib_batches"] > p["n_train"]:
+            raise KitError(
+                f"int8 calibration wants {p['calib_batches']} batches of {p['batch_size']}, more than n_train {p['n_train']}"
+            )
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        from bench.data import cifar10
+
+        return cell.with_params(**cifar10.resolve(cell.params, data_dir))
+
+    def cell_unavailable(self, cell: Cell) -> str | None:
+        why = self.why_unavailable(cell.backend)
+        if why:
+            return why
+        need = {"int8": ("torchao", "int8 PT2E needs torchao"), "optuna": ("optuna", "the search needs optuna")}.get(
+            variant_kind(cell.variant)
+        )
+        if need:
+            import importlib.util
+
+            if importlib.util.find_spec(need[0]) is None:
+                return f"{need[1]} (pip install {need[0]}; the locks pin it)"
+        return None
+
+    def label(self, cell: Cell) -> str:
+        p = cell.params
+        return f"{cell.backend} {p.get('model')} {cell.variant} {p.get('pipeline')} b{p.get('batch_size')}"
+
+    def progress_line(self, rows: list[dict]) -> str:
+        r = rows[0] if rows else {}
+        if r.get("phase") == "trial":
+            acc = r.get("trial_val_acc")
+            return (
+                f"trial {r.get('trial')}: {r.get('trial_state')} b{r.get('trial_batch_size')} lr {r.get('trial_lr') or 0:.2g}"
+                + (f" val acc {acc:.3f}" if isinstance(acc, float) else "")
+            )
+        if r.get("phase") == "epoch":
+            acc = r.get("test_acc")
+            return f"epoch {r['epoch']}: {r['epoch_s']:.2f} s {r['samples_per_s']:,.0f} img/s" + (
+                f" acc {acc:.3f}" if isinstance(acc, float) else ""
+            )
+        return "  ".join(
+            f"{x.get('form')} p50 {x.get('latency_p50_ms', 0):.3f} ms" for x in rows if x.get("phase") == "inference"
+        )
+
+    def open(self, cell: Cell, ctx: RunContext):
+        from bench.studies.cifar_opt.protocol import open_cell
+
+        return open_cell(self, cell, ctx)
+
+    def row_flags(self, rows: list[dict]) -> list[str]:
+        from bench.studies.cifar_opt.protocol import validity_flags
+
+        return validity_flags(rows)
+
+    def check_rows(self, rows: list[dict]) -> str | None:
+        need = {"epoch": ("epoch_s", "samples_per_s"), "inference": ("latency_p50_ms", "model_size_mb")}
+        for r in rows:
+            for k in need.get(str(r.get("phase")), ()):
+                v = r.get(k)
+                if r.get("status") == "ok" and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+        return None
+
+    def report_section(self, cells, out: Path) -> list[str]:
+        from bench.studies.cifar_opt.report import section
+
+        return section(cells, out)
+
+    def summary(self, cells) -> tuple[list[str], dict[str, Any]]:
+        from bench.studies.cifar_opt.report import summary
+
+        return summary(cells)

@@ -1,0 +1,218 @@
+"""One cifar-opt cell: open() loads the subsample, builds the trainer and warms it up;
+then the steps are
+
+    trials    (variant optuna only) one Optuna trial per step (search.py)
+    epochs    one per step: training timed as a whole (device synced, RSS sampled, the
+              GPU allocator's peak reset), then evaluation on the test subsample timed
+              apart (eval_s, never inside epoch_s)
+    inference one step: the trained model's deployment forms (inference.py)
+
+Before the first timed epoch, outside every timed region: warm-up (compile, autotune,
+graph capture; real steps, undone: compile_s) and a tracemalloc pass of a few steps
+(undone). For optuna the trainer is built after the search, in the first epoch step,
+before its clock starts. The training seed is cell.seed + cell.repeat: the seed's
+"3 seeds, medians reported" are the kit's 3 repeats.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.study import RunContext, Study
+from bench.studies.cifar_opt.config import Settings, parse_variant, settings, variant_kind
+from bench.studies.cifar_opt.trainer import Split, Trainer
+
+
+def chance_limit(n_test: int) -> float:
+    """Test accuracy at or below this is 'at chance' for 10 balanced classes: 10% plus three
+    binomial standard deviations of N_TEST draws."""
+    return 0.1 + 3 * math.sqrt(0.1 * 0.9 / max(n_test, 1))
+
+
+def _threads(n: int) -> int:
+    import torch
+
+    from bench.studies.cifar_opt.pipeline import usable_cores
+
+    n = n or usable_cores()
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    torch.set_num_threads(n)
+    return n
+
+
+@dataclass
+class CellRun:
+    """A prepared cell (a StepRun)."""
+
+    cfg: Settings
+    ctx: RunContext
+    split: Split
+    dataset: dict
+    threads: int
+    n_trials: int
+    trainer: Trainer | None = None
+    search: Any = None
+    pick: dict = field(default_factory=dict)
+    warmup_s: float = 0.0
+    heap_mb: float | None = None
+    last_acc: float | None = None
+
+    @property
+    def steps(self) -> int:
+        return self.n_trials + self.cfg.epochs + 1
+
+    @property
+    def kind(self) -> str:
+        return variant_kind(self.cfg.variant)
+
+    def base(self) -> dict:
+        tr, opts = self.trainer, parse_variant(self.cfg.variant)
+        amp = "fp16" if "fp16" in opts else "bf16" if "bf16" in opts else "fp32"
+        return {
+            "model": self.cfg.model,
+            "pipeline": self.cfg.pipeline,
+            "kind": self.kind,
+            "precision": amp,
+            "channels_last": "cl" in opts,
+            "compiled": "compile" in opts,
+            "cuda_graphs": "graphs" in opts,
+            "batch_size": tr.batch if tr else self.cfg.batch_size,
+            "lr": tr.opt.param_groups[0]["lr"] if tr else self.cfg.lr,
+            "num_workers": tr.pipe.workers if tr else None,
+            "threads": self.threads,
+            "n_train": len(self.split.y_train),
+            "n_test": len(self.split.y_eval),
+            "last_batch": "drop",
+            "chance_epochs": self.cfg.chance_epochs,
+        }
+
+    def _ensure_trainer(self) -> Trainer:
+        if self.trainer is None:  # optuna: build with the pick, warm up, before the first clock
+            bs, lr = self.pick["batch_size_picked"], self.pick["lr_picked"]
+            self.trainer = Trainer(self.cfg, self.split, bs, lr, self.cfg.seed, variant="default")
+            self.warmup_s = self.trainer.warmup()
+            self.heap_mb = self.trainer.python_heap_peak_mb()
+        return self.trainer
+
+    def step(self, i: int) -> list[dict]:
+        if i < self.n_trials:
+            row = self.search.trial(i)
+            rows = [{**self.base(), **row, "status": "ok"}]
+            if i == self.n_trials - 1:
+                self.pick = self.search.pick()
+                rows.append({**self.base(), **self.pick, "status": "ok"})
+            return rows
+        e = i - self.n_trials
+        if e < self.cfg.epochs:
+            return [self.epoch(e + 1)]
+        return self.inference()
+
+    def epoch(self, epoch: int) -> dict:
+        from bench.measure.memory import RSSSampler
+        from bench.measure.timer import stopwatch
+
+        tr = self._ensure_trainer()
+        tr.reset_peak()
+        with RSSSampler() as rss, stopwatch(tr.sync_device) as sw:
+            stats = tr.train_epoch()
+        assert sw.seconds >= 0
+        synthetic = self.cfg.pipeline == "synthetic-gpu"
+        with stopwatch() as ev:
+            acc = None if synthetic else tr.evaluate()
+        self.last_acc = acc
+        return {
+            **self.base(),
+            "phase": "epoch",
+            "status": "ok",
+            "epoch": epoch,
+            "epoch_s": sw.seconds,
+            "steps": stats["steps"],
+            "samples": stats["samples"],
+            "samples_per_s": stats["samples"] / sw.seconds,
+            "train_loss": stats["train_loss"],
+            "test_acc": acc,
+            "eval_s": ev.seconds,
+            "compile_s": self.warmup_s,
+            "rss_peak_mb": rss.peak_mb,
+            "rss_mean_mb": rss.mean_mb,
+            "python_heap_peak_mb": self.heap_mb,
+            **tr.memory(),
+        }
+
+    def inference(self) -> list[dict]:
+        from bench.studies.cifar_opt import inference
+
+        tr = self._ensure_trainer()
+        cfg = self.cfg
+        forms = inference.forms_for(self.kind, tr, cfg.infer_batch, cfg.calib_batches)
+        rows = inference.measure(forms, tr, cfg.latency_calls, cfg.latency_warmup, cfg.infer_batch)
+        ref = next((r["test_acc"] for r in rows if r["form"] in ("fp32-compiled", "fp32-eager")), None)
+        return [
+            {**self.base(), **r, "acc_drop_pts": None if ref is None else (ref - r["test_acc"]) * 100, "status": "ok"}
+            for r in rows
+        ]
+
+    def close(self) -> list[dict]:
+        return []
+
+    def system_extra(self) -> dict:
+        tr = self.trainer
+        return {
+            "compile_s": self.warmup_s,
+            "normalise_mean": tr.mean if tr else None,
+            "normalise_std": tr.std if tr else None,
+            "n_params": sum(p.numel() for p in tr.model.parameters()) if tr else None,
+            "search": self.pick or None,
+            "training_seed": self.cfg.seed,
+        }
+
+
+def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
+    """Load the subsample, build and warm up the trainer (or the search). KitError on bad input."""
+    import torch
+
+    from bench.data import cifar10
+
+    cfg = settings(cell)
+    threads = _threads(cfg.threads)
+    torch.backends.cudnn.benchmark = True  # the seed's CUDA setting
+    ds = cifar10.load_for_cell(cell.params, ctx.data_dir)
+    sub = cifar10.subsample(ds, cfg.n_train, cfg.n_test, cfg.subsample_seed)
+    split = Split(sub.x_train, sub.y_train, sub.x_test, sub.y_test)
+    if cfg.batch_size > len(split.y_train):
+        raise KitError(f"batch_size {cfg.batch_size} is larger than the training subsample ({len(split.y_train)} images)")
+    run = CellRun(cfg, ctx, split, ds.describe(), threads, cfg.trials if variant_kind(cfg.variant) == "optuna" else 0)
+    if run.n_trials:
+        from bench.studies.cifar_opt.search import Search
+
+        run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir, ctx.echo)
+    else:
+        run.trainer = Trainer(cfg, split, cfg.batch_size, cfg.lr, cfg.seed)
+        run.warmup_s = run.trainer.warmup()
+        run.heap_mb = run.trainer.python_heap_peak_mb()
+    return run
+
+
+def validity_flags(rows: list[dict]) -> list[str]:
+    """diverged: a non-finite training loss; at-chance: test accuracy still at chance after
+    chance_epochs epochs (the seed's AMP run stuck at 10%); both on the real pipelines only."""
+    flags = []
+    epochs = [r for r in rows if r.get("phase") == "epoch" and r.get("status") == "ok"]
+    bad = [r["epoch"] for r in epochs if not (isinstance(r.get("train_loss"), float) and math.isfinite(r["train_loss"]))]
+    if bad:
+        flags.append(f"diverged(epoch {bad[0]})")
+    scored = [r for r in epochs if r.get("test_acc") is not None]
+    if scored:
+        last = scored[-1]
+        limit = chance_limit(int(last.get("n_test") or 1000))
+        n_needed = int(np.clip(last.get("chance_epochs") or 2, 1, None))
+        if last["epoch"] >= n_needed and last["test_acc"] <= limit:
+            flags.append(f"at-chance(acc {last['test_acc']:.3f} after {last['epoch']} epochs)")
+    return flags
