@@ -2,10 +2,10 @@
 
 - Upper bound (`ByteCounter`, a TorchDispatchMode): every aten op reads its tensor inputs
   and writes its tensor outputs in full, each distinct tensor once per op; views cost
-  nothing. That is the DRAM traffic of an implementation with no fusion and no cache reuse
-  between ops: an upper bound of what a fused/cached run moves (it can exceed a real run's
-  traffic only by what caches and fusion save), seen at the dispatch level, so the same
-  on every device.
+  nothing. That is the DRAM traffic of an unfused run in which each op streams its operands
+  through DRAM exactly once: an upper bound for fused or cache-friendly execution (a kernel
+  that re-reads its inputs, via im2col, split-K or a workspace, can still move more). Seen
+  at the dispatch level, so the same on every device.
 - Lower bound: what any implementation must move once: parameters + input + output
   (training adds the gradients written once).
 
