@@ -15,7 +15,17 @@ from typing import Any
 from bench.core.errors import KitError
 
 # name -> (module, function(data_dir, mirrors, timeout_s, progress) -> list[Path], default mirrors attr)
-FETCHERS = {"mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS")}
+FETCHERS = {
+    "mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS"),
+    "tinyimagenet": ("bench.data.tinyimagenet", "fetch_tinyimagenet", "MIRRORS"),
+}
+# datasets a user puts into <data dir>/<name>/ by hand (no official archive with a checksum to fetch)
+PLACED = {"catsdogs": "bench.data.imagefolder"}
+# name -> (module, function(root, **kw) -> Path): writes <root>/<name>-synthetic/... in the real layout
+SYNTHESIZERS = {
+    "tinyimagenet": ("bench.data.tinyimagenet", "write_synthetic"),
+    "catsdogs": ("bench.data.imagefolder", "write_synthetic"),
+}
 # the 28x28 handwritten-digit family: the real dataset, or the embedded default (auto: real when present)
 DIGIT_DATASETS = ("auto", "mnist", "digits")
 
@@ -61,7 +71,7 @@ def fetch_hint(name: str, root: Path) -> str:
 
 def present(root: Path) -> list[str]:
     """Names of the datasets whose subdirectory exists under ROOT."""
-    return sorted(n for n in FETCHERS if (root / n).is_dir())
+    return sorted(n for n in (*FETCHERS, *PLACED) if (root / n).is_dir())
 
 
 def fetch_dataset(
@@ -79,6 +89,14 @@ def fetch_dataset(
     return getattr(mod, fn)(
         resolve_data_dir(data_dir), mirrors or getattr(mod, default_mirrors), progress=progress, allow_http=allow_http
     )
+
+
+def synthesize_dataset(name: str, data_dir: str | os.PathLike | None, **kw: Any) -> Path:
+    """Write NAME's synthetic tree under the data dir (<data dir>/<name>-synthetic/...); returns it."""
+    if name not in SYNTHESIZERS:
+        raise KitError(f"unknown dataset {name!r} to synthesize: choose {', '.join(SYNTHESIZERS)}")
+    mod_name, fn = SYNTHESIZERS[name]
+    return getattr(importlib.import_module(mod_name), fn)(resolve_data_dir(data_dir), **kw)
 
 
 def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:

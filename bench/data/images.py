@@ -1,0 +1,400 @@
+"""What the image-file datasets share (Tiny-ImageNet, ImageFolder trees such as cats vs dogs):
+the index a reader returns and its checksum, JPEG decode, a torch Dataset over an index, the
+cache dir for generated trees, the synthetic image generator, and the real-vs-synthetic choice.
+
+numpy, Pillow and the standard library only: torch is imported by `torch_dataset` and on a
+Dataset's first item, never at import.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from bench.core.errors import KitError
+from bench.data import data_dir_named, resolve_data_dir, shown
+
+# what torchvision.datasets.ImageFolder reads (IMG_EXTENSIONS), compared lower-case
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+JPEG_QUALITY = 90  # every synthetic JPEG: fixed quality, 4:2:0 chroma, so a tree is byte-for-byte repeatable
+SPLITS = ("train", "val")
+
+# (relative path, label, size in bytes) of one indexed image
+Entry = tuple[str, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class ImageIndex:
+    """The files of one image dataset and their labels; the images stay on disk (load_image)."""
+
+    name: str  # "tinyimagenet" | "tinyimagenet-synthetic" | "catsdogs" | "catsdogs-synthetic" | another tree's name
+    real: bool
+    root: Path  # the tree every path below is relative to
+    classes: tuple[str, ...]  # label i is classes[i]
+    train_files: tuple[str, ...]  # relative paths, sorted
+    train_labels: np.ndarray  # int64 (N_train,)
+    val_files: tuple[str, ...]
+    val_labels: np.ndarray  # int64 (N_val,)
+    image_size: int | None  # side in px when the format has every image square and one size (Tiny-ImageNet: 64), else None
+    checksum: str  # see index_checksum: which files, their labels and byte sizes (not their pixels)
+    n_bytes: int  # total size of the indexed image files, bytes
+    skipped: int = 0  # files seen and left out as not images (Thumbs.db, .DS_Store, ...)
+    split: str = "train/ and val/ as given"  # how the val split was made
+    extra: dict[str, Any] = field(default_factory=dict)  # format-specific counts (Tiny-ImageNet: n_test)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    def files(self, split: str) -> tuple[str, ...]:
+        return self.train_files if split == "train" else self.val_files
+
+    def labels(self, split: str) -> np.ndarray:
+        return self.train_labels if split == "train" else self.val_labels
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "real": self.real,
+            "kind": "real" if self.real else "synthetic",
+            "n_classes": self.n_classes,
+            "n_train": len(self.train_files),
+            "n_val": len(self.val_files),
+            "image_size": self.image_size,
+            "n_bytes": self.n_bytes,
+            "skipped_files": self.skipped,
+            "split": self.split,
+            "sha256": self.checksum,
+            "sha256_covers": "sorted relative paths, labels and byte sizes of the indexed files, and the class list (not pixels)",
+            "source": str(self.root),
+            **self.extra,
+        }
+
+
+def make_index(name: str, real: bool, root: Path, classes, train: list[Entry], val: list[Entry], **kw) -> ImageIndex:
+    """An index over TRAIN and VAL entries, each sorted by path, with its checksum."""
+    train, val = sorted(train), sorted(val)
+    return ImageIndex(
+        name=name,
+        real=real,
+        root=Path(root),
+        classes=tuple(classes),
+        train_files=tuple(e[0] for e in train),
+        train_labels=np.array([e[1] for e in train], np.int64),
+        val_files=tuple(e[0] for e in val),
+        val_labels=np.array([e[1] for e in val], np.int64),
+        checksum=index_checksum(classes, {"train": train, "val": val}),
+        n_bytes=sum(e[2] for e in train) + sum(e[2] for e in val),
+        **kw,
+    )
+
+
+def index_checksum(classes, splits: dict[str, list[Entry]]) -> str:
+    """sha256 over the class names in label order, then one line `split<TAB>path<TAB>label<TAB>size`
+    per file, each split's files sorted by path. It covers which files there are, where they sit
+    (relative to the tree, so moving the data dir keeps it), their labels and byte sizes; not their
+    pixels: an edit that keeps a file's size goes unseen (a fetched archive's content is pinned by
+    its own hash). A synthetic tree's sizes come from the JPEG encoder, so another Pillow/libjpeg
+    may give other bytes and so another checksum."""
+    h = hashlib.sha256()
+    h.update(("\n".join(classes) + "\n\n").encode())
+    for split, entries in splits.items():
+        for rel, label, size in sorted(entries):
+            h.update(f"{split}\t{rel}\t{label}\t{size}\n".encode())
+    return h.hexdigest()
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def scan_images(d: Path, recursive: bool = False) -> tuple[list[tuple[str, int]], int]:
+    """Image files under D as (path relative to D, size in bytes), and how many other files were
+    skipped (wrong extension, or hidden: .DS_Store, macOS's ._x.jpg). An empty image file, an
+    unreadable dir or a dangling link is a KitError naming it."""
+    found, skipped = [], 0
+    try:
+        walk = os.walk(d, followlinks=True, onerror=_raise) if recursive else [(str(d), [], _files(d))]
+        for top, dirs, names in walk:
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            for n in names:
+                if n.startswith(".") or not n.lower().endswith(IMAGE_EXTENSIONS):
+                    skipped += 1
+                    continue
+                p = Path(top) / n
+                size = p.stat().st_size
+                if size == 0:
+                    raise KitError(f"{p}: empty file (0 bytes), not an image; delete it (or fetch the dataset again)")
+                found.append((p.relative_to(d).as_posix(), size))
+    except OSError as err:
+        raise KitError(f"{err.filename or d}: cannot read ({err.strerror or err})") from None
+    return found, skipped
+
+
+def _files(d: Path) -> list[str]:
+    return [e.name for e in os.scandir(d) if not e.is_dir()]
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
+def load_image(path: str | os.PathLike, size: int | None = None) -> np.ndarray:
+    """Decode PATH to uint8 (3,H,W) RGB: grayscale (a few Tiny-ImageNet JPEGs), palette, CMYK and
+    alpha images are converted. With SIZE: the shorter side resized to SIZE (bilinear), then the
+    centre SIZE x SIZE cropped; a no-op for an image already SIZE x SIZE. A file that does not
+    decode (corrupt, truncated, not an image) is a KitError naming it."""
+    try:
+        with Image.open(path) as src:
+            im = src.convert("RGB")  # decodes every pixel: a truncated JPEG fails here
+        if size and im.size != (size, size):
+            w, h = im.size
+            scale = size / min(w, h)
+            nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
+            im = im.resize((nw, nh), Image.Resampling.BILINEAR)
+            left, top = (nw - size) // 2, (nh - size) // 2
+            im = im.crop((left, top, left + size, top + size))
+        hwc = np.asarray(im)  # (H,W,3) uint8
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        raise KitError(f"{path}: cannot decode image ({_one_line(err)})") from None
+    return np.ascontiguousarray(hwc.transpose(2, 0, 1))
+
+
+class ImageDataset:
+    """A map-style torch Dataset over one split of an index: item i is (uint8 tensor (3,H,W),
+    int label), TRANSFORM applied to the tensor when given (e.g. torchvision.transforms.v2).
+    A plain module-level class, not a torch.utils.data.Dataset subclass (that base adds nothing a
+    DataLoader needs): it imports no torch until its first item, and DataLoader workers can pickle
+    it under spawn and forkserver as well as fork. Build it with torch_dataset()."""
+
+    def __init__(self, index: ImageIndex, split: str, size: int | None = None, transform: Callable | None = None):
+        self.root = index.root
+        self.files = index.files(split)
+        self.labels = index.labels(split)
+        self.size = size  # px, see load_image; None: as stored
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        import torch
+
+        x = torch.from_numpy(load_image(self.root / self.files[i], self.size))
+        return (self.transform(x) if self.transform is not None else x), int(self.labels[i])
+
+
+def torch_dataset(
+    index: ImageIndex,
+    split: str = "train",
+    size: int | None = None,
+    transform: Callable | None = None,
+    cls: type[ImageDataset] = ImageDataset,
+) -> ImageDataset:
+    """CLS over SPLIT ('train' | 'val') of INDEX; KitError when torch is missing here."""
+    if split not in SPLITS:
+        raise KitError(f"unknown split {split!r}: choose {' or '.join(SPLITS)}")
+    try:
+        import torch  # noqa: F401  (the items are torch tensors)
+    except ImportError:
+        raise KitError("torch is not installed here: the image datasets yield torch tensors (pip install torch)") from None
+    return cls(index, split, size=size, transform=transform)
+
+
+# ---- generated trees: where they are cached, how they are written --------------------------------
+
+
+def cache_dir() -> Path:
+    """$KIT_CACHE_DIR, else $XDG_CACHE_HOME/cnn-bench, else ~/.cache/cnn-bench; when that cannot be
+    written (a container user without a home), <tempdir>/cnn-bench-<uid>, private to this user."""
+    try:
+        if os.environ.get("KIT_CACHE_DIR"):
+            first = Path(os.environ["KIT_CACHE_DIR"])
+        elif os.environ.get("XDG_CACHE_HOME"):
+            first = Path(os.environ["XDG_CACHE_HOME"]) / "cnn-bench"
+        else:
+            first = Path.home() / ".cache" / "cnn-bench"
+        first.mkdir(parents=True, exist_ok=True)
+        if os.access(first, os.W_OK | os.X_OK):
+            return first
+    except (OSError, RuntimeError):  # RuntimeError: no home dir to be found
+        pass
+    tmp = Path(tempfile.gettempdir()) / f"cnn-bench-{os.getuid()}"
+    try:
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(tmp)
+    except OSError as err:
+        raise KitError(f"no writable cache dir for generated data ({tmp}: {err.strerror}); set KIT_CACHE_DIR") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise KitError(f"{tmp} is not a dir of this user (uid {os.getuid()}); set KIT_CACHE_DIR to a writable dir")
+    return tmp
+
+
+def new_tree(final: Path, exist_ok: bool) -> tuple[Path, list[Path]] | None:
+    """A fresh temp dir beside FINAL to write a tree into, and the dirs made for it (innermost
+    first, for discard_tree); None when FINAL exists and EXIST_OK."""
+    if final.exists():
+        if exist_ok:
+            return None
+        raise KitError(f"{final} exists: delete it to write a new one")
+    made = missing_parents(final.parent)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    except OSError as err:
+        discard_tree(None, made)
+        raise KitError(f"cannot write into {final.parent}: {err.strerror}") from None
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the tree must be readable like any data dir
+    return tmp, made
+
+
+def publish_tree(tmp: Path, final: Path) -> None:
+    """Rename the finished TMP to FINAL; when another writer got there first, theirs stands."""
+    try:
+        os.rename(tmp, final)
+    except OSError as err:
+        if not final.is_dir():
+            raise KitError(f"cannot move the written tree to {final}: {err.strerror}") from None
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def discard_tree(tmp: Path | None, made: list[Path]) -> None:
+    """After a failure: TMP goes, and so does every dir of MADE (innermost first) left empty."""
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def missing_parents(p: Path) -> list[Path]:
+    """P's dirs that do not exist yet, innermost first (what a failed write must take away again)."""
+    out = []
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def grating_image(rng: np.random.Generator, h: int, w: int, hue: float, angle_deg: float, freq: float, noise_sd: float):
+    """One synthetic picture, uint8 (h,w,3): a sinusoidal grating (ANGLE_DEG, FREQ cycles/px,
+    random phase) in a Gaussian window (sigma 0.2..0.4 of the shorter side) at a random centre,
+    in a bright and a dark colour of HUE (0..1) on a pale background of HUE, plus Gaussian pixel
+    noise (NOISE_SD, 0..255 units). Also the window's box (x0, y0, x1, y1) in px, inclusive."""
+    xx = np.arange(w, dtype=np.float32)[None, :]  # (1,w) px
+    yy = np.arange(h, dtype=np.float32)[:, None]  # (h,1) px
+    cx, cy = rng.uniform(0.25, 0.75) * w, rng.uniform(0.25, 0.75) * h
+    sigma = rng.uniform(0.2, 0.4) * min(h, w)
+    a = np.deg2rad(angle_deg)
+    phase = rng.uniform(0, 2 * np.pi)
+    wave = np.sin(np.float32(2 * np.pi * freq) * ((xx - cx) * np.cos(a) + (yy - cy) * np.sin(a)) + np.float32(phase))
+    window = np.exp(((xx - cx) ** 2 + (yy - cy) ** 2) * np.float32(-0.5 / sigma**2))[..., None]  # (h,w,1) 0..1
+    bright = 255 * np.array(colorsys.hsv_to_rgb(hue % 1.0, 0.75, 0.95), np.float32)
+    dark = 255 * np.array(colorsys.hsv_to_rgb((hue + 0.1) % 1.0, 0.8, 0.35), np.float32)
+    pale = 255 * np.array(colorsys.hsv_to_rgb(hue % 1.0, 0.3, 0.65), np.float32)
+    t = (0.5 + 0.5 * wave)[..., None]  # (h,w,1) 0..1
+    img = pale + window * (dark - pale + t * (bright - dark))  # (h,w,3) 0..255
+    img += rng.standard_normal(img.shape, dtype=np.float32) * np.float32(noise_sd)
+    box = (max(0, int(cx - sigma)), max(0, int(cy - sigma)), min(w - 1, int(cx + sigma)), min(h - 1, int(cy + sigma)))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8), box
+
+
+def write_jpeg(path: Path, img: np.ndarray, gray: bool = False) -> None:
+    """IMG uint8 (h,w,3) as a JPEG (JPEG_QUALITY, 4:2:0); GRAY: as a 1-channel JPEG."""
+    im = Image.fromarray(img)
+    if gray:
+        im = im.convert("L")
+    im.save(path, format="JPEG", quality=JPEG_QUALITY, subsampling="4:2:0")
+
+
+# ---- real or synthetic: what a cell trains on ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """A dataset the user provides under <data dir>/<real>/, and its synthetic twin the kit writes."""
+
+    real: str  # "tinyimagenet"
+    synthetic: str  # "tinyimagenet-synthetic"
+    version: int  # of the generator: a change to its output bumps it, so old cached trees are not reused
+    real_tree: Callable[[Path], Path]  # data dir -> the tree read_real takes
+    read: Callable[[Path], ImageIndex]  # a tree (real or synthetic) -> its index
+    write_synthetic: Callable[..., Path]  # (root, exist_ok=..., **kw) -> the synthetic tree under root
+    hint: Callable[[Path], str]  # how to get the real data into a data dir
+
+
+def _nonempty(d: Path) -> bool:
+    try:
+        return any(d.iterdir())
+    except OSError:
+        return True  # unreadable: let the reader say so
+
+
+def synthetic_cached(fam: Family, kw: dict) -> ImageIndex:
+    """FAM's synthetic tree for the generator arguments KW, written once into the cache dir."""
+    key = "-".join([fam.synthetic, f"v{fam.version}", *(f"{k}{kw[k]}" for k in sorted(kw))])
+    return fam.read(fam.write_synthetic(cache_dir() / "synthetic" / key, exist_ok=True, **kw))
+
+
+def select(fam: Family, dataset: str, data_dir: str | os.PathLike | None, kw: dict) -> ImageIndex:
+    """dataset: 'auto' (the real tree when the data dir holds it, else the synthetic one), the real
+    name (required), or the synthetic name. A data dir someone named must hold the real data for
+    'auto' too: a typo never silently falls back to generated data."""
+    if dataset not in ("auto", fam.real, fam.synthetic):
+        raise KitError(f"unknown dataset {dataset!r}: choose auto, {fam.real} or {fam.synthetic}")
+    if dataset == fam.synthetic:
+        return synthetic_cached(fam, kw)
+    root = resolve_data_dir(data_dir)
+    named = data_dir_named(data_dir)
+    if (named or dataset == fam.real) and not root.is_dir():
+        raise KitError(f"data dir {shown(root)} does not exist; pass --data-dir, set KIT_DATA_DIR, or {fam.hint(root)}")
+    if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
+        raise KitError(f"cannot read data dir {shown(root)} as uid {os.getuid()} (permission denied): make it readable")
+    held = root / fam.real
+    if dataset == fam.real or (held.is_dir() and (named or _nonempty(held))):
+        if not held.is_dir():
+            raise KitError(f"data dir {shown(root)} holds no {fam.real}/: {fam.hint(root)}")
+        tree = fam.real_tree(root)
+        if not tree.is_dir():
+            raise KitError(f"{shown(root)}: {fam.real}/ lacks {tree.relative_to(held)}/; {fam.hint(root)}")
+        return fam.read(tree)  # a partial or broken tree is an error, never a silent fallback
+    if named:
+        raise KitError(
+            f"data dir {shown(root)} holds no {fam.real}/: {fam.hint(root)}, "
+            f"or ask for the synthetic tree with `--set dataset={fam.synthetic}`"
+        )
+    return synthetic_cached(fam, kw)  # nothing was asked for: the synthetic tree (rows and the report say so)
+
+
+_MEMO: dict[tuple, ImageIndex] = {}
+
+
+def select_cached(fam: Family, dataset: str, data_dir: str | os.PathLike | None, kw: dict) -> ImageIndex:
+    """select(), once per (family, resolved dir, dataset, generator arguments) in this process."""
+    key = (fam.real, str(resolve_data_dir(data_dir).absolute()), dataset, tuple(sorted(kw.items())))
+    if key not in _MEMO:
+        _MEMO[key] = select(fam, dataset, data_dir, kw)
+    return _MEMO[key]
+
+
+def check_checksum(index: ImageIndex, want: str | None) -> ImageIndex:
+    """INDEX, when WANT (a cell's dataset_sha256) is unset or equal to its checksum."""
+    if want and want != index.checksum:
+        raise KitError(
+            f"the {index.name} data in {index.root} has checksum {index.checksum[:12]}…, but this cell was "
+            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
+        )
+    return index
