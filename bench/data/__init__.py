@@ -2,7 +2,7 @@
 embedded defaults. Studies and the host reach data only through this module's names.
 
 Data dir: --data-dir, else $KIT_DATA_DIR, else ./data; each dataset lives in its own
-subdirectory (<data dir>/<name>/).
+subdirectory (<data dir>/<name>/), a synthetic set in <data dir>/<name>-synthetic/.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from typing import Any
 from bench.core.errors import KitError
 
 # name -> (module, function(data_dir, mirrors, timeout_s, progress) -> list[Path], default mirrors attr)
-FETCHERS = {"mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS")}
+FETCHERS = {
+    "mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS"),
+    "cifar10": ("bench.data.cifar10", "fetch_cifar10", "MIRRORS"),
+}
+# name -> (module, function(root, n_train, n_test, seed) -> Path): writes <root>/<name>-synthetic/,
+# the dataset's official format with synthetic, learnable content
+SYNTHESIZERS = {"cifar10": ("bench.data.cifar10", "write_synthetic")}
 # the 28x28 handwritten-digit family: the real dataset, or the embedded default (auto: real when present)
 DIGIT_DATASETS = ("auto", "mnist", "digits")
 
@@ -59,9 +65,15 @@ def fetch_hint(name: str, root: Path) -> str:
     return f"`python orchestrate.py data fetch {name} --data-dir {root}`"
 
 
+def synthetic_name(name: str) -> str:
+    """The subdirectory (and dataset name) of NAME's synthetic set: cifar10 -> cifar10-synthetic."""
+    return f"{name}-synthetic"
+
+
 def present(root: Path) -> list[str]:
-    """Names of the datasets whose subdirectory exists under ROOT."""
-    return sorted(n for n in FETCHERS if (root / n).is_dir())
+    """Names of the datasets (real and synthetic) whose subdirectory exists under ROOT."""
+    names = [*FETCHERS, *(synthetic_name(n) for n in SYNTHESIZERS)]
+    return sorted(n for n in names if (root / n).is_dir())
 
 
 def fetch_dataset(
@@ -79,6 +91,15 @@ def fetch_dataset(
     return getattr(mod, fn)(
         resolve_data_dir(data_dir), mirrors or getattr(mod, default_mirrors), progress=progress, allow_http=allow_http
     )
+
+
+def synthesize_dataset(name: str, data_dir: str | os.PathLike | None, **sizes: int) -> Path:
+    """Write NAME's synthetic set into <data dir>/<name>-synthetic/ (sizes: n_train, n_test, seed);
+    returns the file written. KitError (one line) on an unknown name or an unwritable dir."""
+    if name not in SYNTHESIZERS:
+        raise KitError(f"unknown dataset {name!r} to synthesize: choose {', '.join(SYNTHESIZERS)}")
+    mod_name, fn = SYNTHESIZERS[name]
+    return getattr(importlib.import_module(mod_name), fn)(resolve_data_dir(data_dir), **sizes)
 
 
 def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
