@@ -24,7 +24,7 @@ from bench.core.choices import Profile, Schedule
 from bench.core.errors import KitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
-data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums.")
+data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums, or write synthetic ones.")
 app.add_typer(data_app, name="data")
 
 
@@ -63,20 +63,49 @@ def data_fetch(
             paths = fetch_dataset(name, data_dir, tuple(mirror) if mirror else None, progress=progress, allow_http=allow_http)
     except KitError as err:
         fail(str(err))
-    typer.echo(f"{len(paths)} files verified in {root / name}")
+    typer.echo(f"{len(paths)} file{'' if len(paths) == 1 else 's'} verified in {root / name}")
+
+
+@data_app.command("synth")
+def data_synth(
+    name: Annotated[str, typer.Argument(help="dataset whose synthetic set to write (see `data list`)")],
+    data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
+    n_train: Annotated[int | None, typer.Option(help="training images (at least 10; default: the dataset's)")] = None,
+    n_test: Annotated[int | None, typer.Option(help="test images (at least 10; default: the dataset's)")] = None,
+    seed: Annotated[int, typer.Option(help="the same seed and sizes give the same bytes")] = 0,
+) -> None:
+    """Write a synthetic, learnable set in the dataset's official format to <data dir>/<name>-synthetic/."""
+    import inspect
+
+    from bench.data import SYNTHESIZERS, synthesize_dataset
+
+    sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
+    if name in SYNTHESIZERS:  # a generator sized in other terms (classes, images per class) takes its defaults
+        mod, fn = SYNTHESIZERS[name]
+        takes = inspect.signature(getattr(__import__(mod, fromlist=[fn]), fn)).parameters
+        if [k for k in sizes if k not in takes]:
+            fail(f"{name}'s synthetic set is not sized by --n-train/--n-test (its generator takes: {', '.join(list(takes)[1:])})")
+    try:
+        path = synthesize_dataset(name, data_dir, seed=seed, **sizes)
+    except KitError as err:
+        fail(str(err))
+    size = path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    typer.echo(f"wrote {path} ({size / 1e6:.1f} MB; synthetic, seed {seed}: not the real {name})")
 
 
 @data_app.command("list")
 def data_list(
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
 ) -> None:
-    """The datasets the kit can fetch, and which are present in the data dir."""
-    from bench.data import FETCHERS, present, resolve_data_dir
+    """The datasets the kit can fetch or synthesize, and which are present in the data dir."""
+    from bench.data import FETCHERS, SYNTHESIZERS, present, resolve_data_dir, synthetic_name
 
     root = resolve_data_dir(data_dir)
     have = present(root)
-    for name in FETCHERS:
-        typer.echo(f"{name:<12} {'present in ' + str(root / name) if name in have else 'not present'}")
+    rows = [(n, f"not present (`data fetch {n}`)") for n in FETCHERS]
+    rows += [(synthetic_name(n), f"not present (`data synth {n}`)") for n in SYNTHESIZERS]
+    for name, absent in rows:
+        typer.echo(f"{name:<18} {'present in ' + str(root / name) if name in have else absent}")
 
 
 StudyOpt = Annotated[list[str] | None, typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]

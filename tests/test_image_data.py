@@ -429,14 +429,14 @@ def test_cache_dir_order_and_the_tempdir_fallback(tmp_path, monkeypatch):
 
 
 def test_registries_present_and_synthesize(tmp_path):
-    assert set(SYNTHESIZERS) == {"tinyimagenet", "catsdogs"} and "catsdogs" in PLACED
+    assert {"tinyimagenet", "catsdogs"} <= set(SYNTHESIZERS) and "catsdogs" in PLACED
     tree = synthesize_dataset("tinyimagenet", tmp_path, **SMALL)
     assert tree == tmp_path / "tinyimagenet-synthetic" / "tiny-imagenet-200"
     assert synthesize_dataset("catsdogs", tmp_path, **SMALL_CD) == tmp_path / "catsdogs-synthetic"
     with pytest.raises(KitError, match="unknown dataset 'mnist' to synthesize"):
         synthesize_dataset("mnist", tmp_path)
     (tmp_path / "catsdogs").mkdir()
-    assert present(tmp_path) == ["catsdogs"]
+    assert present(tmp_path) == ["catsdogs", "catsdogs-synthetic", "tinyimagenet-synthetic"]
 
 
 # ---- the zip fetch ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 embedded defaults. Studies and the host reach data only through this module's names.
 
 Data dir: --data-dir, else $KIT_DATA_DIR, else ./data; each dataset lives in its own
-subdirectory (<data dir>/<name>/).
+subdirectory (<data dir>/<name>/), a synthetic set in <data dir>/<name>-synthetic/.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from bench.core.errors import KitError
 FETCHERS = {
     "mnist": ("bench.data.fetch", "fetch_mnist", "MIRRORS"),
     "tinyimagenet": ("bench.data.tinyimagenet", "fetch_tinyimagenet", "MIRRORS"),
+    "cifar10": ("bench.data.cifar10", "fetch_cifar10", "MIRRORS"),
 }
 # datasets a user puts into <data dir>/<name>/ by hand (no official archive with a checksum to fetch)
 PLACED = {"catsdogs": "bench.data.imagefolder"}
-# name -> (module, function(root, **kw) -> Path): writes <root>/<name>-synthetic/... in the real layout
+# name -> (module, function(root, **kw) -> Path): writes <root>/<name>-synthetic/..., the dataset's
+# official format or layout with synthetic, learnable content
 SYNTHESIZERS = {
+    "cifar10": ("bench.data.cifar10", "write_synthetic"),
     "tinyimagenet": ("bench.data.tinyimagenet", "write_synthetic"),
     "catsdogs": ("bench.data.imagefolder", "write_synthetic"),
 }
@@ -69,9 +72,15 @@ def fetch_hint(name: str, root: Path) -> str:
     return f"`python orchestrate.py data fetch {name} --data-dir {root}`"
 
 
+def synthetic_name(name: str) -> str:
+    """The subdirectory (and dataset name) of NAME's synthetic set: cifar10 -> cifar10-synthetic."""
+    return f"{name}-synthetic"
+
+
 def present(root: Path) -> list[str]:
-    """Names of the datasets whose subdirectory exists under ROOT."""
-    return sorted(n for n in (*FETCHERS, *PLACED) if (root / n).is_dir())
+    """Names of the datasets (fetched, placed by hand, synthetic) whose subdirectory exists under ROOT."""
+    names = [*FETCHERS, *PLACED, *(synthetic_name(n) for n in SYNTHESIZERS)]
+    return sorted(n for n in dict.fromkeys(names) if (root / n).is_dir())
 
 
 def fetch_dataset(
@@ -92,7 +101,8 @@ def fetch_dataset(
 
 
 def synthesize_dataset(name: str, data_dir: str | os.PathLike | None, **kw: Any) -> Path:
-    """Write NAME's synthetic tree under the data dir (<data dir>/<name>-synthetic/...); returns it."""
+    """Write NAME's synthetic set under the data dir (<data dir>/<name>-synthetic/...; kw: the
+    generator's sizes and seed); returns what was written. KitError (one line) on an unknown name."""
     if name not in SYNTHESIZERS:
         raise KitError(f"unknown dataset {name!r} to synthesize: choose {', '.join(SYNTHESIZERS)}")
     mod_name, fn = SYNTHESIZERS[name]

@@ -450,7 +450,7 @@ def measure_roofs(device: str = "cpu", sizes: RoofSizes | None = None) -> Roofs:
     plan: dict[str, Callable[[], Roof]] = {}
     skipped: dict[str, str] = {}
     if cuda:
-        torch.cuda.set_device(dev)
+        torch.cuda.set_device(dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device()))
         for prec, name in (("ieee", "fp32"), ("tf32", "tf32")):  # fp32 matmul/conv with TF32 off, then on
             plan[f"gemm_{name}"] = partial(_with_precision, prec, partial(_gemm, dev, "float32", s))
             plan[f"conv_{name}"] = partial(_with_precision, prec, partial(_conv, dev, "float32", s))

@@ -52,7 +52,7 @@ class _Augmented(torch.utils.data.Dataset):
     def __init__(self, x_u8: np.ndarray, y: np.ndarray, mean: list[float], std: list[float]):
         from torchvision.transforms import v2
 
-        self.x, self.y = torch.from_numpy(x_u8), torch.from_numpy(y)
+        self.x, self.y = torch.tensor(x_u8), torch.tensor(y)  # copies: the loaded arrays are read-only
         self.tf = v2.Compose(
             [
                 v2.RandomCrop(32, padding=PAD),
@@ -104,7 +104,7 @@ class ResidentPipeline:
         dev = self.device = torch.device(device)
         padded = np.pad(x_u8, ((0, 0), (0, 0), (PAD, PAD), (PAD, PAD)))  # zeros, as RandomCrop's padding
         self.x = torch.from_numpy(padded).to(dev)  # uint8 (N,3,40,40) on the device
-        self.y = torch.from_numpy(y).to(dev)
+        self.y = torch.tensor(y, device=dev)
         self.mean = torch.tensor(mean, device=dev)
         self.std = torch.tensor(std, device=dev)
         self.gen = torch.Generator(device=dev).manual_seed(seed)

@@ -55,10 +55,10 @@ class Trainer:
             cfg.pipeline, split.x_train, split.y_train, self.mean, self.std, batch_size, seed, cfg.device, cfg.num_workers
         )
         m, s = torch.tensor(self.mean, device=dev), torch.tensor(self.std, device=dev)
-        self.x_eval = pipeline.normalise(torch.from_numpy(split.x_eval).to(dev), m, s).contiguous(memory_format=self.fmt)
-        self.y_eval = torch.from_numpy(split.y_eval).to(dev)
-        self.x_warm = pipeline.normalise(torch.from_numpy(split.x_train[:batch_size]).to(dev), m, s)
-        self.y_warm = torch.from_numpy(split.y_train[:batch_size]).to(dev)
+        self.x_eval = pipeline.normalise(torch.tensor(split.x_eval, device=dev), m, s).contiguous(memory_format=self.fmt)
+        self.y_eval = torch.tensor(split.y_eval, device=dev)
+        self.x_warm = pipeline.normalise(torch.tensor(split.x_train[:batch_size], device=dev), m, s)
+        self.y_warm = torch.tensor(split.y_train[:batch_size], device=dev)
         self.loss_sum = torch.zeros((), device=dev)  # summed on the device, read once per epoch
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_x: torch.Tensor | None = None  # the captured step reads its batch here
@@ -159,7 +159,7 @@ class Trainer:
         """N batches of the training split (the first N*batch images), normalised, not augmented, on the CPU."""
         m, s = torch.tensor(self.mean), torch.tensor(self.std)
         x = self.split.x_train[: n * self.batch]
-        return [pipeline.normalise(torch.from_numpy(x[i : i + self.batch]), m, s) for i in range(0, len(x), self.batch)]
+        return [pipeline.normalise(torch.tensor(x[i : i + self.batch]), m, s) for i in range(0, len(x), self.batch)]
 
     def memory(self) -> dict:
         if self.device.type == "cuda":
