@@ -150,6 +150,14 @@ class CifarOpt(Study):
         need = {"int8": ("torchao", "int8 PT2E needs torchao"), "optuna": ("optuna", "the search needs optuna")}.get(
             variant_kind(cell.variant)
         )
+        if self.backend_spec(cell.backend).platform == "cpu" and (
+            variant_kind(cell.variant) == "int8" or "compile" in parse_variant(cell.variant)
+        ):
+            import os
+            import shutil
+
+            if not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++")):
+                return "torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH; none found"
         if need:
             import importlib.util
 
