@@ -44,6 +44,7 @@ def test_main_command_on_the_embedded_default(tmp_path):
     assert "numba-cpu resident" in md and "torch-cpu seed" in md and "torch-cpu resident" in md
     assert "platform cuda" in md and "platform mps" in md  # skipped platforms, with reasons
     assert "## mlp-scratch (seed 001)" in md and (report / "mlp_convergence.png").is_file()
+    assert "## cifar-opt (seed 002)" in md and "NOT CIFAR-10" in md and (report / "cifar-opt_fig4_latency.png").is_file()
     rows = [r for p in (work / "results").rglob("rows.jsonl") for r in read_rows(p) if r["study"] == "mnist-cnn"]
     # 3 configurations x 3 repeats (the default) x 10 epochs
     assert len(rows) == 90 and all(r["status"] == "ok" and r["dataset"] == "digits-embedded" for r in rows)
