@@ -28,14 +28,15 @@ BASE_TAG="cnn-bench/base:bookworm"
 SUMMARY=()
 T0=$(date +%s)
 
-step() {  # step NAME CMD...: run, time, record
+step() {  # step NAME CMD...: run, time, record; returns CMD's exit code (also under `step ... || rc=$?`)
   local name="$1"; shift
-  local s=$(date +%s)
+  local s=$(date +%s) rc=0
   echo "::: docker-smoke: $name"
-  "$@"
+  "$@" || rc=$?
   local d=$(( $(date +%s) - s ))
   SUMMARY+=("$(printf '%-34s %5ds' "$name" "$d")")
-  echo "::: docker-smoke: $name done in ${d}s"
+  echo "::: docker-smoke: $name done in ${d}s (exit code $rc)"
+  return $rc
 }
 
 install_packages() {

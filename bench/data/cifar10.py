@@ -150,10 +150,12 @@ def _check_member(path: Path, m: tarfile.TarInfo) -> None:
         raise KitError(
             f"{path}: member {m.name!r} has an absolute or `..` path: refused (not an archive the kit wrote or fetched)"
         )
-    try:
-        tarfile.data_filter(m, str(path.parent / ".cifar10-extract"))  # the dest is never written: the check only
-    except tarfile.FilterError as err:
-        raise KitError(f"{path}: member {m.name!r} refused by the tar data filter ({type(err).__name__})") from None
+    data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+ (Debian bookworm's 3.11.2 lacks it)
+    if data_filter is not None:
+        try:
+            data_filter(m, str(path.parent / ".cifar10-extract"))  # the dest is never written: the check only
+        except tarfile.FilterError as err:
+            raise KitError(f"{path}: member {m.name!r} refused by the tar data filter ({type(err).__name__})") from None
     if not (m.isfile() or m.isdir()):
         raise KitError(f"{path}: member {m.name!r} is a link or special file: refused (only regular files are read)")
 
