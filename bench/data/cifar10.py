@@ -516,19 +516,10 @@ def fetch_cifar10(
     final = target / ARCHIVE
     if final.is_file() and not final.is_symlink() and _md5(final) == ARCHIVE_MD5:
         return [final]
-    made = not target.exists()  # a dir this fetch creates goes again if the fetch fails
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise KitError(f"cannot create {target}: {err.strerror}; pass a writable --data-dir") from None
-    if not os.access(target, os.W_OK | os.X_OK):
-        raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
-    try:
+    from bench.data.fetch import fetch_target
+
+    with fetch_target(target):
         return [_fetch_into(target, final, mirrors, timeout_s, progress)]
-    except BaseException:
-        if made and target.is_dir() and not any(target.iterdir()):
-            target.rmdir()  # no empty cifar10/ left behind for the next run to trip over
-        raise
 
 
 def _fetch_into(target: Path, final: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> Path:

@@ -7,6 +7,7 @@ the temp file and raises, so nothing unverified is ever left where the reader lo
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -59,14 +60,12 @@ def _valid(path: Path, want: str) -> bool:
         return False
 
 
-def fetch_mnist(
-    data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None, allow_http: bool = False
-) -> list[Path]:
-    """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept,
-    corrupt ones fetched again."""
-    check_mirrors(tuple(mirrors), allow_http)
-    target = Path(data_dir) / "mnist"
-    made = not target.exists()  # a dir this fetch creates goes again if the fetch fails
+@contextlib.contextmanager
+def fetch_target(target: Path):
+    """Create TARGET (one line if it cannot be created or written); if the body fails and this
+    created TARGET, remove it again while empty, so no empty dataset dir is left for the next
+    run to take for a dataset."""
+    made = not target.exists()
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -74,11 +73,21 @@ def fetch_mnist(
     if not os.access(target, os.W_OK | os.X_OK):
         raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
     try:
-        return _fetch_into(target, mirrors, timeout_s, progress)
+        yield target
     except BaseException:
         if made and target.is_dir() and not any(target.iterdir()):
-            target.rmdir()  # no empty mnist/ left behind for the next run to trip over
+            target.rmdir()
         raise
+
+
+def fetch_mnist(
+    data_dir: Path, mirrors: tuple[str, ...] = MIRRORS, timeout_s: float = 60.0, progress=None, allow_http: bool = False
+) -> list[Path]:
+    """Fetch the four files into <data_dir>/mnist/; files already present and valid are kept,
+    corrupt ones fetched again."""
+    check_mirrors(tuple(mirrors), allow_http)
+    with fetch_target(Path(data_dir) / "mnist") as target:
+        return _fetch_into(target, mirrors, timeout_s, progress)
 
 
 def _fetch_into(target: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> list[Path]:
