@@ -306,6 +306,7 @@ def test_smoke_matrix_runs_and_reports(tmp_path):
     env = {**os.environ, **env}
     env.pop("KIT_DATA_DIR", None)
     out = tmp_path / "r"
+    (tmp_path / "nodata").mkdir()  # a named data dir without CIFAR-10: auto falls back to the synthetic set
     proc = subprocess.run(
         [
             sys.executable,
