@@ -45,11 +45,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--cells", default="", help="BATCH:VARIANT:PIPELINE,... (default: all of CELLS)")
     a = ap.parse_args()
+    chosen = [(int(b), v, p) for b, v, p in (c.split(":") for c in a.cells.split(",") if c)] or CELLS
     study = get_study("cifar-opt")
     cells = []
     for r in range(a.repeats):
-        for bs, v, pipe in CELLS:
+        for bs, v, pipe in chosen:
             c = study.cell(
                 "torch-cuda",
                 v,
