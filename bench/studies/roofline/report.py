@@ -284,7 +284,8 @@ def _roofline_axes(ax, r: dict, precisions: set[str], xs) -> None:
 def _points(ax, c: Cell, label_prefix: str = "") -> None:
     p = _p(c)
     col = COLORS.get(p["model"], "tab:gray")
-    for phase, marker, fill in (("train", "o", col), ("val", "s", "none")):
+    syn = p["pipeline"] == "synthetic-gpu"
+    for phase, marker, fill in (("train", "D" if syn else "o", col), ("val", "d" if syn else "s", "none")):
         for r in _ok(c, phase):
             lo, hi, y = r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]
             ax.plot([lo, hi], [y, y], "-", color=col, alpha=0.5, lw=1)
@@ -337,15 +338,19 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
     for i, dev in enumerate(devices):
         mine = [c for c in cells if c.device == dev]
         r = roofs.get(dev)
-        fig, ax = plt.subplots(figsize=(9, 6))
+        fig, ax = plt.subplots(figsize=(12, 6))
         xs = _span(mine)
         if r:
             precisions = {"bf16" if _p(c)["precision"] == "bf16-cl" else str(_p(c)["precision"]) for c in mine}
             _roofline_axes(ax, r, precisions, xs)
         for c in mine:
             _points(ax, c)
-        ax.set_title(f"roofline: {dev}\nfilled: train, hollow: val, ^: batch sweep (labels: batch)", fontsize=9)
-        ax.legend(fontsize=6, loc="lower right")
+        ax.set_title(
+            f"roofline: {dev}\nfilled: train, hollow: val; circle/square: loader, diamond: synthetic-gpu; "
+            "^: batch sweep (labels: batch)",
+            fontsize=9,
+        )
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         name = f"roofline_device{i + 1}.png"
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
@@ -370,7 +375,7 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
             ax.grid(True, which="both", alpha=0.3)
             ax.set_title(m, fontsize=9)
             ax.set_xlabel("FLOP/byte")
-            ax.legend(fontsize=5)
+            ax.legend(fontsize=5, loc="lower left")
         axes[0][0].set_ylabel("achieved FLOP/s")
         fig.tight_layout()
         fig.savefig(out / "roofline_per_model.png", dpi=100)
