@@ -47,7 +47,11 @@ def test_default_matrices_hold_the_seeds_setup(study):
     batch = {c.params["model"]: c.params["batch_size"] for c in cpu if c.params["scenario"] == "A"}
     assert batch == {"resnet18": 128, "mobilenet_v2": 128, "resnet50": 128, "squeezenet1_1": 64}
     assert {c.params["num_workers"] for c in cpu} == {4}
-    cuda = {(c.params["model"], c.variant, c.params["pipeline"]) for c in study.matrix("cuda", "default") if c.params["scenario"] == "A"}
+    cuda = {
+        (c.params["model"], c.variant, c.params["pipeline"])
+        for c in study.matrix("cuda", "default")
+        if c.params["scenario"] == "A"
+    }
     assert ("resnet50", "bf16-cl", "loader") in cuda and ("resnet50", "tf32", "synthetic-gpu") in cuda
     assert {c.params["max_train_batches"] for c in study.matrix("cuda", "full")} == {0}
 

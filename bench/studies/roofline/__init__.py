@@ -80,9 +80,7 @@ class Roofline(Study):
         if cell.variant not in PRECISIONS:
             raise KitError(f"unknown roofline precision {cell.variant!r}: choose {', '.join(PRECISIONS)}")
         if cell.variant not in spec.variants:
-            raise KitError(
-                f"precision {cell.variant!r} is a CUDA precision; {cell.backend} runs {', '.join(spec.variants)}"
-            )
+            raise KitError(f"precision {cell.variant!r} is a CUDA precision; {cell.backend} runs {', '.join(spec.variants)}")
         for key, allowed in (
             ("model", MODELS),
             ("scenario", SCENARIOS),
@@ -129,8 +127,9 @@ class Roofline(Study):
         r = rows[0] if rows else {}
         if r.get("phase") in ("train", "val", "sweep"):
             frac = r.get("roof_fraction")
-            return f"{r['phase']} b{r.get('batch_size')}: {r['img_per_s']:,.0f} img/s, {r['achieved_flop_per_s'] / 1e9:,.1f} GFLOP/s" + (
-                f", {frac:.1%} of roof" if isinstance(frac, float) else ""
+            return (
+                f"{r['phase']} b{r.get('batch_size')}: {r['img_per_s']:,.0f} img/s, {r['achieved_flop_per_s'] / 1e9:,.1f} GFLOP/s"
+                + (f", {frac:.1%} of roof" if isinstance(frac, float) else "")
             )
         return ""
 

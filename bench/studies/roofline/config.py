@@ -105,7 +105,7 @@ LIMITS = {
     },
 }
 SMOKE_DATA = {"synthetic_classes": 20, "synthetic_train_per_class": 8, "synthetic_val_per_class": 4}
-SMOKE = {
+SMOKE: dict[str, dict] = {
     "cpu": {
         "batch_size": 16,
         "max_train_batches": 4,
@@ -126,8 +126,8 @@ SMOKE = {
 def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
     """(model, precision, params) for PLATFORM and PROFILE, models outermost."""
     out: list[tuple[str, str, dict]] = []
-    models = MODELS
-    precisions = VARIANTS[platform]
+    models: tuple[str, ...] = MODELS
+    precisions: tuple[str, ...] = VARIANTS[platform]
     if profile == "smoke":
         models = ("squeezenet1_1",) if platform != "cuda" else ("resnet18",)
         precisions = ("fp32", "bf16-cl") if platform == "cuda" else ("fp32",)

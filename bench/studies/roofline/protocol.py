@@ -21,6 +21,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bench.core.cell import Cell
@@ -242,7 +243,7 @@ class CellRun:
             for _ in range(2):  # untimed: this shape's autotune and allocations
                 tr.step(x, y)
             tr.restore(snap)
-            stats, secs, usage = self._timed(lambda: tr.train_pass([(x, y)] * cfg.sweep_batches, 0))
+            stats, secs, usage = self._timed(partial(tr.train_pass, [(x, y)] * cfg.sweep_batches, 0))
             tr.restore(snap)
         except Exception as err:
             if not _is_oom(err):

@@ -104,7 +104,7 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
     """Seed Table 3 (throughput, TFLOP/s, peak memory), Table 4 (pass times) and Table 5
     (utilisation) as one row per configuration; the seed's device of the same kind beside."""
     out = []
-    for g in sorted(groups, key=lambda g: (MODELS.index(_p(g[0])["model"]) if _p(g[0])["model"] in MODELS else 9)):
+    for g in sorted(groups, key=lambda g: MODELS.index(_p(g[0])["model"]) if _p(g[0])["model"] in MODELS else 9):
         c = g[0]
         if not _ok(c, "train"):
             continue
@@ -148,7 +148,9 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
     for g in groups:
         p = _p(g[0])
         if _ok(g[0], "train"):
-            by.setdefault((p["model"], g[0].device, p["precision"], p["batch"]), {})[p["pipeline"]] = _med(g, "train", "img_per_s")
+            by.setdefault((p["model"], g[0].device, p["precision"], p["batch"]), {})[p["pipeline"]] = _med(
+                g, "train", "img_per_s"
+            )
     out = []
     for (m, dev, prec, b), v in by.items():
         lo, syn = v.get("loader"), v.get("synthetic-gpu")
@@ -254,10 +256,18 @@ def speedup_table(groups: list[list[Cell]]) -> list[dict]:
 
 CLAIMS = [
     ("GPUs outperform CPUs ~10x (light models) to ~50x (compute-heavy)", "a GPU and a CPU cell of the same model", "GPU run"),
-    ("MobileNetV2 has the lowest AI, the most memory-bound", "AI from counted bytes (Tables 1-2 here)", "none: counts are data-independent"),
+    (
+        "MobileNetV2 has the lowest AI, the most memory-bound",
+        "AI from counted bytes (Tables 1-2 here)",
+        "none: counts are data-independent",
+    ),
     ("Larger batches move points toward the compute roof", "the sweep paths", "none: the sweep uses a fixed device batch"),
     ("SqueezeNet NaNs at batch 128", "loss_finite in the sweep rows", "real data for the loss; a GPU for the seed's device"),
-    ("Epoch times (Table 4)", "our pass times cover max_*_batches; 'projected' = 100,000 / img/s", "the real tree (100,000 JPEGs) for a full epoch"),
+    (
+        "Epoch times (Table 4)",
+        "our pass times cover max_*_batches; 'projected' = 100,000 / img/s",
+        "the real tree (100,000 JPEGs) for a full epoch",
+    ),
     ("Loader-bound throughput on GPUs", "loader vs synthetic-gpu gap", "the real tree: its JPEGs and its size (page cache)"),
 ]
 
@@ -366,7 +376,14 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
                 r = roofs.get(dev)
                 bw, comp = (_bandwidth(r), _compute(r, "fp32")) if r else (None, None)
                 if bw and comp:
-                    ax.plot(xs, [attainable(x, comp, bw)[0] for x in xs], ("-", "--", ":", "-.")[j % 4], color="k", lw=1, label=f"{dev[:30]} fp32 roof")
+                    ax.plot(
+                        xs,
+                        [attainable(x, comp, bw)[0] for x in xs],
+                        ("-", "--", ":", "-.")[j % 4],
+                        color="k",
+                        lw=1,
+                        label=f"{dev[:30]} fp32 roof",
+                    )
                 for c in mine:
                     if c.device == dev:
                         _points(ax, c, label_prefix=f"{dev[:14]}: ")
@@ -458,14 +475,29 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     md += [
         "#### Model complexity (seed Tables 1-2 beside: its 'FLOPs' are MACs at 224 px, its AI divides by the model size)",
         "",
-        markdown(complexity_table(groups), [
-            ("model", "model"), ("params", "params M"), ("seed_params", "seed params M"), ("fwd", "fwd GFLOP/img (64 px)"),
-            ("train", "train GFLOP/img"), ("seed_g224", "seed G/img (224, MACs)"), ("seed_as64", "seed as FLOPs at 64 px"),
-            ("why", "train count source"), ("ai", "our train AI FLOP/B"), ("seed_ai", "seed AI"),
-        ]),  # fmt: skip
+        markdown(
+            complexity_table(groups),
+            [
+                ("model", "model"),
+                ("params", "params M"),
+                ("seed_params", "seed params M"),
+                ("fwd", "fwd GFLOP/img (64 px)"),
+                ("train", "train GFLOP/img"),
+                ("seed_g224", "seed G/img (224, MACs)"),
+                ("seed_as64", "seed as FLOPs at 64 px"),
+                ("why", "train count source"),
+                ("ai", "our train AI FLOP/B"),
+                ("seed_ai", "seed AI"),
+            ],
+        ),  # fmt: skip
         "",
     ]
-    md += ["#### Scenario A: throughput, achieved compute, memory (seed Table 3)", "", markdown(perf_table(groups), PERF_COLS), ""]
+    md += [
+        "#### Scenario A: throughput, achieved compute, memory (seed Table 3)",
+        "",
+        markdown(perf_table(groups), PERF_COLS),
+        "",
+    ]
     md += ["#### Pass times (seed Table 4)", "", markdown(perf_table(groups), EPOCH_COLS), ""]
     md += [
         "#### Utilisation (seed Table 5)",
@@ -514,8 +546,6 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         for r in rows
     ]
     ends = [
-        f"sweep {_p(c)['model']} {_p(c)['precision']}: {e.get('sweep_stop_reason')}"
-        for c in cells
-        for e in _ok(c, "sweep_end")
+        f"sweep {_p(c)['model']} {_p(c)['precision']}: {e.get('sweep_stop_reason')}" for c in cells for e in _ok(c, "sweep_end")
     ]
     return lines + ends, {"configurations": rows}
