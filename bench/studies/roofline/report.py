@@ -368,7 +368,7 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
         md.append(f"![roofline: {dev}]({name})")
     models = [m for m in MODELS if any(_p(c)["model"] == m for c in cells)]
     if models:
-        fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.5), squeeze=False)
+        fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 6.5), squeeze=False)
         for ax, m in zip(axes[0], models):
             mine = [c for c in cells if _p(c)["model"] == m]
             xs = _span(mine)
@@ -392,7 +392,7 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
             ax.grid(True, which="both", alpha=0.3)
             ax.set_title(m, fontsize=9)
             ax.set_xlabel("FLOP/byte")
-            ax.legend(fontsize=5, loc="lower left")
+            ax.legend(fontsize=5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
         axes[0][0].set_ylabel("achieved FLOP/s")
         fig.tight_layout()
         fig.savefig(out / "roofline_per_model.png", dpi=100)
