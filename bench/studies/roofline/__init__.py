@@ -1,0 +1,165 @@
+"""roofline (seed 003): ResNet-18/50, MobileNetV2 and SqueezeNet1.1 (torchvision, 200 classes,
+64x64) on Tiny-ImageNet, one epoch under a fixed max of batches, on every device present:
+train/val throughput, FLOPs counted at the real input, achieved FLOP/s, arithmetic intensity
+from counted bytes, the fraction of the device's MEASURED roof, utilisation, peak memory, and
+a batch sweep to the first OOM; rooflines per device and per model.
+
+    config.py     defaults, precisions, the matrix (scenario A: one run; B: batch sweep)
+    roofmath.py   bytes affine in the batch, attainable roof, roof fraction (no torch)
+    trainer.py    model, counts, pipelines (loader | synthetic-gpu), timed passes, OOM test
+    usage.py      CPU utilisation (psutil, primed) and GPU utilisation (NVML sampler)
+    protocol.py   one cell: open (count, roofs, warm-up), steps, the sweep's end
+    seed.py       the seed's Tables 1-8, transcribed
+    backends/     torch-cpu, torch-cuda, torch-mps (available, create)
+    report.py     the seed's tables beside ours, roofline plots per device and per model
+
+Importing this package imports no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import register_study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.studies.roofline.config import (
+    DATASETS,
+    MODELS,
+    PIPELINES,
+    PRECISIONS,
+    ROOF_SIZES,
+    SCENARIOS,
+    VARIANTS,
+    RooflineConfig,
+    matrix_spec,
+)
+
+_B = "bench.studies.roofline.backends."
+BACKEND_OF = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}
+
+
+@register_study
+class Roofline(Study):
+    name = "roofline"
+    title = "roofline (seed 003)"
+    seed_doc = "003"
+    timing_key = "epoch_s"
+    timing_unit = "pass"
+    auto_profiles = {"cpu": "smoke"}  # `all` without --profile: four models on a laptop CPU take long
+    Config = RooflineConfig
+    backends = {
+        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", VARIANTS["cpu"], about="fp32, loader | synthetic-gpu, batch sweep"),
+        "torch-cuda": BackendSpec(
+            _B + "torch_cuda", "cuda", VARIANTS["cuda"], about="fp32 (TF32 off), tf32, bf16-cl (bf16 autocast + channels_last)"
+        ),
+        "torch-mps": BackendSpec(_B + "torch_mps", "mps", VARIANTS["mps"], about="Apple GPUs, natively (docker/mps/run.sh)"),
+    }
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        if platform not in PLATFORMS:
+            raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
+        if profile not in PROFILES:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILES)}")
+        backend = BACKEND_OF[platform]
+        cells = []
+        for model, precision, p in matrix_spec(platform, profile):
+            tail = f"{p['pipeline']}_b{p['batch_size']}" if p["scenario"] == "A" else "sweep"
+            cells.append(self.cell(backend, precision, name=f"{backend}_{model}_{precision}_{tail}", model=model, **p))
+        return cells
+
+    def validate(self, cell: Cell) -> None:
+        spec = self.backend_spec(cell.backend)
+        p = cell.params
+        for key in RooflineConfig.__dataclass_fields__:
+            if key not in p:
+                raise KitError(f"roofline cell lacks parameter {key!r}")
+        if cell.variant not in PRECISIONS:
+            raise KitError(f"unknown roofline precision {cell.variant!r}: choose {', '.join(PRECISIONS)}")
+        if cell.variant not in spec.variants:
+            raise KitError(f"precision {cell.variant!r} is a CUDA precision; {cell.backend} runs {', '.join(spec.variants)}")
+        for key, allowed in (
+            ("model", MODELS),
+            ("scenario", SCENARIOS),
+            ("pipeline", PIPELINES),
+            ("dataset", DATASETS),
+            ("roof_sizes", ROOF_SIZES),
+        ):
+            if p[key] not in allowed:
+                raise KitError(f"unknown {key} {p[key]!r}: choose {', '.join(allowed)}")
+        checks = [
+            ("batch_size", p["batch_size"] >= 1, ">= 1"),
+            ("max_train_batches", p["max_train_batches"] >= 0, ">= 0 (0: the whole split)"),
+            ("max_val_batches", p["max_val_batches"] >= 0, ">= 0 (0: the whole split)"),
+            ("warmup_batches", p["warmup_batches"] >= 0, ">= 0"),
+            ("lr", isinstance(p["lr"], float) and math.isfinite(p["lr"]) and p["lr"] > 0, "finite and > 0"),
+            ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)"),
+            ("num_workers", p["num_workers"] >= 0, ">= 0"),
+            ("threads", p["threads"] >= 0, ">= 0"),
+            ("sweep_min_batch", p["sweep_min_batch"] >= 1, ">= 1"),
+            ("sweep_max_batch", p["sweep_max_batch"] >= p["sweep_min_batch"], ">= sweep_min_batch"),
+            ("sweep_batches", p["sweep_batches"] >= 1, ">= 1"),
+            ("sweep_mem_fraction", 0 < p["sweep_mem_fraction"] <= 1, "in (0, 1]"),
+            ("synthetic_classes", p["synthetic_classes"] >= 1, ">= 1"),
+            ("synthetic_train_per_class", p["synthetic_train_per_class"] >= 1, ">= 1"),
+            ("synthetic_val_per_class", p["synthetic_val_per_class"] >= 1, ">= 1"),
+        ]
+        for key, ok, want in checks:
+            if not ok:
+                raise KitError(f"{key} must be {want} (got {p[key]!r})")
+        if p["scenario"] == "B" and p["pipeline"] != "synthetic-gpu":
+            raise KitError("scenario B (the batch sweep) runs on a fixed device batch: set pipeline=synthetic-gpu")
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        from bench.data import tinyimagenet
+
+        return cell.with_params(**tinyimagenet.resolve(cell.params, data_dir))
+
+    def label(self, cell: Cell) -> str:
+        p = cell.params
+        what = f"{p.get('pipeline')} b{p.get('batch_size')}" if p.get("scenario") == "A" else "sweep"
+        return f"{cell.backend} {p.get('model')} {cell.variant} {what}"
+
+    def progress_line(self, rows: list[dict]) -> str:
+        r = rows[0] if rows else {}
+        if r.get("phase") in ("train", "val", "sweep"):
+            frac = r.get("roof_fraction")
+            return (
+                f"{r['phase']} b{r.get('batch_size')}: {r['img_per_s']:,.0f} img/s, {r['achieved_flop_per_s'] / 1e9:,.1f} GFLOP/s"
+                + (f", {frac:.1%} of roof" if isinstance(frac, float) else "")
+            )
+        return ""
+
+    def open(self, cell: Cell, ctx: RunContext):
+        from bench.studies.roofline.protocol import open_cell
+
+        return open_cell(self, cell, ctx)
+
+    def row_flags(self, rows: list[dict]) -> list[str]:
+        from bench.studies.roofline.protocol import validity_flags
+
+        return validity_flags(rows)
+
+    def check_rows(self, rows: list[dict]) -> str | None:
+        need = ("img_per_s", "achieved_flop_per_s", "ai_low_flops_per_byte", "ai_high_flops_per_byte")
+        for r in rows:
+            if r.get("status") != "ok" or r.get("phase") not in ("train", "val", "sweep"):
+                continue
+            for k in need:
+                v = r.get(k)
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+        return None
+
+    def report_section(self, cells, out: Path) -> list[str]:
+        from bench.studies.roofline.report import section
+
+        return section(cells, out)
+
+    def summary(self, cells) -> tuple[list[str], dict[str, Any]]:
+        from bench.studies.roofline.report import summary
+
+        return summary(cells)

@@ -1,0 +1,1 @@
+"""roofline's backends: torch on each device (available, create)."""

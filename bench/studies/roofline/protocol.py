@@ -1,0 +1,383 @@
+"""One roofline cell. open() loads the data index, builds the model, counts its FLOPs and
+bytes at the real 64-px input (untimed), reads the device's measured roofs (cached; measured
+on the first cell of a device) and warms up; then the steps are
+
+    scenario A   step 0: the training pass (at most max_train_batches steps) timed as a whole,
+                 device synced, RSS sampled, the GPU allocator's peak reset, CPU and GPU
+                 utilisation over it; step 1: the validation pass, timed apart
+    scenario B   one step per batch size (sweep_sizes): two untimed steps at that size (cuDNN
+                 autotunes per shape), then sweep_batches timed ones; the sweep ends at an
+                 out-of-memory error, at a size whose predicted memory does not fit, or at
+                 sweep_max_batch; later steps return no rows; close() returns the sweep's end
+                 row (why it stopped, and where). An OOM is the sweep's end, never a crash.
+
+A non-finite training loss is kept as a row with loss_finite False and flagged (the seed's
+SqueezeNet NaNs at batch 128), not dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.study import RunContext, Study
+from bench.studies.roofline.config import Settings, settings, sweep_sizes
+from bench.studies.roofline.roofmath import roof_fields
+
+ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
+SEED_EPOCH_IMAGES = {"train": 100_000, "val": 10_000}  # the real Tiny-ImageNet's splits: the seed's epoch
+
+
+def _threads(n: int) -> int:
+    import torch
+
+    n = n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    torch.set_num_threads(n)
+    return n
+
+
+def quick_sizes():
+    from bench.measure.roofs import RoofSizes
+
+    return RoofSizes(gemm_n=1024, conv=(8, 64, 28, 3), stream_mib=64, repeats=3, warmup=1)
+
+
+def decode_rate(index, n: int = 48) -> float | None:
+    """Images per second one process decodes (bench.data.images.load_image: JPEG -> uint8 RGB),
+    the first N training files; untimed for training, measured in open()."""
+    from bench.data.images import load_image
+
+    files = index.train_files[:n]
+    if not files:
+        return None
+    t0 = time.perf_counter()
+    for f in files:
+        load_image(index.root / f, index.image_size)
+    return len(files) / (time.perf_counter() - t0)
+
+
+@dataclass
+class CellRun:
+    """A prepared cell (a StepRun)."""
+
+    cfg: Settings
+    ctx: RunContext
+    trainer: Any
+    index: Any
+    dataset: dict
+    threads: int
+    counts: dict
+    roofs: Any
+    tf32: dict
+    warmup_s: float = 0.0
+    decode_img_per_s: float | None = None
+    sizes: list[int] = field(default_factory=list)
+    sweep_stop: dict = field(default_factory=dict)
+    last_ok_batch: int | None = None
+    cpu: Any = None
+    gpu: Any = None
+
+    @property
+    def steps(self) -> int:
+        return 2 if self.cfg.scenario == "A" else len(self.sizes)
+
+    # ---- the fields every row carries
+    def roof_values(self) -> tuple[float | None, float | None]:
+        c, b = self.roofs.compute(ROOF_OF[self.cfg.precision]), self.roofs.bandwidth()
+        return (c.value if c else None), (b.value if b else None)
+
+    def base(self) -> dict:
+        cfg, fl = self.cfg, self.counts["flops"]
+        c, b = self.roofs.compute(ROOF_OF[cfg.precision]), self.roofs.bandwidth()
+        return {
+            "model": cfg.model,
+            "scenario": cfg.scenario,
+            "pipeline": cfg.pipeline,
+            "precision": cfg.precision,
+            "channels_last": cfg.precision == "bf16-cl",
+            **self.tf32,
+            "num_classes": self.trainer.n_classes,
+            "num_workers": cfg.num_workers if cfg.pipeline == "loader" else 0,
+            "threads": self.threads,
+            "device_type": self.trainer.device.type,
+            "n_params": sum(p.numel() for p in self.trainer.model.parameters()),
+            "flops_counter": fl.counter,
+            "forward_flops_per_sample": fl.forward_flops,
+            "train_flops_per_sample": fl.train_flops_used,
+            "train_counted_flops_per_sample": fl.train_flops_counted,
+            "train_analytic_flops_per_sample": fl.train_flops_analytic,
+            "train_flops_why": fl.why,
+            "bytes_counter": self.counts["bytes2"].counter,
+            "roofs_device_id": self.roofs.device_id,
+            "roofs_from_cache": self.roofs.from_cache,
+            "roof_sizes": cfg.roof_sizes,
+            "roof_compute_name": c.name if c else None,
+            "roof_compute_flop_per_s": c.value if c else None,
+            "roof_bandwidth_name": b.name if b else None,
+            "roof_bandwidth_b_per_s": b.value if b else None,
+        }
+
+    def point(self, kind: str, batch: int, flop_per_s: float) -> dict:
+        """AI at BATCH (both bounds) and the roof fields of one measured point; KIND train | forward."""
+        fits = self.counts["fits"]
+        flops = self.counts["flops"].train_flops_used if kind == "train" else self.counts["flops"].forward_flops
+        hi_bytes, lo_bytes = fits[kind].per_sample_at(batch), fits[f"{kind}_lower"].per_sample_at(batch)
+        ai_low, ai_high = flops / hi_bytes, flops / lo_bytes
+        compute, bandwidth = self.roof_values()
+        return {
+            "bytes_per_sample": hi_bytes,
+            "lower_bytes_per_sample": lo_bytes,
+            "ai_low_flops_per_byte": ai_low,
+            "ai_high_flops_per_byte": ai_high,
+            **roof_fields(flop_per_s, ai_low, ai_high, compute, bandwidth),
+        }
+
+    # ---- the steps
+    def step(self, i: int) -> list[dict]:
+        if self.cfg.scenario == "A":
+            return [self.train_row() if i == 0 else self.val_row()]
+        return self.sweep_row(self.sizes[i])
+
+    def _batches(self, split: str):
+        tr, cfg = self.trainer, self.cfg
+        if cfg.pipeline == "synthetic-gpu":
+            x, y = tr.fixed_batch(cfg.batch_size)
+            n = len(self.index.files(split)) // cfg.batch_size
+            return [(x, y)] * n  # the same device batch every step: as many steps as the loader's
+        from bench.data import tinyimagenet
+
+        return tr.loader(tinyimagenet.dataset(self.index, split), cfg.batch_size, shuffle=split == "train")
+
+    def _timed(self, fn):
+        from bench.measure.memory import RSSSampler
+        from bench.measure.timer import stopwatch
+
+        tr = self.trainer
+        tr.reset_peak()
+        self.cpu.start()
+        self.gpu.start()
+        with RSSSampler() as rss, stopwatch(tr.sync_device) as sw:
+            stats = fn()
+        usage = {**self.cpu.stop(), **self.gpu.stop()}
+        assert sw.seconds >= 0
+        return stats, sw.seconds, {"rss_peak_mb": rss.peak_mb, **tr.memory(), **usage}
+
+    def train_row(self) -> dict:
+        cfg = self.cfg
+        batches = self._batches("train")
+        stats, secs, usage = self._timed(lambda: self.trainer.train_pass(batches, cfg.max_train_batches))
+        if not stats["steps"]:
+            raise KitError(f"no training batch of {cfg.batch_size}: the train split is smaller than one batch")
+        ips = stats["images"] / secs
+        flop_s = ips * self.counts["flops"].train_flops_used
+        return {
+            **self.base(),
+            "phase": "train",
+            "status": "ok",
+            "batch_size": cfg.batch_size,
+            "epoch_s": secs,
+            "steps": stats["steps"],
+            "images": stats["images"],
+            "img_per_s": ips,
+            "achieved_flop_per_s": flop_s,
+            **self.point("train", cfg.batch_size, flop_s),
+            "train_loss": stats["train_loss"],
+            "loss_finite": _finite(stats["train_loss"]),
+            "data_wait_s": stats["data_wait_s"],
+            "first_batch_s": stats["first_batch_s"],
+            "decode_img_per_s_1proc": self.decode_img_per_s,
+            "seed_epoch_projected_s": SEED_EPOCH_IMAGES["train"] / ips,
+            "warmup_s": self.warmup_s,
+            **usage,
+        }
+
+    def val_row(self) -> dict:
+        cfg = self.cfg
+        batches = self._batches("val")
+        stats, secs, usage = self._timed(lambda: self.trainer.val_pass(batches, cfg.max_val_batches))
+        if not stats["steps"]:
+            raise KitError(f"no validation batch of {cfg.batch_size}: the val split is smaller than one batch")
+        ips = stats["images"] / secs
+        flop_s = ips * self.counts["flops"].forward_flops
+        return {
+            **self.base(),
+            "phase": "val",
+            "status": "ok",
+            "batch_size": cfg.batch_size,
+            "epoch_s": secs,
+            "steps": stats["steps"],
+            "images": stats["images"],
+            "img_per_s": ips,
+            "achieved_flop_per_s": flop_s,
+            **self.point("forward", cfg.batch_size, flop_s),
+            "val_acc": stats["val_acc"],
+            "data_wait_s": stats["data_wait_s"],
+            "decode_img_per_s_1proc": self.decode_img_per_s,
+            "seed_epoch_projected_s": SEED_EPOCH_IMAGES["val"] / ips,
+            **usage,
+        }
+
+    def sweep_row(self, batch: int) -> list[dict]:
+        if self.sweep_stop:
+            return []
+        tr, cfg = self.trainer, self.cfg
+        need, free = tr.predicted_bytes(batch, self.counts["fits"]["saved"]), tr.free_bytes()
+        if need > cfg.sweep_mem_fraction * free:
+            self._stop(
+                "memory-bound",
+                batch,
+                f"batch {batch} predicted {need / 1e9:.2f} GB > {cfg.sweep_mem_fraction:g} x {free / 1e9:.2f} GB free",
+            )
+            return []
+        x = y = None
+        snap: dict | None = None
+        try:
+            x, y = tr.fixed_batch(batch)
+            snap = tr.snapshot()
+            for _ in range(2):  # untimed: this shape's autotune and allocations
+                tr.step(x, y)
+            tr.restore(snap)
+            stats, secs, usage = self._timed(partial(tr.train_pass, [(x, y)] * cfg.sweep_batches, 0))
+            tr.restore(snap)
+        except Exception as err:
+            if not _is_oom(err):
+                raise
+            del x, y
+            tr.opt.zero_grad(set_to_none=True)
+            if snap is not None:
+                tr.restore(snap)
+            tr.free_cached()
+            first = self.last_ok_batch is None
+            self._stop("oom", batch, f"out of memory at batch {batch}{' (the first size: no points)' if first else ''}")
+            return []
+        ips = stats["images"] / secs
+        flop_s = ips * self.counts["flops"].train_flops_used
+        loss = stats["train_loss"]
+        self.last_ok_batch = batch
+        del x, y
+        tr.free_cached()
+        return [
+            {
+                **self.base(),
+                "phase": "sweep",
+                "status": "ok",
+                "batch_size": batch,
+                "sweep_s": secs,
+                "steps": stats["steps"],
+                "images": stats["images"],
+                "img_per_s": ips,
+                "achieved_flop_per_s": flop_s,
+                **self.point("train", batch, flop_s),
+                "train_loss": loss,
+                "loss_finite": _finite(loss),
+                "predicted_mb": need / 1e6,
+                **usage,
+            }
+        ]
+
+    def _stop(self, why: str, batch: int, text: str) -> None:
+        self.sweep_stop = {"sweep_stop": why, "sweep_stop_batch": batch, "sweep_stop_reason": text}
+        self.ctx.echo(f"sweep {self.cfg.model}: {text}")
+
+    def close(self) -> list[dict]:
+        if self.cfg.scenario != "B":
+            return []
+        stop = self.sweep_stop or {
+            "sweep_stop": "max-batch",
+            "sweep_stop_batch": None,
+            "sweep_stop_reason": f"reached sweep_max_batch {self.cfg.sweep_max_batch}",
+        }
+        return [{**self.base(), "phase": "sweep_end", "status": "ok", **stop, "sweep_last_ok_batch": self.last_ok_batch}]
+
+    def system_extra(self) -> dict:
+        fits = self.counts["fits"]
+        return {
+            "flops": self.counts["flops"].to_json(),
+            "bytes_batch2": self.counts["bytes2"].to_json(),
+            "bytes_affine_fits": {k: {"per_sample": f.per_sample, "per_batch": f.per_batch} for k, f in fits.items()},
+            "roofs": self.roofs.to_json(),
+            "roofs_cache_path": self.roofs.cache_path,
+            "warmup_s": self.warmup_s,
+            "decode_img_per_s_1proc": self.decode_img_per_s,
+            "sweep_sizes": self.sizes,
+            "gpu_util_meaning": "NVML: share of time one or more kernels ran (not occupancy)",
+        }
+
+
+def _finite(v: float) -> bool:
+    import math
+
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _is_oom(err: BaseException) -> bool:
+    from bench.studies.roofline.trainer import is_oom
+
+    return is_oom(err)
+
+
+def load_roofs(device: str, roof_sizes: str):
+    from bench.measure.roofs import get_roofs
+
+    return get_roofs(device, sizes=quick_sizes() if roof_sizes == "quick" else None)
+
+
+def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
+    """Load the index, build the model, count, read the roofs, warm up. KitError on bad input."""
+    import torch
+
+    from bench.data import tinyimagenet
+    from bench.studies.roofline.trainer import Trainer, set_tf32
+    from bench.studies.roofline.usage import CpuUsage, GpuUsage
+
+    cfg = settings(cell)
+    threads = _threads(cfg.threads)
+    cpu = CpuUsage()  # primed here: its first reading would be a meaningless 0.0
+    torch.backends.cudnn.benchmark = True
+    tf32 = set_tf32(cfg.precision)
+    index = tinyimagenet.load_for_cell(cell.params, ctx.data_dir)
+    if cfg.scenario == "A":
+        for split in ("train", "val"):
+            if len(index.files(split)) < cfg.batch_size:
+                raise KitError(
+                    f"{index.name}: {split} has {len(index.files(split))} images, fewer than one batch of {cfg.batch_size}"
+                )
+    trainer = Trainer(cfg, index.n_classes)
+    counts = trainer.count(cfg.batch_size)
+    roofs = load_roofs(cfg.device, cfg.roof_sizes)
+    run = CellRun(cfg, ctx, trainer, index, index.describe(), threads, counts, roofs, tf32, cpu=cpu)
+    run.gpu = GpuUsage(enabled=cfg.device == "cuda")
+    if cfg.scenario == "A":
+        x, y = trainer.fixed_batch(cfg.batch_size)
+        run.warmup_s = trainer.warmup(x, y, cfg.warmup_batches)
+        if cfg.pipeline == "loader":
+            run.decode_img_per_s = decode_rate(index)
+    else:
+        run.sizes = sweep_sizes(cfg.sweep_min_batch, cfg.sweep_max_batch)
+    return run
+
+
+def validity_flags(rows: list[dict]) -> list[str]:
+    """nan-loss: a non-finite training loss; above-roof: a point above its measured roof (a wrong
+    count, or roofs measured under load); sweep-oom-first-size: a sweep with no point."""
+    flags = []
+    bad = [r for r in rows if r.get("phase") in ("train", "sweep") and r.get("loss_finite") is False]
+    if bad:
+        flags.append("nan-loss(" + ",".join(f"b{r.get('batch_size')}" for r in bad) + ")")
+    above = [r for r in rows if isinstance(r.get("roof_fraction"), float) and r["roof_fraction"] > 1.0]
+    if above:
+        flags.append("above-roof(" + ",".join(f"{r['phase']} {r['roof_fraction']:.2f}" for r in above) + ")")
+    end = next((r for r in rows if r.get("phase") == "sweep_end"), None)
+    if end and end.get("sweep_last_ok_batch") is None:
+        flags.append(f"sweep-no-points({end.get('sweep_stop')} at b{end.get('sweep_stop_batch')})")
+    return flags
+
+
+def median(vals: list[float]) -> float | None:
+    return statistics.median(vals) if vals else None

@@ -1,0 +1,245 @@
+"""One model on one device at one precision: its counts (FLOPs, bytes), its input pipelines,
+a timed training pass, a timed validation pass, and one batch size of the sweep.
+
+Sync points: `train_pass` and `val_pass` sync the device at their end (inside the clock)
+and read the summed loss / correct count once; nothing in the step loop syncs. The loader
+pipeline's time blocked waiting for the next batch is summed apart (`data_wait_s`): with
+DataLoader workers the JPEG decode runs in them, and this is what of it the step loop sees.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bench.core.errors import KitError
+from bench.studies.roofline.config import IMAGE_SIDE, MEAN, STD, Settings
+from bench.studies.roofline.roofmath import Affine
+
+
+def build(name: str, n_classes: int, seed: int) -> torch.nn.Module:
+    """torchvision's NAME with N_CLASSES outputs, weights=None; KitError when torchvision lacks it."""
+    import torchvision
+
+    fn = getattr(torchvision.models, name, None)
+    if fn is None or not callable(fn):
+        raise KitError(f"torchvision {torchvision.__version__} has no model {name!r}")
+    torch.manual_seed(seed)
+    return fn(weights=None, num_classes=n_classes)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def is_oom(err: BaseException) -> bool:
+    """An allocation failure: torch's OutOfMemoryError (CUDA, MPS), or the CPU allocator's."""
+    if isinstance(err, (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)):
+        return True
+    msg = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
+
+
+def set_tf32(precision: str) -> dict[str, bool]:
+    """TF32 on for the tf32 precision, off otherwise (fp32 means IEEE fp32); returns what torch now says."""
+    on = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    return {"tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32), "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32)}
+
+
+class Trainer:
+    def __init__(self, cfg: Settings, n_classes: int):
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        self.bf16 = cfg.precision == "bf16-cl"
+        self.fmt = torch.channels_last if self.bf16 else torch.contiguous_format
+        self.n_classes = n_classes
+        self.model = build(cfg.model, n_classes, cfg.seed).to(self.device).to(memory_format=self.fmt)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        self.mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
+        self.loss_sum = torch.zeros((), device=self.device)
+
+    def sync_device(self) -> None:
+        sync(self.device)
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    # ---- counts (untimed; at the real 64-px input)
+    def count(self, batch: int) -> dict[str, Any]:
+        """FLOPs per sample (counter + analytic, bench.measure.flops) and the bytes per sample at
+        BATCH from the affine fit of two byte counts (roofmath.Affine), in the cell's precision."""
+        from bench.measure.bytecount import count_bytes
+        from bench.measure.flops import count_flops
+
+        shape = (3, IMAGE_SIDE, IMAGE_SIDE)
+        fl = count_flops(self.model, shape, 2, name=self.cfg.model)
+        with self.autocast():  # bf16: the counters see the casts and the half-size activations
+            b2 = count_bytes(self.model, shape, 2, name=self.cfg.model)
+            b4 = count_bytes(self.model, shape, 4, name=self.cfg.model)
+        fits = {
+            "train": Affine.fit(2, b2.train_bytes * 2, 4, b4.train_bytes * 4),
+            "forward": Affine.fit(2, b2.forward_bytes * 2, 4, b4.forward_bytes * 4),
+            "train_lower": Affine.fit(2, b2.train_bytes_lower * 2, 4, b4.train_bytes_lower * 4),
+            "forward_lower": Affine.fit(2, b2.forward_bytes_lower * 2, 4, b4.forward_bytes_lower * 4),
+            "saved": Affine.fit(2, b2.memory.saved_activation_bytes, 4, b4.memory.saved_activation_bytes),
+        }
+        return {"flops": fl, "bytes2": b2, "fits": fits}
+
+    # ---- pipelines: (uint8 or float batch on the device, labels) per step
+    def normalise(self, xb: torch.Tensor) -> torch.Tensor:
+        x = xb.to(self.device, non_blocking=True)
+        if x.dtype == torch.uint8:
+            x = (x.float().mul_(1 / 255) - self.mean) / self.std
+        return x.contiguous(memory_format=self.fmt)
+
+    def loader(self, ds, batch: int, shuffle: bool):
+        return torch.utils.data.DataLoader(
+            ds,
+            batch_size=batch,
+            shuffle=shuffle,
+            num_workers=self.cfg.num_workers,
+            drop_last=True,
+            pin_memory=self.device.type == "cuda",
+            generator=torch.Generator().manual_seed(self.cfg.seed),
+        )
+
+    def fixed_batch(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(self.cfg.seed)
+        x = torch.randn(batch, 3, IMAGE_SIDE, IMAGE_SIDE, generator=g).to(self.device).contiguous(memory_format=self.fmt)
+        y = torch.randint(0, self.n_classes, (batch,), generator=g).to(self.device)
+        return x, y
+
+    # ---- one step: no host sync
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        with self.autocast():
+            loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.loss_sum += loss.detach().float()
+
+    def train_pass(self, batches, n_max: int) -> dict[str, Any]:
+        """Up to N_MAX steps (0: all) over BATCHES (an iterable of (x, y)); the caller's clock runs
+        around this. Returns steps, images, mean loss, data wait (s), first-batch time (s)."""
+        self.model.train()
+        self.loss_sum.zero_()
+        n = images = 0
+        wait = 0.0
+        first = None
+        t0 = time.perf_counter()
+        it = iter(batches)
+        while not n_max or n < n_max:
+            t = time.perf_counter()
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                break
+            wait += time.perf_counter() - t
+            first = time.perf_counter() - t0 if first is None else first
+            self.step(self.normalise(xb), yb.to(self.device, non_blocking=True))
+            n += 1
+            images += int(yb.shape[0])
+        del it  # DataLoader workers shut down here, inside the clock (they start inside it too)
+        loss = float(self.loss_sum.item()) / max(n, 1)  # the one host sync
+        return {"steps": n, "images": images, "train_loss": loss, "data_wait_s": wait, "first_batch_s": first}
+
+    def val_pass(self, batches, n_max: int) -> dict[str, Any]:
+        self.model.eval()
+        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        n = images = 0
+        wait = 0.0
+        it = iter(batches)
+        with torch.no_grad(), self.autocast():
+            while not n_max or n < n_max:
+                t = time.perf_counter()
+                try:
+                    xb, yb = next(it)
+                except StopIteration:
+                    break
+                wait += time.perf_counter() - t
+                y = yb.to(self.device, non_blocking=True)
+                correct += (self.model(self.normalise(xb)).argmax(1) == y).sum()
+                n += 1
+                images += int(yb.shape[0])
+        del it
+        acc = int(correct.item()) / max(images, 1)
+        self.model.train()
+        return {"steps": n, "images": images, "val_acc": acc, "data_wait_s": wait}
+
+    # ---- warm-up and restore
+    def snapshot(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def restore(self, snap: dict) -> None:
+        """Weights and BN statistics back; momentum dropped (a fresh SGD state)."""
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(snap[k])
+        self.opt.state.clear()
+        self.loss_sum.zero_()
+        sync(self.device)
+
+    def warmup(self, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+        t0 = time.perf_counter()
+        snap = self.snapshot()
+        for _ in range(steps):
+            self.step(x, y)
+        self.model.eval()
+        with torch.no_grad(), self.autocast():
+            self.model(x)
+        self.model.train()
+        sync(self.device)
+        self.restore(snap)
+        return time.perf_counter() - t0
+
+    # ---- memory
+    def reset_peak(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory(self) -> dict[str, float | None]:
+        if self.device.type == "cuda":
+            return {
+                "gpu_alloc_peak_mb": torch.cuda.max_memory_allocated(self.device) / 1e6,
+                "gpu_reserved_peak_mb": torch.cuda.max_memory_reserved(self.device) / 1e6,
+            }
+        if self.device.type == "mps":
+            return {"gpu_alloc_peak_mb": torch.mps.driver_allocated_memory() / 1e6, "gpu_reserved_peak_mb": None}
+        return {"gpu_alloc_peak_mb": None, "gpu_reserved_peak_mb": None}
+
+    def free_bytes(self) -> float:
+        """Memory the next sweep size may use, bytes: CUDA free + what torch holds cached;
+        CPU and MPS: the machine's available memory (MPS shares it)."""
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return float(free + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device))
+        import psutil
+
+        return float(psutil.virtual_memory().available)
+
+    def predicted_bytes(self, batch: int, saved: Affine) -> float:
+        """One training step at BATCH beyond what is allocated now: the saved activations, twice
+        (their gradients in backward), plus weights' gradients and momentum: a rough bound, meant to
+        stop a CPU sweep before it swaps (a GPU sweep stops at its first OOM anyway)."""
+        params = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return 2.0 * saved.total_at(batch) + 2.0 * params
+
+    def free_cached(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        elif self.device.type == "mps":
+            torch.mps.empty_cache()
+
+
+def finite(v: float) -> bool:
+    return isinstance(v, float) and math.isfinite(v)
