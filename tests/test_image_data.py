@@ -389,17 +389,23 @@ def test_auto_takes_the_real_tree_when_present(iso, name):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_a_named_data_dir_without_the_real_tree_is_one_line_with_the_hint(iso, name, monkeypatch):
+def test_a_named_data_dir_without_the_real_tree_falls_back_to_synthetic_and_says_so(iso, name, monkeypatch, capsys):
     mod, small = FAMILIES[name]
     (iso / "named").mkdir()
     for data_dir in (iso / "named", None):
         if data_dir is None:
             monkeypatch.setenv("KIT_DATA_DIR", str(iso / "named"))
-        with pytest.raises(KitError) as err:
-            mod.resolve({"dataset": "auto", **small}, data_dir)
-        msg = one_line_naming(err, iso / "named", f"--set dataset={name}-synthetic")
+        got = mod.resolve({"dataset": "auto", **small}, data_dir)
+        assert got["dataset"] == f"{name}-synthetic"
+        said = capsys.readouterr().err
+        if data_dir is not None:  # said once: the second lookup of the same dir is memoised
+            assert str(iso / "named") in said and "synthetic" in said
+        with pytest.raises(KitError) as err:  # asking for the real data by name is still an error
+            mod.resolve({"dataset": name, **small}, data_dir)
+        msg = one_line_naming(err, iso / "named")
         assert ("data fetch tinyimagenet" in msg) if name == "tinyimagenet" else ("there is no fetch" in msg)
     monkeypatch.delenv("KIT_DATA_DIR")
+    monkeypatch.setattr(images, "_MEMO", {})  # a new process: the fallback above was memoised
     (iso / "named" / name).mkdir()  # there, but not a tree
     with pytest.raises(KitError) as err:
         mod.resolve({"dataset": "auto", **small}, iso / "named")

@@ -351,8 +351,9 @@ def synthetic_cached(fam: Family, kw: dict) -> ImageIndex:
 
 def select(fam: Family, dataset: str, data_dir: str | os.PathLike | None, kw: dict) -> ImageIndex:
     """dataset: 'auto' (the real tree when the data dir holds it, else the synthetic one), the real
-    name (required), or the synthetic name. A data dir someone named must hold the real data for
-    'auto' too: a typo never silently falls back to generated data."""
+    name (required), or the synthetic name. 'auto' on a named data dir without the real data
+    falls back to the synthetic tree and says so on stderr (as cifar10 does): one data dir
+    serves every study, and rows record which data ran."""
     if dataset not in ("auto", fam.real, fam.synthetic):
         raise KitError(f"unknown dataset {dataset!r}: choose auto, {fam.real} or {fam.synthetic}")
     if dataset == fam.synthetic:
@@ -371,12 +372,14 @@ def select(fam: Family, dataset: str, data_dir: str | os.PathLike | None, kw: di
         if not tree.is_dir():
             raise KitError(f"{shown(root)}: {fam.real}/ lacks {tree.relative_to(held)}/; {fam.hint(root)}")
         return fam.read(tree)  # a partial or broken tree is an error, never a silent fallback
-    if named:
-        raise KitError(
-            f"data dir {shown(root)} holds no {fam.real}/: {fam.hint(root)}, "
-            f"or ask for the synthetic tree with `--set dataset={fam.synthetic}`"
+    if named:  # one data dir serves every study (it may hold mnist/ only): say so, then the synthetic tree
+        import sys
+
+        print(
+            f"{fam.real}: no {fam.real}/ in {shown(root)}: using the synthetic tree (not {fam.real}; rows say so); {fam.hint(root)}",
+            file=sys.stderr,
         )
-    return synthetic_cached(fam, kw)  # nothing was asked for: the synthetic tree (rows and the report say so)
+    return synthetic_cached(fam, kw)  # nothing real to read: the synthetic tree (rows and the report say so)
 
 
 _MEMO: dict[tuple, ImageIndex] = {}
