@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.measure.torchdev import sync
 from bench.studies.cifar_opt import pipeline
 from bench.studies.cifar_opt.config import Settings, parse_variant
 from bench.studies.cifar_opt.models import build
@@ -29,13 +30,6 @@ class Split:
     y_train: np.ndarray
     x_eval: np.ndarray
     y_eval: np.ndarray
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 class Trainer:
@@ -161,19 +155,15 @@ class Trainer:
         x = self.split.x_train[: n * self.batch]
         return [pipeline.normalise(torch.tensor(x[i : i + self.batch]), m, s) for i in range(0, len(x), self.batch)]
 
-    def memory(self) -> dict:
-        if self.device.type == "cuda":
-            return {
-                "gpu_alloc_peak_mb": torch.cuda.max_memory_allocated(self.device) / 1e6,
-                "gpu_reserved_peak_mb": torch.cuda.max_memory_reserved(self.device) / 1e6,
-            }
-        if self.device.type == "mps":
-            return {"gpu_alloc_peak_mb": torch.mps.driver_allocated_memory() / 1e6, "gpu_reserved_peak_mb": None}
-        return {"gpu_alloc_peak_mb": None, "gpu_reserved_peak_mb": None}
+    def memory(self) -> dict[str, float | None]:
+        from bench.measure.torchdev import memory_peaks
+
+        return memory_peaks(self.device)
 
     def reset_peak(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+        from bench.measure.torchdev import reset_peak
+
+        reset_peak(self.device)
 
     def python_heap_peak_mb(self, steps: int = 4) -> float:
         """tracemalloc's peak over a few training steps, weights restored afterwards (never in a

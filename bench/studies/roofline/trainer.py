@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.core.errors import KitError
+from bench.measure.torchdev import sync
 from bench.studies.roofline.config import IMAGE_SIDE, MEAN, STD, Settings
 from bench.studies.roofline.roofmath import Affine
 
@@ -30,13 +31,6 @@ def build(name: str, n_classes: int, seed: int) -> torch.nn.Module:
         raise KitError(f"torchvision {torchvision.__version__} has no model {name!r}")
     torch.manual_seed(seed)
     return fn(weights=None, num_classes=n_classes)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def is_oom(err: BaseException) -> bool:
@@ -204,18 +198,14 @@ class Trainer:
 
     # ---- memory
     def reset_peak(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+        from bench.measure.torchdev import reset_peak
+
+        reset_peak(self.device)
 
     def memory(self) -> dict[str, float | None]:
-        if self.device.type == "cuda":
-            return {
-                "gpu_alloc_peak_mb": torch.cuda.max_memory_allocated(self.device) / 1e6,
-                "gpu_reserved_peak_mb": torch.cuda.max_memory_reserved(self.device) / 1e6,
-            }
-        if self.device.type == "mps":
-            return {"gpu_alloc_peak_mb": torch.mps.driver_allocated_memory() / 1e6, "gpu_reserved_peak_mb": None}
-        return {"gpu_alloc_peak_mb": None, "gpu_reserved_peak_mb": None}
+        from bench.measure.torchdev import memory_peaks
+
+        return memory_peaks(self.device)
 
     def free_bytes(self) -> float:
         """Memory the next sweep size may use, bytes: CUDA free + what torch holds cached;

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 
 def available() -> str | None:
-    try:
-        import torch  # noqa: F401
-        import torchvision  # noqa: F401
-    except ImportError as err:
-        return f"torch/torchvision not installed: {err}"
-    return None
+    from bench.measure.torchdev import unavailable
+
+    return unavailable("cpu")
 
 
 def create(cell, data):

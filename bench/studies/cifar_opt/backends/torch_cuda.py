@@ -6,11 +6,6 @@ from bench.studies.cifar_opt.backends.torch_cpu import create  # noqa: F401  (th
 
 
 def available() -> str | None:
-    try:
-        import torch
-        import torchvision  # noqa: F401
-    except ImportError as err:
-        return f"torch/torchvision not installed: {err}"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"
-    return None
+    from bench.measure.torchdev import unavailable
+
+    return unavailable("cuda")

@@ -6,11 +6,6 @@ from bench.studies.cifar_opt.backends.torch_cpu import create  # noqa: F401  (th
 
 
 def available() -> str | None:
-    try:
-        import torch
-        import torchvision  # noqa: F401
-    except ImportError as err:
-        return f"torch/torchvision not installed: {err}"
-    if not torch.backends.mps.is_available():
-        return "no Apple GPU (torch.backends.mps.is_available() is False)"
-    return None
+    from bench.measure.torchdev import unavailable
+
+    return unavailable("mps")

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 
 def available() -> str | None:
-    try:
-        import psutil  # noqa: F401  (CPU utilisation)
-        import torch  # noqa: F401
-        import torchvision  # noqa: F401
-    except ImportError as err:
-        return f"torch/torchvision/psutil not installed: {err}"
-    return None
+    from bench.measure.torchdev import unavailable
+
+    return unavailable("cpu")
 
 
 def create(cell, data):
