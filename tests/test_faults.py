@@ -266,6 +266,9 @@ def test_ctrl_c_stops_every_cell_in_one_line_and_a_rerun_resumes(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # a terminal's Ctrl-C reaches a foreground job; a shell's background job (`.ci/run &`)
+        # starts with SIGINT ignored, which Python and its children would inherit
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _wait_for_steps(tmp_path, 2)
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
