@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.core.cache import cache_dir  # noqa: F401  (re-exported: cifar10.cache_dir)
 from bench.core.errors import KitError
 from bench.data import data_dir_named, fetch_hint, resolve_data_dir, shown
 
@@ -376,25 +377,6 @@ def subsample(ds: Cifar10, n_train: int, n_test: int, seed: int) -> Cifar10:
     for a in parts:
         a.setflags(write=False)
     return replace(ds, x_train=parts[0], y_train=parts[1], x_test=parts[2], y_test=parts[3], checksum=_checksum(parts))
-
-
-def cache_dir() -> Path:
-    """$KIT_CACHE_DIR, else $XDG_CACHE_HOME/cnn-bench, else ~/.cache/cnn-bench; the first of
-    those that can be written, else a dir under the temp dir (read-only root, unwritable HOME)."""
-    tries = [os.environ.get("KIT_CACHE_DIR")]
-    if os.environ.get("XDG_CACHE_HOME"):
-        tries.append(os.path.join(os.environ["XDG_CACHE_HOME"], "cnn-bench"))
-    tries.append(os.path.join(os.path.expanduser("~"), ".cache", "cnn-bench"))
-    for d in tries:
-        if not d:
-            continue
-        try:
-            Path(d).mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(d, os.W_OK | os.X_OK):
-            return Path(d)
-    return Path(tempfile.gettempdir()) / f"cnn-bench-cache-{os.getuid()}"
 
 
 def _real_path(held: Path) -> Path | None:

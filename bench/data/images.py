@@ -12,7 +12,6 @@ import colorsys
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from bench.core.cache import cache_dir  # noqa: F401  (re-exported: images.cache_dir)
 from bench.core.errors import KitError
 from bench.data import data_dir_named, resolve_data_dir, shown
 
@@ -213,32 +213,6 @@ def torch_dataset(
 
 
 # ---- generated trees: where they are cached, how they are written --------------------------------
-
-
-def cache_dir() -> Path:
-    """$KIT_CACHE_DIR, else $XDG_CACHE_HOME/cnn-bench, else ~/.cache/cnn-bench; when that cannot be
-    written (a container user without a home), <tempdir>/cnn-bench-<uid>, private to this user."""
-    try:
-        if os.environ.get("KIT_CACHE_DIR"):
-            first = Path(os.environ["KIT_CACHE_DIR"])
-        elif os.environ.get("XDG_CACHE_HOME"):
-            first = Path(os.environ["XDG_CACHE_HOME"]) / "cnn-bench"
-        else:
-            first = Path.home() / ".cache" / "cnn-bench"
-        first.mkdir(parents=True, exist_ok=True)
-        if os.access(first, os.W_OK | os.X_OK):
-            return first
-    except (OSError, RuntimeError):  # RuntimeError: no home dir to be found
-        pass
-    tmp = Path(tempfile.gettempdir()) / f"cnn-bench-{os.getuid()}"
-    try:
-        tmp.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(tmp)
-    except OSError as err:
-        raise KitError(f"no writable cache dir for generated data ({tmp}: {err.strerror}); set KIT_CACHE_DIR") from None
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise KitError(f"{tmp} is not a dir of this user (uid {os.getuid()}); set KIT_CACHE_DIR to a writable dir")
-    return tmp
 
 
 def new_tree(final: Path, exist_ok: bool) -> tuple[Path, list[Path]] | None:

@@ -43,7 +43,6 @@ import os
 import platform
 import re
 import statistics
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -54,6 +53,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.core.cache import cache_dir  # noqa: F401  (re-exported: roofs.cache_dir)
 from bench.measure.timer import checked_duration
 
 SCHEMA = 1  # of the cache file; a file of another schema is measured again
@@ -512,26 +512,6 @@ def _with_precision(mode: str, fn: Callable[[], Roof]) -> Roof:
 
 
 # ---- the cache -------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """$KIT_CACHE_DIR, else $XDG_CACHE_HOME/cnn-bench, else ~/.cache/cnn-bench; a temp dir
-    (cnn-bench-<uid> under the system's temp) when that cannot be created or written."""
-    if os.environ.get("KIT_CACHE_DIR"):
-        want = Path(os.environ["KIT_CACHE_DIR"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        want = Path(os.environ["XDG_CACHE_HOME"]) / "cnn-bench"
-    else:
-        want = Path.home() / ".cache" / "cnn-bench"
-    for d in (want.expanduser(), Path(tempfile.gettempdir()) / f"cnn-bench-{os.getuid() if hasattr(os, 'getuid') else 'user'}"):
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=d):
-                pass
-            return d
-        except OSError:
-            continue
-    raise OSError(f"no writable cache dir: {want} nor the temp dir")
 
 
 def cache_path(info: dict[str, Any], sizes: RoofSizes, directory: Path | None = None) -> Path:

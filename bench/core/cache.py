@@ -1,0 +1,41 @@
+"""The kit's cache dir (generated data sets, measured device roofs): one rule for every user.
+
+$KIT_CACHE_DIR, else $XDG_CACHE_HOME/cnn-bench, else ~/.cache/cnn-bench; when that cannot
+be created or written (a container user without a home, a read-only root),
+<tempdir>/cnn-bench-<uid>, private to this user (0700, refused if it is a link or another
+user's dir).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from bench.core.errors import KitError
+
+
+def cache_dir() -> Path:
+    try:
+        if os.environ.get("KIT_CACHE_DIR"):
+            first = Path(os.environ["KIT_CACHE_DIR"])
+        elif os.environ.get("XDG_CACHE_HOME"):
+            first = Path(os.environ["XDG_CACHE_HOME"]) / "cnn-bench"
+        else:
+            first = Path.home() / ".cache" / "cnn-bench"
+        first.mkdir(parents=True, exist_ok=True)
+        if os.access(first, os.W_OK | os.X_OK):
+            return first
+    except (OSError, RuntimeError):  # RuntimeError: no home dir to be found
+        pass
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    tmp = Path(tempfile.gettempdir()) / f"cnn-bench-{uid}"
+    try:
+        tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(tmp)
+    except OSError as err:
+        raise KitError(f"no writable cache dir ({tmp}: {err.strerror}); set KIT_CACHE_DIR") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != uid):
+        raise KitError(f"{tmp} is not a dir of this user (uid {uid}); set KIT_CACHE_DIR to a writable dir")
+    return tmp
