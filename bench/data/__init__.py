@@ -109,6 +109,16 @@ def synthesize_dataset(name: str, data_dir: str | os.PathLike | None, **kw: Any)
     return getattr(importlib.import_module(mod_name), fn)(resolve_data_dir(data_dir), **kw)
 
 
+def check_resolved(name: str, source: object, checksum: str, want: str | None) -> None:
+    """KitError (one line) when the data a cell loaded is not the data it was resolved for
+    (WANT: its dataset_sha256; unset: nothing to check)."""
+    if want and want != checksum:
+        raise KitError(
+            f"the {name} data in {source} has checksum {checksum[:12]}…, but this cell was "
+            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
+        )
+
+
 def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
     """Data identity of a cell on the digit family: {'dataset': real name or 'digits', 'dataset_sha256'}."""
     from bench.data.mnist import resolve_params

@@ -49,7 +49,7 @@ import numpy as np
 
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: cifar10.cache_dir)
 from bench.core.errors import KitError
-from bench.data import data_dir_named, fetch_hint, resolve_data_dir, shown
+from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
 
 ARCHIVE = "cifar-10-binary.tar.gz"
 # MD5 of ARCHIVE as https://www.cs.toronto.edu/~kriz/cifar.html publishes it (binary version, 162 MB)
@@ -466,12 +466,7 @@ def resolve(params: dict, data_dir: str | os.PathLike | None) -> dict:
 def load_for_cell(params: dict, data_dir: str | os.PathLike | None) -> Cifar10:
     """The cell's dataset; a checksum other than the one the cell was resolved for is an error."""
     ds = load(data_dir, params.get("dataset", "auto"))
-    want = params.get("dataset_sha256")
-    if want and want != ds.checksum:
-        raise KitError(
-            f"the {ds.name} data in {ds.source} has checksum {ds.checksum[:12]}…, but this cell was "
-            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
-        )
+    check_resolved(ds.name, ds.source, ds.checksum, params.get("dataset_sha256"))
     return ds
 
 

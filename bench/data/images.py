@@ -23,7 +23,7 @@ from PIL import Image
 
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: images.cache_dir)
 from bench.core.errors import KitError
-from bench.data import data_dir_named, resolve_data_dir, shown
+from bench.data import check_resolved, data_dir_named, resolve_data_dir, shown
 
 # what torchvision.datasets.ImageFolder reads (IMG_EXTENSIONS), compared lower-case
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -369,9 +369,5 @@ def select_cached(fam: Family, dataset: str, data_dir: str | os.PathLike | None,
 
 def check_checksum(index: ImageIndex, want: str | None) -> ImageIndex:
     """INDEX, when WANT (a cell's dataset_sha256) is unset or equal to its checksum."""
-    if want and want != index.checksum:
-        raise KitError(
-            f"the {index.name} data in {index.root} has checksum {index.checksum[:12]}…, but this cell was "
-            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
-        )
+    check_resolved(index.name, index.root, index.checksum, want)
     return index

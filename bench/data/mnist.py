@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
-from bench.data import data_dir_named, fetch_hint, resolve_data_dir, shown
+from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -204,10 +204,5 @@ def resolve_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
 def load_for_cell(params: dict, data_dir: str | os.PathLike | None) -> Dataset:
     """The cell's dataset; a checksum other than the one the cell was resolved for is an error."""
     ds = load_cached(data_dir, params.get("dataset", "auto"))
-    want = params.get("dataset_sha256")
-    if want and want != ds.checksum:
-        raise KitError(
-            f"the {ds.name} data in {ds.source} has checksum {ds.checksum[:12]}…, but this cell was "
-            f"resolved for {want[:12]}…: other data is other work (rerun the matrix to resolve it)"
-        )
+    check_resolved(ds.name, ds.source, ds.checksum, params.get("dataset_sha256"))
     return ds
