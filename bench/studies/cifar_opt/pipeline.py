@@ -110,7 +110,6 @@ class ResidentPipeline:
         self.gen = torch.Generator(device=dev).manual_seed(seed)
         self.batch, self.n, self.workers = batch, len(y), 0
         self.ar = torch.arange(32, device=dev)
-        self.bi = torch.arange(batch, device=dev).view(batch, 1, 1, 1)
         self.ci = torch.arange(3, device=dev).view(1, 3, 1, 1)
 
     @property

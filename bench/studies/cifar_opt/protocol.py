@@ -192,7 +192,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     if run.n_trials:
         from bench.studies.cifar_opt.search import Search
 
-        run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir, ctx.echo)
+        run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir)
     else:
         run.trainer = Trainer(cfg, split, cfg.batch_size, cfg.lr, cfg.seed)
         run.warmup_s = run.trainer.warmup()

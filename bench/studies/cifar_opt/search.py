@@ -30,9 +30,9 @@ LR_RANGE = (1e-4, 1e-1)  # log-uniform
 JOURNAL = "optuna-journal.log"
 
 
-def holdout(x: np.ndarray, y: np.ndarray, fraction: float, seed: int) -> tuple[Split, Split]:
-    """Stratified split of the training subsample: (train part, validation part) as Splits
-    whose scoring arrays are the validation part."""
+def holdout(x: np.ndarray, y: np.ndarray, fraction: float, seed: int) -> Split:
+    """Stratified split of the training subsample: a Split that trains on one part and scores
+    on the held-out rest (FRACTION of each class)."""
     rng = np.random.default_rng([seed, 7])
     val = np.concatenate(
         [rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * np.sum(y == c)))] for c in np.unique(y)]
@@ -40,7 +40,7 @@ def holdout(x: np.ndarray, y: np.ndarray, fraction: float, seed: int) -> tuple[S
     mask = np.zeros(len(y), bool)
     mask[val] = True
     tr = rng.permutation(np.flatnonzero(~mask))
-    return Split(x[tr], y[tr], x[mask], y[mask]), Split(x[mask], y[mask], x[mask], y[mask])
+    return Split(x[tr], y[tr], x[mask], y[mask])
 
 
 def check_journal(path: Path) -> None:
@@ -83,12 +83,12 @@ class Search:
     """One Optuna study for a cell; `trial(i)` runs trial i (or reports it when a resumed
     journal already holds it) and returns its row."""
 
-    def __init__(self, cfg: Settings, x: np.ndarray, y: np.ndarray, cell_dir: Path, echo=print):
+    def __init__(self, cfg: Settings, x: np.ndarray, y: np.ndarray, cell_dir: Path):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.cfg, self.echo = cfg, echo
-        self.train, _ = holdout(x, y, cfg.val_fraction, cfg.seed)
+        self.cfg = cfg
+        self.train = holdout(x, y, cfg.val_fraction, cfg.seed)
         self.batches = [b for b in SEED_BATCHES[cfg.device] if b <= len(self.train.y_train)]
         self.path = cell_dir / JOURNAL
         cell_dir.mkdir(parents=True, exist_ok=True)
