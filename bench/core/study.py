@@ -213,6 +213,19 @@ class Study:
         return [], {}
 
 
+def numbers_missing(rows: list[dict], need: dict[str, tuple[str, ...]]) -> str | None:
+    """For check_rows: the first ok row of a phase in NEED (phase -> keys) whose key is not a
+    number, as one line ("epoch row: 'epoch_s' is missing, expected a number"), or None."""
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        for k in need.get(str(r.get("phase")), ()):
+            v = r.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+    return None
+
+
 @dataclass
 class StudyInfo:
     """What `bench list` shows of a study."""

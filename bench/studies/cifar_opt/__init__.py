@@ -197,13 +197,9 @@ class CifarOpt(Study):
         return validity_flags(rows)
 
     def check_rows(self, rows: list[dict]) -> str | None:
-        need = {"epoch": ("epoch_s", "samples_per_s"), "inference": ("latency_p50_ms", "model_size_mb")}
-        for r in rows:
-            for k in need.get(str(r.get("phase")), ()):
-                v = r.get(k)
-                if r.get("status") == "ok" and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                    return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
-        return None
+        from bench.core.study import numbers_missing
+
+        return numbers_missing(rows, {"epoch": ("epoch_s", "samples_per_s"), "inference": ("latency_p50_ms", "model_size_mb")})
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.cifar_opt.report import section

@@ -144,15 +144,10 @@ class Roofline(Study):
         return validity_flags(rows)
 
     def check_rows(self, rows: list[dict]) -> str | None:
+        from bench.core.study import numbers_missing
+
         need = ("img_per_s", "achieved_flop_per_s", "ai_low_flops_per_byte", "ai_high_flops_per_byte")
-        for r in rows:
-            if r.get("status") != "ok" or r.get("phase") not in ("train", "val", "sweep"):
-                continue
-            for k in need:
-                v = r.get(k)
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
-        return None
+        return numbers_missing(rows, {phase: need for phase in ("train", "val", "sweep")})
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.roofline.report import section
