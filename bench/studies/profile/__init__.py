@@ -1,0 +1,173 @@
+"""profile (seed 004): DenseNet-121 transfer learning (cats vs dogs) under torch.profiler, with
+GPU telemetry from NVML (utilisation, memory, temperature, power, energy against an idle
+baseline) and CPU telemetry (psutil, RAPL where readable), on the CPU, one GPU, and two GPUs
+the seed's way (nn.DataParallel) and the right way (DDP under torchrun).
+
+    config.py     defaults, variants (frozen | finetune, +bf16-cl on CUDA), the matrix
+    trainer.py    model + weights (hash-checked), data (loader | synthetic-gpu), Adam step, epoch
+    protocol.py   one cell: idle baseline, timed epochs with telemetry, sampler cost, profiler
+    ddp.py        parallel=ddp: the torchrun launch and the per-rank worker
+    seed.py       what the seed reported
+    backends/     torch-cpu, torch-cuda
+    report.py     operator and step-time breakdowns, telemetry time series, energy, CPU vs GPU,
+                  DataParallel vs DDP
+
+Importing this package imports no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.registry import register_study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.studies.profile.config import DATASETS, PARALLEL, PIPELINES, TRANSFERS, WEIGHTS, ProfileConfig, matrix_spec, variants
+
+_B = "bench.studies.profile.backends."
+BACKEND_OF = {"cpu": "torch-cpu", "cuda": "torch-cuda"}
+
+
+@register_study
+class Profile(Study):
+    name = "profile"
+    title = "profile (seed 004)"
+    seed_doc = "004"
+    timing_key = "epoch_s"
+    timing_unit = "epoch"
+    auto_profiles = {"cpu": "smoke"}  # DenseNet-121 at 224 px on a laptop CPU takes long
+    Config = ProfileConfig
+    backends = {
+        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", variants("cpu"), about="frozen | finetune; ddp over gloo ranks"),
+        "torch-cuda": BackendSpec(
+            _B + "torch_cuda", "cuda", variants("cuda"), about="frozen | finetune, +bf16-cl; one GPU, dp, ddp"
+        ),
+    }
+
+    def matrix(self, platform: str, profile: str) -> list[Cell]:
+        if platform not in PLATFORMS:
+            raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
+        if profile not in PROFILES:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILES)}")
+        if platform not in BACKEND_OF:
+            return []
+        backend = BACKEND_OF[platform]
+        cells = []
+        for variant, p in matrix_spec(platform, profile):
+            par = p.get("parallel", "none")
+            tail = f"{p['pipeline']}_b{p.get('batch_size', 64)}" + (f"_{par}" if par != "none" else "")
+            cells.append(self.cell(backend, variant, name=f"{backend}_{variant}_{tail}", **p))
+        return cells
+
+    def validate(self, cell: Cell) -> None:
+        super().validate(cell)
+        p = cell.params
+        for key, allowed in (("pipeline", PIPELINES), ("dataset", DATASETS), ("weights", WEIGHTS), ("parallel", PARALLEL)):
+            if p[key] not in allowed:
+                raise KitError(f"unknown {key} {p[key]!r}: choose {', '.join(allowed)}")
+        if cell.variant.split("+")[0] not in TRANSFERS:
+            raise KitError(f"unknown transfer {cell.variant!r}: choose {', '.join(TRANSFERS)}")
+        checks = [
+            ("batch_size", p["batch_size"] >= 1, ">= 1"),
+            ("lr", isinstance(p["lr"], float) and math.isfinite(p["lr"]) and p["lr"] > 0, "finite and > 0"),
+            ("epochs", p["epochs"] >= 1, ">= 1"),
+            ("max_steps", p["max_steps"] >= 0, ">= 0 (0: the whole split)"),
+            ("max_eval_batches", p["max_eval_batches"] >= 0, ">= 0 (0: the whole split)"),
+            ("image_size", p["image_size"] >= 32, ">= 32 px (DenseNet's pooling needs it)"),
+            ("num_workers", p["num_workers"] >= 0, ">= 0"),
+            ("threads", p["threads"] >= 0, ">= 0"),
+            ("warmup_steps", p["warmup_steps"] >= 0, ">= 0"),
+            ("telemetry_hz", 0 < p["telemetry_hz"] <= 100, "in (0, 100]"),
+            ("idle_s", p["idle_s"] >= 0, ">= 0"),
+            ("prof_active", p["prof_active"] >= 1, ">= 1"),
+            ("prof_repeat", p["prof_repeat"] >= 1, ">= 1"),
+            ("overhead_blocks", p["overhead_blocks"] >= 1, ">= 1"),
+            ("overhead_steps", p["overhead_steps"] >= 1, ">= 1"),
+            ("collective_timeout_s", p["collective_timeout_s"] > 0, "> 0"),
+        ]
+        for key, ok, want in checks:
+            if not ok:
+                raise KitError(f"{key} must be {want} (got {p[key]!r})")
+        devs = [d.strip() for d in str(p["devices"]).split(",") if d.strip()]
+        if any(not d.isdigit() for d in devs):
+            raise KitError(f"devices must be GPU indices separated by commas, e.g. 0,1 (got {p['devices']!r})")
+        if p["parallel"] != "none" and len(devs) < 2:
+            raise KitError(f"parallel={p['parallel']} needs two or more devices, e.g. devices=0,1 (got {p['devices']!r})")
+
+    def cell_unavailable(self, cell: Cell) -> str | None:
+        why = self.why_unavailable(cell.backend)
+        if why or cell.backend != "torch-cuda" or cell.params.get("parallel") == "none":
+            return why
+        from bench.run.schedule import visible_gpus
+
+        need = [d.strip() for d in str(cell.params.get("devices", "")).split(",") if d.strip()]
+        have = visible_gpus()
+        if len(need) > len(have) or any(d not in have for d in need):
+            return f"needs GPUs {','.join(need)}; this host shows {len(have)} ({','.join(have) or 'none'})"
+        return None
+
+    def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
+        from bench.data import imagefolder
+
+        return cell.with_params(**imagefolder.resolve(cell.params, data_dir))
+
+    def label(self, cell: Cell) -> str:
+        p = cell.params
+        par = p.get("parallel", "none")
+        return f"{cell.backend} {cell.variant} {p.get('pipeline')} b{p.get('batch_size')}" + (
+            f" {par} x{len(str(p.get('devices')).split(','))}" if par != "none" else ""
+        )
+
+    def progress_line(self, rows: list[dict]) -> str:
+        r = rows[0] if rows else {}
+        if r.get("phase") == "epoch":
+            acc = r.get("test_acc")
+            jpi = r.get("j_per_img")
+            return (
+                f"epoch {r.get('epoch')}: {r['epoch_s']:.2f} s, {r.get('samples_per_s') or 0:,.0f} img/s"
+                + (f", acc {acc:.3f}" if isinstance(acc, float) else "")
+                + (f", {jpi:.3f} J/img" if isinstance(jpi, float) else "")
+            )
+        if r.get("phase") == "overhead":
+            return f"sampler cost {r['sampler_cost']:+.2%} of step time"
+        if r.get("phase") == "profile":
+            ov = r.get("profiler_overhead")
+            return f"profiled {r.get('profiled_steps')} steps" + (
+                f", profiler overhead {ov:+.1%}" if isinstance(ov, float) else ""
+            )
+        return ""
+
+    def open(self, cell: Cell, ctx: RunContext):
+        from bench.studies.profile.protocol import open_cell
+
+        return open_cell(self, cell, ctx)
+
+    def row_flags(self, rows: list[dict]) -> list[str]:
+        from bench.studies.profile.protocol import validity_flags
+
+        return validity_flags(rows)
+
+    def check_rows(self, rows: list[dict]) -> str | None:
+        from bench.core.study import numbers_missing
+
+        return numbers_missing(
+            rows,
+            {
+                "epoch": ("epoch_s", "samples_per_s", "train_loss"),
+                "overhead": ("sampler_cost", "step_ms_sampler_on", "step_ms_sampler_off"),
+                "profile": ("mean_step_ms",),
+            },
+        )
+
+    def report_section(self, cells, out: Path) -> list[str]:
+        from bench.studies.profile.report import section
+
+        return section(cells, out)
+
+    def summary(self, cells) -> tuple[list[str], dict[str, Any]]:
+        from bench.studies.profile.report import summary
+
+        return summary(cells)

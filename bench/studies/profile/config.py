@@ -1,0 +1,145 @@
+"""profile's config: defaults as data (units in the comments), variants, and the matrix.
+
+A cell trains torchvision's DenseNet-121 (classifier replaced for the data's classes) with Adam,
+transfer learning one of two ways (the variant):
+
+    frozen     the backbone frozen (no gradients), only the new classifier trains
+    finetune   every layer trains (full fine-tuning)
+
+plus, on CUDA, `+bf16-cl` (bf16 autocast + channels_last), e.g. `finetune+bf16-cl`.
+How many GPUs: `parallel` none (one device) | dp (nn.DataParallel over `devices`, the seed's
+two-GPU run) | ddp (DistributedDataParallel, one process per GPU under torchrun, NCCL; gloo
+on CPU). `batch_size` is per device: dp and ddp run `batch_size x world_size` images a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from bench.core.cell import Cell
+
+TRANSFERS = ("frozen", "finetune")
+OPTIONS = ("bf16-cl",)
+PARALLEL = ("none", "dp", "ddp")
+PIPELINES = ("loader", "synthetic-gpu")
+DATASETS = ("auto", "catsdogs", "catsdogs-synthetic")
+WEIGHTS = ("auto", "random")
+DEVICE = {"torch-cpu": "cpu", "torch-cuda": "cuda"}
+WEIGHTS_FILE = {"densenet121": "densenet121-a639ec97.pth"}  # torchvision's name: <arch>-<first 8 hex of its sha256>.pth
+MEAN = (0.485, 0.456, 0.406)  # ImageNet's per-channel mean/std (0..1 scale): the pretrained weights expect them
+STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    model: str = "densenet121"  # a torchvision classification model; DenseNet-121 is the seed's
+    weights: str = "auto"  # auto: <data dir>/<arch>-<sha prefix>.pth when present (hash-checked), else random init | random
+    batch_size: int = 64  # images per step per device (the seed's 64 and 128)
+    lr: float = 0.003  # Adam learning rate (the seed's 0.003 and 0.03)
+    epochs: int = 20  # timed, unprofiled epochs (the seed's 20)
+    max_steps: int = 0  # training steps per epoch at most (0: the whole train split)
+    max_eval_batches: int = 0  # test batches per evaluation at most (0: the whole val split)
+    image_size: int = 224  # px, square: shorter side resized, centre crop (the seed's 224)
+    pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
+    num_workers: int = 4  # DataLoader worker processes
+    threads: int = 0  # torch intra-op threads; 0 = every core this process may use
+    warmup_steps: int = 3  # untimed training steps first (cuDNN autotune, allocator); weights restored after
+    parallel: str = "none"  # none | dp | ddp
+    devices: str = ""  # GPU indices for dp/ddp, e.g. "0,1" ("" = one device; ddp on CPU: "cpu,cpu" = 2 gloo ranks)
+    collective_timeout_s: float = 120.0  # ddp: a rank that waits this long on a collective ends the run
+    prof_wait: int = 1  # torch.profiler schedule: steps skipped, warmed up, recorded; cycles
+    prof_warmup: int = 2
+    prof_active: int = 5
+    prof_repeat: int = 1
+    prof_top_k: int = 15  # operator-table rows kept
+    telemetry_hz: float = 10.0  # sampler rate (GPU: NVML; CPU: psutil)
+    idle_s: float = 3.0  # idle baseline measured before the warm-up, s
+    overhead_blocks: int = 3  # sampler on/off check: pairs of blocks of `overhead_steps` steps, alternated
+    overhead_steps: int = 5
+    dataset: str = "auto"  # auto | catsdogs | catsdogs-synthetic (resolved by the matrix)
+    dataset_sha256: str = ""  # checksum of the data index the cell must see (filled by the matrix)
+    synthetic_train_per_class: int = 1000  # the synthetic tree's training JPEGs per class (the seed: about 4,000)
+    synthetic_val_per_class: int = 250  # validation JPEGs per class (the seed: about 1,000)
+
+
+@dataclass(frozen=True)
+class Settings(ProfileConfig):
+    backend: str = "torch-cpu"
+    variant: str = "finetune"
+    seed: int = 0
+    device: str = "cpu"
+
+    @property
+    def transfer(self) -> str:
+        return self.variant.split("+")[0]
+
+    @property
+    def bf16_cl(self) -> bool:
+        return "bf16-cl" in self.variant.split("+")[1:]
+
+    @property
+    def device_list(self) -> list[str]:
+        return [d.strip() for d in self.devices.split(",") if d.strip()]
+
+    @property
+    def world_size(self) -> int:
+        return max(len(self.device_list), 1) if self.parallel != "none" else 1
+
+
+def settings(cell: Cell) -> Settings:
+    keys = asdict(ProfileConfig()).keys()
+    return Settings(
+        **{k: v for k, v in cell.params.items() if k in keys},
+        backend=cell.backend,
+        variant=cell.variant,
+        seed=cell.seed + cell.repeat,
+        device=DEVICE[cell.backend],
+    )
+
+
+def variants(platform: str) -> tuple[str, ...]:
+    base = TRANSFERS
+    return base + tuple(f"{t}+{o}" for t in base for o in OPTIONS) if platform == "cuda" else base
+
+
+# ---- the matrix ---------------------------------------------------------------------------
+SMOKE = {  # tiny images, few steps, CPU: the whole study's code path in well under 90 s
+    "image_size": 64,
+    "batch_size": 8,
+    "epochs": 2,
+    "max_steps": 3,
+    "max_eval_batches": 2,
+    "warmup_steps": 1,
+    "num_workers": 1,
+    "prof_wait": 1,
+    "prof_warmup": 1,
+    "prof_active": 2,
+    "idle_s": 0.5,
+    "overhead_blocks": 2,
+    "overhead_steps": 2,
+    "synthetic_train_per_class": 24,
+    "synthetic_val_per_class": 8,
+}
+CPU_DEFAULT = {"epochs": 2, "max_steps": 8, "max_eval_batches": 4, "overhead_blocks": 2, "overhead_steps": 2}
+CUDA_DEFAULT = {"epochs": 4, "num_workers": 8, "overhead_steps": 10}
+
+
+def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
+    """(variant, params) for PLATFORM and PROFILE."""
+    if platform == "cpu":
+        extra = SMOKE if profile == "smoke" else CPU_DEFAULT if profile == "default" else {}
+        return [(t, {**extra, "pipeline": "loader"}) for t in ("finetune", "frozen")]
+    if profile == "smoke":
+        s = {**SMOKE, "image_size": 224, "batch_size": 32, "max_steps": 5, "synthetic_train_per_class": 64}
+        return [("finetune", {**s, "pipeline": "loader"}), ("finetune+bf16-cl", {**s, "pipeline": "synthetic-gpu"})]
+    extra = CUDA_DEFAULT if profile == "default" else {}
+    two = {"devices": "0,1"}
+    return [
+        ("finetune", {**extra, "pipeline": "loader"}),  # the seed's run on one GPU
+        ("frozen", {**extra, "pipeline": "loader"}),
+        ("finetune", {**extra, "pipeline": "synthetic-gpu"}),  # the bare-loop figure: 1.04k img/s at batch 64 fp32
+        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # 1-GPU baseline of the 2-GPU runs
+        ("finetune+bf16-cl", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # bare loop: 1.78k img/s
+        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", **two}),
+        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "ddp", **two}),
+    ]

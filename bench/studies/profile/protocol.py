@@ -1,0 +1,434 @@
+"""One profile cell. open(): the idle baseline first (before this process touches a GPU), then
+data, model, weights, warm-up; the telemetry sampler starts. Steps:
+
+    epoch 1..E   timed and UNPROFILED: training as a whole (device synced), then evaluation
+                 timed apart; per epoch the telemetry window's utilisation, power, energy
+                 (idle baseline subtracted), J/img and img/J
+    overhead     the sampler's own cost: blocks of steps with it on and off, alternated
+    profile      torch.profiler over its schedule (wait/warmup/active, repeat): the trace
+                 (.json.gz), operator tables, the step-time breakdown, and the profiler's
+                 overhead against the unprofiled steps (never the timed figures)
+
+`parallel=dp` is the same in one process over nn.DataParallel; `parallel=ddp` launches torchrun
+(ddp.py) and its steps are the epochs its rank 0 reports, the sampler in this process watching
+every GPU of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core.cell import Cell
+from bench.core.errors import KitError
+from bench.core.study import RunContext, Study
+from bench.studies.profile.config import Settings, settings
+
+CSV_NAME = "telemetry.csv"
+TRACE_DIR = "trace"
+
+
+def _threads(n: int) -> int:
+    import torch
+
+    from bench.studies.cifar_opt.pipeline import usable_cores
+
+    n = n or usable_cores()
+    torch.set_num_threads(n)
+    return n
+
+
+def nvml_indices(cfg: Settings) -> list[int]:
+    """The NVML indices of the GPUs this cell uses (none on the CPU)."""
+    if cfg.device != "cuda":
+        return []
+    if cfg.parallel != "none" and cfg.device_list:
+        return [int(d) for d in cfg.device_list]
+    from bench.measure.sampler import nvml_indices_for_visible
+
+    try:
+        return nvml_indices_for_visible()[:1]
+    except RuntimeError as err:  # no NVML, MIG, an order NVML and CUDA may not share: run on, unsampled
+        NVML_NOTE.append(" ".join(str(err).split()))
+        return []
+
+
+NVML_NOTE: list[str] = []  # why no GPU is sampled (nvml_indices' reason), for system.json
+
+
+def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> dict:
+    """Energy of one window from the sampler's summary: per GPU and in all, the idle baseline's
+    power x the window subtracted; J per image and images per J. None where not measured."""
+    out: dict[str, Any] = {}
+    window = summary.get("window_s")
+    total = net = 0.0
+    seen = False
+    for i in gpus:
+        e = summary.get(f"gpu{i}_energy_j")
+        w = idle.get(f"gpu{i}_idle_power_w")
+        out[f"gpu{i}_energy_j"] = e
+        if isinstance(e, (int, float)) and isinstance(w, (int, float)) and isinstance(window, (int, float)):
+            seen = True
+            total += e
+            net += e - w * window
+    out["gpu_energy_j"] = total if seen else None
+    out["gpu_energy_net_j"] = net if seen else None
+    out["gpu_idle_w"] = sum(float(idle.get(f"gpu{i}_idle_power_w") or 0) for i in gpus) if seen else None
+    ce, cw = summary.get("cpu_energy_j"), idle.get("cpu_idle_power_w")
+    out["cpu_energy_j"] = ce
+    out["cpu_energy_net_j"] = (
+        ce - cw * window if isinstance(ce, (int, float)) and isinstance(cw, (int, float)) and window else None
+    )
+    out["cpu_energy_note"] = summary.get("cpu_energy_note")
+    main = out["gpu_energy_net_j"] if gpus else out["cpu_energy_net_j"]
+    out["energy_source"] = ("GPU (NVML energy counter)" if gpus else "CPU package (RAPL)") if main is not None else None
+    out["energy_net_j"] = main
+    out["j_per_img"] = main / samples if main is not None and samples and main > 0 else None
+    out["img_per_j"] = samples / main if main is not None and samples and main > 0 else None
+    return out
+
+
+def telemetry_fields(summary: dict, gpus: list[int]) -> dict:
+    """The per-GPU and CPU figures a row keeps from a window's summary."""
+    out = {
+        k: v
+        for k, v in summary.items()
+        if k.startswith(("cpu_", "rss_", "threads", "processes")) and not isinstance(v, (list, dict))
+    }
+    out.update({k: summary.get(k) for k in ("sampler_cpu_pct", "sample_ms_mean")})
+    for i in gpus:
+        out.update({k: v for k, v in summary.items() if k.startswith(f"gpu{i}_") and not isinstance(v, (list, dict))})
+    out["telemetry_samples"] = summary.get("samples")
+    out["telemetry_window_s"] = summary.get("window_s")
+    out["telemetry_hz"] = summary.get("achieved_hz")
+    return out
+
+
+@dataclass
+class Common:
+    """What the single-process and the ddp runs share: settings, data identity, idle baseline."""
+
+    cfg: Settings
+    ctx: RunContext
+    dataset: dict
+    gpus: list[int]
+    idle: dict
+    facts: dict = field(default_factory=dict)
+    threads: int = 0
+    warmup_s: float = 0.0
+    sampler: Any = None
+    epoch_rows: list[dict] = field(default_factory=list)
+
+    def base(self) -> dict:
+        c = self.cfg
+        return {
+            "model": c.model,
+            "transfer": c.transfer,
+            "precision": "bf16" if c.bf16_cl else "fp32",
+            "channels_last": c.bf16_cl,
+            "pipeline": c.pipeline,
+            "batch_size": c.batch_size,
+            "global_batch": c.batch_size * c.world_size,
+            "lr": c.lr,
+            "optimizer": "Adam",
+            "image_size": c.image_size,
+            "parallel": c.parallel,
+            "world_size": c.world_size,
+            "devices": ",".join(c.device_list) if c.parallel != "none" else "",
+            "num_workers": c.num_workers if c.pipeline == "loader" else 0,
+            "threads": self.threads,
+            **{k: self.facts.get(k) for k in ("weights", "weights_sha256", "params_total", "params_trainable")},
+        }
+
+    def epoch_row(self, e: int, stats: dict, acc: float | None, n_eval: int, eval_s: float, mem: dict) -> dict:
+        win = self.sampler.window(stats["t_start_mono"], stats["t_end_mono"], f"epoch{e}") if self.sampler else {}
+        return {
+            **self.base(),
+            "phase": "epoch",
+            "status": "ok",
+            "epoch": e,
+            **{k: v for k, v in stats.items() if not k.startswith("t_")},
+            "test_acc": acc,
+            "n_test": n_eval,
+            "eval_s": eval_s,
+            "warmup_s": self.warmup_s,
+            **mem,
+            **telemetry_fields(win, self.gpus),
+            **energy_fields(win, self.idle, self.gpus, stats["samples"]),
+        }
+
+    def finish_sampler(self) -> None:
+        if self.sampler is not None and not getattr(self, "_sampler_done", False):
+            self._sampler_done = True
+            self.sampler.stop()
+            self.sampler.write_csv(self.ctx.cell_dir / CSV_NAME)
+
+    def system_common(self) -> dict:
+        s = self.sampler
+        return {
+            "idle_baseline": self.idle,
+            "telemetry": {
+                "csv": CSV_NAME,
+                "hz": self.cfg.telemetry_hz,
+                "notes": {**dict(getattr(s, "notes", {}) or {}), **({"nvml": NVML_NOTE[-1]} if NVML_NOTE else {})},
+                "gpus": self.gpus,
+                "power_fields": {f"gpu{i}_power_field": f for i, f in (getattr(s, "power_fields", {}) or {}).items()},
+            },
+            **self.facts,
+        }
+
+
+@dataclass
+class CellRun(Common):
+    """One process: a single device, or nn.DataParallel over several (a StepRun)."""
+
+    trainer: Any = None
+    batches: Any = None
+    device: Any = None
+
+    @property
+    def steps(self) -> int:
+        return self.cfg.epochs + 2
+
+    def step(self, i: int) -> list[dict]:
+        if i < self.cfg.epochs:
+            return [self.epoch(i + 1)]
+        if i == self.cfg.epochs:
+            self.finish_sampler()
+            return [self.overhead()]
+        return [self.profile()]
+
+    def memory(self) -> dict:
+        import torch
+
+        from bench.measure.torchdev import memory_peaks
+
+        out = memory_peaks(self.device)
+        if self.device.type == "cuda" and self.cfg.world_size > 1:  # DataParallel: every GPU's own peak (the seed's imbalance)
+            for k in range(self.cfg.world_size):
+                out[f"gpu{k}_alloc_peak_mb_torch"] = torch.cuda.max_memory_allocated(k) / 1e6
+        return out
+
+    def epoch(self, e: int) -> dict:
+        import torch
+
+        from bench.studies.profile.trainer import train_epoch
+
+        if self.device.type == "cuda":
+            for k in range(self.cfg.world_size):
+                torch.cuda.reset_peak_memory_stats(k)
+        stats = train_epoch(self.trainer, self.batches)
+        mem = self.memory()
+        t0 = time.perf_counter()
+        acc, n = self.trainer.evaluate(self.batches)
+        row = self.epoch_row(e, stats, acc, n, time.perf_counter() - t0, mem)
+        self.epoch_rows.append(row)
+        return row
+
+    def _steps(self):
+        """Training batches without end (a new epoch's iterator when one runs out)."""
+        while True:
+            got = False
+            for xy in self.batches.train():
+                got = True
+                yield xy
+            if not got:
+                raise KitError("the training split gives no batch: lower batch_size or add images")
+
+    def _block(self, xy, n: int) -> float:
+        tr = self.trainer
+        x, y = xy
+        tr.sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            tr.step(x, y)
+        tr.sync()
+        return (time.perf_counter() - t0) / n
+
+    def overhead(self) -> dict:
+        """The sampler's cost: blocks with it on and off (order alternated), per-step medians, on one
+        batch held on the device (a DataLoader's worker start at an epoch's end would swamp a 1 % effect)."""
+        from bench.measure.sampler import TelemetrySampler
+
+        cfg = self.cfg
+        it = self._steps()
+        xy = next(it)
+        it.close()
+        self.trainer.train_mode()
+        self._block(xy, 1)
+        on, off = [], []
+        for b in range(cfg.overhead_blocks):
+            for state in ("off", "on") if b % 2 == 0 else ("on", "off"):
+                if state == "on":
+                    s = TelemetrySampler(self.gpus, hz=cfg.telemetry_hz).start()
+                    on.append(self._block(xy, cfg.overhead_steps))
+                    s.stop()
+                else:
+                    off.append(self._block(xy, cfg.overhead_steps))
+        pairs = [a / b - 1 for a, b in zip(on, off, strict=True)]
+        return {
+            **self.base(),
+            "phase": "overhead",
+            "status": "ok",
+            "step_ms_sampler_on": statistics.median(on) * 1e3,
+            "step_ms_sampler_off": statistics.median(off) * 1e3,
+            "sampler_cost": statistics.median(on) / statistics.median(off) - 1,
+            "sampler_cost_pairs": pairs,
+            "overhead_blocks": cfg.overhead_blocks,
+            "overhead_batch": "one batch held on the device",
+            "overhead_steps": cfg.overhead_steps,
+            "telemetry_hz": cfg.telemetry_hz,
+        }
+
+    def profile(self) -> dict:
+        from bench.measure.profiling import StepProfiler
+
+        cfg = self.cfg
+        trace_dir = self.ctx.cell_dir / TRACE_DIR
+        prof = StepProfiler(
+            trace_dir,
+            self.device.type,
+            wait=cfg.prof_wait,
+            warmup=cfg.prof_warmup,
+            active=cfg.prof_active,
+            repeat=cfg.prof_repeat,
+            record_shapes=True,
+            profile_memory=True,
+        )
+        it = self._steps()
+        self.trainer.train_mode()
+        with prof:
+            for _ in range(prof.total_steps):
+                x, y = next(it)  # inside the step window: data loading is part of the step's breakdown
+                self.trainer.step(x, y)
+                self.trainer.sync()  # each step's GPU work inside its own window (the breakdown cuts by window)
+                prof.step()
+        self.trainer.sync()
+        by_dev = prof.op_table("self_device", cfg.prof_top_k)
+        by_cpu = prof.op_table("self_cpu", cfg.prof_top_k)
+        br = prof.step_breakdown()
+        (self.ctx.cell_dir / "profile.json").write_text(
+            json.dumps({"ops_self_device": by_dev, "ops_self_cpu": by_cpu, "breakdown": br}, indent=1, default=str)
+        )
+        unprof = [r["epoch_s"] / r["steps"] * 1e3 for r in self.epoch_rows if r.get("steps")]
+        unprof_ms = statistics.median(unprof) if unprof else None
+        prof_ms = br.get("mean_step_ms")
+        means = {k: v for k, v in br.items() if k.startswith("mean_") or k.endswith("_share")}
+        means = {k: v for k, v in means.items() if isinstance(v, (int, float))}
+        return {
+            **self.base(),
+            "phase": "profile",
+            "status": "ok",
+            "prof_schedule": f"wait {cfg.prof_wait}, warmup {cfg.prof_warmup}, active {cfg.prof_active}, repeat {cfg.prof_repeat}",
+            "profiled_steps": br.get("n_steps"),
+            "breakdown_kind": br.get("kind"),
+            **means,
+            "unprofiled_step_ms": unprof_ms,
+            "profiler_overhead": prof_ms / unprof_ms - 1 if isinstance(prof_ms, (int, float)) and unprof_ms else None,
+            "top_op_device": by_dev[0]["name"] if by_dev else None,
+            "top_op_cpu": by_cpu[0]["name"] if by_cpu else None,
+            "traces": sorted(p.name for p in trace_dir.glob("*.json.gz")),
+        }
+
+    def close(self) -> list[dict]:
+        self.finish_sampler()
+        return []
+
+    def system_extra(self) -> dict:
+        import torch
+
+        out = self.system_common()
+        out["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
+        return out
+
+
+def open_cell(study: Study, cell: Cell, ctx: RunContext):
+    cfg = settings(cell)
+    if cfg.parallel == "ddp":
+        from bench.studies.profile.ddp import open_ddp
+
+        return open_ddp(cfg, cell, ctx)
+    return open_single(study, cfg, cell, ctx)
+
+
+def _visible(cfg: Settings) -> None:
+    """dp: the cell's GPUs become this process's devices 0..N-1 (before torch touches CUDA)."""
+    if cfg.device == "cuda" and cfg.parallel == "dp" and cfg.device_list:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(cfg.device_list)
+
+
+def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list[int], dict]:
+    """The checks and measurements every run makes first: (index, dataset facts, NVML GPUs, idle baseline)."""
+    from bench.data import imagefolder
+    from bench.measure.sampler import idle_baseline
+
+    gpus = nvml_indices(cfg)
+    idle = idle_baseline(gpus, cfg.idle_s, cfg.telemetry_hz)  # nothing of ours on the GPU yet
+    index = imagefolder.load_for_cell(cell.params, ctx.data_dir)
+    return index, index.describe(), gpus, idle
+
+
+@dataclass
+class BuildData:
+    """What a backend's create() needs besides the cell."""
+
+    n_classes: int
+    data_dir: str | None
+    device: Any
+    wrap: Any = None
+
+
+def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> CellRun:
+    import torch
+
+    from bench.measure.sampler import TelemetrySampler
+    from bench.studies.profile.trainer import Batches
+
+    if cfg.parallel == "dp" and cfg.device != "cuda":
+        raise KitError("parallel=dp (nn.DataParallel) needs CUDA GPUs; on the CPU use parallel=ddp (gloo)")
+    _visible(cfg)
+    index, dataset, gpus, idle = prepare(cfg, cell, ctx)
+    if cfg.device == "cuda" and cfg.world_size > torch.cuda.device_count():
+        raise KitError(f"parallel={cfg.parallel} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
+    threads = _threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    torch.backends.cudnn.benchmark = True
+    device = torch.device("cuda:0" if cfg.device == "cuda" else "cpu")
+    wrap = (lambda m: torch.nn.DataParallel(m, device_ids=list(range(cfg.world_size)))) if cfg.parallel == "dp" else None
+    trainer, facts = study.load_backend(cell.backend).create(cell, BuildData(len(index.classes), ctx.data_dir, device, wrap))
+    batch = cfg.batch_size * cfg.world_size  # DataParallel splits one batch over the GPUs
+    batches = Batches(cfg, index, device, batch)
+    run = CellRun(cfg, ctx, dataset, gpus, idle, facts, threads, trainer=trainer, batches=batches, device=device)
+    run.warmup_s = trainer.warmup(batches)
+    run.sampler = TelemetrySampler(gpus, hz=cfg.telemetry_hz).start()
+    return run
+
+
+def validity_flags(rows: list[dict]) -> list[str]:
+    """diverged: a non-finite training loss; sampler-costly: the sampler took >= 1% of step time."""
+    flags = []
+    bad = [r.get("epoch") for r in rows if r.get("phase") == "epoch" and r.get("loss_finite") is False]
+    if bad:
+        flags.append(f"diverged(epoch {bad[0]})")
+    for r in rows:
+        c = r.get("sampler_cost")
+        if r.get("phase") == "overhead" and isinstance(c, float) and c >= 0.01:
+            flags.append(f"sampler-costly({c:.1%} of step time)")
+    return flags
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line being written
+    return out

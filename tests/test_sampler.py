@@ -1,0 +1,201 @@
+"""bench.measure.sampler on this machine's real CPU path; NVML is absent here (no GPU), so
+the GPU path is tested only for failing soft. No NVML mock pretends to be a GPU."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.measure.sampler import CPU_FIELDS, TelemetrySampler, _Rapl, idle_baseline
+
+HZ = 20.0
+HAS_NVML = importlib.util.find_spec("pynvml") is not None
+
+
+def _busy(seconds: float) -> None:
+    """One core busy in C code that lets the GIL go (hashlib over 1 MB), like a torch op."""
+    buf = b"x" * (1 << 20)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(buf).digest()
+
+
+@pytest.fixture(scope="module")
+def run() -> TelemetrySampler:
+    """0.3 s idle, 1 s busy between marks, 0.2 s idle: one sampler shared by the tests below."""
+    s = TelemetrySampler(None, hz=HZ).start()
+    time.sleep(0.3)
+    s.mark("busy-start")
+    _busy(1.0)
+    s.mark("busy-end")
+    time.sleep(0.2)
+    s.stop()
+    return s
+
+
+def test_rate_and_cpu_fields(run: TelemetrySampler) -> None:
+    summ = run.summary()
+    assert 1.4 < summ["window_s"] < 2.0
+    assert 0.8 * HZ < summ["achieved_hz"] < 1.1 * HZ
+    assert summ["samples"] == pytest.approx(summ["window_s"] * HZ, rel=0.2)
+    first, later = run.samples[0], run.samples[1:]
+    assert first["cpu_system_pct"] is None and first["cpu_process_pct"] is None  # the prime: nothing to compare with
+    for s in later:
+        assert 0 <= s["cpu_system_pct"] <= 100 and s["cpu_process_pct"] >= 0
+        assert 0 <= s["cpu_core_min_pct"] <= s["cpu_core_max_pct"] <= 100
+        assert s["rss_mb"] > 1 and s["threads"] >= 2 and s["processes_system"] >= 1  # >= 2: the sampler's own thread
+    ts = [s["t_s"] for s in run.samples]
+    assert ts == sorted(ts) and ts[0] >= 0
+    assert summ["sample_ms_mean"] < 50  # what one sample costs, GIL waits included
+    assert 0 < summ["sampler_cpu_pct"] < 20  # the thread's own CPU, 100 = one core
+    assert summ["psutil_version"] and "gpu_util_meaning" not in summ  # no GPU asked for, none reported
+
+
+def test_marks_window_the_summary(run: TelemetrySampler) -> None:
+    busy = run.summary("busy-start", "busy-end")
+    whole = run.summary()
+    assert busy["window_s"] == pytest.approx(1.0, abs=0.1)
+    assert busy["window_start_mark"] == "busy-start" and busy["window_end_mark"] == "busy-end"
+    assert busy["samples"] < whole["samples"]
+    # one core busy, psutil's scale (100 = one core); the CPU-seconds counter is read at the marks
+    assert 70 < busy["cpu_process_pct_mean"] < 130
+    assert busy["cpu_process_pct_mean"] > whole["cpu_process_pct_mean"]
+    assert busy["cpu_core_max_pct_mean"] > 50
+    assert busy["rss_mb_max"] > 1 and busy["threads_max"] >= 2 and busy["processes_system_max"] >= 1
+    tail = run.summary("busy-end")  # to the last sample
+    assert tail["window_s"] == pytest.approx(0.2, abs=0.1) and tail["cpu_process_pct_mean"] < 50
+    with pytest.raises(ValueError, match="no mark 'nope'"):
+        run.summary("nope")
+
+
+def test_rapl_is_a_number_or_none_with_a_note(run: TelemetrySampler) -> None:
+    summ = run.summary("busy-start", "busy-end")
+    if summ["cpu_energy_j"] is None:
+        assert summ["cpu_energy_note"] and "\n" not in summ["cpu_energy_note"]
+        assert run.notes["rapl"] == summ["note_rapl"]
+        assert all(s["rapl_uj"] is None for s in run.samples)
+    else:
+        assert summ["cpu_energy_j"] > 0 and summ["cpu_energy_note"] is None
+
+
+def test_rapl_wraparound_and_zones(tmp_path: Path) -> None:
+    """A powercap tree written here: package zones summed, psys and subzones left out, a
+    counter that wraps at max_energy_range_uj still adds up."""
+    for zone, name, energy in (
+        ("intel-rapl:0", "package-0", 900),
+        ("intel-rapl:1", "package-1", 50),
+        ("intel-rapl:1:0", "core", 7),
+    ):
+        d = tmp_path / zone
+        d.mkdir()
+        (d / "name").write_text(name + "\n")
+        (d / "energy_uj").write_text(f"{energy}\n")
+        (d / "max_energy_range_uj").write_text("1000\n")
+    psys = tmp_path / "intel-rapl:2"
+    psys.mkdir()
+    (psys / "name").write_text("psys\n")
+    (psys / "energy_uj").write_text("5\n")
+    (psys / "max_energy_range_uj").write_text("1000\n")
+    r = _Rapl(tmp_path)
+    assert r.note is None and len(r.zones) == 2
+    assert r.read() == 950
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("100\n")  # 900 -> 1000 wraps -> 100: +200
+    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("60\n")
+    assert r.read() == 950 + 200 + 10
+    empty = _Rapl(tmp_path / "absent")
+    assert empty.read() is None and empty.note and "\n" not in empty.note
+
+
+def test_csv_written_whole_with_header_and_marks(run: TelemetrySampler, tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "telemetry.csv"
+    run.write_csv(path)
+    assert [p.name for p in path.parent.iterdir()] == ["telemetry.csv"]  # no temp file left
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["t_s", *CPU_FIELDS, "sample_ms", "marks"]
+    assert len(rows) == len(run.samples)
+    assert rows[0]["cpu_process_pct"] == ""  # None is an empty cell, not 0
+    assert float(rows[-1]["rss_mb"]) > 1
+    marks = [m for r in rows for m in r["marks"].split(";") if m]
+    assert [m.split("@")[0] for m in marks] == ["busy-start", "busy-end"]
+    run.write_csv(path)  # over an existing file: still one file
+    assert [p.name for p in path.parent.iterdir()] == ["telemetry.csv"]
+
+
+def test_children_counted_while_running_and_after_exit() -> None:
+    """A child busy for ~1.2 s while this process sleeps: its CPU shows in the tree's share
+    (found by the once-a-second listing, then counted from its first instant), and once it
+    is reaped its time stays counted (children times): no drop, no double count."""
+    s = TelemetrySampler(None, hz=HZ).start()
+    s.mark("spawn")
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.2: pass"])
+    time.sleep(0.6)
+    mid = s.samples[-1]
+    child.wait()
+    s.mark("reaped")
+    time.sleep(0.2)
+    s.stop()
+    summ = s.summary("spawn", "reaped")
+    assert 60 < summ["cpu_process_pct_mean"] < 130  # the child's core; this process slept
+    assert summ["threads_max"] > s.samples[0]["threads"]  # the child was in the tree at some point
+    assert mid["cpu_process_s"] <= s.samples[-1]["cpu_process_s"]
+    cpu_s = [x["cpu_process_s"] for x in s.samples]
+    assert all(b >= a - 0.02 for a, b in zip(cpu_s, cpu_s[1:]))  # cumulative: never drops (ticks of 10 ms)
+
+
+@pytest.mark.skipif(HAS_NVML, reason="nvidia-ml-py is installed here: the no-NVML path cannot be shown")
+def test_no_nvml_gpu_asked_notes_one_line_and_cpu_goes_on() -> None:
+    s = TelemetrySampler([0], hz=HZ).start()
+    time.sleep(0.2)
+    s.mark("m")
+    s.stop()
+    assert "nvidia-ml-py not installed" in s.notes["gpu"] and "\n" not in s.notes["gpu"]
+    assert s.gpus == [] and s.power_fields == {}
+    assert len(s.samples) >= 3 and all("rss_mb" in x and not any(k.startswith("gpu") for k in x) for x in s.samples)
+    summ = s.summary(None, "m")
+    assert summ["note_gpu"] == s.notes["gpu"] and summ["nvml_version"] is None
+    assert not any(k.startswith("gpu0") for k in summ)
+
+
+def test_cpu_off_samples_time_only() -> None:
+    s = TelemetrySampler(None, hz=HZ, cpu=False).start()
+    time.sleep(0.15)
+    s.stop()
+    assert s.columns() == ["t_s", "sample_ms", "marks"]
+    assert all(set(x) == {"t_s", "sample_ms"} for x in s.samples)
+    assert "cpu_energy_j" not in s.summary()
+
+
+def test_idle_baseline_cpu_only_notes_not_crashes() -> None:
+    out = idle_baseline([0], seconds=0.4, hz=HZ)
+    assert out["idle_s"] == pytest.approx(0.4, abs=0.15) and out["idle_samples"] >= 5
+    if out["cpu_idle_power_w"] is None:
+        assert out["cpu_idle_power_note"] and "\n" not in out["cpu_idle_power_note"]
+    else:
+        assert out["cpu_idle_power_w"] > 0
+    if not HAS_NVML:
+        assert "nvidia-ml-py not installed" in out["note_gpu"]
+        assert not any(k.startswith("gpu0") for k in out)
+
+
+def test_misuse_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="hz must be > 0"):
+        TelemetrySampler(None, hz=0)
+    s = TelemetrySampler(None, hz=HZ)
+    with pytest.raises(RuntimeError, match="before start"):
+        s.mark("early")
+    with pytest.raises(ValueError, match="no samples"):
+        s.summary()
+    s.stop()  # never started: nothing to do
+    s.start()
+    with pytest.raises(RuntimeError, match="called twice"):
+        s.start()
+    s.stop()
+    s.stop()
