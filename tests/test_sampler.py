@@ -199,3 +199,19 @@ def test_misuse_is_one_clear_error() -> None:
         s.start()
     s.stop()
     s.stop()
+
+
+def test_a_window_that_just_ended_has_its_counters() -> None:
+    """window() right after the work: settle() takes a full reading after the end, so the
+    counters read once a second (CPU seconds here, energy on a GPU) bracket the window."""
+    s = TelemetrySampler(None, hz=10.0).start()
+    time.sleep(1.2)  # let a slow reading pass, so the next one is a second away
+    t0 = time.monotonic()
+    end = t0 + 0.3
+    while time.monotonic() < end:
+        hashlib.sha256(b"x" * 100_000).digest()
+    t1 = time.monotonic()
+    w = s.window(t0, t1, "work")
+    s.stop()
+    assert w["window_s"] == pytest.approx(t1 - t0, abs=1e-6)
+    assert isinstance(w["cpu_process_pct_mean"], float) and w["cpu_process_pct_mean"] > 20

@@ -561,8 +561,21 @@ class TelemetrySampler:
             raise RuntimeError(f"mark({label!r}) before start(): marks are seconds since start")
         self.marks.append(((time.monotonic() if at_monotonic is None else at_monotonic) - self._t0, label))
 
+    def settle(self) -> None:
+        """Have the sampler take a full reading (the slow counters too: energy, process tree) now and
+        wait for it, so a window that just ended has counter readings on both sides (summary()
+        interpolates the counters at the marks; without a reading after the end it has none)."""
+        if self._thread is None or self._stop.is_set():
+            return
+        n = len(self.samples)
+        self._slow_due = 0.0
+        t_end = time.monotonic() + 2.5 / self.hz + 0.5
+        while len(self.samples) < n + 2 and time.monotonic() < t_end:  # +2: one in flight may have been a fast one
+            time.sleep(0.005)
+
     def window(self, t0_monotonic: float, t1_monotonic: float, label: str = "window") -> dict[str, Any]:
         """summary() between two time.monotonic() readings (marked as LABEL-start and LABEL-end)."""
+        self.settle()
         self.mark(f"{label}-start", t0_monotonic)
         self.mark(f"{label}-end", t1_monotonic)
         return self.summary(f"{label}-start", f"{label}-end")

@@ -239,7 +239,7 @@ def overhead_table(cells: list[Cell]) -> list[str]:
                 "pairs": ", ".join(f"{x:+.2%}" for x in pairs),
                 "hz": o.get("telemetry_hz"),
                 "unprof": p.get("unprofiled_step_ms"),
-                "prof": p.get("step_ms_mean"),
+                "prof": p.get("mean_step_ms"),
                 "pov": f"{p['profiler_overhead']:+.1%}" if isinstance(p.get("profiler_overhead"), float) else "",
             }
         )
@@ -517,8 +517,6 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     data = sorted({f"{c.first.get('dataset')}" for c in cells if c.first.get("dataset")})
     real = any(c.first.get("dataset_real") for c in cells)
     lines = [
-        "## profile (seed 004)",
-        "",
         "torchvision DenseNet-121, classifier replaced for the data's classes, Adam; transfer learning frozen (classifier "
         "only) or finetune (every layer). Timed epochs are never profiled; the profiler runs after them on its own schedule.",
         "",
