@@ -20,6 +20,17 @@ def unavailable(kind: str) -> str | None:
     return None
 
 
+def set_threads(n: int) -> int:
+    """torch's intra-op threads: N, or every core this process may use when N is 0; returns the count."""
+    import torch
+
+    from bench.studies.cifar_opt.pipeline import usable_cores
+
+    n = n or usable_cores()
+    torch.set_num_threads(n)
+    return n
+
+
 def sync(device: Any) -> None:
     """Wait for the device's queued work (CUDA, MPS); nothing to wait for on the CPU."""
     import torch

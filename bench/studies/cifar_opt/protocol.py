@@ -37,13 +37,10 @@ def chance_limit(n_test: int) -> float:
 
 
 def _threads(n: int) -> int:
-    import torch
+    from bench.measure.torchdev import set_threads
 
-    from bench.studies.cifar_opt.pipeline import usable_cores
-
-    n = n or usable_cores()
+    n = set_threads(n)
     os.environ.setdefault("OMP_NUM_THREADS", str(n))
-    torch.set_num_threads(n)
     return n
 
 

@@ -27,38 +27,25 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
+from bench.measure.torchdev import set_threads
 from bench.studies.profile.config import Settings, settings
 
 CSV_NAME = "telemetry.csv"
 TRACE_DIR = "trace"
 
 
-def _threads(n: int) -> int:
-    import torch
-
-    from bench.studies.cifar_opt.pipeline import usable_cores
-
-    n = n or usable_cores()
-    torch.set_num_threads(n)
-    return n
-
-
-def nvml_indices(cfg: Settings) -> list[int]:
-    """The NVML indices of the GPUs this cell uses (none on the CPU)."""
+def nvml_indices(cfg: Settings) -> tuple[list[int], str | None]:
+    """(the NVML indices of the GPUs this cell uses, why none are sampled when a GPU cell has none)."""
     if cfg.device != "cuda":
-        return []
+        return [], None
     if cfg.parallel != "none" and cfg.device_list:
-        return [int(d) for d in cfg.device_list]
+        return [int(d) for d in cfg.device_list], None
     from bench.measure.sampler import nvml_indices_for_visible
 
     try:
-        return nvml_indices_for_visible()[:1]
+        return nvml_indices_for_visible()[:1], None
     except RuntimeError as err:  # no NVML, MIG, an order NVML and CUDA may not share: run on, unsampled
-        NVML_NOTE.append(" ".join(str(err).split()))
-        return []
-
-
-NVML_NOTE: list[str] = []  # why no GPU is sampled (nvml_indices' reason), for system.json
+        return [], " ".join(str(err).split())
 
 
 def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> dict:
@@ -175,7 +162,10 @@ class Common:
             "telemetry": {
                 "csv": CSV_NAME,
                 "hz": self.cfg.telemetry_hz,
-                "notes": {**dict(getattr(s, "notes", {}) or {}), **({"nvml": NVML_NOTE[-1]} if NVML_NOTE else {})},
+                "notes": {
+                    **dict(getattr(s, "notes", {}) or {}),
+                    **({"nvml": self.idle["nvml_note"]} if self.idle.get("nvml_note") else {}),
+                },
                 "gpus": self.gpus,
                 "power_fields": {f"gpu{i}_power_field": f for i, f in (getattr(s, "power_fields", {}) or {}).items()},
             },
@@ -367,8 +357,8 @@ def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list
     from bench.data import imagefolder
     from bench.measure.sampler import idle_baseline
 
-    gpus = nvml_indices(cfg)
-    idle = idle_baseline(gpus, cfg.idle_s, cfg.telemetry_hz)  # nothing of ours on the GPU yet
+    gpus, why = nvml_indices(cfg)
+    idle = {**idle_baseline(gpus, cfg.idle_s, cfg.telemetry_hz), "nvml_note": why}  # nothing of ours on the GPU yet
     index = imagefolder.load_for_cell(cell.params, ctx.data_dir)
     return index, index.describe(), gpus, idle
 
@@ -395,7 +385,7 @@ def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> Cel
     index, dataset, gpus, idle = prepare(cfg, cell, ctx)
     if cfg.device == "cuda" and cfg.world_size > torch.cuda.device_count():
         raise KitError(f"parallel={cfg.parallel} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
-    threads = _threads(cfg.threads)
+    threads = set_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     torch.backends.cudnn.benchmark = True
     device = torch.device("cuda:0" if cfg.device == "cuda" else "cpu")

@@ -17,7 +17,6 @@ SqueezeNet NaNs at batch 128), not dropped.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,19 +26,12 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
+from bench.measure.torchdev import set_threads
 from bench.studies.roofline.config import Settings, settings, sweep_sizes
 from bench.studies.roofline.roofmath import roof_fields
 
 ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
 SEED_EPOCH_IMAGES = {"train": 100_000, "val": 10_000}  # the real Tiny-ImageNet's splits: the seed's epoch
-
-
-def _threads(n: int) -> int:
-    import torch
-
-    n = n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    torch.set_num_threads(n)
-    return n
 
 
 def quick_sizes():
@@ -337,7 +329,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     from bench.studies.roofline.usage import CpuUsage, GpuUsage
 
     cfg = settings(cell)
-    threads = _threads(cfg.threads)
+    threads = set_threads(cfg.threads)
     cpu = CpuUsage()  # primed here: its first reading would be a meaningless 0.0
     torch.backends.cudnn.benchmark = True
     tf32 = set_tf32(cfg.precision)
