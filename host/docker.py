@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.core.errors import KitError
+from bench.core.machine import is_macos_arm64
 from bench.core.provenance import host_label
 
 REPO = Path(__file__).resolve().parents[1]
@@ -287,10 +288,6 @@ def cuda_unavailable(info: dict | None = None) -> str | None:
         return "no NVIDIA GPU on this host (nvidia-smi lists none)"
     nv = nvidia_runtime(info)
     return None if nv["available"] else nv["reason"]
-
-
-def is_macos_arm64() -> bool:
-    return sys.platform == "darwin" and _platform.machine() == "arm64"
 
 
 def doctor() -> list[dict]:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import platform as pf
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.provenance import nvidia_smi_gpus
+from bench.core.machine import is_macos_arm64, nvidia_smi_gpus
 
 PLATFORMS = ("cpu", "cuda", "mps")
 NATIVE_NEEDS = ("numpy", "scipy", "sklearn", "psutil", "rich", "typer")  # bench's own imports, torch excepted
@@ -53,10 +52,6 @@ class MatrixRequest:
         if self.repeats is not None:  # 0 and 1 are values too: never dropped as falsy
             a += ["--repeats", str(self.repeats)]
         return a
-
-
-def is_macos_arm64() -> bool:
-    return sys.platform == "darwin" and pf.machine() == "arm64"
 
 
 def native_platforms() -> dict[str, str | None]:

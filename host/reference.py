@@ -49,11 +49,9 @@ def label(preset: str) -> str:
         if not name:
             raise KitError(f"reference {preset} needs an NVIDIA GPU (nvidia-smi lists none)")
         return re.sub(r"[^A-Za-z0-9._-]", "-", name.removeprefix("NVIDIA "))
-    import os
+    from bench.core.machine import cpu_model, usable_cores
 
-    from bench.core.provenance import cpu_model
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     model = cpu_model().lower()
     family = next(
         (f for f in ("epyc", "xeon", "ryzen", "threadripper", "core", "apple", "graviton", "neoverse") if f in model), ""

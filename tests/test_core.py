@@ -29,7 +29,7 @@ def test_cell_id_is_stable_and_hashes_the_whole_spec():
         {"seed": 1},
         {"repeat": 1},
         {"variant": "fast"},
-        {"devices": ("cuda:0",)},
+        {"devices": ("0",)},
         {"backend": "numba-cpu"},
         {"study": "other"},
     ):

@@ -108,7 +108,7 @@ def test_a_malformed_tree_is_one_line_and_exit_2(study, tmp_path):
 
 
 def test_no_nvml_is_one_note_and_no_numbers():
-    from bench.studies.roofline.usage import GpuUsage
+    from bench.measure.usage import GpuUsage
 
     g = GpuUsage(enabled=True)
     g.start()
@@ -268,7 +268,7 @@ def test_oom_detection():
 
 
 def test_cpu_utilisation_is_primed_and_reads_a_busy_region():
-    from bench.studies.roofline.usage import CpuUsage
+    from bench.measure.usage import CpuUsage
 
     u = CpuUsage()
     assert u.primed is not None  # the meaningless first reading, taken at construction

@@ -133,7 +133,7 @@ def test_mnist_epochs_interleave_round_robin_and_ratios_come_out(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_cells_are_skipped_with_a_reason_on_a_cpu_host(tmp_path):
-    from bench.core.provenance import nvidia_smi_gpus
+    from bench.core.machine import nvidia_smi_gpus
 
     if nvidia_smi_gpus():
         pytest.skip("this host has a GPU")

@@ -35,13 +35,31 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def check_devices(devices: Any) -> tuple[str, ...]:
+    """DEVICES as a tuple of names: GPU ids (each once) or 'cpu' ranks, never a mix; KitError else."""
+    if isinstance(devices, str):
+        devices = [d for d in devices.split(",")]
+    if not isinstance(devices, (list, tuple)):
+        raise KitError(f"cell devices must be a list of GPU ids or cpu ranks (got {type(devices).__name__})")
+    devs = tuple(str(d).strip() for d in devices)
+    if any(not re.fullmatch(r"cpu|[0-9]{1,3}|(GPU|MIG)-[A-Za-z0-9/-]{1,80}", d) for d in devs):
+        raise KitError(f"devices must be GPU indices (0,1), GPU/MIG UUIDs, or cpu ranks (cpu,cpu); got {','.join(devs)!r}")
+    gpus = [d for d in devs if d != "cpu"]
+    if gpus and len(gpus) != len(devs):
+        raise KitError(f"devices mix cpu ranks and GPUs ({','.join(devs)}): choose one kind")
+    if len(set(gpus)) != len(gpus):
+        raise KitError(f"devices name a GPU twice ({','.join(devs)}): each GPU runs one rank")
+    return devs
+
+
 @dataclass(frozen=True)
 class Cell:
     study: str  # registry name of the study
     backend: str  # registry name of the backend within the study
     variant: str = "default"  # backend tuning label
     params: dict = field(default_factory=dict, hash=False)  # the study's resolved config (units in key names)
-    devices: tuple = ()  # device slots the cell needs ((): the scheduler's choice)
+    devices: tuple = ()  # GPU ids the cell runs on ("0", "1": one process per GPU or DataParallel), or
+    # "cpu" ranks ("cpu", "cpu": 2 gloo ranks); (): one device of the backend's platform, the scheduler's choice
     seed: int = 0  # weights and data order
     repeat: int = 0  # 0, 1, ...: the same spec again, in a fresh process
     name: str = field(default="", compare=False)  # readable id prefix; not part of the identity
@@ -57,7 +75,7 @@ class Cell:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise KitError(f"cell {f} must be an integer >= 0 (got {v!r})")
-        object.__setattr__(self, "devices", tuple(self.devices))
+        object.__setattr__(self, "devices", check_devices(self.devices))
         object.__setattr__(self, "params", _canonical(self.params))
 
     # ---- identity
@@ -105,7 +123,7 @@ class Cell:
         missing = {"study", "backend"} - set(d)
         if missing:
             raise KitError(f"cell spec lacks {', '.join(sorted(missing))}")
-        d["devices"] = tuple(d.get("devices") or ())
+        d["devices"] = d.get("devices") or ()
         return cls(**d)
 
     @classmethod

@@ -3,6 +3,7 @@
     --set epochs=3                 every selected study that has `epochs`
     --set my-study.batch_size=256 only that study
     --set seed=1                   the Cell fields seed / repeat are settable too
+    --set devices=0,1              and devices: GPU ids for the GPU cells, cpu,cpu (ranks) for the CPU ones
     --only backend=numba-cpu       keep the cells whose backend / variant / param matches
 
 A value is parsed by the type of the key's default (int, float, bool, str; tuples take
@@ -17,7 +18,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import Study
 
-CELL_SETTABLE = {"seed": int, "repeat": int}
+CELL_SETTABLE = {"seed": int, "repeat": int, "devices": tuple}
 CELL_FILTERS = ("backend", "variant", "seed", "repeat", "study")
 
 
@@ -88,7 +89,15 @@ def apply(study: Study, cells: list[Cell], pairs: list[str], all_studies: list[S
     params, fields = overrides_for(study, pairs, all_studies)
     if not params and not fields:
         return cells
-    return [c.replace(params={**c.params, **params}, **fields) for c in cells]
+    devices = fields.pop("devices", None)
+    out = []
+    for c in cells:
+        c = c.replace(params={**c.params, **params}, **fields)
+        # cpu ranks go to the CPU cells, GPU ids to the GPU cells; the other platform's cells keep theirs
+        if devices is not None and (set(devices) == {"cpu"}) == (study.platform_of(c) == "cpu"):
+            c = c.replace(devices=devices)
+        out.append(c)
+    return out
 
 
 def matches(cell: Cell, pairs: list[str]) -> bool:

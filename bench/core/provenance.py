@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import bench
+from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
 
 LIBS = (
     "torch",
@@ -88,25 +89,6 @@ def host_label() -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.split(".")[0]) or "host"
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    if sys.platform == "darwin":
-        try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True).stdout.strip()
-        except OSError:
-            pass
-    return platform.processor() or platform.machine()
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def library_versions() -> dict[str, str]:
     out = {}
     for name in LIBS:
@@ -131,40 +113,6 @@ def thread_settings() -> dict:
         except Exception:  # noqa: BLE001 - threading layer not initialised yet
             pass
     return t
-
-
-def nvidia_smi_gpus() -> list[dict]:
-    """GPUs nvidia-smi lists ([] without nvidia-smi or a GPU): name, driver, memory, power limit, max SM clock."""
-    try:
-        q = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=index,name,driver_version,memory.total,power.limit,clocks.max.sm",
-                "--format=csv,noheader",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if q.returncode != 0:
-        return []
-    out = []
-    for line in q.stdout.splitlines():
-        parts = [s.strip() for s in line.split(",")]
-        if len(parts) >= 6:
-            out.append(
-                {
-                    "index": parts[0],
-                    "name": parts[1],
-                    "driver": parts[2],
-                    "memory": parts[3],
-                    "power_limit": parts[4],
-                    "max_sm_clock": parts[5],
-                }
-            )
-    return out
 
 
 def gpu_info() -> dict | None:

@@ -10,19 +10,26 @@ protocol and report section. The core calls only what is declared here.
         def open(self, cell, ctx): return MyRun(...)     # a StepRun
         def report_section(self, cells, out): return ["## my-study", ...]
 
-A backend module has `available() -> str | None` and `create(cell, data) -> trainer`; it
-is imported only when a cell asks for it, and imports only what it needs.
+A backend is one module plus one `BackendSpec` in the study's `backends`: the spec says
+everything the core and the study need to know without importing it (platform, family,
+pipelines, variants, what it needs, how many devices it can use); the module has
+`available() -> str | None` and `create(cell, data) -> trainer` (the study's trainer
+Protocol), and may have `validate(cell)` for rules of its own (e.g. '+'-combined variants).
+It is imported only when a cell asks for it, and imports only what it needs when called.
+Nothing in the kit dispatches on a backend's name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass, field
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from bench.core import machine
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 
@@ -38,14 +45,16 @@ AUTO = "auto"  # a requested profile that each study maps per platform (Study.pr
 class BackendSpec:
     module: str  # import path of the backend module (imported only when asked for)
     platform: str  # cpu | cuda | mps: which platform's matrix and image it belongs to
-    variants: tuple = ("default",)  # labels the backend accepts (studies may accept more, e.g. '+' combinations)
+    variants: tuple = ("default",)  # labels the backend accepts (its module's validate() may accept more, e.g. '+' combinations)
     about: str = ""  # one line for `bench list`
+    family: str = ""  # torch | numba | numpy | cupy (machine.FAMILIES): whose threads and seed the core sets
+    pipelines: tuple = ()  # input pipelines it takes, for studies with a `pipeline` parameter (first = its default)
+    needs: tuple = ()  # modules it imports; a missing one is the skip reason before available() is asked
+    max_devices: int = 1  # devices one cell may name (Cell.devices); > 1: ranks or DataParallel
 
-
-@runtime_checkable
-class BackendModule(Protocol):
-    def available(self) -> str | None: ...
-    def create(self, cell: Cell, data: Any) -> Any: ...
+    def __post_init__(self) -> None:
+        if self.family and self.family not in machine.FAMILIES:
+            raise ValueError(f"BackendSpec family {self.family!r}: choose {', '.join(machine.FAMILIES)}")
 
 
 @dataclass
@@ -127,14 +136,53 @@ class Study:
 
     def validate(self, cell: Cell) -> None:
         """Raise KitError (one line) when the cell cannot be run as specified. The default
-        checks the backend name and the variant against the backend's declared variants."""
+        checks what the backend's spec declares (variants, pipelines, devices), then the
+        backend module's own validate(cell) when it has one, then the Config's types.
+        Studies extend it with super().validate(cell)."""
         spec = self.backend_spec(cell.backend)
-        if cell.variant not in spec.variants:
+        mod = self.load_backend(cell.backend)
+        own = getattr(mod, "validate", None)
+        if own is not None:
+            own(cell)
+        elif cell.variant not in spec.variants:
             raise KitError(f"{self.name} {cell.backend} has no variant {cell.variant!r}: choose {', '.join(spec.variants)}")
+        pipe = cell.params.get("pipeline")
+        if spec.pipelines and pipe is not None and pipe not in spec.pipelines:
+            raise KitError(f"{cell.backend} has no pipeline {pipe!r}: choose {', '.join(spec.pipelines)}")
+        self.validate_devices(cell)
+        fields = dataclasses.fields(self.Config)
+        missing = [f.name for f in fields if f.name not in cell.params]
+        if missing:
+            raise KitError(f"{self.name} cell lacks parameter {missing[0]!r}")
         try:
-            self.Config(**{k: v for k, v in cell.params.items() if k in self.config_defaults()})
+            self.Config(**{f.name: cell.params[f.name] for f in fields})
         except (TypeError, ValueError) as err:
             raise KitError(f"{self.name}: {err}") from None
+
+    def validate_devices(self, cell: Cell) -> None:
+        """Cell.devices against the backend: GPU ids on a GPU backend, 'cpu' ranks on a CPU one,
+        no more than the backend's max_devices (which GPUs this host has is cell_unavailable's)."""
+        spec = self.backend_spec(cell.backend)
+        devs = cell.devices
+        if not devs:
+            return
+        if len(devs) > spec.max_devices:
+            raise KitError(
+                f"{cell.backend} runs on at most {spec.max_devices} device{'s' if spec.max_devices > 1 else ''} "
+                f"(devices={','.join(devs)})"
+            )
+        if spec.platform == "cpu" and set(devs) != {"cpu"}:
+            raise KitError(f"{cell.backend} runs on the CPU: devices may only be cpu ranks, e.g. cpu,cpu (got {','.join(devs)})")
+        if spec.platform != "cpu" and "cpu" in devs:
+            raise KitError(f"{cell.backend} runs on {spec.platform}: devices are GPU indices, e.g. 0,1 (got {','.join(devs)})")
+
+    def runtime_setup(self, cell: Cell, threads: int, seed: int, share: int = 1) -> int:
+        """Pin the backend family's threads (thread_count(THREADS, SHARE)) and seed its global
+        generator with SEED, before create(); returns the thread count."""
+        family = self.backend_spec(cell.backend).family
+        n = machine.pin_threads(threads, family, share)
+        machine.seed_family(family, seed)
+        return n
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
         """The cell with its data identity fixed (e.g. dataset name + checksum in params);
@@ -177,7 +225,11 @@ class Study:
         return importlib.import_module(self.backend_spec(backend).module)
 
     def why_unavailable(self, backend: str) -> str | None:
-        """None when BACKEND can run here, else the reason (a failed import is a reason, not a crash)."""
+        """None when BACKEND can run here, else the reason (a missing module it needs or a failed
+        import is a reason, not a crash)."""
+        absent = [m for m in self.backend_spec(backend).needs if importlib.util.find_spec(m) is None]
+        if absent:
+            return f"{', '.join(absent)} not installed"
         try:
             mod = self.load_backend(backend)
         except KitError:
@@ -190,9 +242,9 @@ class Study:
             return f"availability check failed: {type(err).__name__}: {err}"
 
     def cell_unavailable(self, cell: Cell) -> str | None:
-        """Why this cell cannot run here (None: it can). Studies whose cell spans several
-        backends override this."""
-        return self.why_unavailable(cell.backend)
+        """Why this cell cannot run here (None: it can): its backend, or GPUs it names that
+        this host does not show. Studies whose cell spans several backends override this."""
+        return self.why_unavailable(cell.backend) or devices_missing(cell)
 
     # ---- running
     def open(self, cell: Cell, ctx: RunContext) -> StepRun:
@@ -226,11 +278,12 @@ def numbers_missing(rows: list[dict], need: dict[str, tuple[str, ...]]) -> str |
     return None
 
 
-@dataclass
-class StudyInfo:
-    """What `bench list` shows of a study."""
-
-    name: str
-    title: str
-    backends: dict[str, tuple[str, tuple, str | None]] = field(default_factory=dict)  # name -> (platform, variants, reason)
-    config: dict = field(default_factory=dict)
+def devices_missing(cell: Cell) -> str | None:
+    """Why the GPUs CELL names are not all here (None: they are, or it names none)."""
+    need = [d for d in cell.devices if d != "cpu"]
+    if not need:
+        return None
+    have = machine.visible_gpus()
+    if any(d not in have for d in need):
+        return f"needs GPUs {','.join(need)}; this host shows {len(have)} ({','.join(have) or 'none'})"
+    return None

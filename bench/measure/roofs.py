@@ -53,6 +53,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.core import machine
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: roofs.cache_dir)
 from bench.measure.timer import checked_duration
 
@@ -191,16 +192,6 @@ def datasheet_peaks(device_name: str) -> DatasheetPeaks | None:
 # ---- the device ------------------------------------------------------------------------------
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown cpu"
-
-
 def _nvml_info(index: int, uuid: str) -> dict[str, Any]:
     """Extras from NVML (nvidia-ml-py), when it is there: driver, clocks, power limit. The GPU
     is found by torch's uuid (NVML's indices ignore CUDA_VISIBLE_DEVICES), else by index."""
@@ -259,9 +250,9 @@ def device_info(device: str = "cpu") -> dict[str, Any]:
     if d.type == "cpu":
         return {
             "type": "cpu",
-            "name": _cpu_model(),
+            "name": machine.cpu_model(),
             "threads": torch.get_num_threads(),  # torch's intra-op threads: what the CPU roofs ran at
-            "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "usable_cores": machine.usable_cores(),
             "machine": platform.machine(),
             "host": platform.node(),
         }

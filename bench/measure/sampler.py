@@ -703,7 +703,7 @@ class TelemetrySampler:
             "psutil_version": psutil.__version__,
         }
         if self._gpus:
-            from bench.studies.roofline.usage import NVML_MEANING
+            from bench.measure.usage import NVML_MEANING
 
             out["gpu_util_meaning"] = NVML_MEANING
         for g in self._gpus:

@@ -22,13 +22,10 @@ def unavailable(kind: str) -> str | None:
 
 def set_threads(n: int) -> int:
     """torch's intra-op threads: N, or every core this process may use when N is 0; returns the count."""
-    import torch
 
-    from bench.studies.cifar_opt.pipeline import usable_cores
+    from bench.core.machine import pin_threads
 
-    n = n or usable_cores()
-    torch.set_num_threads(n)
-    return n
+    return pin_threads(n, "torch")
 
 
 def sync(device: Any) -> None:

@@ -2,7 +2,8 @@
 
 SPEC is a path to a cell.json, `-` for stdin, or the JSON itself. Order of work:
   1. validate the spec (bad input: one line, exit 2, nothing written);
-  2. an unavailable backend finishes at once as one `skipped` row with the reason;
+  2. the GPUs the cell names (Cell.devices) become CUDA_VISIBLE_DEVICES; an unavailable
+     backend or a GPU this host lacks finishes at once as one `skipped` row with the reason;
   3. `study.open()` (data, model, warm-up), then `step(i)` for every step, then `close()`;
      each step's rows are appended to rows.partial.jsonl as they come;
   4. system.json, rows.csv and rows.jsonl (the completion marker), each atomically.
@@ -35,7 +36,7 @@ from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import get_study
-from bench.core.study import RunContext
+from bench.core.study import RunContext, devices_missing
 from bench.measure.telemetry import Telemetry
 
 READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
@@ -164,7 +165,11 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     command = reproduce_command(cell, out, data_dir)
     platform = study.platform_of(cell)
 
-    reason = study.cell_unavailable(cell)
+    reason = devices_missing(cell)  # before binding: the ids are the scheduler's (the host's) view
+    gpus = [d for d in cell.devices if d != "cpu"]
+    if gpus and not reason:  # the cell's GPUs become this process's devices 0..N-1, before any CUDA call
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    reason = reason or study.cell_unavailable(cell)
     if reason:
         _clear(cell_dir)
         R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")

@@ -6,8 +6,9 @@ protocol is described in bench/run/cell.py):
   interleaved  every cell started and warmed up (one at a time), then steps round-robin:
                step i of every cell before step i+1 of any, the first cell rotating, so the
                machine's noise lands on all cells alike
-  per-device   cells that need a GPU spread over the device slots (one process per GPU,
-               CUDA_VISIBLE_DEVICES set), in parallel; the other cells after, one at a time.
+  per-device   cells that need a GPU spread over the device slots in parallel, each on GPUs
+               of its own (the ones its Cell.devices name, else one free slot; CUDA_VISIBLE_DEVICES
+               set); the other cells after, one at a time.
                For getting a sweep done on a multi-GPU host: parallel cells share the host's
                CPUs, so ratios between cells come from `interleaved`
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import queue
 import select
 import subprocess
 import sys
@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 
@@ -402,48 +403,63 @@ class Scheduler:
         gpu = [c for c in cells if get_study(c.study).platform_of(c) == "cuda"]
         host = [c for c in cells if c not in gpu]
         slots = self.devices or visible_gpus()
+        if not (gpu and slots):
+            return self._sequential(gpu + host)
+        return self._on_slots(gpu, slots) + self._sequential(host)
+
+    def _on_slots(self, cells: list[Cell], slots: list[str]) -> list[Outcome]:
+        """Every cell on GPUs of its own: the ones it names (Cell.devices), else any one free
+        slot. Cells start in the matrix's order, each when all of its GPUs are free, so no two
+        cells ever share a GPU and a many-GPU cell is never starved by one-GPU cells after it.
+        A cell naming a GPU outside SLOTS starts at once with no binding: it skips itself with
+        the reason."""
+        free, pending = list(slots), list(cells)
+        cond = threading.Condition()
         out: list[Outcome] = []
-        if gpu and slots:
-            work: queue.Queue[Cell] = queue.Queue()
-            for c in gpu:
-                work.put(c)
-            failures: list[BaseException] = []
+        failures: list[BaseException] = []
+        threads: list[threading.Thread] = []
 
-            def worker(slot: str) -> None:
-                while not self._stopping:
-                    try:
-                        cell = work.get_nowait()
-                    except queue.Empty:
-                        return
-                    try:
-                        o = self._drive(self._child(cell, {"CUDA_VISIBLE_DEVICES": slot, "KIT_DEVICE_SLOT": slot}))
-                    except Exception as err:  # noqa: BLE001 - handed to the main thread (disk full, symlinks)
-                        failures.append(err)
-                        return
-                    with self._lock:
-                        out.append(o)
+        def run(cell: Cell, got: list[str]) -> None:
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(got), "KIT_DEVICE_SLOT": ",".join(got)} if got else {}
+            try:
+                o = self._drive(self._child(cell, env))
+                with self._lock:
+                    out.append(o)
+            except Exception as err:  # noqa: BLE001 - handed to the main thread (disk full, symlinks)
+                failures.append(err)
+            finally:
+                with cond:
+                    free.extend(got)
+                    cond.notify_all()
 
-            threads = [threading.Thread(target=worker, args=(s,), name=f"slot-{s}", daemon=True) for s in slots]
-            for t in threads:
+        with cond:
+            while pending and not failures and not self._stopping:
+                cell = pending[0]
+                want = [d for d in cell.devices if d != "cpu"]
+                if want and not set(want) <= set(slots):
+                    got: list[str] = []
+                elif want:
+                    got = want if set(want) <= set(free) else []
+                    if not got:
+                        cond.wait(timeout=0.5)
+                        continue
+                elif free:
+                    got = [min(free, key=slots.index)]
+                else:
+                    cond.wait(timeout=0.5)
+                    continue
+                for d in got:
+                    free.remove(d)
+                pending.pop(0)
+                t = threading.Thread(target=run, args=(cell, got), name=f"slot-{','.join(got) or 'none'}", daemon=True)
                 t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.5)
-            if failures:
-                raise failures[0]
-        else:
-            host = gpu + host
-        return out + self._sequential(host)
+                threads.append(t)
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.5)
+        if failures:
+            raise failures[0]
+        return out
 
 
-def visible_gpus() -> list[str]:
-    """GPU indices this process may use: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    from bench.core.provenance import nvidia_smi_gpus
-
-    return [g["index"] for g in nvidia_smi_gpus()]
-
-
-__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle", "subprocess_env", "visible_gpus"]
+__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle", "subprocess_env"]

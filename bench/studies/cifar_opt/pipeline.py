@@ -15,11 +15,12 @@ compiled code and CUDA graphs from recompiling or recapturing for it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import numpy as np
 import torch
+
+from bench.core.machine import usable_cores
 
 PAD = 4  # RandomCrop(32, padding=4)
 
@@ -33,10 +34,6 @@ def mean_std(x_u8: np.ndarray) -> tuple[list[float], list[float]]:
 def normalise(x_u8: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """uint8 (N,3,H,W) -> float32, (x/255 - mean)/std per channel."""
     return (x_u8.float().mul_(1 / 255) - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def workers_for(num_workers: int, device: str) -> int:

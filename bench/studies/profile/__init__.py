@@ -101,7 +101,7 @@ class Profile(Study):
         why = self.why_unavailable(cell.backend)
         if why or cell.backend != "torch-cuda" or cell.params.get("parallel") == "none":
             return why
-        from bench.run.schedule import visible_gpus
+        from bench.core.machine import visible_gpus
 
         need = [d.strip() for d in str(cell.params.get("devices", "")).split(",") if d.strip()]
         have = visible_gpus()

@@ -7,7 +7,6 @@ a batch sweep to the first OOM; rooflines per device and per model.
     config.py     defaults, precisions, the matrix (scenario A: one run; B: batch sweep)
     roofmath.py   bytes affine in the batch, attainable roof, roof fraction (no torch)
     trainer.py    model, counts, pipelines (loader | synthetic-gpu), timed passes, OOM test
-    usage.py      CPU utilisation (psutil, primed) and GPU utilisation (NVML sampler)
     protocol.py   one cell: open (count, roofs, warm-up), steps, the sweep's end
     seed.py       the seed's Tables 1-8, transcribed
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)

@@ -326,7 +326,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
 
     from bench.data import tinyimagenet
     from bench.studies.roofline.trainer import Trainer, set_tf32
-    from bench.studies.roofline.usage import CpuUsage, GpuUsage
+    from bench.measure.usage import CpuUsage, GpuUsage
 
     cfg = settings(cell)
     threads = set_threads(cfg.threads)
