@@ -195,7 +195,7 @@ def _execute(
                 "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt",
             }
         return notes, code
-    from host import docker as dk
+    from host import engine, images
 
     if ca_cert is None:  # pip in the build may sit behind a proxy CA: hand it the system bundle (a secret, never a layer)
         sys_ca = Path(os.environ.get("KIT_CA_CERT", "/etc/ssl/certs/ca-certificates.crt"))
@@ -210,8 +210,8 @@ def _execute(
         root.chmod(0o755)  # readable by the container's user
     for p in todo:
         try:
-            dk.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
-            rc, image_id = dk.run(p, root, out, req.args([p], "/results", "/data" if named else None))
+            images.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
+            rc, image_id = engine.run(p, root, out, req.args([p], "/results", "/data" if named else None))
             typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
             notes[p] = {
                 "status": "ran" if rc == 0 else "errors",

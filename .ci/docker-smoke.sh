@@ -88,10 +88,10 @@ run_in_image() {  # run_in_image PLATFORM GPU ARGS...: python -m bench ARGS in t
   "$PYTHON" - "$plat" "$gpu" "$DATA_DIR" "$OUT" "$@" <<'EOF'
 import sys
 from bench.core.errors import KitError
-from host import docker as dk
+from host import engine
 plat, gpu, data, out, args = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5:]
 try:
-    code, image_id = dk.run(plat, data, out, args, gpu=gpu)
+    code, image_id = engine.run(plat, data, out, args, gpu=gpu)
 except KitError as err:
     print(f"error: {err}", file=sys.stderr)
     sys.exit(2)
@@ -102,7 +102,7 @@ EOF
 
 image_line() {
   local plat="$1" ref
-  ref="$("$PYTHON" -c "from host.docker import image_ref; print(image_ref('$plat'))")"
+  ref="$("$PYTHON" -c "from host.images import image_ref; print(image_ref('$plat'))")"
   docker image inspect -f "IMAGE $plat: $ref {{.Id}} {{.Size}} bytes (lock {{index .Config.Labels \"cnn-bench.lock-hash\"}})" "$ref"
 }
 

@@ -1,7 +1,7 @@
 """Entrypoint of compose.yaml's services: `python -m bench ARGS`, never as root.
 
 compose cannot compute the host user's uid the way `orchestrate.py` does (container_user
-in host/docker.py), so the services start this as uid 0 with only CAP_CHOWN, CAP_SETUID
+in host/engine.py), so the services start this as uid 0 with only CAP_CHOWN, CAP_SETUID
 and CAP_SETGID, and it drops to an unprivileged user before anything else runs:
 
 - the owner of /results (the host's ./results) when that is not root: rows belong to the

@@ -22,7 +22,7 @@ IMAGE_COMMANDS = ("run", "all")  # containers need a checkout; natively they nee
 
 
 def checkout() -> Path | None:
-    """The kit checkout this code runs from (host/'s parent, as host/docker.py's REPO), or None
+    """The kit checkout this code runs from (host/'s parent, as host/images.py's REPO), or None
     when it is installed without one (a wheel in site-packages)."""
     root = Path(__file__).resolve().parents[1]
     return root if (root / "docker" / "Dockerfile").is_file() and (root / "requirements").is_dir() else None

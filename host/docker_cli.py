@@ -6,7 +6,7 @@
     python orchestrate.py build all --wheelhouse ~/wheels        # offline install from pip-downloaded wheels
     python orchestrate.py build cpu --torch-cpu-only             # torch's CPU wheel: cnn-bench/cpu-torchcpu
 
-Thin layer: every command calls a plain function in host.docker and prints one
+Thin layer: every command calls a plain function in host.engine or host.images and prints one
 `error: ...` line with exit code 2 on a KitError.
 """
 
@@ -34,9 +34,9 @@ def _fail(err: KitError) -> None:
 
 def doctor_cmd() -> None:
     """What this host has: docker engine, BuildKit, NVIDIA runtime, GPU, macOS arm64, built images."""
-    from host import docker as dk
+    from host import engine
 
-    for row in dk.doctor():
+    for row in engine.doctor():
         mark = "ok " if row["ok"] else "-- "
         typer.echo(f"{mark} {row['item']:<18} {row['detail']}")
 
@@ -46,10 +46,10 @@ def base_cmd(
     mirror: Annotated[str | None, typer.Option(help="Debian mirror URL")] = None,
 ) -> None:
     """Bootstrap a Debian bookworm base image from Debian packages (debootstrap; docker import)."""
-    from host import docker as dk
+    from host import images
 
     try:
-        image_id = dk.bootstrap_base(tag=tag, mirror=mirror)
+        image_id = images.bootstrap_base(tag=tag, mirror=mirror)
     except KitError as err:
         _fail(err)
     typer.echo(f"base: {tag} {image_id}")
@@ -77,7 +77,7 @@ def build_cmd(
 ) -> None:
     """Build the cpu and/or cuda image from its hash-locked requirements (docker CLI, BuildKit),
     unless an image for the same lock, sources and base exists already."""
-    from host import docker as dk
+    from host import images
 
     if torch_cpu_only and target != BuildTarget.cpu:
         _fail(KitError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
@@ -85,10 +85,10 @@ def build_cmd(
     plats = ["cpu", "cuda"] if target == BuildTarget.all else [target.value]
     try:
         for plat in plats:
-            image_id = dk.build(
+            image_id = images.build(
                 plat, base_image=base_image, ca_cert=ca_cert, wheelhouse=wheelhouse, variant=variant, prune=not keep_old
             )
-            typer.echo(f"image {plat}: {dk.image_ref(plat, variant)} {image_id}")
+            typer.echo(f"image {plat}: {images.image_ref(plat, variant)} {image_id}")
     except KitError as err:
         _fail(err)
 

@@ -64,11 +64,11 @@ def native_platforms() -> dict[str, str | None]:
 
 
 def container_platforms() -> dict[str, str | None]:
-    from host import docker as dk
+    from host import engine
 
     return {
         "cpu": None,
-        "cuda": dk.cuda_unavailable(),
+        "cuda": engine.cuda_unavailable(),
         "mps": "Metal is not reachable from containers: on macOS arm64 run natively (docker/mps/run.sh)",
     }
 
@@ -77,9 +77,9 @@ def engine_reason() -> str | None:
     """None when containers can be used here, else why not (one line)."""
     if importlib.util.find_spec("docker") is None:
         return "the docker Python package is not installed (requirements/host.txt)"
-    from host import docker as dk
+    from host import engine
 
-    return dk.engine_ok()
+    return engine.engine_ok()
 
 
 def native_missing() -> list[str]:

@@ -107,9 +107,9 @@ def test_compose_never_pulls_and_never_runs_the_kit_as_root() -> None:
 
 
 def _cpu_image_or_skip() -> dict:
-    from host import docker as dk
+    from host import engine
 
-    reason = dk.engine_ok()
+    reason = engine.engine_ok()
     if reason:
         pytest.skip(f"no Docker engine: {reason}")
     out = subprocess.run(

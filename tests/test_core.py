@@ -131,7 +131,7 @@ def test_host_side_imports_no_torch_numba_or_sklearn(tmp_path):
     ref = ROOT / "results" / "reference"
     code = (
         "import sys, runpy; sys.argv = ['orchestrate.py', '--help']\n"
-        "import orchestrate, host.plan, host.docker, host.docker_cli, host.report\n"
+        "import orchestrate, host.plan, host.images, host.engine, host.docker_cli, host.report\n"
         f"host.report.build_report([__import__('pathlib').Path(r'{ref}')], __import__('pathlib').Path(r'{tmp_path}'))\n"
         "host.plan.native_platforms(); host.plan.check_data_dir(None)\n"
         "print(sorted(m for m in ('torch', 'numba', 'sklearn', 'cupy') if m in sys.modules))"
@@ -143,16 +143,16 @@ def test_host_side_imports_no_torch_numba_or_sklearn(tmp_path):
 
 
 def test_the_image_holds_bench_only_and_host_edits_leave_it_fresh():
-    from host import docker as dk
+    from host import images
 
     text = (ROOT / "docker" / "Dockerfile").read_text()
     copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY ") and "--from" not in line]
     assert "bench" in copies and not any(c in ("host", "orchestrate.py", "lab", "tests") for c in copies), copies
-    h = dk.source_hash()
+    h = images.source_hash()
     probe = ROOT / "host" / "_probe_edit.py"
     probe.write_text("# a host-side edit\n")
     try:
-        assert dk.source_hash() == h, "editing host code must not mark images stale"
+        assert images.source_hash() == h, "editing host code must not mark images stale"
     finally:
         probe.unlink()
 

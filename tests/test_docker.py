@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bench.core.errors import KitError
-from host import docker as dk
+from host import engine, images
 
 REPO = Path(__file__).resolve().parents[1]
 # What NVIDIA's own nvidia/cuda:12.8.1 images carry (their Config.Env): CUDA >= 12.8, or one of
@@ -97,19 +97,19 @@ def test_dockerfile_contract() -> None:
 def test_unknown_platform_is_one_line() -> None:
     for bad in ("tpu", "mps"):
         with pytest.raises(KitError) as err:
-            dk.check_platform(bad)
+            images.check_platform(bad)
         assert "\n" not in str(err.value) and "cpu or cuda" in str(err.value)
 
 
 def test_lock_hash_and_versions_come_from_the_lock() -> None:
-    assert dk.lock_hash("cpu") == hashlib.sha256((REPO / "requirements/cpu.txt").read_bytes()).hexdigest()
-    assert dk.lock_versions("cpu") == {"torch": "2.10.0", "cuda": "none"}
-    assert dk.lock_versions("cuda") == {"torch": "2.10.0", "cuda": "12.8"}
-    assert dk.image_ref("cuda") == f"cnn-bench/cuda:{dk.lock_hash('cuda')[:12]}-{dk.source_hash()[:12]}"
+    assert images.lock_hash("cpu") == hashlib.sha256((REPO / "requirements/cpu.txt").read_bytes()).hexdigest()
+    assert images.lock_versions("cpu") == {"torch": "2.10.0", "cuda": "none"}
+    assert images.lock_versions("cuda") == {"torch": "2.10.0", "cuda": "12.8"}
+    assert images.image_ref("cuda") == f"cnn-bench/cuda:{images.lock_hash('cuda')[:12]}-{images.source_hash()[:12]}"
 
 
 def test_source_hash_covers_what_the_image_copies() -> None:
-    files = {str(p.relative_to(REPO)) for p in dk._source_files()}
+    files = {str(p.relative_to(REPO)) for p in images._source_files()}
     assert {"docker/Dockerfile", "docker/compose-entry.py", "docker/layerdiff.py", "bench/__main__.py"} <= files
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
     assert not any(f.startswith(("host/", "tests/")) or f == "orchestrate.py" for f in files)
@@ -117,9 +117,9 @@ def test_source_hash_covers_what_the_image_copies() -> None:
 
 def test_oci_facts() -> None:
     text = (REPO / "pyproject.toml").read_text()
-    assert f'version = "{dk.kit_version()}"' in text
+    assert f'version = "{images.kit_version()}"' in text
     if not (any(REPO.glob("LICEN[CS]E*")) or any(REPO.glob("COPYING*"))):
-        assert dk.licenses() == "NOASSERTION", "no LICENSE file: nothing may be claimed"
+        assert images.licenses() == "NOASSERTION", "no LICENSE file: nothing may be claimed"
 
 
 def test_torch_cpu_only_without_its_lock_is_one_line() -> None:
@@ -141,27 +141,27 @@ def test_torch_cpu_only_without_its_lock_is_one_line() -> None:
     assert "requirements/cpu-torchcpu.txt" in lines[0] and ".github/workflows/lock-cpu-only.yml" in lines[0]
     assert "docker build" not in proc.stdout, "no build may start without the lock"
     with pytest.raises(KitError):
-        dk.build("cuda", variant="torchcpu")
+        images.build("cuda", variant="torchcpu")
 
 
 def test_container_user_is_never_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     owners: list[tuple[int, int]] = []
-    monkeypatch.setattr(dk.os, "lchown", lambda p, u, g: owners.append((u, g)))
-    monkeypatch.setattr(dk.os, "getuid", lambda: 0)
-    monkeypatch.setattr(dk.os, "getgid", lambda: 0)
+    monkeypatch.setattr(engine.os, "lchown", lambda p, u, g: owners.append((u, g)))
+    monkeypatch.setattr(engine.os, "getuid", lambda: 0)
+    monkeypatch.setattr(engine.os, "getgid", lambda: 0)
     monkeypatch.delenv("SUDO_UID", raising=False)
     monkeypatch.delenv("SUDO_GID", raising=False)
-    assert dk.container_user(tmp_path) == "10001:10001" and owners[0] == (10001, 10001)
+    assert engine.container_user(tmp_path) == "10001:10001" and owners[0] == (10001, 10001)
     owners.clear()
     monkeypatch.setenv("SUDO_UID", "1234")
     monkeypatch.setenv("SUDO_GID", "2345")
-    assert dk.container_user(tmp_path) == "1234:2345", "under sudo: the user who ran sudo"
+    assert engine.container_user(tmp_path) == "1234:2345", "under sudo: the user who ran sudo"
     assert owners and set(owners) == {(1234, 2345)}
     monkeypatch.setenv("SUDO_UID", "0")
-    assert dk.container_user(tmp_path) == "10001:10001", "sudo from root is still root: 10001"
-    monkeypatch.setattr(dk.os, "getuid", lambda: 1000)
-    monkeypatch.setattr(dk.os, "getgid", lambda: 1001)
-    assert dk.container_user(tmp_path) == "1000:1001"
+    assert engine.container_user(tmp_path) == "10001:10001", "sudo from root is still root: 10001"
+    monkeypatch.setattr(engine.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(engine.os, "getgid", lambda: 1001)
+    assert engine.container_user(tmp_path) == "1000:1001"
 
 
 class _FakeImage:
@@ -194,9 +194,9 @@ def test_remove_superseded_touches_only_the_kits_images(monkeypatch: pytest.Monk
     class Client:
         images = Images()
 
-    monkeypatch.setattr(dk, "_client", lambda timeout=30: Client())
+    monkeypatch.setattr(images, "docker_client", lambda timeout=30: Client())
     said: list[str] = []
-    dk.remove_superseded("cnn-bench/cpu", "cpu", keep.id, keep.tags, echo=said.append)
+    images.remove_superseded("cnn-bench/cpu", "cpu", keep.id, keep.tags, echo=said.append)
     assert removed == ["cnn-bench/cpu:old-old", "cnn-bench/cpu:old2-old2", kit_dangling.id]
     assert "someone/else:v1" not in removed and other_repo_dangling.id not in removed and keep.id not in removed
     assert sum("removed superseded" in s for s in said) == 3
@@ -205,14 +205,14 @@ def test_remove_superseded_touches_only_the_kits_images(monkeypatch: pytest.Monk
 def test_daemon_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(KitError) as err:
-        dk.engine_info()
-    assert str(err.value) == dk.DAEMON_DOWN
-    assert dk.engine_ok() == dk.DAEMON_DOWN
+        engine.engine_info()
+    assert str(err.value) == images.DAEMON_DOWN
+    assert engine.engine_ok() == images.DAEMON_DOWN
 
 
 def test_missing_data_dir_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(KitError) as err:
-        dk.run("cpu", tmp_path / "nope", tmp_path / "out", ["selfcheck"])
+        engine.run("cpu", tmp_path / "nope", tmp_path / "out", ["selfcheck"])
     assert "data dir" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -220,17 +220,17 @@ def test_missing_data_dir_is_one_line(tmp_path: Path) -> None:
 
 
 def _image_or_skip(platform: str):
-    reason = dk.engine_ok()
+    reason = engine.engine_ok()
     if reason:
         pytest.skip(f"no Docker engine: {reason}")
     try:
-        return dk.find_image(platform)
+        return engine.find_image(platform)
     except KitError as err:
         pytest.skip(str(err))
 
 
 def _run(image_id: str, args: list[str], **kw) -> tuple[int, str]:
-    client = dk._client()
+    client = images.docker_client()
     opts = dict(network_mode="none", read_only=True, tmpfs={"/tmp": "rw,exec,nosuid,nodev"})
     opts.update(kw)
     c = client.containers.run(image_id, args, detach=True, **opts)
@@ -249,12 +249,12 @@ def cpu_image():
 def test_cpu_image_labels_match_the_lock(cpu_image) -> None:
     ref, img = cpu_image
     labels = img.labels
-    assert labels["cnn-bench.lock-hash"] == dk.lock_hash("cpu")
+    assert labels["cnn-bench.lock-hash"] == images.lock_hash("cpu")
     assert labels["cnn-bench.torch-version"] == "2.10.0"
     assert labels["cnn-bench.platform"] == "cpu"
     assert labels["org.opencontainers.image.title"] == "cnn-bench-cpu"
     env = dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
-    assert env["KIT_LOCK_HASH"] == dk.lock_hash("cpu")
+    assert env["KIT_LOCK_HASH"] == images.lock_hash("cpu")
     assert img.attrs["Config"]["User"] == "10001:10001"
     assert img.attrs["Config"]["Entrypoint"] == ["python", "-m", "bench"]
     assert img.attrs["Config"]["Cmd"] == ["selfcheck"]
@@ -289,29 +289,29 @@ def test_cpu_image_selfcheck(cpu_image) -> None:
 
 
 def test_cpu_image_matrix_runs_through_host_run(cpu_image, tmp_path: Path) -> None:
-    """dk.run end to end on a tiny dataset-free command: mounts, user, env, exit code."""
+    """engine.run end to end on a tiny dataset-free command: mounts, user, env, exit code."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "probe.txt").write_text("ro")
     chunks: list[bytes] = []
-    code, image_id = dk.run("cpu", data, tmp_path / "out", ["selfcheck"], stream=chunks.append)
+    code, image_id = engine.run("cpu", data, tmp_path / "out", ["selfcheck"], stream=chunks.append)
     assert code == 0, b"".join(chunks).decode(errors="replace")
     assert image_id == cpu_image[1].id
 
 
 def test_cuda_without_gpu_is_one_line(tmp_path: Path) -> None:
     ref, _ = _image_or_skip("cuda")
-    if dk.cuda_unavailable() is None:
+    if engine.cuda_unavailable() is None:
         pytest.skip("this host has a GPU and the NVIDIA runtime")
     with pytest.raises(KitError) as err:
-        dk.run("cuda", tmp_path, tmp_path / "out", ["selfcheck"])
+        engine.run("cuda", tmp_path, tmp_path / "out", ["selfcheck"])
     assert "GPU" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_cuda_image_selfcheck_without_gpu(tmp_path: Path) -> None:
     ref, img = _image_or_skip("cuda")
     assert img.labels["cnn-bench.cuda-version"] == "12.8"
-    assert img.labels["cnn-bench.lock-hash"] == dk.lock_hash("cuda")
+    assert img.labels["cnn-bench.lock-hash"] == images.lock_hash("cuda")
     env = dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
     assert env["NVIDIA_REQUIRE_CUDA"] == NVIDIA_REQUIRE_CUDA
     code, out = _run(img.id, ["selfcheck"])
@@ -329,14 +329,14 @@ def test_cuda_image_shares_the_cpu_venv_layer() -> None:
 
 
 def test_the_kits_own_run_path_confines_the_container(cpu_image, tmp_path: Path) -> None:
-    """dk.run, as orchestrate.py uses it: non-root, read-only root, no network, /data read-only,
+    """engine.run, as orchestrate.py uses it: non-root, read-only root, no network, /data read-only,
     every capability dropped, no-new-privileges, a pids limit; only /results and /tmp writable."""
     import json
 
     data = tmp_path / "data"
     data.mkdir()
     chunks: list[bytes] = []
-    code, _ = dk.run("cpu", data, tmp_path / "out", ["selfcheck", "--sandbox"], stream=chunks.append)
+    code, _ = engine.run("cpu", data, tmp_path / "out", ["selfcheck", "--sandbox"], stream=chunks.append)
     text = b"".join(chunks).decode(errors="replace")
     assert code == 0, text
     facts = json.loads(next(line for line in text.splitlines() if line.startswith("KIT SANDBOX "))[len("KIT SANDBOX ") :])
@@ -345,7 +345,7 @@ def test_the_kits_own_run_path_confines_the_container(cpu_image, tmp_path: Path)
     assert facts["data_writable"] is False and facts["results_writable"] is True
     assert int(facts["cap_eff"], 16) == 0 and int(facts["cap_bnd"], 16) == 0, "every capability dropped"
     assert facts["no_new_privs"] == "1"
-    assert facts["pids_max"] == str(dk.PIDS_LIMIT)
+    assert facts["pids_max"] == str(engine.PIDS_LIMIT)
 
 
 def test_cuda_image_nvidia_require_cuda_from_docker_image_inspect() -> None:
@@ -367,15 +367,15 @@ def test_cuda_image_nvidia_require_cuda_from_docker_image_inspect() -> None:
 def test_cpu_image_oci_labels_and_content_key(cpu_image) -> None:
     ref, img = cpu_image
     labels = img.labels
-    assert ref == dk.image_ref("cpu") and labels["org.opencontainers.image.ref.name"] == ref
-    assert labels["cnn-bench.source-hash"] == dk.source_hash()
-    assert labels["org.opencontainers.image.version"] == dk.kit_version()
-    assert labels["org.opencontainers.image.licenses"] == dk.licenses()
+    assert ref == images.image_ref("cpu") and labels["org.opencontainers.image.ref.name"] == ref
+    assert labels["cnn-bench.source-hash"] == images.source_hash()
+    assert labels["org.opencontainers.image.version"] == images.kit_version()
+    assert labels["org.opencontainers.image.licenses"] == images.licenses()
     assert labels["org.opencontainers.image.source"]
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", labels["org.opencontainers.image.base.digest"])
     assert "org.opencontainers.image.created" not in labels
     env = dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
-    assert env["KIT_IMAGE_CONTENT_REF"] == ref and env["KIT_IMAGE_SOURCE_HASH"] == dk.source_hash()
+    assert env["KIT_IMAGE_CONTENT_REF"] == ref and env["KIT_IMAGE_SOURCE_HASH"] == images.source_hash()
     assert env["KIT_IMAGE_GIT_SHA"] == labels["org.opencontainers.image.revision"]
 
 
@@ -384,14 +384,14 @@ def test_build_is_a_no_op_when_the_content_image_exists(cpu_image, monkeypatch: 
     retagged or removed (tag_latest/prune off: the user's :latest stays as it is)."""
     ref, img = cpu_image
     base = img.labels.get("org.opencontainers.image.base.name") or None
-    if dk.base_digest(base) != img.labels.get("org.opencontainers.image.base.digest"):
+    if images.base_digest(base) != img.labels.get("org.opencontainers.image.base.digest"):
         pytest.skip(f"{ref} was built on another base than {base}")
 
     def no_build():
         raise AssertionError("a docker build started although the image is up to date")
 
-    monkeypatch.setattr(dk, "build_cli", no_build)
+    monkeypatch.setattr(images, "build_cli", no_build)
     said: list[str] = []
-    image_id = dk.build("cpu", base_image=base, echo=said.append, tag_latest=False, prune=False)
+    image_id = images.build("cpu", base_image=base, echo=said.append, tag_latest=False, prune=False)
     assert image_id == img.id
     assert any(f"up to date (tag {ref}" in s for s in said), said

@@ -372,14 +372,14 @@ def test_all_with_out_writes_nothing_outside_it(tmp_path):
 def test_root_hands_the_container_only_the_kits_own_results(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("the chown happens only when the host user is root")
-    from host import docker as dk
+    from host import engine
 
     out = tmp_path / "out"
     (out / "mnist-cnn" / "c1").mkdir(parents=True)
     (out / "mnist-cnn" / "c1" / "rows.jsonl").write_text("")
     (out / "my-notes.txt").write_text("mine")
-    assert dk.container_user(out) == f"{dk.RUN_UID}:{dk.RUN_GID}"
-    assert (out / "mnist-cnn" / "c1" / "rows.jsonl").stat().st_uid == dk.RUN_UID and out.stat().st_uid == dk.RUN_UID
+    assert engine.container_user(out) == f"{engine.RUN_UID}:{engine.RUN_GID}"
+    assert (out / "mnist-cnn" / "c1" / "rows.jsonl").stat().st_uid == engine.RUN_UID and out.stat().st_uid == engine.RUN_UID
     assert (out / "my-notes.txt").stat().st_uid == 0, "files that are not the kit's keep their owner"
 
 

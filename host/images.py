@@ -1,32 +1,29 @@
-"""Host side of the container runtime: engine checks, base bootstrap, image build, container run.
+"""What an image is and how it is made: locks, content tags, labels, the base, `build()`.
 
 Plain functions that return data and raise `KitError` with one line saying what to do.
-Builds go through the docker CLI (BuildKit: secrets, cache mounts); runs go through the
-docker SDK (`pip install docker`): mounts, a GPU DeviceRequest, streamed logs, exit code.
+Builds go through the docker CLI (BuildKit: secrets, cache mounts); the docker SDK client
+(`pip install docker`) that both this module and host/engine.py (running containers) use
+lives here, so that host/engine.py imports this module and never the reverse.
 
-    engine_info()                         -> {"version": "20.10.24", "api_version": ..., ...}
+    image_ref("cpu")                      -> "cnn-bench/cpu:<lock[:12]>-<sources[:12]>"
     build("cpu", ca_cert=Path(...))       -> "sha256:..."   (image id; no build when one exists for
                                              the lock, the sources and the base)
-    run("cpu", Path("data"), Path("results/x"), ["selfcheck"])  -> (0, "sha256:...")
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import platform as _platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.machine import is_macos_arm64
-from bench.core.provenance import host_label
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
@@ -39,14 +36,13 @@ VARIANTS = {"torchcpu": ("cpu", "cpu-torchcpu", "builder-cpu-torchcpu")}
 LOCK_WORKFLOW = ".github/workflows/lock-cpu-only.yml"
 KIT_REPO = "cnn-bench"  # images are KIT_REPO/<platform>[-<variant>]:<lock[:12]>-<sources[:12]>
 BASE_TAG = "cnn-bench/base:bookworm"
-PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
-RUN_UID = RUN_GID = 10001  # the images' own user, used when the host user is root
 DAEMON_DOWN = "Docker daemon not running: start it (sudo systemctl start docker) or use --runtime native"
 
 Echo = Callable[[str], None]
 
 
-def _echo(msg: str) -> None:
+def print_flush(msg: str) -> None:
+    """The default Echo: one line on stdout, flushed."""
     print(msg, flush=True)
 
 
@@ -196,10 +192,11 @@ def git_sha() -> str:
     return _sha() or "unknown"
 
 
-# ---- engine and host capabilities ----------------------------------------------------
+# ---- the docker SDK client (host/engine.py uses it too) --------------------------------
 
 
-def _client(timeout: int = 30):
+def docker_client(timeout: int = 30):
+    """A docker SDK client whose engine answered a ping; KitError (one line) when none does."""
     try:
         import docker
     except ImportError:
@@ -218,150 +215,12 @@ def _client(timeout: int = 30):
     return client
 
 
-def engine_info() -> dict:
-    """The engine's version and what it can run; KitError when no daemon answers."""
-    client = _client()
-    v = client.version()
-    info = client.info()
-    return {
-        "version": v.get("Version", "unknown"),
-        "api_version": v.get("ApiVersion", "unknown"),
-        "os": v.get("Os", ""),
-        "arch": v.get("Arch", ""),
-        "kernel": v.get("KernelVersion", ""),
-        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
-        "default_runtime": info.get("DefaultRuntime", ""),
-        "rootless": any("rootless" in str(o) for o in info.get("SecurityOptions") or []),
-        "cpus": info.get("NCPU"),
-        "memory_gib": round((info.get("MemTotal") or 0) / 2**30, 1),
-    }
-
-
-def engine_ok() -> str | None:
-    """None when a Docker engine answers, else the one-line reason (for `all`'s fallback)."""
-    try:
-        engine_info()
-    except KitError as err:
-        return str(err)
-    return None
-
-
-def gpus() -> list[dict]:
-    """GPUs nvidia-smi lists on this host ([] when there is no nvidia-smi or no GPU)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
-    return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if out.returncode == 0 and len(r) >= 3]
-
-
-def nvidia_runtime(info: dict | None = None) -> dict:
-    """Whether the engine can hand a GPU to a container (NVIDIA container toolkit).
-
-    {"available": bool, "how": "runtime nvidia" | "nvidia-container-runtime-hook" | "", "reason": str}
-    """
-    if info is None:
-        info = engine_info()
-    if "nvidia" in info.get("runtimes", []):
-        return {"available": True, "how": "runtime nvidia", "reason": ""}
-    for tool in ("nvidia-container-runtime-hook", "nvidia-container-toolkit", "nvidia-ctk"):
-        if shutil.which(tool):
-            return {"available": True, "how": tool, "reason": ""}
-    return {
-        "available": False,
-        "how": "",
-        "reason": "no NVIDIA container toolkit (install nvidia-container-toolkit and restart docker)",
-    }
-
-
-def cuda_unavailable(info: dict | None = None) -> str | None:
-    """None when cuda-bench can run here, else why not (one line)."""
-    if not gpus():
-        return "no NVIDIA GPU on this host (nvidia-smi lists none)"
-    nv = nvidia_runtime(info)
-    return None if nv["available"] else nv["reason"]
-
-
-def doctor() -> list[dict]:
-    """What this host has, as rows {"item", "ok", "detail"} (never raises)."""
-    rows = []
-    try:
-        info = engine_info()
-        rows.append(
-            {
-                "item": "docker engine",
-                "ok": True,
-                "detail": f"{info['version']} (API {info['api_version']}, {info['os']}/{info['arch']}, "
-                f"runtimes: {', '.join(info['runtimes'])})",
-            }
-        )
-    except KitError as err:
-        info = None
-        rows.append({"item": "docker engine", "ok": False, "detail": str(err)})
-    try:
-        cli = build_cli()
-        rows.append({"item": "docker build", "ok": True, "detail": " ".join(cli[0]) + " (BuildKit)"})
-    except KitError as err:
-        rows.append({"item": "docker build", "ok": False, "detail": str(err)})
-    if info is not None:
-        nv = nvidia_runtime(info)
-        rows.append({"item": "NVIDIA runtime", "ok": nv["available"], "detail": nv["how"] or nv["reason"]})
-    else:
-        rows.append({"item": "NVIDIA runtime", "ok": False, "detail": "unknown: no docker engine"})
-    # compose cannot check this before it starts a container (it prints the daemon's raw
-    # "could not select device driver" error), so doctor says it for compose.yaml's cuda-bench.
-    why = cuda_unavailable(info) if info is not None else "no docker engine"
-    rows.append(
-        {
-            "item": "compose cuda-bench",
-            "ok": why is None,
-            "detail": "can run here" if why is None else f"cannot run here: {why}; use cpu-bench",
-        }
-    )
-    found = gpus()
-    rows.append(
-        {
-            "item": "GPU (nvidia-smi)",
-            "ok": bool(found),
-            "detail": "; ".join(f"{g['name']}, driver {g['driver']}, {g['memory']}" for g in found)
-            or ("nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi"),
-        }
-    )
-    mac = is_macos_arm64()
-    rows.append(
-        {
-            "item": "macOS arm64 (mps)",
-            "ok": mac,
-            "detail": "yes: run mps natively (docker/mps/run.sh)" if mac else f"no ({sys.platform}/{_platform.machine()})",
-        }
-    )
-    if info is not None:
-        for plat in IMAGE_PLATFORMS:
-            try:
-                ref = image_ref(plat)
-                img = _client().images.get(ref)
-                rows.append({"item": f"image {plat}", "ok": True, "detail": f"{ref} {img.id[:19]}"})
-            except KitError as err:
-                rows.append({"item": f"image {plat}", "ok": False, "detail": str(err)})
-            except Exception:
-                rows.append({"item": f"image {plat}", "ok": False, "detail": f"not built: python orchestrate.py build {plat}"})
-    return rows
-
-
 # ---- base image ------------------------------------------------------------------------
 
 
-def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm", echo: Echo = _echo) -> str:
+def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm", echo: Echo = print_flush) -> str:
     """debootstrap a Debian base with python3 + venv and `docker import` it as TAG; returns its id."""
-    _client()
+    docker_client()
     cmd = ["bash", str(BOOTSTRAP_SCRIPT), "--tag", tag, "--suite", suite]
     if mirror:
         cmd += ["--mirror", mirror]
@@ -376,7 +235,7 @@ def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = 
     proc = subprocess.run(cmd, text=True)
     if proc.returncode != 0:
         raise KitError(f"base image bootstrap failed (exit {proc.returncode}): see the lines above")
-    return _client().images.get(tag).id
+    return docker_client().images.get(tag).id
 
 
 # ---- build -----------------------------------------------------------------------------------
@@ -423,12 +282,12 @@ def build_cli() -> tuple[list[str], dict]:
     )
 
 
-def default_base_image(echo: Echo = _echo) -> str | None:
+def default_base_image(echo: Echo = print_flush) -> str | None:
     """KIT_BASE_IMAGE, else the locally bootstrapped base when present, else None (the Dockerfile's pin)."""
     if os.environ.get("KIT_BASE_IMAGE"):
         return os.environ["KIT_BASE_IMAGE"]
     try:
-        _client().images.get(BASE_TAG)
+        docker_client().images.get(BASE_TAG)
     except KitError:
         raise
     except Exception:
@@ -445,7 +304,7 @@ PIP_PLATFORMS = [f"manylinux_2_{m}_x86_64" for m in range(36, 4, -1)] + [
 ]
 
 
-def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = _echo, variant: str | None = None) -> list[Path]:
+def download_wheelhouse(platform: str, wheelhouse: Path, echo: Echo = print_flush, variant: str | None = None) -> list[Path]:
     """`pip download` every wheel the platform's lock names (linux x86_64, CPython 3.11), hash-checked."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -536,7 +395,7 @@ def base_digest(base_image: str | None) -> str:
     Dockerfile's default when the base is not present yet."""
     ref = base_image or _dockerfile_base()
     try:
-        img = _client().images.get(ref)
+        img = docker_client().images.get(ref)
     except KitError:
         raise
     except Exception:
@@ -553,7 +412,7 @@ def _dockerfile_base() -> str:
 def _find_current(ref: str, want: dict[str, str]):
     """The image tagged REF when its labels match WANT (lock, sources, base), else None."""
     try:
-        img = _client().images.get(ref)
+        img = docker_client().images.get(ref)
     except KitError:
         raise
     except Exception:
@@ -562,10 +421,10 @@ def _find_current(ref: str, want: dict[str, str]):
     return img if all(labels.get(k) == v for k, v in want.items()) else None
 
 
-def remove_superseded(repo: str, platform: str, keep_id: str, keep_tags: Sequence[str], echo: Echo = _echo) -> list[str]:
+def remove_superseded(repo: str, platform: str, keep_id: str, keep_tags: Sequence[str], echo: Echo = print_flush) -> list[str]:
     """Remove REPO's other images (other content tags, or dangling ones labelled as kit
     images of PLATFORM from REPO) after a build; never any other image. Returns what went."""
-    client = _client()
+    client = docker_client()
     removed = []
     for img in client.images.list(name=repo):
         if img.id == keep_id:
@@ -600,86 +459,111 @@ def remove_superseded(repo: str, platform: str, keep_id: str, keep_tags: Sequenc
     return removed
 
 
-def build(
-    platform: str,
-    base_image: str | None = None,
-    ca_cert: Path | None = None,
-    wheelhouse: Path | None = None,
-    echo: Echo = _echo,
-    progress: str | None = None,
-    variant: str | None = None,
-    repo: str = KIT_REPO,
-    tag_latest: bool = True,
-    prune: bool = True,
-) -> str:
-    """Build REPO/PLATFORM[-VARIANT] from its lock with BuildKit, unless an image for the
-    same lock, sources and base exists; returns the image id.
+# ---- build() and its steps ---------------------------------------------------------------
 
-    The image is tagged by content (image_ref: <lock[:12]>-<sources[:12]>) and :latest;
-    after a build, the repository's superseded images (other content tags, dangling kit
-    images) are removed (prune=False keeps them).
-    base_image: FROM for both stages (default: KIT_BASE_IMAGE, the local bootstrapped base
-    if there is one, else the Dockerfile's digest-pinned python:3.11-slim-bookworm).
-    ca_cert: CA bundle for pip in the build, as BuildKit secret `pipca` (never in a layer).
-    wheelhouse: install offline from this dir (`pip download`ed first when it has no wheels).
-    variant: "torchcpu" (cpu only): torch's CPU wheel from requirements/cpu-torchcpu.txt.
-    """
-    check_variant(platform, variant)
-    lh = lock_hash(platform, variant)  # a missing variant lock is the first thing said
-    _client()
-    if ca_cert is not None:
-        ca_cert = Path(ca_cert).expanduser()
-        if not ca_cert.is_file():
-            raise KitError(f"--ca-cert {ca_cert}: no such file")
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """What one build of REPO/PLATFORM[-VARIANT] is made from, and the tags it gets."""
+
+    platform: str
+    variant: str | None
+    name: str  # the image repository: cnn-bench/cpu, cnn-bench/cpu-torchcpu, ...
+    lock_hash: str
+    source_hash: str
+    versions: dict[str, str]  # lock_versions(): torch, cuda
+    base_image: str | None  # None: the Dockerfile's pinned default
+    base_digest: str
+
+    @property
+    def ref(self) -> str:
+        """The content tag: NAME:<lock[:12]>-<sources[:12]>."""
+        return f"{self.name}:{self.lock_hash[:12]}-{self.source_hash[:12]}"
+
+    @property
+    def latest(self) -> str:
+        return f"{self.name}:latest"
+
+    def labels(self) -> dict[str, str]:
+        """The labels an existing image must carry to be this build's result."""
+        return {
+            "cnn-bench.lock-hash": self.lock_hash,
+            "cnn-bench.source-hash": self.source_hash,
+            "org.opencontainers.image.base.digest": self.base_digest,
+        }
+
+
+def _checked_ca_cert(ca_cert: Path | None) -> Path | None:
+    """--ca-cert expanded (~), or KitError when it names no file."""
+    if ca_cert is None:
+        return None
+    ca_cert = Path(ca_cert).expanduser()
+    if not ca_cert.is_file():
+        raise KitError(f"--ca-cert {ca_cert}: no such file")
+    return ca_cert
+
+
+def _describe_build(
+    platform: str, variant: str | None, repo: str, lock_sha: str, base_image: str | None, echo: Echo
+) -> ImageBuild:
+    """The build's inputs: the lock's hash and versions, the sources' hash, the base and its digest."""
     if base_image is None:
         base_image = default_base_image(echo)
     versions = lock_versions(platform, variant)
-    sh = source_hash()
-    name = image_repo(platform, variant, repo)
-    ref = f"{name}:{lh[:12]}-{sh[:12]}"
-    latest = f"{name}:latest"
-    bdigest = base_digest(base_image)
-    want = {"cnn-bench.lock-hash": lh, "cnn-bench.source-hash": sh, "org.opencontainers.image.base.digest": bdigest}
-    current = _find_current(ref, want)
-    if current is not None:
-        if tag_latest and latest not in current.tags:
-            current.tag(name, "latest")
-        echo(f"image {image_repo(platform, variant)}: up to date (tag {ref}, {current.id[:19]}): not rebuilt")
-        return str(current.id)
-    prefix, env_extra = build_cli()
-    iidfile = REPO / "docker" / f".iid-{platform}-{os.getpid()}"
-    args = list(prefix) + [
-        "-f",
-        str(DOCKERFILE),
-        "--target",
-        platform,
-        "-t",
-        ref,
-        "--iidfile",
-        str(iidfile),
-        "--progress",
-        progress or ("auto" if sys.stdout.isatty() else "plain"),
-        "--build-arg",
-        f"LOCK_HASH={lh}",
-        "--build-arg",
-        f"TORCH_VERSION={versions['torch']}",
-        "--build-arg",
-        f"GIT_SHA={git_sha()}",
-        "--build-arg",
-        f"SOURCE_HASH={sh}",
-        "--build-arg",
-        f"CONTENT_REF={ref}",
-        "--build-arg",
-        f"KIT_VERSION={kit_version()}",
-        "--build-arg",
-        f"LICENSES={licenses()}",
-        "--build-arg",
-        f"SOURCE_URL={source_url()}",
-        "--build-arg",
-        f"BASE_DIGEST={bdigest}",
-    ]
+    return ImageBuild(
+        platform=platform,
+        variant=variant,
+        name=image_repo(platform, variant, repo),
+        lock_hash=lock_sha,
+        source_hash=source_hash(),
+        versions=versions,
+        base_image=base_image,
+        base_digest=base_digest(base_image),
+    )
+
+
+def _reuse_current_image(target: ImageBuild, tag_latest: bool, echo: Echo) -> str | None:
+    """The id of the image already built from TARGET's inputs (tagged :latest too when asked), else None."""
+    current = _find_current(target.ref, target.labels())
+    if current is None:
+        return None
+    if tag_latest and target.latest not in current.tags:
+        current.tag(target.name, "latest")
+    echo(f"image {image_repo(target.platform, target.variant)}: up to date (tag {target.ref}, {current.id[:19]}): not rebuilt")
+    return str(current.id)
+
+
+def _provenance_build_args(target: ImageBuild) -> list[str]:
+    """--build-arg pairs for the image's labels and environment: lock, torch, git sha, sources, version, base."""
+    values = {
+        "LOCK_HASH": target.lock_hash,
+        "TORCH_VERSION": target.versions["torch"],
+        "GIT_SHA": git_sha(),
+        "SOURCE_HASH": target.source_hash,
+        "CONTENT_REF": target.ref,
+        "KIT_VERSION": kit_version(),
+        "LICENSES": licenses(),
+        "SOURCE_URL": source_url(),
+        "BASE_DIGEST": target.base_digest,
+    }
+    return [arg for key, value in values.items() for arg in ("--build-arg", f"{key}={value}")]
+
+
+def _build_command(
+    prefix: Sequence[str],
+    target: ImageBuild,
+    iidfile: Path,
+    progress: str | None,
+    tag_latest: bool,
+    ca_cert: Path | None,
+) -> list[str]:
+    """The docker build command line, up to (not including) the wheelhouse options and the context."""
+    platform, variant = target.platform, target.variant
+    args = list(prefix) + ["-f", str(DOCKERFILE), "--target", platform, "-t", target.ref, "--iidfile", str(iidfile)]
+    args += ["--progress", progress or ("auto" if sys.stdout.isatty() else "plain")]
+    args += _provenance_build_args(target)
     if tag_latest:
-        args += ["-t", latest]
+        args += ["-t", target.latest]
     if variant:
         _, stem, stage = VARIANTS[variant]
         args += [
@@ -691,32 +575,33 @@ def build(
             f"VARIANT={variant}",
         ]
     if platform == "cuda":
-        args += ["--build-arg", f"CUDA_VERSION={versions['cuda']}"]
-    args += ["--build-arg", f"BASE_IMAGE={base_image or _dockerfile_base()}"]
+        args += ["--build-arg", f"CUDA_VERSION={target.versions['cuda']}"]
+    args += ["--build-arg", f"BASE_IMAGE={target.base_image or _dockerfile_base()}"]
     if ca_cert is not None:
         args += ["--secret", f"id=pipca,src={ca_cert.resolve()}"]
     cache = os.environ.get("KIT_BUILDX_CACHE", "")
     if cache and "buildx" in prefix:  # e.g. "gha" in GitHub Actions: layers cached between workflow runs
         scope = f"cnn-bench-{platform}{'-' + variant if variant else ''}"
         args += ["--cache-from", f"type={cache},scope={scope}", "--cache-to", f"type={cache},mode=max,scope={scope}"]
-    staged: list[Path] = []
-    if wheelhouse is not None:
-        wheelhouse = Path(wheelhouse).expanduser()
+    return args
+
+
+def _prepare_wheelhouse(platform: str, wheelhouse: Path, variant: str | None, echo: Echo) -> list[Path]:
+    """Fill WHEELHOUSE with the lock's wheels (pip download) when it lacks some, then stage them
+    where the build bind-mounts them; returns the staged files (removed after the build)."""
+    missing = missing_wheels(platform, wheelhouse, variant)
+    if missing:
+        echo(f"wheelhouse: {len(missing)} of the lock's wheels missing in {wheelhouse} (e.g. {missing[0]})")
+        download_wheelhouse(platform, wheelhouse, echo, variant)
         missing = missing_wheels(platform, wheelhouse, variant)
         if missing:
-            echo(f"wheelhouse: {len(missing)} of the lock's wheels missing in {wheelhouse} (e.g. {missing[0]})")
-            download_wheelhouse(platform, wheelhouse, echo, variant)
-            missing = missing_wheels(platform, wheelhouse, variant)
-            if missing:
-                raise KitError(f"wheelhouse {wheelhouse} still lacks {', '.join(missing[:3])}: pip download could not fetch them")
-        staged = _stage_wheelhouse(wheelhouse)
-        # No network for RUN steps: proves the install used the wheelhouse alone.
-        args += ["--build-arg", "WHEELHOUSE=1", "--network", "none"]
-    args.append(str(REPO))
-    echo(
-        f"build: {ref} (lock {lh[:12]}, sources {sh[:12]}, torch {versions['torch']}, cuda {versions['cuda']}, "
-        f"base {base_image or 'Dockerfile default'}{', offline wheelhouse' if wheelhouse else ''})"
-    )
+            raise KitError(f"wheelhouse {wheelhouse} still lacks {', '.join(missing[:3])}: pip download could not fetch them")
+    return _stage_wheelhouse(wheelhouse)
+
+
+def _run_docker_build(args: list[str], env_extra: dict, iidfile: Path, staged: list[Path], platform: str) -> str:
+    """Run the build, its log streamed to stdout; returns the image id. The iidfile and the staged
+    wheels are removed however it ends; a failed build raises KitError with a hint from the log's tail."""
     tail: deque[str] = deque(maxlen=80)
     try:
         proc = subprocess.Popen(
@@ -736,166 +621,62 @@ def build(
         rc = proc.wait()
         if rc != 0:
             raise KitError(f"docker build of {platform} failed (exit {rc}){_build_hint(list(tail))}")
-        image_id = iidfile.read_text().strip()
+        return iidfile.read_text().strip()
     finally:
         iidfile.unlink(missing_ok=True)
         for p in staged:
             p.unlink(missing_ok=True)
-    echo(f"build: {ref} = {image_id}")
-    if prune:
-        remove_superseded(name, platform, image_id, [ref, latest], echo)
-    return image_id
 
 
-# ---- run ---------------------------------------------------------------------------------------
-
-
-def invoking_user() -> tuple[int, int] | None:
-    """The (uid, gid) the kit acts for: the caller's, or under sudo the user who ran sudo
-    (SUDO_UID/SUDO_GID); None when that is root (or there are no uids here)."""
-    if not hasattr(os, "getuid"):
-        return None
-    uid, gid = os.getuid(), os.getgid()
-    if uid == 0:
-        try:
-            uid, gid = int(os.environ.get("SUDO_UID", "0")), int(os.environ.get("SUDO_GID", "0"))
-        except ValueError:
-            uid, gid = 0, 0
-    return None if uid == 0 else (uid, gid)
-
-
-def container_user(results_dir: Path) -> str:
-    """The host user's uid:gid, so results belong to whoever ran the kit (under sudo: the
-    user who ran sudo, SUDO_UID:SUDO_GID); root maps to 10001. Never 0."""
-    if not hasattr(os, "getuid"):
-        return f"{RUN_UID}:{RUN_GID}"
-    user = invoking_user()
-    if user is not None:
-        uid, gid = user
-        if os.getuid() == 0:  # sudo: the results dir the kit made as root goes to that user
-            _chown_kit_paths(results_dir, uid, gid)
-        return f"{uid}:{gid}"
-    _chown_kit_paths(results_dir, RUN_UID, RUN_GID)
-    return f"{RUN_UID}:{RUN_GID}"
-
-
-def _chown_kit_paths(results_dir: Path, uid: int, gid: int) -> None:
-    # Root on the host: keep the container unprivileged and hand it what the kit writes in the
-    # results dir: the dir itself, its lock, and the studies' and summaries' trees. Nothing
-    # else under --out changes owner (it may be a dir that holds other things too).
-    from bench.core.lock import LOCK_NAME
-    from bench.core.registry import studies
-
-    os.lchown(results_dir, uid, gid)
-    for name in [LOCK_NAME, "platforms.json"]:
-        if os.path.lexists(results_dir / name):
-            os.lchown(results_dir / name, uid, gid)
-    for sub in [*studies(), "summaries"]:
-        top = results_dir / sub
-        if top.is_symlink() or not top.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-            for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
-                os.lchown(name, uid, gid)
-
-
-def find_image(platform: str, image: str | None = None):
-    """The docker SDK image for PLATFORM built from the current lock (or IMAGE if given)."""
-    import docker
-
-    ref = image or image_ref(platform)
-    try:
-        return ref, _client().images.get(ref)
-    except docker.errors.ImageNotFound:  # type: ignore[attr-defined]
-        raise KitError(f"image {ref} not found: run `python orchestrate.py build {platform}`") from None
-
-
-def run(
+def build(
     platform: str,
-    data_dir: Path,
-    results_dir: Path,
-    args: Sequence[str],
-    gpu: bool | None = None,
-    image: str | None = None,
-    echo: Echo = _echo,
-    stream: Callable[[bytes], None] | None = None,
-) -> tuple[int, str]:
-    """Run `python -m bench ARGS` in the PLATFORM image; returns (container exit code, image id).
+    base_image: str | None = None,
+    ca_cert: Path | None = None,
+    wheelhouse: Path | None = None,
+    echo: Echo = print_flush,
+    progress: str | None = None,
+    variant: str | None = None,
+    repo: str = KIT_REPO,
+    tag_latest: bool = True,
+    prune: bool = True,
+) -> str:
+    """Build REPO/PLATFORM[-VARIANT] from its lock with BuildKit, unless an image for the
+    same lock, sources and base exists; returns the image id.
 
-    data_dir is mounted read-only at /data, results_dir read-write at /results; no network,
-    read-only root filesystem with a tmpfs /tmp, the host user's uid:gid, and all GPUs
-    when gpu (default: platform == "cuda"). Logs stream to stdout as they come.
+    The image is tagged by content (image_ref: <lock[:12]>-<sources[:12]>) and :latest;
+    after a build, the repository's superseded images (other content tags, dangling kit
+    images) are removed (prune=False keeps them).
+    base_image: FROM for both stages (default: KIT_BASE_IMAGE, the local bootstrapped base
+    if there is one, else the Dockerfile's digest-pinned python:3.11-slim-bookworm).
+    ca_cert: CA bundle for pip in the build, as BuildKit secret `pipca` (never in a layer).
+    wheelhouse: install offline from this dir (`pip download`ed first when it has no wheels).
+    variant: "torchcpu" (cpu only): torch's CPU wheel from requirements/cpu-torchcpu.txt.
     """
-    check_platform(platform)
-    data_dir, results_dir = Path(data_dir).expanduser().resolve(), Path(results_dir).expanduser().resolve()
-    if not data_dir.is_dir():
-        raise KitError(
-            f"data dir {data_dir} not found: pass --data-dir (the dir holding the datasets) "
-            "or fetch one with: python orchestrate.py data fetch NAME"
-        )
-    gpu = (platform == "cuda") if gpu is None else gpu
-    client = _client()
-    info = engine_info()
-    ref, img = find_image(platform, image)
-    if gpu:
-        why = cuda_unavailable(info)
-        if why:
-            raise KitError(f"{platform} needs a GPU in the container: {why}; run cpu instead")
-    labels = img.labels or {}
-    if labels.get("cnn-bench.lock-hash") and labels["cnn-bench.lock-hash"] != lock_hash(platform) and image is None:
-        raise KitError(f"image {ref} was built from another lock: run `python orchestrate.py build {platform}`")
-    if labels.get("cnn-bench.source-hash") not in (None, source_hash()):
-        echo(
-            f"note: {ref} holds other bench/ sources than this checkout: "
-            f"rebuild with `python orchestrate.py build {platform}` to run these"
-        )
-    results_dir.mkdir(parents=True, exist_ok=True)
-    import docker
-
-    args = list(args)
-    env = {
-        "KIT_RUNTIME": "container",
-        "KIT_IMAGE_ID": img.id,
-        "KIT_IMAGE_REF": ref,
-        "KIT_IMAGE_DIGEST": (img.attrs.get("RepoDigests") or [""])[0],
-        "KIT_LOCK_HASH": labels.get("cnn-bench.lock-hash", "unknown"),
-        "KIT_GIT_SHA": git_sha(),
-        "KIT_HOST_NAME": host_label(),
-        "KIT_HOST_DATA_DIR": str(data_dir),  # errors name the dir the user knows, not /data
-    }
-    kwargs = dict(
-        command=args,
-        detach=True,
-        environment=env,
-        user=container_user(results_dir),
-        volumes={str(data_dir): {"bind": "/data", "mode": "ro"}, str(results_dir): {"bind": "/results", "mode": "rw"}},
-        network_mode="none",
-        read_only=True,
-        cap_drop=["ALL"],  # the kit needs no capability at all
-        security_opt=["no-new-privileges:true"],
-        pids_limit=PIDS_LIMIT,
-        tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
-        shm_size="1g",
-        init=True,
-        labels={"cnn-bench.platform": platform},
-        hostname=socket.gethostname()[:63],  # system.json names the host, not the container id
+    check_variant(platform, variant)
+    lock_sha = lock_hash(platform, variant)  # a missing variant lock is the first thing said
+    docker_client()
+    ca_cert = _checked_ca_cert(ca_cert)
+    target = _describe_build(platform, variant, repo, lock_sha, base_image, echo)
+    current_id = _reuse_current_image(target, tag_latest, echo)
+    if current_id is not None:
+        return current_id
+    prefix, env_extra = build_cli()
+    iidfile = REPO / "docker" / f".iid-{platform}-{os.getpid()}"
+    args = _build_command(prefix, target, iidfile, progress, tag_latest, ca_cert)
+    staged: list[Path] = []
+    if wheelhouse is not None:
+        wheelhouse = Path(wheelhouse).expanduser()
+        staged = _prepare_wheelhouse(platform, wheelhouse, variant, echo)
+        # No network for RUN steps: proves the install used the wheelhouse alone.
+        args += ["--build-arg", "WHEELHOUSE=1", "--network", "none"]
+    args.append(str(REPO))
+    echo(
+        f"build: {target.ref} (lock {lock_sha[:12]}, sources {target.source_hash[:12]}, torch {target.versions['torch']}, "
+        f"cuda {target.versions['cuda']}, base {target.base_image or 'Dockerfile default'}"
+        f"{', offline wheelhouse' if wheelhouse else ''})"
     )
-    if gpu:
-        kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]  # type: ignore[attr-defined]
-    echo(f"run: {ref} ({img.id[:19]}) python -m bench {' '.join(args)}")
-    container = client.containers.run(img.id, **kwargs)
-    write = stream or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.flush()))
-    try:
-        for chunk in container.logs(stream=True, follow=True):
-            write(chunk)
-        code = int(container.wait().get("StatusCode", 1))
-    except KeyboardInterrupt:
-        container.stop(timeout=10)
-        raise
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:
-            pass
-    echo(f"run: {ref} exited {code}")
-    return code, img.id
+    image_id = _run_docker_build(args, env_extra, iidfile, staged, platform)
+    echo(f"build: {target.ref} = {image_id}")
+    if prune:
+        remove_superseded(target.name, platform, image_id, [target.ref, target.latest], echo)
+    return image_id
