@@ -53,7 +53,9 @@ def list_cmd() -> None:
         for b, spec in study.backends.items():
             reason = study.why_unavailable(b)
             state = "available" if reason is None else f"unavailable: {reason}"
-            typer.echo(f"  {b:<12} [{spec.platform}] {state}")
+            extra = [spec.family] + ([f"pipelines {'|'.join(spec.pipelines)}"] if spec.pipelines else [])
+            extra += [f"up to {spec.max_devices} devices"] if spec.max_devices > 1 else []
+            typer.echo(f"  {b:<12} [{'; '.join(e for e in [spec.platform, *extra] if e)}] {state}")
             typer.echo(f"  {'':<12} variants: {', '.join(spec.variants)}" + (f"; {spec.about}" if spec.about else ""))
         defaults = ", ".join(f"{k}={v}" for k, v in study.config_defaults().items())
         typer.echo(f"  --set: {defaults}")

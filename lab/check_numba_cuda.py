@@ -3,7 +3,7 @@
     python -m lab.check_numba_cuda --out results/numba_cuda_check.json
     python -m lab.check_numba_cuda --variants fast --steps 500   # one variant
 
-Per variant (bench/kernels/numba_cuda_cnn.VARIANTS), in order:
+Per variant (bench/studies/mnist_cnn/kernels/numba_cuda_cnn.VARIANTS), in order:
 1. first call: DeviceNet + one forward/backward/step on the GPU, wall time incl. the JIT
    compile of every kernel it launches ("first_call_s"), reported apart from step times.
 2. correctness at --batch on fresh random MNIST-like data: logits, loss and all 8 gradients

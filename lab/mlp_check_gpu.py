@@ -30,18 +30,23 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
-from bench.studies.mlp_scratch import net, runner
+from bench.studies.mlp_scratch import MlpScratch, net, runner
+from bench.studies.mlp_scratch.backends import make
+from bench.studies.mlp_scratch.backends.cupy_tuned import TunedCupy
 from bench.studies.mlp_scratch.memory import memory_isolated
 
 TARGET_TUNED_MS = 0.4  # issue 5: tuned CuPy float32 per iteration on an H100
-# label -> (variant, use_graph, gemm); "cupy-tuned" is the tuned variant of record
-PLAIN = {
-    "numpy": ("numpy", True, "kernels"),
-    "cupy": ("cupy", True, "kernels"),
-    "cupy-tuned": ("cupy-tuned", True, "kernels"),
-    "cupy-tuned-nograph": ("cupy-tuned", False, "kernels"),
-    "cupy-tuned-cublas": ("cupy-tuned", False, "cublas"),
-}
+REGISTERED = ("numpy", "cupy", "cupy-tuned")  # the study's backends, as it creates them (Table 5 measures these)
+CHECKED = ("cupy", "cupy-tuned", "cupy-tuned-cublas")  # labels checked against NumPy and broken down by op
+
+
+def timed_backends() -> dict[str, runner.Backend]:
+    """label -> the backend its plain runs time; "cupy-tuned" is the tuned variant of record."""
+    return {
+        **{name: make(name) for name in REGISTERED},
+        "cupy-tuned-nograph": TunedCupy(use_graph=False),
+        "cupy-tuned-cublas": TunedCupy(use_graph=False, gemm="cublas"),
+    }
 
 
 # ---------------------------------------------------------------- data
@@ -228,8 +233,10 @@ def main(argv=None) -> int:
     print(f"system: {out['system']['gpu']}, cupy {out['system']['cupy']}, numpy {out['system']['numpy']}", flush=True)
 
     # 1. correctness before timing
-    checks = {"cupy": ("cupy", "kernels"), "cupy-tuned": ("cupy-tuned", "kernels"), "cupy-tuned-cublas": ("cupy-tuned", "cublas")}
-    out["checks"] = {name: runner.check_against_numpy(v, Xtr, ytr, a.check_steps, cfg, g) for name, (v, g) in checks.items()}
+    backends = timed_backends()
+    out["checks"] = {
+        name: runner.check_against_numpy(backends[name], backends["numpy"], Xtr, ytr, a.check_steps, cfg) for name in CHECKED
+    }
     for v, c in out["checks"].items():
         print(
             f"check {v} vs numpy, {a.check_steps} steps: max abs err {c['max_abs_err']:.3g}, "
@@ -238,11 +245,11 @@ def main(argv=None) -> int:
         )
 
     # 2. plain runs, interleaved
-    runs = {name: [] for name in PLAIN}
+    runs: dict[str, list[dict]] = {name: [] for name in backends}
     t0 = time.perf_counter()
     for r in range(a.repeats):
-        for name, (variant, graph, gemm) in PLAIN.items():
-            res = runner.plain_run(variant, Xtr, ytr, Xv, yv, cfg, use_graph=graph, gemm=gemm)
+        for name, backend in backends.items():
+            res = runner.plain_run(backend, Xtr, ytr, Xv, yv, cfg)
             runs[name].append(res)
             print(
                 f"repeat {r} {name}: total {res['total_s']:.4g} s, {res['per_iter_ms']:.4g} ms/iter "
@@ -253,11 +260,9 @@ def main(argv=None) -> int:
     out["runs"] = runs
 
     # 3. breakdown and memory
-    bd = {
-        name: runner.breakdown_run(v, Xtr, ytr, cfg, a.breakdown_iterations, g)
-        for name, (v, g) in {"numpy": ("numpy", "kernels"), **checks}.items()
-    }
-    mem = {v: memory_isolated(v, Xtr, ytr, Xv, yv, cfg) for v in ("numpy", "cupy", "cupy-tuned")}
+    bd = {name: runner.breakdown_run(backends[name], Xtr, ytr, cfg, a.breakdown_iterations) for name in ("numpy", *CHECKED)}
+    study = MlpScratch()
+    mem = {v: memory_isolated(study.backend_spec(v).module, study.cell(v), Xtr, ytr, Xv, yv, cfg) for v in REGISTERED}
     out["breakdown"], out["memory"] = bd, mem
 
     # 4. convergence

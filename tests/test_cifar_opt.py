@@ -233,17 +233,24 @@ def test_int8_pt2e_is_smaller_and_agrees_with_fp32(study, tiny):
 # ---- Optuna ---------------------------------------------------------------------------------
 
 
+def _make(cfg):
+    """What open_cell hands the search: the backend's create() for (split, batch, lr, variant)."""
+    from bench.studies.cifar_opt.trainer import Trainer
+
+    return lambda split, bs, lr, variant=None: Trainer(cfg, split, bs, lr, cfg.seed, variant)
+
+
 def test_search_journal_resume_and_pareto_pick(study, tiny, tmp_path):
     pytest.importorskip("optuna")
     from bench.studies.cifar_opt.search import JOURNAL, Search
 
     cfg = _cfg(study, model="mobilenet_v2", variant="optuna", trials=2, pipeline="resident")
-    s = Search(cfg, tiny.x_train, tiny.y_train, tmp_path)
+    s = Search(cfg, tiny.x_train, tiny.y_train, tmp_path, _make(cfg))
     rows = [s.trial(0), s.trial(1)]
     assert (tmp_path / JOURNAL).stat().st_size > 0
     assert {r["trial_state"] for r in rows} <= {"complete", "pruned"}
     assert all(r["trial_batch_size"] in (8, 16, 32, 64, 128) and 1e-4 <= r["trial_lr"] <= 0.1 for r in rows)
-    again = Search(cfg, tiny.x_train, tiny.y_train, tmp_path)
+    again = Search(cfg, tiny.x_train, tiny.y_train, tmp_path, _make(cfg))
     assert again.trial(0)["trial_state"].endswith("(from the journal)")
     if any(r["trial_state"] == "complete" for r in rows):
         pick = again.pick()
@@ -255,7 +262,7 @@ def test_search_with_accuracy_objective_uses_a_pruner(study, tiny, tmp_path):
     from bench.studies.cifar_opt.search import Search
 
     cfg = _cfg(study, model="mobilenet_v2", variant="optuna", trials=1, objective="accuracy")
-    s = Search(cfg, tiny.x_train, tiny.y_train, tmp_path)
+    s = Search(cfg, tiny.x_train, tiny.y_train, tmp_path, _make(cfg))
     assert type(s.study.pruner).__name__ == "MedianPruner"
     assert s.trial(0)["trial"] == 0
 
@@ -267,7 +274,7 @@ def test_a_corrupt_journal_is_one_line_and_kept(study, tiny, tmp_path):
     (tmp_path / JOURNAL).write_text("{not json\n")
     cfg = _cfg(study, variant="optuna", trials=1)
     with pytest.raises(KitError, match="journal") as err:
-        Search(cfg, tiny.x_train, tiny.y_train, tmp_path)
+        Search(cfg, tiny.x_train, tiny.y_train, tmp_path, _make(cfg))
     assert "\n" not in str(err.value)
     assert (tmp_path / JOURNAL).read_text() == "{not json\n", "the journal was overwritten"
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from bench.core.errors import KitError
+from bench.data.digits import load_dataset
 from bench.data.embedded import load_digits_28
-from bench.data.mnist import FILES, load_dataset, load_mnist, read_idx
+from bench.data.mnist import FILES, load_mnist, read_idx
 
 
 def write_idx(path, arr, magic, gz=False):

@@ -126,7 +126,7 @@ def test_unknown_dataset_and_data_list(tmp_path):
 
 def test_a_failed_fetch_leaves_no_empty_dataset_dir_and_the_default_still_runs(server, tmp_path, monkeypatch):
     """Nothing served at all: the fetch fails, and no empty mnist/ is left for the next run to trip over."""
-    from bench.data.mnist import load_dataset
+    from bench.data.digits import load_dataset
 
     url, _www = server
     monkeypatch.chdir(tmp_path)
@@ -143,7 +143,7 @@ def test_a_failed_fetch_leaves_no_empty_dataset_dir_and_the_default_still_runs(s
 
 
 def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch):
-    from bench.data.mnist import load_dataset
+    from bench.data.digits import load_dataset
 
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("KIT_RUNTIME", "container")

@@ -12,12 +12,17 @@ import time
 import numpy as np
 import pytest
 
-from bench.studies.mlp_scratch import net, runner
+from bench.core import machine
+from bench.studies.mlp_scratch import MlpScratch, net, runner
+from bench.studies.mlp_scratch.backends import make
+from bench.studies.mlp_scratch.backends.cupy_tuned import TunedCupy
 from bench.studies.mlp_scratch.net import MLPInputError
 
 CUPY_WHY = net.cupy_unavailable_reason()
 needs_cupy = pytest.mark.skipif(CUPY_WHY is not None, reason=f"CuPy path skipped: {CUPY_WHY}")
-VARIANT_PARAMS = [pytest.param(v, marks=() if v == "numpy" else needs_cupy) for v in runner.VARIANTS]
+# one param per registered backend (MlpScratch.backends, the only list); the cupy family needs CuPy and a GPU
+VARIANT_PARAMS = [pytest.param(v, marks=needs_cupy if s.family == "cupy" else ()) for v, s in MlpScratch.backends.items()]
+NUMPY = make("numpy")
 SMALL = runner.RunConfig(iterations=20, record_every=10, warmup_iters=1)
 
 
@@ -98,7 +103,7 @@ def test_init_is_seeded_uniform_and_dtype_selectable():
 def test_training_learns_digits():
     X, y = digits()
     r = runner.plain_run(
-        "numpy", X[300:900], y[300:900], X[:300], y[:300], runner.RunConfig(iterations=100, seed=2, warmup_iters=1)
+        NUMPY, X[300:900], y[300:900], X[:300], y[:300], runner.RunConfig(iterations=100, seed=2, warmup_iters=1)
     )
     conv = r["convergence"]
     assert conv[-1]["loss"] < 0.5 * conv[0]["loss"]
@@ -111,7 +116,7 @@ def test_training_learns_digits():
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_plain_run_keys_timings_and_curve(variant):
     X, y = synthetic(600)
-    r = runner.plain_run(variant, X[100:], y[100:], X[:100], y[:100], SMALL)
+    r = runner.plain_run(make(variant), X[100:], y[100:], X[:100], y[:100], SMALL)
     for k in ("total_s", "loop_wall_s", "warmup_s", "first_iter_ms", "per_iter_ms", "per_iter_median_ms"):
         assert r[k] >= 0, k
     assert len(r["per_iter_samples_ms"]) == SMALL.iterations
@@ -131,7 +136,7 @@ def test_first_record_is_the_initial_params():
     """Warm-up must not leak into the timed run: row 0 is evaluated on the untouched init."""
     X, y = synthetic(300)
     init = net.init_params(SMALL.seed)
-    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], SMALL)
+    r = runner.plain_run(NUMPY, X[50:], y[50:], X[:50], y[:50], SMALL)
     XT, yd = net.prepare_data(X[50:], y[50:], np)
     acc, loss = net.evaluate(net.to_device(init, np), XT, yd)
     assert r["convergence"][0]["train_acc"] == acc and r["convergence"][0]["loss"] == pytest.approx(loss, rel=1e-6)
@@ -140,14 +145,14 @@ def test_first_record_is_the_initial_params():
 
 def test_numpy_runs_are_deterministic():
     X, y = synthetic(300)
-    a = runner.plain_run("numpy", X, y, X[:50], y[:50], SMALL)["convergence"]
-    b = runner.plain_run("numpy", X, y, X[:50], y[:50], SMALL)["convergence"]
+    a = runner.plain_run(NUMPY, X, y, X[:50], y[:50], SMALL)["convergence"]
+    b = runner.plain_run(NUMPY, X, y, X[:50], y[:50], SMALL)["convergence"]
     assert a == b
 
 
 def test_breakdown_run_ops():
     X, y = synthetic(300)
-    r = runner.breakdown_run("numpy", X, y, SMALL, iterations=4)
+    r = runner.breakdown_run(NUMPY, X, y, SMALL, iterations=4)
     ops = {o["op"]: o for o in r["ops"]}
     assert list(ops) == list(net.OPS)
     assert {k: o["calls"] for k, o in ops.items()} == {"matmul": 20, "relu": 4, "softmax": 4, "gradient": 16, "update": 4}
@@ -158,7 +163,7 @@ def test_breakdown_run_ops():
 @pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_memory_breakdown(variant):
     X, y = synthetic(500)
-    m = runner.memory_breakdown(variant, X[100:], y[100:], X[:100], y[:100], runner.RunConfig(dtype="float64"))
+    m = runner.memory_breakdown(make(variant), X[100:], y[100:], X[:100], y[:100], runner.RunConfig(dtype="float64"))
     keys = (
         "params_bytes",
         "input_bytes",
@@ -184,7 +189,7 @@ def test_memory_breakdown(variant):
 
 @pytest.mark.parametrize(
     "variant, gemm",
-    [pytest.param(v, "kernels", marks=() if v == "numpy" else needs_cupy) for v in runner.VARIANTS]
+    [pytest.param(v, "kernels", marks=needs_cupy if s.family == "cupy" else ()) for v, s in MlpScratch.backends.items()]
     + [pytest.param("cupy-tuned", "cublas", marks=needs_cupy)],
 )
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -192,7 +197,8 @@ def test_matches_numpy_reference(variant, gemm, dtype):
     """Params after each of 3 steps within the per-dtype tolerance of the NumPy path.
     700 rows: not a multiple of the tuned kernels' 256-row blocks, so tails are exercised."""
     X, y = synthetic(700, seed=4)
-    r = runner.check_against_numpy(variant, X, y, steps=3, cfg=runner.RunConfig(dtype=dtype), gemm=gemm)
+    backend = make(variant) if gemm == "kernels" else TunedCupy(gemm=gemm)
+    r = runner.check_against_numpy(backend, make("numpy"), X, y, steps=3, cfg=runner.RunConfig(dtype=dtype))
     assert r["ok"], r
 
 
@@ -201,8 +207,8 @@ def test_matches_numpy_reference(variant, gemm, dtype):
 def test_cupy_curve_agrees_with_numpy(variant):
     X, y = synthetic(2000, seed=6)
     cfg = runner.RunConfig(iterations=60, warmup_iters=1, dtype="float64")
-    a = runner.plain_run("numpy", X[200:], y[200:], X[:200], y[:200], cfg)["convergence"]
-    b = runner.plain_run(variant, X[200:], y[200:], X[:200], y[:200], cfg)["convergence"]
+    a = runner.plain_run(NUMPY, X[200:], y[200:], X[:200], y[:200], cfg)["convergence"]
+    b = runner.plain_run(make(variant), X[200:], y[200:], X[:200], y[:200], cfg)["convergence"]
     cmp = runner.compare_curves(a, b)
     assert cmp["agree"] and cmp["max_abs_diff_loss"] < 1e-9, cmp
 
@@ -211,8 +217,8 @@ def test_cupy_curve_agrees_with_numpy(variant):
 def test_tuned_graph_matches_uncaptured():
     X, y = synthetic(1000, seed=8)
     cfg = runner.RunConfig(iterations=30, warmup_iters=2, dtype="float64")
-    g = runner.plain_run("cupy-tuned", X[100:], y[100:], X[:100], y[:100], cfg)
-    u = runner.plain_run("cupy-tuned", X[100:], y[100:], X[:100], y[:100], cfg, use_graph=False)
+    g = runner.plain_run(make("cupy-tuned"), X[100:], y[100:], X[:100], y[:100], cfg)
+    u = runner.plain_run(TunedCupy(use_graph=False), X[100:], y[100:], X[:100], y[:100], cfg)
     assert g["graph"], g["graph_error"]
     assert not u["graph"]
     assert runner.compare_curves(g["convergence"], u["convergence"], tol=0.0)["agree"]
@@ -222,7 +228,7 @@ def test_tuned_graph_matches_uncaptured():
 
 
 def test_clock_measures_a_known_sleep():
-    clock = runner._Clock(np)
+    clock = runner.Clock()
     a = clock.mark()
     time.sleep(0.05)
     b = clock.mark()
@@ -233,7 +239,7 @@ def test_clock_measures_a_known_sleep():
 
 
 def test_op_timer_sums_per_op():
-    t = runner._OpTimer(runner._Clock(np))
+    t = runner._OpTimer(runner.Clock())
     for _ in range(2):
         with t("sleep"):
             time.sleep(0.01)
@@ -257,25 +263,25 @@ def _tuned(**kw):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: runner.plain_run("numpy", None, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "train data missing"),
-        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y, GOOD_X, None, SMALL), "val data missing"),
-        (lambda: runner.plain_run("numpy", GOOD_X.reshape(20, 28, 28), GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"shape \(20, 28, 28\)"),
-        (lambda: runner.plain_run("numpy", GOOD_X[:, :100], GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \(n, 784\)"),
-        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y[:5], GOOD_X, GOOD_Y, SMALL), "y has shape"),
-        (lambda: runner.plain_run("numpy", GOOD_X[:0], GOOD_Y[:0], GOOD_X, GOOD_Y, SMALL), "empty"),
-        (lambda: runner.plain_run("numpy", GOOD_X * 255, GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \[0, 1\]"),
-        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y + 10, GOOD_X, GOOD_Y, SMALL), "labels"),
-        (lambda: runner.plain_run("numpy", GOOD_X, GOOD_Y.astype(float), GOOD_X, GOOD_Y, SMALL), "integer labels"),
-        (lambda: runner.plain_run("tensorflow", GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "unknown variant"),
+        (lambda: runner.plain_run(NUMPY, None, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "train data missing"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X, GOOD_Y, GOOD_X, None, SMALL), "val data missing"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X.reshape(20, 28, 28), GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"shape \(20, 28, 28\)"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X[:, :100], GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \(n, 784\)"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X, GOOD_Y[:5], GOOD_X, GOOD_Y, SMALL), "y has shape"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X[:0], GOOD_Y[:0], GOOD_X, GOOD_Y, SMALL), "empty"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X * 255, GOOD_Y, GOOD_X, GOOD_Y, SMALL), r"expected \[0, 1\]"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X, GOOD_Y + 10, GOOD_X, GOOD_Y, SMALL), "labels"),
+        (lambda: runner.plain_run(NUMPY, GOOD_X, GOOD_Y.astype(float), GOOD_X, GOOD_Y, SMALL), "integer labels"),
+        (lambda: runner.plain_run(make("tensorflow"), GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL), "unknown variant"),
         (lambda: runner.RunConfig(iterations=0), "iterations must be > 0"),
         (lambda: runner.RunConfig(iterations=-5), "iterations must be > 0"),
         (lambda: runner.RunConfig(iterations=2.5), "iterations must be an int"),
         (lambda: runner.RunConfig(dtype="float16"), "unknown dtype 'float16'"),
         (lambda: runner.RunConfig(dtype=None), "unknown dtype"),
         (lambda: runner.RunConfig(lr=-0.1), "learning rate"),
-        (lambda: runner.breakdown_run("numpy", GOOD_X, GOOD_Y, SMALL, iterations=0), "iterations must be > 0"),
+        (lambda: runner.breakdown_run(NUMPY, GOOD_X, GOOD_Y, SMALL, iterations=0), "iterations must be > 0"),
         (lambda: net.init_params(0, "int8"), "unknown dtype"),
-        (lambda: net.get_xp("jax"), "unknown backend"),
+        (lambda: net.get_xp("jax"), "unknown array module"),
         (lambda: _tuned(gemm="cutlass"), "unknown gemm"),
     ],
 )
@@ -289,7 +295,7 @@ def test_unavailable_backend_is_a_clear_error():
     if CUPY_WHY is None:
         pytest.skip("CuPy and a GPU are available here; nothing to refuse")
     with pytest.raises(net.BackendUnavailable) as e:
-        runner.plain_run("cupy", GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL)
+        runner.plain_run(make("cupy"), GOOD_X, GOOD_Y, GOOD_X, GOOD_Y, SMALL)
     assert "\n" not in str(e.value) and str(e.value)
 
 
@@ -305,7 +311,7 @@ def test_real_mnist_subset_learns(real_mnist_dir):
     X = x.reshape(60000, 784).astype(np.float32) / 255.0
     # the seed's split is 59,000 / 1,000; a 5,000-sample slice keeps CI fast on 2 cores
     r = runner.plain_run(
-        "numpy",
+        NUMPY,
         X[1000:6000],
         y[1000:6000].astype(np.int64),
         X[:1000],
@@ -404,14 +410,14 @@ def test_thread_limit_is_applied_inside_the_run_and_lifted_after(monkeypatch):
     before = [d["num_threads"] for d in runner.numpy_blas()]
     monkeypatch.setattr(net, "forward", spying_forward)
     X, y = synthetic(200)
-    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1, threads=1))
+    r = runner.plain_run(NUMPY, X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1, threads=1))
     assert seen and set(seen) == {1} and r["blas_threads"] == 1
     assert [d["num_threads"] for d in runner.numpy_blas()] == before  # the limit ends with the run
     seen.clear()
-    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1))
-    assert set(seen) == {runner.usable_cores()} and r["blas_threads"] == runner.usable_cores()
+    r = runner.plain_run(NUMPY, X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=5, warmup_iters=1))
+    assert set(seen) == {machine.usable_cores()} and r["blas_threads"] == machine.usable_cores()
     seen.clear()
-    runner.breakdown_run("numpy", X, y, runner.RunConfig(iterations=5, warmup_iters=1, threads=1), iterations=2)
+    runner.breakdown_run(NUMPY, X, y, runner.RunConfig(iterations=5, warmup_iters=1, threads=1), iterations=2)
     assert seen and set(seen) == {1}
     with pytest.raises(MLPInputError, match="threads"):
         runner.RunConfig(threads=-1)
@@ -427,7 +433,7 @@ def test_convergence_records_are_outside_total_s_and_inside_loop_wall_s(monkeypa
 
     monkeypatch.setattr(net, "accuracy", slow_accuracy)
     X, y = synthetic(200)
-    r = runner.plain_run("numpy", X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=20, warmup_iters=1))
+    r = runner.plain_run(NUMPY, X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=20, warmup_iters=1))
     # records at iterations 0 and 10, two accuracy calls each: >= 80 ms in the loop
     assert r["loop_wall_s"] - r["total_s"] >= 0.08
     assert max(r["per_iter_samples_ms"]) < 20

@@ -1,4 +1,4 @@
-"""Numba CPU kernels (bench/kernels/numba_cpu_cnn.py) against the same net built in torch (CPU,
+"""Numba CPU kernels (bench/studies/mnist_cnn/kernels/numba_cpu_cnn.py) against the same net built in torch (CPU,
 float32): logits, loss, every parameter's gradient, a 20-step SGD-momentum loss curve,
 predict, partial batches, pool tie-breaking, and independence of the chunk count."""
 

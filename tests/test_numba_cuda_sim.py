@@ -1,4 +1,4 @@
-"""Numba CUDA kernels (bench/kernels/numba_cuda_cnn.py) against the same net in torch (CPU, fp32),
+"""Numba CUDA kernels (bench/studies/mnist_cnn/kernels/numba_cuda_cnn.py) against the same net in torch (CPU, fp32),
 run on CPU CI under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1).
 
 For every variant, same weights and batch: logits, loss and all 8 gradients within the fp32

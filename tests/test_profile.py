@@ -54,22 +54,24 @@ def test_the_cuda_matrix_holds_the_seeds_run_and_the_two_gpu_modes(study):
         ("finetune+bf16-cl", {}, "has no variant"),  # a CUDA option
         ("finetune", {"pipeline": "dali"}, "unknown pipeline"),
         ("finetune", {"weights": "imagenet"}, "unknown weights"),
-        ("finetune", {"parallel": "ddp", "devices": "0"}, "two or more devices"),
+        ("finetune", {"parallel": "ddp", "devices": ("cpu",)}, "two or more devices"),
         ("finetune", {"parallel": "dp", "devices": "a,b"}, "GPU indices"),
+        ("finetune", {"parallel": "ddp", "devices": "0,1"}, "runs on the CPU: devices may only be cpu ranks"),
+        ("finetune", {"parallel": "ddp", "devices": "cpu,0"}, "mix cpu ranks and GPUs"),
+        ("finetune", {"devices": "cpu,cpu"}, "set parallel=ddp"),
         ("finetune", {"telemetry_hz": 0.0}, "telemetry_hz"),
         ("finetune", {"lr": float("inf")}, "lr must be"),
         ("finetune", {"image_size": 16}, "image_size"),
     ],
 )
 def test_bad_cells_are_one_line(study, variant, params, match):
-    cell = study.cell("torch-cpu", variant, **params)
     with pytest.raises(KitError, match=match) as err:
-        study.validate(cell)
+        study.validate(study.cell("torch-cpu", variant, **params))
     assert "\n" not in str(err.value)
 
 
 def test_two_gpu_cells_are_skipped_with_the_reason_where_the_gpus_are_missing(study):
-    cell = study.cell("torch-cuda", "finetune", parallel="ddp", devices="0,1")
+    cell = study.cell("torch-cuda", "finetune", parallel="ddp", devices=("0", "1"))
     why = study.cell_unavailable(cell)
     assert why and "\n" not in why
 
@@ -178,7 +180,7 @@ def test_ddp_over_two_gloo_ranks_under_torchrun(tmp_path):
         "--set",
         "parallel=ddp",
         "--set",
-        "devices=0,1",
+        "devices=cpu,cpu",
         "--set",
         "num_workers=0",
         "--out",
@@ -201,7 +203,7 @@ def test_a_dead_rank_ends_the_ddp_cell_with_one_line(tmp_path):
     out = tmp_path / "r"
     t0 = time.monotonic()
     proc = _matrix(
-        tmp_path, "--only", "variant=finetune", "--set", "parallel=ddp", "--set", "devices=0,1", "--set", "num_workers=0",
+        tmp_path, "--only", "variant=finetune", "--set", "parallel=ddp", "--set", "devices=cpu,cpu", "--set", "num_workers=0",
         "--set", "collective_timeout_s=30.0", "--out", str(out),
         env=_env(tmp_path, KIT_FAULT_DDP_RANK_EXIT="1:2"),
     )  # fmt: skip

@@ -97,6 +97,8 @@ class Study:
     seed_doc: ClassVar[str] = ""
     Config: ClassVar[type]  # frozen dataclass of params with defaults
     backends: ClassVar[dict[str, BackendSpec]] = {}
+    # the runtime_checkable Protocol every backend's create() returns (the conformance test checks it)
+    trainer_protocol: ClassVar[type | None] = None
     profiles: ClassVar[tuple[str, ...]] = PROFILES
     timing_key: ClassVar[str | None] = None  # the row key holding a timed step's seconds (noise flags look at it)
     timing_unit: ClassVar[str] = "step"  # what one such row is ("epoch", "run"), for the flags' wording
@@ -126,13 +128,22 @@ class Study:
         """The profile this study runs on PLATFORM when REQUESTED ('auto' resolves per study)."""
         return self.auto_profiles.get(platform, "default") if requested == AUTO else requested
 
-    def cell(self, backend: str, variant: str = "default", seed: int = 0, repeat: int = 0, name: str = "", **params: Any) -> Cell:
+    def cell(
+        self,
+        backend: str,
+        variant: str = "default",
+        seed: int = 0,
+        repeat: int = 0,
+        name: str = "",
+        devices: tuple = (),
+        **params: Any,
+    ) -> Cell:
         """A cell with every config key resolved (defaults filled in)."""
         full = {**self.config_defaults(), **params}
         unknown = set(params) - set(self.config_defaults())
         if unknown:
             raise KitError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
-        return Cell(self.name, backend, variant, full, seed=seed, repeat=repeat, name=name)
+        return Cell(self.name, backend, variant, full, devices=devices, seed=seed, repeat=repeat, name=name)
 
     def validate(self, cell: Cell) -> None:
         """Raise KitError (one line) when the cell cannot be run as specified. The default
@@ -176,12 +187,13 @@ class Study:
         if spec.platform != "cpu" and "cpu" in devs:
             raise KitError(f"{cell.backend} runs on {spec.platform}: devices are GPU indices, e.g. 0,1 (got {','.join(devs)})")
 
-    def runtime_setup(self, cell: Cell, threads: int, seed: int, share: int = 1) -> int:
-        """Pin the backend family's threads (thread_count(THREADS, SHARE)) and seed its global
-        generator with SEED, before create(); returns the thread count."""
+    def runtime_setup(self, cell: Cell, threads: int, seed: int | None = None, share: int = 1) -> int:
+        """Before create(): pin the backend family's threads to thread_count(THREADS, SHARE) and,
+        given a SEED, seed its global generator; returns the thread count."""
         family = self.backend_spec(cell.backend).family
         n = machine.pin_threads(threads, family, share)
-        machine.seed_family(family, seed)
+        if seed is not None:
+            machine.seed_family(family, seed)
         return n
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:

@@ -121,13 +121,13 @@ def check_resolved(name: str, source: object, checksum: str, want: str | None) -
 
 def digit_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
     """Data identity of a cell on the digit family: {'dataset': real name or 'digits', 'dataset_sha256'}."""
-    from bench.data.mnist import resolve_params
+    from bench.data.digits import resolve_params
 
     return resolve_params(params, data_dir)
 
 
 def digit_data(params: dict, data_dir: str | os.PathLike | None):
     """The cell's digit dataset (uint8 images (N,28,28), int64 labels), checksum-checked."""
-    from bench.data.mnist import load_for_cell
+    from bench.data.digits import load_for_cell
 
     return load_for_cell(params, data_dir)

@@ -20,7 +20,7 @@ def load_digits_28():
     from scipy.ndimage import zoom
     from sklearn.datasets import load_digits
 
-    from bench.data.mnist import Dataset, _checksum
+    from bench.data.mnist import Dataset, checksum
 
     d = load_digits()
     imgs8 = d.images.astype(np.float32) * (255.0 / 16.0)  # (1797,8,8) in 0..255
@@ -37,6 +37,6 @@ def load_digits_28():
         y_train=labels[tr],
         x_test=out[te],
         y_test=labels[te],
-        checksum=_checksum([out[tr], labels[tr], out[te], labels[te]]),
+        checksum=checksum([out[tr], labels[tr], out[te], labels[te]]),
         source="sklearn.datasets.load_digits (resized 8x8 -> 20x20 in 28x28)",
     )

@@ -1,4 +1,4 @@
-"""MNIST from IDX files (raw or .gz), and the data-dir resolution every command shares.
+"""MNIST from IDX files (raw or .gz); the Dataset both digit datasets return (bench.data.digits picks one).
 
 Layout: <data dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
 Data dir: --data-dir, else $KIT_DATA_DIR, else ./data.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import KitError
-from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
+from bench.data import fetch_hint, shown
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -69,10 +68,6 @@ def _find(mnist_dir: Path, stem: str) -> Path | None:
         if (mnist_dir / name).is_file():
             return mnist_dir / name
     return None
-
-
-def has_mnist(data_dir: Path) -> bool:
-    return all(_find(data_dir / "mnist", s) for s in FILES.values())
 
 
 def read_idx(path: Path, magic: int) -> np.ndarray:
@@ -135,74 +130,14 @@ def load_mnist(data_dir: Path) -> Dataset:
         y_train=arrays["train_labels"].astype(np.int64),
         x_test=arrays["test_images"],
         y_test=arrays["test_labels"].astype(np.int64),
-        checksum=_checksum(arrays.values()),
+        checksum=checksum(arrays.values()),
         source=str(mnist_dir),
     )
 
 
-def _checksum(arrays) -> str:
+def checksum(arrays) -> str:
+    """sha256 over the arrays' bytes, in order."""
     h = hashlib.sha256()
     for a in arrays:
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
-
-
-def _nonempty(d: Path) -> bool:
-    try:
-        return any(d.iterdir())
-    except OSError:
-        return True  # unreadable: let load_mnist say so
-
-
-def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> Dataset:
-    """dataset: "auto" (MNIST if present, else the embedded default), "mnist" (required), "digits"."""
-    from bench.data.embedded import load_digits_28
-
-    if dataset not in ("auto", "mnist", "digits"):
-        raise KitError(f"unknown dataset {dataset!r}: choose auto, mnist or digits")
-    root = resolve_data_dir(data_dir)
-    named = data_dir_named(data_dir)
-    # a data dir someone named must exist and hold the data: a typo never silently falls back to the digits
-    if (named or dataset == "mnist") and not root.is_dir():
-        raise KitError(
-            f"data dir {shown(root)} does not exist; pass --data-dir, set KIT_DATA_DIR, or fetch it: {fetch_hint('mnist', root)}"
-        )
-    if dataset == "digits":  # asked for by name
-        return load_digits_28()
-    if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
-        raise KitError(f"cannot read data dir {shown(root)} as uid {os.getuid()} (permission denied): make it readable")
-    held = root / "mnist"
-    # an empty mnist/ (what an interrupted fetch could leave) holds nothing: as if absent
-    if dataset == "mnist" or (held.is_dir() and (named or _nonempty(held))):
-        return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
-    if named:
-        raise KitError(
-            f"data dir {shown(root)} holds no mnist/: fetch it ({fetch_hint('mnist', root)}), "
-            "or ask for the embedded default with `--set dataset=digits`"
-        )
-    return load_digits_28()  # nothing was asked for: the embedded default (rows and the report say so)
-
-
-_CACHE: dict[tuple[str, str], Dataset] = {}
-
-
-def load_cached(data_dir: str | os.PathLike | None, dataset: str) -> Dataset:
-    """load_dataset, once per (resolved dir, dataset) in this process (a matrix resolves many cells)."""
-    key = (str(resolve_data_dir(data_dir).absolute()), dataset)
-    if key not in _CACHE:
-        _CACHE[key] = load_dataset(data_dir, dataset)
-    return _CACHE[key]
-
-
-def resolve_params(params: dict, data_dir: str | os.PathLike | None) -> dict:
-    """The data identity a cell records: dataset 'mnist' or 'digits' (never 'auto') and the
-    checksum of exactly the arrays it will train on, so other data is another cell."""
-    ds = load_cached(data_dir, params.get("dataset", "auto"))
-    return {"dataset": "mnist" if ds.real_mnist else "digits", "dataset_sha256": ds.checksum}
-
-
-def load_for_cell(params: dict, data_dir: str | os.PathLike | None) -> Dataset:
-    """The cell's dataset; a checksum other than the one the cell was resolved for is an error."""
-    ds = load_cached(data_dir, params.get("dataset", "auto"))
-    check_resolved(ds.name, ds.source, ds.checksum, params.get("dataset_sha256"))
-    return ds

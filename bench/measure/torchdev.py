@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+TORCHVISION = ("torch", "torchvision")  # BackendSpec.needs of the torchvision-model backends
+
 
 def unavailable(kind: str) -> str | None:
     """Why torch + torchvision cannot run on KIND (cpu | cuda | mps) here, or None."""

@@ -25,6 +25,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.measure.torchdev import TORCHVISION
+from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.config import (
     CPU_VARIANTS,
     DATASETS,
@@ -53,20 +55,32 @@ class CifarOpt(Study):
     timing_unit = "epoch"
     auto_profiles = {"cpu": "smoke"}  # `all` without --profile: the seed's CPU setup takes hours on a laptop
     Config = CifarOptConfig
+    trainer_protocol = Trainer  # backends/__init__.py
     backends = {
         "torch-cpu": BackendSpec(
             _B + "torch_cpu",
             "cpu",
             CPU_VARIANTS,
+            family="torch",
+            needs=TORCHVISION,
             about="eager fp32; quant-dynamic (the seed's); int8 (PT2E, compiled) vs compiled fp32; compile; optuna",
         ),
         "torch-cuda": BackendSpec(
             _B + "torch_cuda",
             "cuda",
             tuple(v for v in NAMED if v not in ("quant-dynamic", "int8")),
+            family="torch",
+            needs=TORCHVISION,
             about="default, amp (fp16, the seed's), optuna, or any '+' of bf16, fp16, cl, compile, graphs; tuned = bf16+cl+compile+graphs",
         ),
-        "torch-mps": BackendSpec(_B + "torch_mps", "mps", MPS_VARIANTS, about="Apple GPUs, natively (docker/mps/run.sh)"),
+        "torch-mps": BackendSpec(
+            _B + "torch_mps",
+            "mps",
+            MPS_VARIANTS,
+            family="torch",
+            needs=TORCHVISION,
+            about="Apple GPUs, natively (docker/mps/run.sh)",
+        ),
     }
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:

@@ -17,7 +17,7 @@ before its clock starts. The training seed is cell.seed + cell.repeat: the seed'
 from __future__ import annotations
 
 import math
-import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,21 +27,15 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
 from bench.studies.cifar_opt.config import Settings, parse_variant, settings, variant_kind
-from bench.studies.cifar_opt.trainer import Split, Trainer
+from bench.studies.cifar_opt.trainer import Split, Trainer, TrainerData
+
+MakeTrainer = Callable[[Split, int, float, "str | None"], Trainer]  # (split, batch, lr, variant): the backend's create()
 
 
 def chance_limit(n_test: int) -> float:
     """Test accuracy at or below this is 'at chance' for 10 balanced classes: 10% plus three
     binomial standard deviations of N_TEST draws."""
     return 0.1 + 3 * math.sqrt(0.1 * 0.9 / max(n_test, 1))
-
-
-def _threads(n: int) -> int:
-    from bench.measure.torchdev import set_threads
-
-    n = set_threads(n)
-    os.environ.setdefault("OMP_NUM_THREADS", str(n))
-    return n
 
 
 @dataclass
@@ -54,6 +48,7 @@ class CellRun:
     dataset: dict
     threads: int
     n_trials: int
+    make: MakeTrainer
     trainer: Trainer | None = None
     search: Any = None
     pick: dict = field(default_factory=dict)
@@ -93,7 +88,7 @@ class CellRun:
     def _ensure_trainer(self) -> Trainer:
         if self.trainer is None:  # optuna: build with the pick, warm up, before the first clock
             bs, lr = self.pick["batch_size_picked"], self.pick["lr_picked"]
-            self.trainer = Trainer(self.cfg, self.split, bs, lr, self.cfg.seed, variant="default")
+            self.trainer = self.make(self.split, bs, lr, "default")
             self.warmup_s = self.trainer.warmup()
             self.heap_mb = self.trainer.python_heap_peak_mb()
         return self.trainer
@@ -178,20 +173,26 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     from bench.data import cifar10
 
     cfg = settings(cell)
-    threads = _threads(cfg.threads)
+    threads = study.runtime_setup(cell, cfg.threads)
+    backend = study.load_backend(cell.backend)
+
+    def make(split: Split, batch_size: int, lr: float, variant: str | None = None) -> Trainer:
+        return backend.create(cell, TrainerData(cfg, split, batch_size, lr, cfg.seed, variant))
+
     torch.backends.cudnn.benchmark = True  # the seed's CUDA setting
     ds = cifar10.load_for_cell(cell.params, ctx.data_dir)
     sub = cifar10.subsample(ds, cfg.n_train, cfg.n_test, cfg.subsample_seed)
     split = Split(sub.x_train, sub.y_train, sub.x_test, sub.y_test)
     if cfg.batch_size > len(split.y_train):
         raise KitError(f"batch_size {cfg.batch_size} is larger than the training subsample ({len(split.y_train)} images)")
-    run = CellRun(cfg, ctx, split, ds.describe(), threads, cfg.trials if variant_kind(cfg.variant) == "optuna" else 0)
+    n_trials = cfg.trials if variant_kind(cfg.variant) == "optuna" else 0
+    run = CellRun(cfg, ctx, split, ds.describe(), threads, n_trials, make)
     if run.n_trials:
         from bench.studies.cifar_opt.search import Search
 
-        run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir)
+        run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir, make)
     else:
-        run.trainer = Trainer(cfg, split, cfg.batch_size, cfg.lr, cfg.seed)
+        run.trainer = make(split, cfg.batch_size, cfg.lr)
         run.warmup_s = run.trainer.warmup()
         run.heap_mb = run.trainer.python_heap_peak_mb()
     return run

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +84,11 @@ class Search:
     """One Optuna study for a cell; `trial(i)` runs trial i (or reports it when a resumed
     journal already holds it) and returns its row."""
 
-    def __init__(self, cfg: Settings, x: np.ndarray, y: np.ndarray, cell_dir: Path):
+    def __init__(self, cfg: Settings, x: np.ndarray, y: np.ndarray, cell_dir: Path, make: Callable[..., Trainer]):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.cfg = cfg
+        self.cfg, self.make = cfg, make  # make(split, batch, lr, variant): the backend's create()
         self.train = holdout(x, y, cfg.val_fraction, cfg.seed)
         self.batches = [b for b in SEED_BATCHES[cfg.device] if b <= len(self.train.y_train)]
         self.path = cell_dir / JOURNAL
@@ -118,7 +119,7 @@ class Search:
         cfg = self.cfg
         bs = trial.suggest_categorical("batch_size", self.batches)
         lr = trial.suggest_float("lr", *LR_RANGE, log=True)
-        tr = Trainer(cfg, self.train, bs, lr, cfg.seed, variant="default")
+        tr = self.make(self.train, bs, lr, "default")
         tr.warmup(1)
         times, acc = [], 0.0
         for e in range(cfg.trial_epochs):

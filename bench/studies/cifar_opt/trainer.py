@@ -32,6 +32,19 @@ class Split:
     y_eval: np.ndarray
 
 
+@dataclass(frozen=True)
+class TrainerData:
+    """What a backend's create() gets: the settings, the split to train on, the batch, the
+    learning rate and seed, and the variant (None: the cell's; an Optuna trial trains 'default')."""
+
+    cfg: Settings
+    split: Split
+    batch_size: int
+    lr: float
+    seed: int
+    variant: str | None = None
+
+
 class Trainer:
     def __init__(self, cfg: Settings, split: Split, batch_size: int, lr: float, seed: int, variant: str | None = None):
         self.cfg, self.batch = cfg, batch_size

@@ -1,13 +1,17 @@
 """mlp-scratch (seed 001): a 784-10-10 MLP written once against an `xp` array module,
 full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and tuned).
 
-    config.py      defaults, platform matrix (one cell per dtype), profiles
+    config.py      defaults, profiles (one cell per dtype)
     protocol.py    one cell: check, interleaved plain runs, op breakdown, memory, convergence
     net.py         the network against `xp` (NumPy or CuPy, one code path)
     tuned_cupy.py  the tuned CuPy variant (CUDA graph, fused kernels)
-    runner.py      plain run, op-breakdown run, memory breakdown, convergence (plain dicts out)
-    backends/      numpy, cupy, cupy-tuned (available, create)
+    runner.py      plain run, op-breakdown run, memory breakdown, convergence (plain dicts
+                   out) for any runner.Backend
+    backends/      numpy, cupy, cupy-tuned: one module each (available, create)
     report.py      Tables 3-5 and the convergence plot (Fig. 3)
+
+`MlpScratch.backends` is the only list of backends: a platform's cell, the reference and
+the validation messages all derive from it, so a backend is one module plus one entry.
 
 Nothing here imports CuPy at import time; a CPU-only host never needs it.
 """
@@ -21,7 +25,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
-from bench.studies.mlp_scratch.config import PLATFORM_BACKEND, PROFILE_DTYPES, PROFILE_PARAMS, VARIANTS, MlpConfig
+from bench.studies.mlp_scratch.backends import Trainer
+from bench.studies.mlp_scratch.config import PROFILE_DTYPES, PROFILE_PARAMS, MlpConfig
 
 _B = "bench.studies.mlp_scratch.backends."
 
@@ -34,11 +39,28 @@ class MlpScratch(Study):
     timing_key = "total_s"  # noise flags: CV and outliers over the timed runs
     timing_unit = "run"
     Config = MlpConfig
+    trainer_protocol = Trainer  # backends/__init__.py
     backends = {
-        "numpy": BackendSpec(_B + "numpy_xp", "cpu", about="net.py on NumPy (the host BLAS)"),
-        "cupy": BackendSpec(_B + "cupy_xp", "cuda", about="net.py on CuPy, as the seed wrote it"),
-        "cupy-tuned": BackendSpec(_B + "cupy_tuned", "cuda", about="fused kernels + one CUDA graph per step"),
+        "numpy": BackendSpec(_B + "numpy_xp", "cpu", about="net.py on NumPy (the host BLAS)", family="numpy"),
+        "cupy": BackendSpec(_B + "cupy_xp", "cuda", about="net.py on CuPy, as the seed wrote it", family="cupy"),
+        "cupy-tuned": BackendSpec(_B + "cupy_tuned", "cuda", about="fused kernels + one CUDA graph per step", family="cupy"),
     }
+
+    @classmethod
+    def reference(cls) -> str:
+        """The backend every check, convergence curve and speedup compares with: the first of
+        the numpy family, in registry order."""
+        return next(n for n, s in cls.backends.items() if s.family == "numpy")
+
+    def platform_backend(self, platform: str) -> str | None:
+        """The backend of PLATFORM's cells: the cpu backends and the platform's own, '+'-joined
+        in registry order (cpu: "numpy", cuda: "numpy+cupy+cupy-tuned"); None where the
+        platform has none of its own (mps). One cell per platform and dtype: its backends
+        run side by side in one process, so Table 3's speedups are ratios of medians from one
+        session."""
+        if not any(s.platform == platform for s in self.backends.values()):
+            return None
+        return "+".join(n for n, s in self.backends.items() if s.platform in ("cpu", platform))
 
     @staticmethod
     def parts(cell: Cell) -> list[str]:
@@ -49,9 +71,9 @@ class MlpScratch(Study):
             raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
         if profile not in PROFILE_PARAMS:
             raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
-        if platform not in PLATFORM_BACKEND:
-            return []  # no mps variant of this study
-        backend = PLATFORM_BACKEND[platform]
+        backend = self.platform_backend(platform)
+        if backend is None:
+            return []  # no mps backend of this study
         params: dict[str, Any] = dict(PROFILE_PARAMS[profile])
         return [self.cell(backend, name=f"{backend}_{dt}", **{**params, "dtype": dt}) for dt in PROFILE_DTYPES[profile]]
 
@@ -60,12 +82,12 @@ class MlpScratch(Study):
 
         parts = self.parts(cell)
         for v in parts:
-            if v not in VARIANTS:
-                raise KitError(f"unknown mlp-scratch backend {v!r}: choose {', '.join(VARIANTS)} (joined with '+')")
+            if v not in self.backends:
+                raise KitError(f"unknown mlp-scratch backend {v!r}: choose {', '.join(self.backends)} (joined with '+')")
         if len(set(parts)) != len(parts):
             raise KitError(f"mlp-scratch backend {cell.backend!r} names a variant twice")
         if cell.variant != "default":
-            raise KitError(f"mlp-scratch has no variant {cell.variant!r}: its backends are {', '.join(VARIANTS)}")
+            raise KitError(f"mlp-scratch has no variant {cell.variant!r}: its backends are {', '.join(self.backends)}")
         p = cell.params
         try:
             net.check_iterations(p["iterations"])

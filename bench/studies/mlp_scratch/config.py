@@ -1,13 +1,10 @@
-"""mlp-scratch's config: defaults as data, units in the comments; the per-platform matrix."""
+"""mlp-scratch's config: defaults as data, units in the comments; the profiles (a platform's
+cell and its backends come from the registry: MlpScratch.platform_backend)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-VARIANTS = ("numpy", "cupy", "cupy-tuned")
-# One cell per platform and dtype: its variants run side by side in one process, so Table 3's
-# speedups are ratios of medians from one session. The cell's backend names them, '+'-joined.
-PLATFORM_BACKEND = {"cpu": "numpy", "cuda": "numpy+cupy+cupy-tuned"}
 PROFILE_PARAMS = {
     "smoke": {"iterations": 100, "plain_runs": 2, "breakdown_iterations": 20},  # wiring check
     "default": {},  # the seed's 500 iterations

@@ -126,18 +126,18 @@ def cupy_unavailable_reason() -> str | None:
     return None if n > 0 else "no CUDA device: getDeviceCount() == 0"
 
 
-def get_xp(backend: str):
-    """The array module for 'numpy' or 'cupy'; raises BackendUnavailable with the reason."""
-    if backend == "numpy":
+def get_xp(name: str):
+    """The array module NAME ('numpy' or 'cupy'); raises BackendUnavailable with the reason."""
+    if name == "numpy":
         return np
-    if backend == "cupy":
+    if name == "cupy":
         why = cupy_unavailable_reason()
         if why:
             raise BackendUnavailable(why)
         import cupy
 
         return cupy
-    raise MLPInputError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    raise MLPInputError(f"unknown array module {name!r}: choose one of {', '.join(BACKENDS)}")
 
 
 def array_module(a):

@@ -1,14 +1,16 @@
-"""One mlp-scratch cell: every variant the cell names, side by side in one process.
+"""One mlp-scratch cell: every backend the cell names ('+'-joined), side by side in one process.
 
 Steps (each returns its rows; `phase` says which):
-  0            check: each CuPy variant against NumPy (parameters after a few steps), before timing
-  1..R         plain run r of every variant, interleaved (total, per iteration, forward, backward)
-  R+1          op breakdown per variant (a device sync around every op: distorted, separate)
-  R+2          memory breakdown per variant, each in a fresh spawned process (seed Table 5)
+  0            check: each backend against the NumPy reference (MlpScratch.reference(); its
+               parameters after a few steps), before timing
+  1..R         plain run r of every backend, interleaved (total, per iteration, forward, backward)
+  R+1          op breakdown per backend (a device sync around every op: distorted, separate)
+  R+2          memory breakdown per backend, each in a fresh spawned process that creates it
+               from its BackendSpec's module (seed Table 5)
   close()      convergence rows: plain run 0's records, every 10 iterations and at the end
                (training accuracy from that step's own forward pass, validation accuracy,
-               loss), NumPy vs each CuPy variant within 1e-3. The records sit between timed
-               steps: outside total_s, inside loop_wall_s (the seed's "entire process").
+               loss), the reference vs each other backend within 1e-3. The records sit between
+               timed steps: outside total_s, inside loop_wall_s (the seed's "entire process").
 Every run holds NumPy's BLAS to `threads` threads (threadpoolctl); each row says which BLAS
 and how many threads (`blas`, `blas_threads`), system.json the library details.
 Data: MNIST train split 59,000 / 1,000 (validation), as the seed; with the embedded digits
@@ -25,6 +27,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext
 from bench.studies.mlp_scratch import runner
+from bench.studies.mlp_scratch.backends import Trainer, make
+from bench.studies.mlp_scratch.memory import memory_isolated
 
 PLAIN_KEYS = (
     "total_s",
@@ -67,7 +71,10 @@ def load_xy(params: dict, data_dir: str | None):
 class MlpRun:
     """A prepared cell (a StepRun)."""
 
-    variants: dict  # name -> backends.Variant, those available here
+    cell: Cell
+    variants: dict[str, Trainer]  # name -> created backend, those available here
+    modules: dict[str, str]  # name -> its BackendSpec.module (the memory process creates it from there)
+    reference: str  # the backend the others are checked against (MlpScratch.reference())
     skipped: dict  # name -> reason
     data: tuple  # X, y, Xv, yv
     rcfg: runner.RunConfig
@@ -106,18 +113,19 @@ class MlpRun:
                 for o in var.breakdown(X, y, self.rcfg, iters)["ops"]
             ]
         m_rows = []
-        for v, var in self.variants.items():
-            m = var.memory(X, y, Xv, yv, self.rcfg)
+        for v in self.variants:
+            m = memory_isolated(self.modules[v], self.cell, X, y, Xv, yv, self.rcfg)
             m_rows.append(self._row(v, "memory", **{k: m.get(k) for k in runner.MEMORY_KEYS}))
         return m_rows
 
     def _check(self) -> list[dict]:
         X, y, _, _ = self.data
         rows = [self._row(v, None, status="skipped", reason=why) for v, why in self.skipped.items()]
+        ref = self.variants.get(self.reference) or make(self.reference)
         for v, var in list(self.variants.items()):
-            if v == "numpy":
+            if v == self.reference:
                 continue
-            c = var.check(X, y, self.params["check_steps"], self.rcfg)
+            c = var.check(ref, X, y, self.params["check_steps"], self.rcfg)
             rows.append(
                 self._row(
                     v,
@@ -125,7 +133,7 @@ class MlpRun:
                     status="ok" if c["ok"] else "error",
                     max_abs_err=c["max_abs_err"],
                     err_over_tol=c["max_err_over_tol"],
-                    **({} if c["ok"] else {"reason": "disagrees with numpy before timing"}),
+                    **({} if c["ok"] else {"reason": f"disagrees with {self.reference} before timing"}),
                 )
             )
             if not c["ok"]:
@@ -134,7 +142,8 @@ class MlpRun:
 
     def close(self) -> list[dict]:
         curves = {v: rs[0]["convergence"] for v, rs in self.runs.items()}
-        agree = {v: runner.compare_curves(curves["numpy"], curves[v]) for v in curves if v != "numpy" and "numpy" in curves}
+        ref = self.reference
+        agree = {v: runner.compare_curves(curves[ref], curves[v]) for v in curves if v != ref and ref in curves}
         self.agree = agree
         rows = [
             self._row(v, "convergence", **point, agrees_with_numpy=agree[v]["agree"] if v in agree else None)
@@ -142,7 +151,7 @@ class MlpRun:
             for point in curve
         ]
         rows += [
-            self._row(v, "convergence", status="error", reason=f"curve differs from numpy by more than {runner.CURVE_TOL}")
+            self._row(v, "convergence", status="error", reason=f"curve differs from {ref} by more than {runner.CURVE_TOL}")
             for v, a in agree.items()
             if not a["agree"]
         ]
@@ -161,13 +170,15 @@ class MlpRun:
 def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
     p = cell.params
     X, y, Xv, yv, dsinfo = load_xy(p, ctx.data_dir)
-    variants, skipped = {}, {}
+    variants: dict[str, Trainer] = {}
+    skipped = {}
     for v in study.parts(cell):
         why = study.why_unavailable(v)
         if why:
             skipped[v] = why
         else:
             variants[v] = study.load_backend(v).create(cell, None)
+    modules = {v: study.backend_spec(v).module for v in variants}
     threads = int(p.get("threads", 0))
     rcfg = runner.RunConfig(iterations=p["iterations"], lr=p["lr"], dtype=p["dtype"], seed=cell.seed, threads=threads)
     with runner.blas_threads(threads) as blas:  # what every run of this cell will hold NumPy's BLAS to
@@ -181,4 +192,4 @@ def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
         "blas": blas["blas"],
         "blas_threads": blas["blas_threads"],
     }
-    return MlpRun(variants, skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base, blas)
+    return MlpRun(cell, variants, modules, study.reference(), skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base, blas)

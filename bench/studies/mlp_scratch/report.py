@@ -11,9 +11,10 @@ from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt
+from bench.studies.mlp_scratch import MlpScratch
 from bench.studies.mlp_scratch.runner import MEMORY_PARTS, OVERHEAD_DEFINITION
 
-REFERENCE = "numpy"  # the variant every speedup divides by
+REFERENCE = MlpScratch.reference()  # the variant every speedup divides by
 # Table 3's two totals: the timed training steps only, and the whole loop with the records
 TOTALS = (
     ("total_s", "Total, steps only (s)"),
@@ -32,6 +33,12 @@ def _variants(cell: Cell) -> list[str]:
         if r.get("phase") == "plain" and r["backend"] not in seen:
             seen.append(r["backend"])
     return seen
+
+
+def _platform(v: str) -> str:
+    """The platform of backend V (results may name one this checkout does not register)."""
+    spec = MlpScratch.backends.get(v)
+    return spec.platform if spec else "?"
 
 
 def _per_repeat(group: list[Cell], v: str, key: str) -> dict[int, float]:
@@ -105,12 +112,12 @@ def table4(cell: Cell) -> list[str]:
         if r["op"] not in names:
             names.append(r["op"])
     ms = {(r["backend"], r["op"]): r["op_ms_per_iter"] for r in ops}
-    others = [v for v in vs if v != "numpy"]
+    others = [v for v in vs if v != REFERENCE]
     head = "| op | " + " | ".join([f"{v} (ms/iter)" for v in vs] + [f"speedup {v}" for v in others]) + " |"
     out = [head, "|" + "---|" * (1 + len(vs) + len(others))]
     for op in names:
-        a = ms.get(("numpy", op))
-        sps = [f"{a / ms[(v, op)]:.1f}x" if a and ms.get((v, op)) else "" for v in vs if v != "numpy"]
+        a = ms.get((REFERENCE, op))
+        sps = [f"{a / ms[(v, op)]:.1f}x" if a and ms.get((v, op)) else "" for v in others]
         out.append(f"| {op} | " + " | ".join([fmt(ms.get((v, op))) for v in vs] + sps) + " |")
     return out
 
@@ -339,7 +346,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         n = len(group)
         flags = [f"r{x.repeat}: {x.flags}" for x in group if x.flags]
         gpu = (c.system.get("gpu") or {}).get("name")
-        on_gpu = any(v != "numpy" for v in _variants(c))  # only then did the cell use the GPU
+        on_gpu = any(_platform(v) != "cpu" for v in _variants(c))  # only then did the cell use the GPU
         where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
             f" + {gpu}" if gpu and on_gpu else ""
         )

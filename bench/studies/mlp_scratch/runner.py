@@ -1,17 +1,19 @@
 """Runs of the mlp-scratch study (seed 001): plain, op breakdown, memory, convergence, checks.
 
-Variants: 'numpy' and 'cupy' run net.py (the seed's way) on that array module;
-'cupy-tuned' runs tuned_cupy.py. Every function returns plain dicts / lists of numbers
-(None where a field does not apply), units in the key names. Inputs everywhere:
-X (n, 784) floats in [0, 1] and y (n,) int labels, numpy or cupy.
+Every function takes a `Backend` (below), what a backend module's create() returns
+(backends/: numpy and cupy run net.py on their array module, cupy-tuned runs tuned_cupy.py),
+and drives its four hooks from one host init (net.init_params): so nothing here knows a
+backend by name. Every function returns plain dicts / lists of numbers (None where a field
+does not apply), units in the key names. Inputs everywhere: X (n, 784) floats in [0, 1] and
+y (n,) int labels, numpy or cupy.
 
 Timing rules (DESIGN.md "Measuring honestly"):
 - plain_run: warm-up steps first (warmup_s, first_iter_ms), then a timed run from the same
   initial weights. Each iteration is bracketed by timestamps that do not sync: CUDA events
-  on the stream for CuPy, perf_counter for NumPy; the device is synced once at the end and
-  every duration is checked >= 0. total_s sums the training steps only; the convergence
-  record every `record_every` iterations sits between steps (for naive CuPy it syncs the
-  host, as the seed's print did) and is in loop_wall_s, not in total_s.
+  on the stream for a device backend (CuPy), perf_counter for NumPy; the device is synced
+  once at the end and every duration is checked >= 0. total_s sums the training steps only;
+  the convergence record every `record_every` iterations sits between steps (for naive CuPy
+  it syncs the host, as the seed's print did) and is in loop_wall_s, not in total_s.
 - breakdown_run: a separate run that syncs the device before and after every op, so its
   totals are distorted; quote total_s from plain_run.
 - Threads: every run (plain, breakdown, memory, the checks) holds NumPy's BLAS to
@@ -22,19 +24,21 @@ Timing rules (DESIGN.md "Measuring honestly"):
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from bench.core import machine
 from bench.studies.mlp_scratch import net
 
-VARIANTS = ("numpy", "cupy", "cupy-tuned")
 # Tolerances for comparing params with the NumPy reference, defined once per dtype:
 # |a - ref| <= atol + rtol * |ref| elementwise (weights are O(0.5)).
 TOL = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-12, "rtol": 1e-10}}
@@ -82,22 +86,7 @@ class RunConfig:
             raise net.MLPInputError(f"threads must be an int >= 0 (0 = every core this process may use), got {self.threads!r}")
 
 
-def _check_variant(variant: str) -> str:
-    if variant not in VARIANTS:
-        raise net.MLPInputError(f"unknown variant {variant!r}: choose one of {', '.join(VARIANTS)}")
-    if variant != "numpy":
-        why = net.cupy_unavailable_reason()
-        if why:
-            raise net.BackendUnavailable(f"{variant}: {why}")
-    return variant
-
-
 # ---------------------------------------------------------------- NumPy's BLAS threads
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask; the CPU count where there is none)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def numpy_blas(info: list[dict] | None = None) -> list[dict]:
@@ -125,9 +114,10 @@ def describe_blas(libs: list[dict]) -> tuple[str, int | None]:
 
 @contextlib.contextmanager
 def blas_threads(threads: int = 0):
-    """Hold NumPy's BLAS to THREADS threads (0: usable_cores()) for the block; yields
-    {blas, blas_threads, blas_threads_requested, blas_libs} as read inside the limit."""
-    n = threads or usable_cores()
+    """Hold NumPy's BLAS to THREADS threads (0: every core this process may use, the kit's
+    thread rule machine.thread_count) for the block; yields {blas, blas_threads,
+    blas_threads_requested, blas_libs} as read inside the limit."""
+    n = machine.thread_count(threads)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # not in the image: say so, run unpinned
@@ -153,19 +143,20 @@ def blas_threads(threads: int = 0):
 # ---------------------------------------------------------------- clocks
 
 
-def _nonneg(ms: float, what: str) -> float:
+def nonneg(ms: float, what: str) -> float:
     if not ms >= 0:  # also catches NaN
         raise net.MLPError(f"negative or NaN duration for {what}: {ms} ms")
     return ms
 
 
-class _Clock:
-    """Timestamps that do not sync: perf_counter (NumPy) or CUDA events on `stream` (CuPy)."""
+class Clock:
+    """Timestamps that do not sync: perf_counter on the host (cp None) or CUDA events of the
+    CuPy module cp on `stream` (a device backend's)."""
 
-    def __init__(self, xp, stream=None):
-        self.cp = None if xp is np else xp
+    def __init__(self, cp: Any = None, stream=None):
+        self.cp = cp
         self.stream = stream
-        self.kind = "perf_counter" if self.cp is None else "cuda_events"
+        self.kind = "perf_counter" if cp is None else "cuda_events"
 
     def sync(self):
         if self.cp is not None:
@@ -181,13 +172,13 @@ class _Clock:
     def ms(self, a, b, what="interval") -> float:
         """Milliseconds from mark a to mark b (sync first)."""
         d = (b - a) * 1e3 if self.cp is None else self.cp.cuda.get_elapsed_time(a, b)
-        return _nonneg(d, what)
+        return nonneg(d, what)
 
 
 class _OpTimer:
     """ops(name) for net.py / tuned_cupy.py: sync, time on the host, sync; sums per op."""
 
-    def __init__(self, clock: _Clock):
+    def __init__(self, clock: Clock):
         self.clock = clock
         self.ms: dict[str, float] = {}
         self.calls: dict[str, int] = {}
@@ -198,12 +189,12 @@ class _OpTimer:
         t0 = time.perf_counter()
         yield
         self.clock.sync()
-        d = _nonneg((time.perf_counter() - t0) * 1e3, name)
+        d = nonneg((time.perf_counter() - t0) * 1e3, name)
         self.ms[name] = self.ms.get(name, 0.0) + d
         self.calls[name] = self.calls.get(name, 0) + 1
 
 
-def _stats(prefix: str, samples: list[float]) -> dict:
+def timing_stats(prefix: str, samples: list[float]) -> dict:
     """{prefix}_ms (mean), _median_ms, _min_ms, _max_ms and the samples (all in ms)."""
     return {
         f"{prefix}_ms": statistics.fmean(samples),
@@ -214,16 +205,70 @@ def _stats(prefix: str, samples: list[float]) -> dict:
     }
 
 
-def _record(iteration, train_acc, val_acc, loss) -> dict:
+def record(iteration, train_acc, val_acc, loss) -> dict:
+    """One convergence point: accuracies are fractions, loss the mean cross-entropy."""
     return {"iteration": int(iteration), "train_acc": float(train_acc), "val_acc": float(val_acc), "loss": float(loss)}
+
+
+# ---------------------------------------------------------------- what a backend gives
+
+
+class Backend(abc.ABC):
+    """One array backend as this module's functions drive it: what a backend module's
+    create() returns. A subclass sets name, device and xp and gives the four hooks, each
+    starting from INIT (host params, net.init_params: every backend starts from the same
+    weights); check / plain / breakdown / memory, the study's Trainer protocol
+    (backends/__init__.py), are this module's functions on self."""
+
+    name: str  # its registry name (MlpScratch.backends): the `variant` of every dict out
+    device: bool  # computes on a CUDA device through CuPy (`xp`): CUDA-event clock, memory = GPU memory growth
+    xp: Any  # its array module: numpy or cupy
+
+    @property
+    def label(self) -> str:
+        """The `variant` of check_against_numpy's dict."""
+        return self.name
+
+    def clock(self, stream=None) -> Clock:
+        return Clock(self.xp if self.device else None, stream)
+
+    @abc.abstractmethod
+    def timed_run(self, init: dict, X, y, X_val, y_val, cfg: RunConfig) -> dict:
+        """plain_run's measured part: warm-up, then the timed run; plain_run's keys from
+        `timer` to `convergence` (its docstring)."""
+
+    @abc.abstractmethod
+    def op_stepper(self, init: dict, X, y, cfg: RunConfig) -> tuple[Clock, Callable[[Any], object]]:
+        """For breakdown_run: (its clock, step(ops)), one training step with `ops` around every op."""
+
+    @abc.abstractmethod
+    def live_arrays(self, init: dict, X, y, X_val, y_val, cfg: RunConfig) -> contextlib.AbstractContextManager[dict]:
+        """A context: one synced iteration with every array alive until it exits; yields their
+        bytes: params_bytes, input_bytes, activations_bytes, gradients_bytes, other_bytes."""
+
+    @abc.abstractmethod
+    def params_after(self, init: dict, X, y, steps: int, cfg: RunConfig) -> list[dict]:
+        """Host params {W1, b1, W2, b2} after each of STEPS training steps (no timing)."""
+
+    # ---- the study's Trainer protocol
+    def check(self, reference: Backend, X, y, steps: int, cfg: RunConfig) -> dict:
+        return check_against_numpy(self, reference, X, y, steps, cfg)
+
+    def plain(self, X, y, X_val, y_val, cfg: RunConfig) -> dict:
+        return plain_run(self, X, y, X_val, y_val, cfg)
+
+    def breakdown(self, X, y, cfg: RunConfig, iterations: int) -> dict:
+        return breakdown_run(self, X, y, cfg, iterations)
+
+    def memory(self, X, y, X_val, y_val, cfg: RunConfig) -> dict:
+        """In this process; protocol.py calls it in a fresh one (memory.memory_isolated)."""
+        return memory_breakdown(self, X, y, X_val, y_val, cfg)
 
 
 # ---------------------------------------------------------------- plain run
 
 
-def plain_run(
-    variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), use_graph: bool = True, gemm: str = "kernels"
-) -> dict:
+def plain_run(backend: Backend, X, y, X_val, y_val, cfg: RunConfig = RunConfig()) -> dict:
     """Timed training run; returns timings, warm-up, and the convergence curve.
 
     Keys: variant, dtype, iterations, lr, seed, n_train, n_val, timer, warmup_iters,
@@ -234,19 +279,14 @@ def plain_run(
     kernels fuse them), convergence [{iteration, train_acc, val_acc, loss}] every
     record_every iterations plus a final row at iteration == iterations, final_train_acc,
     final_val_acc, final_loss; blas, blas_threads (NumPy's BLAS and its thread limit, read
-    inside the run); cupy-tuned adds gemm, graph, graph_error, setup_s, capture_s.
-    use_graph, gemm: cupy-tuned only (see tuned_cupy.py)."""
-    _check_variant(variant)
+    inside the run); cupy-tuned adds gemm, graph, graph_error, setup_s, capture_s."""
     net.check_data(X, y, "train")
     net.check_data(X_val, y_val, "val")
     with blas_threads(cfg.threads) as blas:
-        if variant == "cupy-tuned":
-            out = _tuned_plain(X, y, X_val, y_val, cfg, use_graph, gemm)
-        else:
-            out = _naive_plain(variant, X, y, X_val, y_val, cfg)
+        out = backend.timed_run(net.init_params(cfg.seed, cfg.dtype), X, y, X_val, y_val, cfg)
     last = out["convergence"][-1]
     head = {
-        "variant": variant,
+        "variant": backend.name,
         "dtype": cfg.dtype,
         "iterations": cfg.iterations,
         "lr": cfg.lr,
@@ -259,170 +299,22 @@ def plain_run(
     return {**head, **out, "final_train_acc": last["train_acc"], "final_val_acc": last["val_acc"], "final_loss": last["loss"]}
 
 
-def _naive_plain(variant, X, y, X_val, y_val, cfg: RunConfig) -> dict:
-    xp = net.get_xp(variant)
-    init = net.init_params(cfg.seed, cfg.dtype)
-    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)  # (784, m), (m,)
-    XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)  # (784, mv), (mv,)
-    clock = _Clock(xp)
-
-    # warm-up: kernels compiled, BLAS/cuBLAS handles made, pool filled; own copy of the init
-    p = net.to_device(init, xp)
-    clock.sync()
-    t0 = time.perf_counter()
-    for k in range(cfg.warmup_iters):
-        net.train_step(p, XT, yd, cfg.lr)
-        if k == 0:  # the record's kernels too, for both set sizes (CuPy may pick per shape); syncs
-            net.evaluate(p, XT, yd)
-            net.evaluate(p, XvT, yvd)
-            first_iter_ms = _nonneg((time.perf_counter() - t0) * 1e3, "first iteration")
-    clock.sync()
-    warmup_s = _nonneg(time.perf_counter() - t0, "warm-up")
-
-    p = net.to_device(init, xp)
-    marks, rows = [], []
-    clock.sync()
-    w0 = time.perf_counter()
-    for i in range(cfg.iterations):
-        rec = i % cfg.record_every == 0
-        if rec:
-            vcache = net.forward(p, XvT)  # val forward with the params after i updates
-        t = [clock.mark()]
-        cache = net.forward(p, XT)
-        t.append(clock.mark())
-        grads = net.backward(p, cache, XT, yd)
-        t.append(clock.mark())
-        net.update(p, grads, cfg.lr)
-        t.append(clock.mark())
-        marks.append(t)
-        if rec:  # float() syncs the host for CuPy, as the seed's print did
-            rows.append(_record(i, net.accuracy(cache["A2"], yd), net.accuracy(vcache["A2"], yvd), net.loss(cache["Z2"], yd)))
-    clock.sync()
-    loop_wall_s = time.perf_counter() - w0
-
-    fwd = [clock.ms(a, b, "forward") for a, b, c, d in marks]
-    bwd = [clock.ms(b, d, "backward") for a, b, c, d in marks]
-    upd = [clock.ms(c, d, "update") for a, b, c, d in marks]
-    it = [clock.ms(a, d, "iteration") for a, b, c, d in marks]
-    tr_acc, tr_loss = net.evaluate(p, XT, yd)
-    va_acc, _ = net.evaluate(p, XvT, yvd)
-    rows.append(_record(cfg.iterations, tr_acc, va_acc, tr_loss))
-    return {
-        "timer": clock.kind,
-        "warmup_iters": cfg.warmup_iters,
-        "warmup_s": warmup_s,
-        "first_iter_ms": first_iter_ms,
-        "total_s": sum(it) / 1e3,
-        "loop_wall_s": loop_wall_s,
-        **_stats("per_iter", it),
-        **_stats("forward", fwd),
-        **_stats("backward", bwd),
-        **_stats("update", upd),
-        "convergence": rows,
-    }
-
-
-def _tuned_plain(X, y, X_val, y_val, cfg: RunConfig, use_graph: bool, gemm: str) -> dict:
-    import cupy as cp
-
-    from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
-
-    init = net.init_params(cfg.seed, cfg.dtype)
-    n_rec = (cfg.iterations - 1) // cfg.record_every + 2  # records + the final row
-    t0 = time.perf_counter()
-    mlp = TunedCupyMLP(
-        X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=max(n_rec, cfg.warmup_iters + 1), use_graph=use_graph, gemm=gemm
-    )
-    setup_s = time.perf_counter() - t0  # upload + kernel compile (NVRTC, or its disk cache)
-
-    clock = _Clock(cp, mlp.stream)
-    t0 = time.perf_counter()
-    for k in range(cfg.warmup_iters):
-        mlp.step(record=(k == 0))
-        if k == 0:
-            clock.sync()
-            first_iter_ms = _nonneg((time.perf_counter() - t0) * 1e3, "first iteration")
-    clock.sync()
-    mlp.capture()
-    if mlp.graphs:  # first replay of each graph, outside the timed run
-        mlp.step(False)
-        mlp.step(True)
-    clock.sync()
-    warmup_s = _nonneg(time.perf_counter() - t0, "warm-up")
-    mlp.reset()
-
-    marks = []
-    clock.sync()
-    w0 = time.perf_counter()
-    for i in range(cfg.iterations):
-        a = clock.mark()
-        mlp.step(record=(i % cfg.record_every == 0))  # no host sync
-        marks.append((a, clock.mark()))
-    clock.sync()
-    loop_wall_s = time.perf_counter() - w0
-    it = [clock.ms(a, b, "iteration") for a, b in marks]
-
-    mlp.enqueue_eval()
-    hist = mlp.history()  # the one host read of the records
-    iters = list(range(0, cfg.iterations, cfg.record_every)) + [cfg.iterations]
-    if len(hist) != len(iters):
-        raise net.MLPError(f"tuned history has {len(hist)} rows, expected {len(iters)}")
-    rows = [_record(i, h[0] / mlp.m, h[2] / mlp.mv, h[1] / mlp.m) for i, h in zip(iters, hist)]
-    fused = {
-        f"{k}{s}": None
-        for k in ("forward", "backward", "update")  # one kernel does both
-        for s in ("_ms", "_median_ms", "_min_ms", "_max_ms", "_samples_ms")
-    }
-    return {
-        "timer": clock.kind,
-        "warmup_iters": cfg.warmup_iters,
-        "warmup_s": warmup_s,
-        "first_iter_ms": first_iter_ms,
-        "setup_s": setup_s,
-        "capture_s": mlp.capture_s,
-        "gemm": gemm,
-        "graph": bool(mlp.graphs),
-        "graph_error": mlp.graph_error,
-        "total_s": sum(it) / 1e3,
-        "loop_wall_s": loop_wall_s,
-        **_stats("per_iter", it),
-        **fused,
-        "convergence": rows,
-    }
-
-
 # ---------------------------------------------------------------- op breakdown
 
 
-def breakdown_run(variant: str, X, y, cfg: RunConfig = RunConfig(), iterations: int | None = None, gemm: str = "kernels") -> dict:
+def breakdown_run(backend: Backend, X, y, cfg: RunConfig = RunConfig(), iterations: int | None = None) -> dict:
     """Separate run with a device sync around every op (distorted totals).
 
     Keys: variant, dtype, iterations, timer, ops [{op, ms_total, ms_per_iter, calls}],
     ops_sum_ms_per_iter, total_s and per_iter_ms (of this synced run)."""
-    _check_variant(variant)
     net.check_data(X, y, "train")
     n = net.check_iterations(cfg.iterations if iterations is None else iterations)
     with blas_threads(cfg.threads):
-        return _breakdown(variant, X, y, cfg, n, gemm)
+        return _breakdown(backend, X, y, cfg, n)
 
 
-def _breakdown(variant: str, X, y, cfg: RunConfig, n: int, gemm: str) -> dict:
-    init = net.init_params(cfg.seed, cfg.dtype)
-    if variant == "cupy-tuned":
-        import cupy as cp
-
-        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
-
-        k = min(int(X.shape[0]), 64)
-        mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
-        clock = _Clock(cp, mlp.stream)
-        step = lambda ops: mlp.enqueue_step(False, ops)  # noqa: E731
-    else:
-        xp = net.get_xp(variant)
-        XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
-        p = net.to_device(init, xp)
-        clock = _Clock(xp)
-        step = lambda ops: net.train_step(p, XT, yd, cfg.lr, ops)  # noqa: E731
+def _breakdown(backend: Backend, X, y, cfg: RunConfig, n: int) -> dict:
+    clock, step = backend.op_stepper(net.init_params(cfg.seed, cfg.dtype), X, y, cfg)
     for _ in range(cfg.warmup_iters):
         step(net.no_ops)
     timer = _OpTimer(clock)
@@ -431,10 +323,10 @@ def _breakdown(variant: str, X, y, cfg: RunConfig, n: int, gemm: str) -> dict:
     for _ in range(n):
         step(timer)
     clock.sync()
-    total_s = _nonneg(time.perf_counter() - t0, "breakdown run")
+    total_s = nonneg(time.perf_counter() - t0, "breakdown run")
     ops = [{"op": k, "ms_total": v, "ms_per_iter": v / n, "calls": timer.calls[k]} for k, v in timer.ms.items()]
     return {
-        "variant": variant,
+        "variant": backend.name,
         "dtype": cfg.dtype,
         "iterations": n,
         "timer": "perf_counter, device sync around each op",
@@ -454,8 +346,6 @@ def _rss_bytes() -> int:
 
         return int(psutil.Process().memory_info().rss)
     except ImportError:
-        import os
-
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -466,7 +356,7 @@ def _rss_peak_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> dict:
+def memory_breakdown(backend: Backend, X, y, X_val, y_val, cfg: RunConfig = RunConfig()) -> dict:
     """Bytes held while one iteration's arrays are all alive (seed Table 5).
 
     Keys: variant, dtype, params_bytes, input_bytes (train+val X and labels as the net holds
@@ -484,79 +374,52 @@ def memory_breakdown(variant: str, X, y, X_val, y_val, cfg: RunConfig = RunConfi
     context and everyone on the GPU; None for NumPy). The pool never shrinks unless asked, so
     in a fresh process pool_total_bytes is its high-water mark. rss_bytes, rss_start_bytes,
     rss_peak_bytes (process peak so far: max of ru_maxrss, which can lag, and rss_bytes)."""
-    _check_variant(variant)
     net.check_data(X, y, "train")
     net.check_data(X_val, y_val, "val")
     with blas_threads(cfg.threads):
-        return _memory(variant, X, y, X_val, y_val, cfg, gemm)
+        return _memory(backend, X, y, X_val, y_val, cfg)
 
 
-def _memory(variant: str, X, y, X_val, y_val, cfg: RunConfig, gemm: str) -> dict:
+def _memory(backend: Backend, X, y, X_val, y_val, cfg: RunConfig) -> dict:
     init = net.init_params(cfg.seed, cfg.dtype)
-    cp: Any = None
-    if variant != "numpy":
-        import cupy
-
-        cp = cupy
+    cp: Any = backend.xp if backend.device else None
+    if cp is not None:
         cp.get_default_memory_pool().free_all_blocks()  # drop what earlier runs left cached
         free0, total0 = cp.cuda.runtime.memGetInfo()  # creates the CUDA context if none yet: it is the baseline
         device_start = int(total0 - free0)
     rss_start = _rss_bytes()
-    if variant == "cupy-tuned":
-        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
-
-        mlp = TunedCupyMLP(X, y, X_val, y_val, init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
-        mlp.step(record=True)
-        mlp.stream.synchronize()
-        parts = mlp.array_bytes()
-    else:
-        xp = net.get_xp(variant)
-        XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
-        XvT, yvd = net.prepare_data(X_val, y_val, xp, cfg.dtype)
-        p = net.to_device(init, xp)
-        cache = net.forward(p, XT)
-        temps: dict = {}
-        grads = net.backward(p, cache, XT, yd, keep=temps)
-        _Clock(xp).sync()
-        nb = lambda d: sum(int(a.nbytes) for a in d.values())  # noqa: E731
-        parts = {
-            "params_bytes": nb(p),
-            "input_bytes": XT.nbytes + yd.nbytes + XvT.nbytes + yvd.nbytes,
-            "activations_bytes": nb(cache),
-            "gradients_bytes": nb(grads) + nb(temps),
-            "other_bytes": 0,
+    with backend.live_arrays(init, X, y, X_val, y_val, cfg) as arrays:  # every reading below while they are alive
+        parts = {k: int(v) for k, v in arrays.items()}
+        accounted = sum(parts.values())
+        rss = _rss_bytes()
+        caller = sum(int(a.nbytes) for a in (X, y, X_val, y_val) if isinstance(a, np.ndarray))
+        out = {
+            "variant": backend.name,
+            "dtype": cfg.dtype,
+            **parts,
+            "accounted_bytes": accounted,
+            "caller_input_bytes": caller,
+            "pool_used_bytes": None,
+            "pool_total_bytes": None,
+            "device_used_bytes": None,
+            "device_used_start_bytes": None,
+            "rss_bytes": rss,
+            "rss_start_bytes": rss_start,
+            "rss_peak_bytes": max(rss, _rss_peak_bytes()),
+            "overhead_definition": OVERHEAD_DEFINITION,
         }
-    parts = {k: int(v) for k, v in parts.items()}
-    accounted = sum(parts.values())
-    rss = _rss_bytes()
-    caller = sum(int(a.nbytes) for a in (X, y, X_val, y_val) if isinstance(a, np.ndarray))
-    out = {
-        "variant": variant,
-        "dtype": cfg.dtype,
-        **parts,
-        "accounted_bytes": accounted,
-        "caller_input_bytes": caller,
-        "pool_used_bytes": None,
-        "pool_total_bytes": None,
-        "device_used_bytes": None,
-        "device_used_start_bytes": None,
-        "rss_bytes": rss,
-        "rss_start_bytes": rss_start,
-        "rss_peak_bytes": max(rss, _rss_peak_bytes()),
-        "overhead_definition": OVERHEAD_DEFINITION,
-    }
-    if cp is None:
-        total_growth = rss - rss_start  # host RAM: the compute device of NumPy
-    else:
-        pool = cp.get_default_memory_pool()
-        free, total = cp.cuda.runtime.memGetInfo()
-        out.update(
-            pool_used_bytes=int(pool.used_bytes()),
-            pool_total_bytes=int(pool.total_bytes()),
-            device_used_bytes=int(total - free),
-            device_used_start_bytes=device_start,
-        )
-        total_growth = int(total - free) - device_start  # GPU memory: the compute device of CuPy
+        if cp is None:
+            total_growth = rss - rss_start  # host RAM: the compute device of NumPy
+        else:
+            pool = cp.get_default_memory_pool()
+            free, total = cp.cuda.runtime.memGetInfo()
+            out.update(
+                pool_used_bytes=int(pool.used_bytes()),
+                pool_total_bytes=int(pool.total_bytes()),
+                device_used_bytes=int(total - free),
+                device_used_start_bytes=device_start,
+            )
+            total_growth = int(total - free) - device_start  # GPU memory: the compute device of CuPy
     out["memory_total_bytes"] = total_growth
     out["framework_overhead_bytes"] = total_growth - accounted
     return out
@@ -581,34 +444,12 @@ def compare_curves(a: list[dict], b: list[dict], tol: float = CURVE_TOL) -> dict
     }
 
 
-def train_params(variant: str, X, y, steps: int, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> list[dict]:
+def train_params(backend: Backend, X, y, steps: int, cfg: RunConfig = RunConfig()) -> list[dict]:
     """Host params {W1, b1, W2, b2} after each of `steps` training steps (no timing)."""
-    _check_variant(variant)
     net.check_data(X, y, "train")
     steps = net.check_iterations(steps)
     with blas_threads(cfg.threads):
-        return _train_params(variant, X, y, steps, cfg, gemm)
-
-
-def _train_params(variant: str, X, y, steps: int, cfg: RunConfig, gemm: str) -> list[dict]:
-    init = net.init_params(cfg.seed, cfg.dtype)
-    out = []
-    if variant == "cupy-tuned":
-        from bench.studies.mlp_scratch.tuned_cupy import TunedCupyMLP
-
-        k = min(int(X.shape[0]), 64)
-        mlp = TunedCupyMLP(X, y, X[:k], y[:k], init, cfg.lr, cfg.dtype, capacity=4, use_graph=False, gemm=gemm)
-        for _ in range(steps):
-            mlp.step()
-            out.append(mlp.params())
-        return out
-    xp = net.get_xp(variant)
-    XT, yd = net.prepare_data(X, y, xp, cfg.dtype)
-    p = net.to_device(init, xp)
-    for _ in range(steps):
-        net.train_step(p, XT, yd, cfg.lr)
-        out.append({k: net.to_host(v).copy() for k, v in p.items()})
-    return out
+        return backend.params_after(net.init_params(cfg.seed, cfg.dtype), X, y, steps, cfg)
 
 
 def param_errors(got: dict, ref: dict, dtype: str) -> dict:
@@ -627,17 +468,19 @@ def param_errors(got: dict, ref: dict, dtype: str) -> dict:
     return {"max_abs_err": abs_err, "max_err_over_tol": ratio, **tol}
 
 
-def check_against_numpy(variant: str, X, y, steps: int = 5, cfg: RunConfig = RunConfig(), gemm: str = "kernels") -> dict:
-    """Params of `variant` vs the NumPy reference after each of `steps` steps, same init.
+def check_against_numpy(backend: Backend, reference: Backend, X, y, steps: int = 5, cfg: RunConfig = RunConfig()) -> dict:
+    """Params of `backend` vs the NumPy REFERENCE (the study's MlpScratch.reference(), made
+    from the registry) after each of `steps` steps, same init.
 
-    Keys: variant, dtype, steps, per_step [{step, max_abs_err, max_err_over_tol}],
-    max_abs_err, max_err_over_tol, atol, rtol, ok (every element within tolerance)."""
-    ref = train_params("numpy", X, y, steps, cfg)
-    got = train_params(variant, X, y, steps, cfg, gemm)
+    Keys: variant (backend.label), dtype, steps, per_step [{step, max_abs_err,
+    max_err_over_tol}], max_abs_err, max_err_over_tol, atol, rtol, ok (every element within
+    tolerance)."""
+    ref = train_params(reference, X, y, steps, cfg)
+    got = train_params(backend, X, y, steps, cfg)
     per = [{"step": s + 1, **param_errors(g, r, cfg.dtype)} for s, (g, r) in enumerate(zip(got, ref))]
     worst = max(per, key=lambda e: e["max_err_over_tol"])
     return {
-        "variant": variant if variant != "cupy-tuned" else f"cupy-tuned ({gemm})",
+        "variant": backend.label,
         "dtype": cfg.dtype,
         "steps": steps,
         "per_step": [{k: e[k] for k in ("step", "max_abs_err", "max_err_over_tol")} for e in per],

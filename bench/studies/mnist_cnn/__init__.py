@@ -19,6 +19,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
+from bench.studies.mnist_cnn.backends import Trainer
 from bench.studies.mnist_cnn.config import (
     DATASETS,
     FULL_EXTRA,
@@ -33,13 +34,7 @@ from bench.studies.mnist_cnn.config import (
 
 _B = "bench.studies.mnist_cnn.backends."
 CUDA_VARIANTS = ("default", "tuned", "graphs", "graphs+bf16", "graphs+bf16+cl", "compile", "compile+graphs", "bf16", "cl")
-PIPELINES = {
-    "torch-cpu": ("seed", "resident"),
-    "torch-cuda": ("seed", "resident"),
-    "torch-mps": ("seed", "resident"),
-    "numba-cpu": ("resident",),
-    "numba-cuda": ("resident",),
-}
+BOTH = ("seed", "resident")  # pipelines: per-sample transforms through a DataLoader | one normalised tensor
 
 
 @register_study
@@ -50,27 +45,38 @@ class MnistCnn(Study):
     timing_key = "epoch_s"  # noise flags: CV and outliers over the timed epochs
     timing_unit = "epoch"
     Config = MnistCnnConfig
+    trainer_protocol = Trainer  # backends/__init__.py
     backends = {
-        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", about="nn.Module + autograd + torch.optim.SGD on the CPU"),
+        "torch-cpu": BackendSpec(
+            _B + "torch_cpu", "cpu", family="torch", pipelines=BOTH, about="nn.Module + autograd + torch.optim.SGD on the CPU"
+        ),
         "numba-cpu": BackendSpec(
             _B + "numba_cpu",
             "cpu",
             ("default", "seed"),
+            family="numba",
+            pipelines=("resident",),
             about="hand-written @njit(parallel=True) kernels, full backprop (seed: dense layers only, as seed 000)",
         ),
         "torch-cuda": BackendSpec(
             _B + "torch_cuda",
             "cuda",
             CUDA_VARIANTS,
+            family="torch",
+            pipelines=BOTH,
             about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs",
         ),
         "numba-cuda": BackendSpec(
             _B + "numba_cuda",
             "cuda",
             ("default", "naive", "seed"),
+            family="numba",
+            pipelines=("resident",),
             about="hand-written numba.cuda kernels, 3 launches a step (naive: 30; seed: GPU forward, dense backprop on the CPU)",
         ),
-        "torch-mps": BackendSpec(_B + "torch_mps", "mps", about="Apple GPUs, natively (docker/mps/run.sh)"),
+        "torch-mps": BackendSpec(
+            _B + "torch_mps", "mps", family="torch", pipelines=BOTH, about="Apple GPUs, natively (docker/mps/run.sh)"
+        ),
     }
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:
@@ -79,6 +85,14 @@ class MnistCnn(Study):
         if profile not in PROFILE_PARAMS:
             raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
         spec = PLATFORM_CELLS[platform] + (FULL_EXTRA.get(platform, []) if profile == "full" else [])
+        listed = {b for b, _, _ in spec}
+        # a backend added by its registry entry alone runs its default variant on each of its pipelines
+        spec += [
+            (b, p, "default")
+            for b, s in self.backends.items()
+            if s.platform == platform and b not in listed
+            for p in s.pipelines or ("resident",)
+        ]
         cells = []
         for b, p, v in spec:
             params: dict[str, Any] = {"pipeline": p, **VARIANT_PARAMS.get((b, v), {}), **PROFILE_PARAMS[profile]}
@@ -86,22 +100,8 @@ class MnistCnn(Study):
         return cells
 
     def validate(self, cell: Cell) -> None:
-        self.backend_spec(cell.backend)
-        p = cell.params
-        for key in MnistCnnConfig.__dataclass_fields__:
-            if key not in p:
-                raise KitError(f"mnist-cnn cell lacks parameter {key!r}")
-        if p["pipeline"] not in PIPELINES[cell.backend]:
-            raise KitError(f"{cell.backend} has no pipeline {p['pipeline']!r}: choose {', '.join(PIPELINES[cell.backend])}")
-        if cell.backend == "torch-cuda":
-            from bench.studies.mnist_cnn.backends.cuda_variants import parse_variant
-
-            if parse_variant(cell.variant) and p["pipeline"] != "resident":
-                raise KitError(f"torch-cuda variant {cell.variant} needs pipeline resident")
-        elif cell.variant not in self.backends[cell.backend].variants:
-            raise KitError(
-                f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(self.backends[cell.backend].variants)}"
-            )
+        super().validate(cell)  # the backend's variants, pipelines and own rules; every parameter present
+        spec, p = self.backend_spec(cell.backend), cell.params
         checks = [
             ("epochs", p["epochs"] > 0, "> 0"),
             ("batch_size", p["batch_size"] > 0, "> 0"),
@@ -123,19 +123,19 @@ class MnistCnn(Study):
             raise KitError(f"unknown input_scale {p['input_scale']!r}: choose {', '.join(INPUT_SCALES)}")
         if p["sgd"] not in SGD_FORMS:
             raise KitError(f"unknown sgd {p['sgd']!r}: choose {', '.join(SGD_FORMS)}")
-        if p["sgd"] == "seed" and not (cell.backend.startswith("numba") and cell.variant == "seed"):
+        if p["sgd"] == "seed" and not (cell.variant == "seed" and "seed" in spec.variants):
             raise KitError(
-                f"sgd=seed (seed 000's update) is implemented by the numba-cpu and numba-cuda seed variants only, "
-                f"not {cell.backend} {cell.variant}"
+                f"sgd=seed (seed 000's update) is implemented by the seed variants only "
+                f"({', '.join(b for b, s in self.backends.items() if 'seed' in s.variants)}), not {cell.backend} {cell.variant}"
             )
-        if cell.backend.startswith("torch") and p["input_scale"] != "normalize":
+        if spec.family == "torch" and p["input_scale"] != "normalize":
             raise KitError(
                 f"{cell.backend} scales its input one way only (input_scale=normalize, as seed 000's PyTorch runs); "
-                f"input_scale={p['input_scale']} is for numba-cpu and numba-cuda"
+                f"input_scale={p['input_scale']} is for the hand-written backends"
             )
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
-        from bench.data.mnist import load_cached, resolve_params
+        from bench.data.digits import load_cached, resolve_params
 
         ds = load_cached(data_dir, cell.params["dataset"])
         # the cell records the samples it really trains on: a limit above the set is the whole set (0)

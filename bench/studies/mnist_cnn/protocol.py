@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,13 +50,6 @@ def epoch_order(n: int, batch: int, seed: int, epoch: int, last_batch: str) -> n
     pad = batch - rem
     reps = -(-pad // n)  # when batch > n (only possible with tiny limits) repeat more than once
     return np.concatenate([perm, np.tile(perm, reps)[:pad]])
-
-
-def _set_threads(n: int) -> int:
-    n = n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    os.environ.setdefault("OMP_NUM_THREADS", str(n))
-    os.environ.setdefault("MKL_NUM_THREADS", str(n))
-    return n
 
 
 @dataclass
@@ -138,27 +130,18 @@ class EpochRun:
 
 def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
     """Load data, build the trainer, warm up. KitError on bad input, before anything is written."""
-    from bench.data.mnist import load_for_cell
+    from bench.data.digits import load_for_cell
     from bench.studies.mnist_cnn.config import trains
     from bench.studies.mnist_cnn.net import init_params
 
     cfg = settings(cell)
-    threads = _set_threads(cfg.threads)
+    threads = study.runtime_setup(cell, cfg.threads, cfg.seed)  # the backend family's threads and seed
     data = load_for_cell(cell.params, ctx.data_dir)
     if cfg.limit_train:
         data = dataclasses.replace(data, x_train=data.x_train[: cfg.limit_train], y_train=data.y_train[: cfg.limit_train])
     n_train = len(data.y_train)
     if cfg.batch_size > n_train:
         raise KitError(f"batch_size {cfg.batch_size} is larger than the training set ({n_train} samples of {data.name})")
-    if cell.backend.startswith("torch"):
-        import torch
-
-        torch.set_num_threads(threads)
-        torch.manual_seed(cfg.seed)
-    if cell.backend.startswith("numba"):
-        import numba
-
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed, cfg.init), data))
     compile_s = trainer.warmup()
     profile = profile_phases(trainer, cfg, n_train)
@@ -168,7 +151,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         "dataset_real_mnist": data.real_mnist,
         "last_batch": cfg.last_batch,
         "trains": trains(cell.backend, cell.variant),  # all layers | dense layers only (variant seed)
-        "compile_kind": getattr(trainer, "compile_kind", lambda: "none")(),
+        "compile_kind": trainer.compile_kind(),
     }
     return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile)
 
@@ -183,7 +166,7 @@ def profile_phases(trainer: Any, cfg: Settings, n_train: int) -> dict:
     their loop as a whole (profiles_phases = False) are skipped."""
     from bench.measure.timer import PhaseTimer
 
-    if not getattr(trainer, "profiles_phases", True):
+    if not trainer.profiles_phases:
         return {}
     order = epoch_order(n_train, cfg.batch_size, cfg.seed, 0, cfg.last_batch)  # epoch 0: never a timed epoch's order
     n = max(1, min(PROFILE_BATCHES, len(order) // cfg.batch_size))

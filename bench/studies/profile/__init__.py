@@ -25,8 +25,21 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
-from bench.studies.profile.config import DATASETS, PARALLEL, PIPELINES, TRANSFERS, WEIGHTS, ProfileConfig, matrix_spec, variants
+from bench.measure.torchdev import TORCHVISION
+from bench.studies.profile.backends import Trainer
+from bench.studies.profile.config import (
+    DATASETS,
+    PARALLEL,
+    PIPELINES,
+    TRANSFERS,
+    WEIGHTS,
+    ProfileConfig,
+    devices_of,
+    matrix_spec,
+    variants,
+)
 
+MAX_RANKS = 16  # devices one cell may name: GPUs of one host, or gloo ranks on a CPU
 _B = "bench.studies.profile.backends."
 BACKEND_OF = {"cpu": "torch-cpu", "cuda": "torch-cuda"}
 
@@ -40,10 +53,25 @@ class Profile(Study):
     timing_unit = "epoch"
     auto_profiles = {"cpu": "smoke"}  # DenseNet-121 at 224 px on a laptop CPU takes long
     Config = ProfileConfig
+    trainer_protocol = Trainer  # backends/__init__.py
     backends = {
-        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", variants("cpu"), about="frozen | finetune; ddp over gloo ranks"),
+        "torch-cpu": BackendSpec(
+            _B + "torch_cpu",
+            "cpu",
+            variants("cpu"),
+            family="torch",
+            needs=TORCHVISION,
+            max_devices=MAX_RANKS,
+            about="frozen | finetune; ddp over gloo ranks (devices=cpu,cpu)",
+        ),
         "torch-cuda": BackendSpec(
-            _B + "torch_cuda", "cuda", variants("cuda"), about="frozen | finetune, +bf16-cl; one GPU, dp, ddp"
+            _B + "torch_cuda",
+            "cuda",
+            variants("cuda"),
+            family="torch",
+            needs=TORCHVISION,
+            max_devices=MAX_RANKS,
+            about="frozen | finetune, +bf16-cl; one GPU, dp, ddp (devices=0,1)",
         ),
     }
 
@@ -59,7 +87,7 @@ class Profile(Study):
         for variant, p in matrix_spec(platform, profile):
             par = p.get("parallel", "none")
             tail = f"{p['pipeline']}_b{p.get('batch_size', 64)}" + (f"_{par}" if par != "none" else "")
-            cells.append(self.cell(backend, variant, name=f"{backend}_{variant}_{tail}", **p))
+            cells.append(self.cell(backend, variant, name=f"{backend}_{variant}_{tail}", **p))  # p may hold devices
         return cells
 
     def validate(self, cell: Cell) -> None:
@@ -91,23 +119,13 @@ class Profile(Study):
         for key, ok, want in checks:
             if not ok:
                 raise KitError(f"{key} must be {want} (got {p[key]!r})")
-        devs = [d.strip() for d in str(p["devices"]).split(",") if d.strip()]
-        if any(not d.isdigit() for d in devs):
-            raise KitError(f"devices must be GPU indices separated by commas, e.g. 0,1 (got {p['devices']!r})")
+        devs = cell.devices
         if p["parallel"] != "none" and len(devs) < 2:
-            raise KitError(f"parallel={p['parallel']} needs two or more devices, e.g. devices=0,1 (got {p['devices']!r})")
-
-    def cell_unavailable(self, cell: Cell) -> str | None:
-        why = self.why_unavailable(cell.backend)
-        if why or cell.backend != "torch-cuda" or cell.params.get("parallel") == "none":
-            return why
-        from bench.core.machine import visible_gpus
-
-        need = [d.strip() for d in str(cell.params.get("devices", "")).split(",") if d.strip()]
-        have = visible_gpus()
-        if len(need) > len(have) or any(d not in have for d in need):
-            return f"needs GPUs {','.join(need)}; this host shows {len(have)} ({','.join(have) or 'none'})"
-        return None
+            raise KitError(
+                f"parallel={p['parallel']} needs two or more devices, e.g. devices=0,1 (got {','.join(devs) or 'none'})"
+            )
+        if p["parallel"] == "none" and len(devs) > 1:
+            raise KitError(f"devices={','.join(devs)} names {len(devs)} devices: set parallel=ddp (or dp on GPUs)")
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
         from bench.data import imagefolder
@@ -118,7 +136,7 @@ class Profile(Study):
         p = cell.params
         par = p.get("parallel", "none")
         return f"{cell.backend} {cell.variant} {p.get('pipeline')} b{p.get('batch_size')}" + (
-            f" {par} x{len(str(p.get('devices')).split(','))}" if par != "none" else ""
+            f" {par} x{len(devices_of(cell))}" if par != "none" else ""
         )
 
     def progress_line(self, rows: list[dict]) -> str:
@@ -141,9 +159,15 @@ class Profile(Study):
         return ""
 
     def open(self, cell: Cell, ctx: RunContext):
-        from bench.studies.profile.protocol import open_cell
+        from bench.studies.profile.config import settings
 
-        return open_cell(self, cell, ctx)
+        if settings(cell).parallel == "ddp":  # torchrun ranks (ddp.py) or one process (protocol.py)
+            from bench.studies.profile.ddp import open_ddp
+
+            return open_ddp(settings(cell), cell, ctx)
+        from bench.studies.profile.protocol import open_single
+
+        return open_single(self, settings(cell), cell, ctx)
 
     def row_flags(self, rows: list[dict]) -> list[str]:
         from bench.studies.profile.protocol import validity_flags

@@ -7,9 +7,10 @@ transfer learning one of two ways (the variant):
     finetune   every layer trains (full fine-tuning)
 
 plus, on CUDA, `+bf16-cl` (bf16 autocast + channels_last), e.g. `finetune+bf16-cl`.
-How many GPUs: `parallel` none (one device) | dp (nn.DataParallel over `devices`, the seed's
-two-GPU run) | ddp (DistributedDataParallel, one process per GPU under torchrun, NCCL; gloo
-on CPU). `batch_size` is per device: dp and ddp run `batch_size x world_size` images a step.
+How many GPUs: `parallel` none (one device) | dp (nn.DataParallel over the cell's devices, the
+seed's two-GPU run) | ddp (DistributedDataParallel, one process per device under torchrun, NCCL;
+gloo on CPU). The devices are the Cell's (`--set devices=0,1`, or cpu,cpu for 2 gloo ranks).
+`batch_size` is per device: dp and ddp run `batch_size x world_size` images a step.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ class ProfileConfig:
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     warmup_steps: int = 3  # untimed training steps first (cuDNN autotune, allocator); weights restored after
     parallel: str = "none"  # none | dp | ddp
-    devices: str = ""  # GPU indices for dp/ddp, e.g. "0,1" ("" = one device; ddp on CPU: "cpu,cpu" = 2 gloo ranks)
     collective_timeout_s: float = 120.0  # ddp: a rank that waits this long on a collective ends the run
     prof_wait: int = 1  # torch.profiler schedule: steps skipped, warmed up, recorded; cycles
     prof_warmup: int = 2
@@ -68,6 +68,7 @@ class Settings(ProfileConfig):
     variant: str = "finetune"
     seed: int = 0
     device: str = "cpu"
+    devices: tuple = ()  # the Cell's devices: GPU ids, or cpu ranks
 
     @property
     def transfer(self) -> str:
@@ -79,7 +80,7 @@ class Settings(ProfileConfig):
 
     @property
     def device_list(self) -> list[str]:
-        return [d.strip() for d in self.devices.split(",") if d.strip()]
+        return list(self.devices)
 
     @property
     def world_size(self) -> int:
@@ -94,7 +95,14 @@ def settings(cell: Cell) -> Settings:
         variant=cell.variant,
         seed=cell.seed + cell.repeat,
         device=DEVICE[cell.backend],
+        devices=devices_of(cell),
     )
+
+
+def devices_of(cell: Cell) -> tuple:
+    """The cell's devices; result dirs made before devices moved onto the Cell kept them as a
+    'devices' parameter ("0,1")."""
+    return cell.devices or tuple(d for d in str(cell.params.get("devices", "")).split(",") if d)
 
 
 def variants(platform: str) -> tuple[str, ...]:
@@ -133,7 +141,7 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
         s = {**SMOKE, "image_size": 224, "batch_size": 32, "max_steps": 5, "synthetic_train_per_class": 64}
         return [("finetune", {**s, "pipeline": "loader"}), ("finetune+bf16-cl", {**s, "pipeline": "synthetic-gpu"})]
     extra = CUDA_DEFAULT if profile == "default" else {}
-    two = {"devices": "0,1"}
+    two = {"devices": ("0", "1")}  # the Cell's devices (Profile.matrix passes them on)
     return [
         ("finetune", {**extra, "pipeline": "loader"}),  # the seed's run on one GPU
         ("frozen", {**extra, "pipeline": "loader"}),

@@ -5,7 +5,7 @@ GPU of the run and launches
 
     python -m torch.distributed.run --standalone --nproc_per_node N -m bench.studies.profile.ddp SPEC
 
-with CUDA_VISIBLE_DEVICES set to the cell's `devices` (NCCL), or N CPU ranks (gloo). Every rank
+over the cell's devices (the cell process sees only those: NCCL), or N CPU ranks (gloo). Every rank
 builds the same model (same seed; DDP broadcasts rank 0's weights anyway), trains its shard
 (DistributedSampler) at `batch_size` images a step, and meets the others at a barrier before
 and after each timed epoch; rank 0 evaluates and appends one JSON line per epoch to
@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.machine import pin_threads
 from bench.core.study import RunContext
 from bench.studies.profile.config import Settings
 from bench.studies.profile.protocol import Common, prepare, read_rows
@@ -129,12 +130,6 @@ def open_ddp(cfg: Settings, cell: Cell, ctx: RunContext) -> DdpRun:
     world = cfg.world_size
     if world < 2:
         raise KitError("parallel=ddp needs two or more devices: set devices, e.g. devices=0,1")
-    if cfg.device == "cuda":
-        import torch
-
-        have = torch.cuda.device_count() if not os.environ.get("CUDA_VISIBLE_DEVICES") else None
-        if have is not None and max(int(d) for d in cfg.device_list) >= have:
-            raise KitError(f"devices={cfg.devices}: this host has {have} GPU(s)")
     _index, dataset, gpus, idle = prepare(cfg, cell, ctx)
     d = ctx.cell_dir
     rows_path, log_path = d / ROWS, d / LOG
@@ -142,10 +137,8 @@ def open_ddp(cfg: Settings, cell: Cell, ctx: RunContext) -> DdpRun:
         p.unlink(missing_ok=True)
     spec = {"settings": asdict(cfg), "params": dict(cell.params), "data_dir": ctx.data_dir, "rows": str(rows_path)}
     (d / SPEC).write_text(json.dumps(spec))
-    env = dict(os.environ)
-    if cfg.device == "cuda":
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(cfg.device_list)
-    else:
+    env = dict(os.environ)  # GPUs: the cell process already sees only its devices (bench.run.cell)
+    if cfg.device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
     cmd = [
         sys.executable,
@@ -203,7 +196,7 @@ def worker(spec_path: str) -> None:
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
-        torch.set_num_threads(max((os.cpu_count() or 1) // world, 1) if not cfg.threads else cfg.threads)
+        pin_threads(cfg.threads, "torch", share=world)  # the host's cores split over the ranks
     dist.init_process_group(backend, timeout=timedelta(seconds=cfg.collective_timeout_s))
     try:
         fault = os.environ.get("KIT_FAULT_DDP_RANK_EXIT")  # tests: "RANK:EPOCH" makes that rank die there
@@ -214,7 +207,7 @@ def worker(spec_path: str) -> None:
         batches = Batches(cfg, index, device, cfg.batch_size, rank=rank, world=world)
         ddp = torch.nn.parallel.DistributedDataParallel
 
-        trainer = Trainer(cfg, model, device, wrap=lambda m: ddp(m, device_ids=[local] if cuda else None))
+        trainer = Trainer(cfg, model, device, wrap=lambda m: ddp(m, device_ids=[local] if cuda else None), facts=facts)
         warm = trainer.warmup(batches)
         dist.barrier()
         if rank == 0:

@@ -17,7 +17,6 @@ every GPU of the run.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,8 +26,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
-from bench.measure.torchdev import set_threads
-from bench.studies.profile.config import Settings, settings
+from bench.studies.profile.config import Settings
 
 CSV_NAME = "telemetry.csv"
 TRACE_DIR = "trace"
@@ -337,21 +335,6 @@ class CellRun(Common):
         return out
 
 
-def open_cell(study: Study, cell: Cell, ctx: RunContext):
-    cfg = settings(cell)
-    if cfg.parallel == "ddp":
-        from bench.studies.profile.ddp import open_ddp
-
-        return open_ddp(cfg, cell, ctx)
-    return open_single(study, cfg, cell, ctx)
-
-
-def _visible(cfg: Settings) -> None:
-    """dp: the cell's GPUs become this process's devices 0..N-1 (before torch touches CUDA)."""
-    if cfg.device == "cuda" and cfg.parallel == "dp" and cfg.device_list:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(cfg.device_list)
-
-
 def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list[int], dict]:
     """The checks and measurements every run makes first: (index, dataset facts, NVML GPUs, idle baseline)."""
     from bench.data import imagefolder
@@ -381,19 +364,17 @@ def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> Cel
 
     if cfg.parallel == "dp" and cfg.device != "cuda":
         raise KitError("parallel=dp (nn.DataParallel) needs CUDA GPUs; on the CPU use parallel=ddp (gloo)")
-    _visible(cfg)
-    index, dataset, gpus, idle = prepare(cfg, cell, ctx)
+    index, dataset, gpus, idle = prepare(cfg, cell, ctx)  # the cell's GPUs are this process's 0..N-1 (bench.run.cell)
     if cfg.device == "cuda" and cfg.world_size > torch.cuda.device_count():
         raise KitError(f"parallel={cfg.parallel} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
-    threads = set_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    threads = study.runtime_setup(cell, cfg.threads, cfg.seed)
     torch.backends.cudnn.benchmark = True
     device = torch.device("cuda:0" if cfg.device == "cuda" else "cpu")
     wrap = (lambda m: torch.nn.DataParallel(m, device_ids=list(range(cfg.world_size)))) if cfg.parallel == "dp" else None
-    trainer, facts = study.load_backend(cell.backend).create(cell, BuildData(len(index.classes), ctx.data_dir, device, wrap))
+    trainer = study.load_backend(cell.backend).create(cell, BuildData(len(index.classes), ctx.data_dir, device, wrap))
     batch = cfg.batch_size * cfg.world_size  # DataParallel splits one batch over the GPUs
     batches = Batches(cfg, index, device, batch)
-    run = CellRun(cfg, ctx, dataset, gpus, idle, facts, threads, trainer=trainer, batches=batches, device=device)
+    run = CellRun(cfg, ctx, dataset, gpus, idle, trainer.facts, threads, trainer=trainer, batches=batches, device=device)
     run.warmup_s = trainer.warmup(batches)
     run.sampler = TelemetrySampler(gpus, hz=cfg.telemetry_hz).start()
     return run

@@ -198,10 +198,10 @@ class Batches:
 class Trainer:
     """Model, optimizer and one training step; `model` may be wrapped (DataParallel, DDP)."""
 
-    def __init__(self, cfg: Settings, model, device, wrap=None):
+    def __init__(self, cfg: Settings, model, device, wrap=None, facts: dict | None = None):
         import torch
 
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.facts = cfg, device, facts or {}
         model = model.to(device)
         if cfg.bf16_cl:
             model = model.to(memory_format=torch.channels_last)

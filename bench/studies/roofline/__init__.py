@@ -25,6 +25,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.measure.torchdev import TORCHVISION
+from bench.studies.roofline.backends import Trainer
 from bench.studies.roofline.config import (
     DATASETS,
     MODELS,
@@ -50,12 +52,32 @@ class Roofline(Study):
     timing_unit = "pass"
     auto_profiles = {"cpu": "smoke"}  # `all` without --profile: four models on a laptop CPU take long
     Config = RooflineConfig
+    trainer_protocol = Trainer  # backends/__init__.py
     backends = {
-        "torch-cpu": BackendSpec(_B + "torch_cpu", "cpu", VARIANTS["cpu"], about="fp32, loader | synthetic-gpu, batch sweep"),
-        "torch-cuda": BackendSpec(
-            _B + "torch_cuda", "cuda", VARIANTS["cuda"], about="fp32 (TF32 off), tf32, bf16-cl (bf16 autocast + channels_last)"
+        "torch-cpu": BackendSpec(
+            _B + "torch_cpu",
+            "cpu",
+            VARIANTS["cpu"],
+            family="torch",
+            needs=TORCHVISION,
+            about="fp32, loader | synthetic-gpu, batch sweep",
         ),
-        "torch-mps": BackendSpec(_B + "torch_mps", "mps", VARIANTS["mps"], about="Apple GPUs, natively (docker/mps/run.sh)"),
+        "torch-cuda": BackendSpec(
+            _B + "torch_cuda",
+            "cuda",
+            VARIANTS["cuda"],
+            family="torch",
+            needs=TORCHVISION,
+            about="fp32 (TF32 off), tf32, bf16-cl (bf16 autocast + channels_last)",
+        ),
+        "torch-mps": BackendSpec(
+            _B + "torch_mps",
+            "mps",
+            VARIANTS["mps"],
+            family="torch",
+            needs=TORCHVISION,
+            about="Apple GPUs, natively (docker/mps/run.sh)",
+        ),
     }
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:

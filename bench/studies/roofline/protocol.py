@@ -26,7 +26,6 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
-from bench.measure.torchdev import set_threads
 from bench.studies.roofline.config import Settings, settings, sweep_sizes
 from bench.studies.roofline.roofmath import roof_fields
 
@@ -325,11 +324,11 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     import torch
 
     from bench.data import tinyimagenet
-    from bench.studies.roofline.trainer import Trainer, set_tf32
     from bench.measure.usage import CpuUsage, GpuUsage
+    from bench.studies.roofline.trainer import set_tf32
 
     cfg = settings(cell)
-    threads = set_threads(cfg.threads)
+    threads = study.runtime_setup(cell, cfg.threads)
     cpu = CpuUsage()  # primed here: its first reading would be a meaningless 0.0
     torch.backends.cudnn.benchmark = True
     tf32 = set_tf32(cfg.precision)
@@ -340,7 +339,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
                 raise KitError(
                     f"{index.name}: {split} has {len(index.files(split))} images, fewer than one batch of {cfg.batch_size}"
                 )
-    trainer = Trainer(cfg, index.n_classes)
+    trainer = study.load_backend(cell.backend).create(cell, index)  # index.n_classes sizes the head
     counts = trainer.count(cfg.batch_size)
     roofs = load_roofs(cfg.device, cfg.roof_sizes)
     run = CellRun(cfg, ctx, trainer, index, index.describe(), threads, counts, roofs, tf32, cpu=cpu)

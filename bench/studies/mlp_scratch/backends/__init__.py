@@ -1,33 +1,41 @@
-"""mlp-scratch backends: numpy, cupy (the seed's code on CuPy) and cupy-tuned.
+"""mlp-scratch backends: numpy (net.py on NumPy, the reference), cupy (the seed's code on
+CuPy) and cupy-tuned (tuned_cupy.py's kernels).
 
-Each module has `available()` and `create(cell, data) -> Variant`; a Variant runs the
-study's phases for one array backend through runner.py (which imports CuPy only when a
-CuPy variant is asked for).
+A backend is one module (here, or anywhere importable) plus one BackendSpec in
+MlpScratch.backends, which is the only list of them. The module has `available()` and
+`create(cell, data) -> runner.Backend` (its name, array module, whether that is a device,
+and four hooks); `data` is unused (each call brings its arrays). The methods protocol.py
+calls are the Trainer protocol below, which runner.Backend gives.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-from bench.studies.mlp_scratch import runner
+from bench.core.cell import Cell
+from bench.studies.mlp_scratch import net, runner
 
 
-@dataclass
-class Variant:
-    """One array backend of the study; every method returns plain dicts (runner.py's keys)."""
+@runtime_checkable
+class Trainer(Protocol):
+    """What protocol.py calls on a created backend; every method is required. Each returns
+    runner.py's dict: check_against_numpy, plain_run, breakdown_run, memory_breakdown."""
 
-    name: str  # numpy | cupy | cupy-tuned
+    def check(self, reference: Any, X, y, steps: int, cfg: runner.RunConfig) -> dict: ...  # reference: the study's NumPy backend
 
-    def check(self, X, y, steps: int, cfg: runner.RunConfig) -> dict:
-        return runner.check_against_numpy(self.name, X, y, steps, cfg)
+    def plain(self, X, y, X_val, y_val, cfg: runner.RunConfig) -> dict: ...
 
-    def plain(self, X, y, Xv, yv, cfg: runner.RunConfig) -> dict:
-        return runner.plain_run(self.name, X, y, Xv, yv, cfg)
+    def breakdown(self, X, y, cfg: runner.RunConfig, iterations: int) -> dict: ...
 
-    def breakdown(self, X, y, cfg: runner.RunConfig, iterations: int) -> dict:
-        return runner.breakdown_run(self.name, X, y, cfg, iterations)
+    def memory(self, X, y, X_val, y_val, cfg: runner.RunConfig) -> dict: ...
 
-    def memory(self, X, y, Xv, yv, cfg: runner.RunConfig) -> dict:
-        from bench.studies.mlp_scratch.memory import memory_isolated
 
-        return memory_isolated(self.name, X, y, Xv, yv, cfg)
+def make(name: str, cell: Cell | None = None) -> runner.Backend:
+    """The registry's backend NAME, created for CELL (default: a cell of that backend alone).
+    MLPInputError for a name the registry lacks; BackendUnavailable where it cannot run."""
+    from bench.studies.mlp_scratch import MlpScratch
+
+    if name not in MlpScratch.backends:
+        raise net.MLPInputError(f"unknown variant {name!r}: choose one of {', '.join(MlpScratch.backends)}")
+    study = MlpScratch()
+    return study.load_backend(name).create(cell or study.cell(name), None)

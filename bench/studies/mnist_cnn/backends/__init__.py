@@ -6,13 +6,16 @@ torch; torch backends never import numba). `create` returns a Trainer.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 
+@runtime_checkable
 class Trainer(Protocol):
-    """What the mnist-cnn protocol calls; every method is required."""
+    """What the mnist-cnn protocol calls; every member is required."""
+
+    profiles_phases: bool  # False: the loop is timed as a whole (one graph, fused steps): no profiling pass
 
     def sync(self) -> None:
         """Wait for the device (no-op on the CPU)."""
@@ -35,3 +38,12 @@ class Trainer(Protocol):
 
     def params(self) -> dict[str, np.ndarray]:
         """The current weights, torch names and shapes, as float32 numpy."""
+
+    def snapshot(self) -> object:
+        """Weights and optimizer state, for restore() after the profiling pass."""
+
+    def restore(self, snap: object) -> None:
+        """Put back what snapshot() took (in place where kernels hold the arrays)."""
+
+    def compile_kind(self) -> str:
+        """How first-call work was paid: cold, cache, mixed, none (row key compile_kind)."""

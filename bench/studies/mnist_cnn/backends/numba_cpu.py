@@ -30,6 +30,8 @@ _NO_PHASES = NullTimer()  # warm-up steps record nothing
 
 
 class NumbaCpuTrainer:
+    profiles_phases = True  # the profiling pass times its phases (synced) before epoch 1
+
     def __init__(self, cfg, params, data):
         from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as K
         from bench.studies.mnist_cnn.net import scale_u8

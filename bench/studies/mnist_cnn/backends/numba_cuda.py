@@ -1,7 +1,7 @@
 """numba-cuda: the seed CNN with hand-written numba.cuda kernels, everything on the GPU.
 
 The kernels live in bench.studies.mnist_cnn.kernels.numba_cuda_cnn (DeviceNet, variant "fast": 3 launches
-per step). This module keeps the normalised training set on the device, gathers each
+per step). Its trainer (numba_cuda_trainer.py) keeps the normalised training set on the device, gathers each
 batch there from the epoch's order (one more launch), and times phases with CUDA events
 at the launch boundaries (no host sync inside the epoch; the loss sum is read once).
 
@@ -14,13 +14,6 @@ CPU, the copies that implies every step) is its own trainer: backends/numba_cuda
 """
 
 from __future__ import annotations
-
-import time
-from typing import Any
-
-import numpy as np
-
-CHECK_RTOL = 1e-4
 
 
 def available() -> str | None:
@@ -35,183 +28,12 @@ def available() -> str | None:
     return numba_cuda_cnn.available()
 
 
-class _HostMark:
-    """The CUDA simulator runs kernels synchronously and its events report -1 ms, so under
-    NUMBA_ENABLE_CUDASIM=1 a host clock stands in for the events."""
-
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, end) -> float:
-        return (end.t - self.t) * 1e3
-
-
-class NumbaCudaTrainer:
-    def __init__(self, cfg, params, data):
-        from numba import cuda
-
-        from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
-        from bench.studies.mnist_cnn.net import scale_u8
-
-        self.cuda, self.K, self.cfg = cuda, K, cfg
-        self.params0 = params
-        self.kernel_variant = "fast" if cfg.variant == "default" else "naive"
-        t0 = time.perf_counter()
-        self.x_host = scale_u8(data.x_train, cfg.input_scale)
-        self.x_train = cuda.to_device(self.x_host)
-        self.y_train = cuda.to_device(np.ascontiguousarray(data.y_train, np.int64))
-        self.x_test = cuda.to_device(scale_u8(data.x_test, cfg.input_scale))
-        self.y_test = data.y_test
-        bs = cfg.batch_size
-        self.xb = cuda.device_array((bs, 1, 28, 28), np.float32)
-        self.yb = cuda.device_array(bs, np.int64)
-        cuda.synchronize()
-        self.h2d_setup_s = time.perf_counter() - t0
-        from bench.studies.mnist_cnn.kernels.numba_cuda_gather import gather
-
-        self._gather = gather[(bs * 784 + 255) // 256, 256]
-        self.net: Any = None  # the DeviceNet, made in warmup()
-        self._event = _HostMark if K.simulated() else cuda.event
-        self._fields: dict = {}
-        self.check: dict = {}
-
-    def sync(self) -> None:
-        self.cuda.synchronize()
-
-    def _equivalence_check(self) -> dict:
-        """This GPU vs torch-CPU on the same weights and 64 training samples."""
-        n = min(64, self.cfg.batch_size)
-        xh = np.ascontiguousarray(self.x_host[:n])
-        yh = self.y_train.copy_to_host()[:n]
-        return equivalence_check(self.K, self.params0, xh, yh, self.kernel_variant)
-
-    def warmup(self) -> float:
-        """Compile every kernel (first calls), check against torch, then start from the seed's
-        weights with zero momentum (a fresh DeviceNet: warm-up steps leave no trace)."""
-        from bench.core.errors import KitError
-
-        t0 = time.perf_counter()
-        self.check = self._equivalence_check()
-        if not self.check["equiv_ok"]:
-            raise KitError(
-                f"numba-cuda disagrees with torch on this GPU: {self.check['equiv_worst']} "
-                f"relative error {self.check['equiv_max_rel_err']:.2e} > {CHECK_RTOL}"
-            )
-        warm = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
-        order = self.cuda.to_device(np.arange(self.cfg.batch_size, dtype=np.int64) % self.x_train.shape[0])
-        self._gather(self.x_train, self.y_train, order, 0, self.xb, self.yb)
-        warm.train_step(self.xb, self.yb, self.cfg.lr, self.cfg.momentum)
-        warm.epoch_loss_sum()
-        warm.predict(self.x_test[: self.cfg.batch_size])
-        self.cuda.synchronize()
-        self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
-        self.cuda.synchronize()
-        return time.perf_counter() - t0
-
-    def train_epoch(self, order: np.ndarray, timer) -> dict:
-        cuda, net, bs = self.cuda, self.net, self.cfg.batch_size
-        n_steps = len(order) // bs
-        ev = [self._event() for _ in range(2)]
-        ev[0].record()
-        order_dev = cuda.to_device(order)
-        ev[1].record()
-        marks = []  # per step: events at the boundaries data|forward|backward|step
-        if not getattr(timer, "enabled", False):  # a timed epoch: launches only, no events in the loop
-            for s in range(n_steps):
-                self._gather(self.x_train, self.y_train, order_dev, s * bs, self.xb, self.yb)
-                net.forward(self.xb, self.yb)
-                net.backward()
-                net.step(self.cfg.lr, self.cfg.momentum)
-        else:  # the profiling pass: events at every phase boundary
-            for s in range(n_steps):
-                e = [self._event() for _ in range(5)]
-                e[0].record()
-                self._gather(self.x_train, self.y_train, order_dev, s * bs, self.xb, self.yb)
-                e[1].record()
-                net.forward(self.xb, self.yb)
-                e[2].record()
-                net.backward()
-                e[3].record()
-                net.step(self.cfg.lr, self.cfg.momentum)
-                e[4].record()
-                marks.append(e)
-        loss_sum = net.epoch_loss_sum()  # the epoch's one host sync
-        phases = {"data_s": 0.0, "forward_s": 0.0, "backward_s": 0.0, "step_s": 0.0}
-        for e in marks:
-            for name, a, b in (("data_s", 0, 1), ("forward_s", 1, 2), ("backward_s", 2, 3), ("step_s", 3, 4)):
-                ms = e[a].elapsed_time(e[b])
-                assert ms >= 0, f"negative CUDA event time in {name}"
-                phases[name] += ms / 1e3
-        if not marks:
-            phases = {}
-        self._fields = {**phases, "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3, "h2d_setup_s": self.h2d_setup_s, **self.check}
-        return {
-            "train_loss": loss_sum / (n_steps * bs),
-            "batch_size_used": int(self.xb.shape[0]),
-            "batch_sizes_seen": [int(self.xb.shape[0])],
-        }
-
-    def phase_fields(self, timer) -> dict:
-        return self._fields
-
-    def snapshot(self):
-        return None  # the state to return to is always the seed's: a fresh DeviceNet from params0
-
-    def restore(self, snap) -> None:
-        self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
-        self.cuda.synchronize()
-
-    def compile_kind(self) -> str:
-        return "cold (numba.cuda kernels are compiled in every process; no on-disk cache)"
-
-    def evaluate(self) -> float:
-        return float((self.net.predict(self.x_test) == self.y_test).mean())
-
-    def memory(self) -> dict:
-        # every device array this backend holds (data + DeviceNet buffers); nothing is
-        # allocated per step, so this steady state is also the peak of what we allocate
-        mine = sum(a.nbytes for a in (self.x_train, self.y_train, self.x_test, self.xb, self.yb))
-        out = {"vram_peak_mb": (mine + self.net.device_bytes()) / 1e6, "vram_net_mb": self.net.device_bytes() / 1e6}
-        if not self.K.simulated():  # device memory in use by this process's context (all of it)
-            free, total = self.cuda.current_context().get_memory_info()
-            out["vram_context_used_mb"] = (total - free) / 1e6
-        return out
-
-    def params(self) -> dict[str, np.ndarray]:
-        return self.net.params_host()
-
-
-def equivalence_check(K, params0, xh: np.ndarray, yh: np.ndarray, kernel_variant: str, max_blocks: int | None = None) -> dict:
-    """A DeviceNet of KERNEL_VARIANT vs torch-CPU on the same weights and batch (xh, yh host
-    arrays): logits, loss and all 8 gradients, norm-wise relative error; the worst of them."""
-    import torch
-    from numba import cuda
-
-    from bench.studies.mnist_cnn.backends.torch_common import build_model
-    from bench.studies.mnist_cnn.net import PARAM_NAMES
-
-    net = K.DeviceNet(params0, len(yh), variant=kernel_variant, max_blocks=max_blocks)
-    loss, grads, logits = net.loss_and_grads(cuda.to_device(xh), cuda.to_device(yh))
-    model = build_model(params0)
-    ref_logits = model(torch.from_numpy(xh))
-    ref_loss = torch.nn.functional.cross_entropy(ref_logits, torch.from_numpy(yh))
-    ref_loss.backward()
-
-    def rel(a, b):
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-    errs = {"logits": rel(logits, ref_logits.detach().numpy()), "loss": rel(loss, ref_loss.item())}
-    for name, p in zip(PARAM_NAMES, model.parameters()):
-        assert p.grad is not None
-        errs[f"grad {name}"] = rel(grads[name], p.grad.numpy())
-    worst = max(errs, key=lambda k: errs[k])
-    return {"equiv_max_rel_err": errs[worst], "equiv_worst": worst, "equiv_ok": errs[worst] <= CHECK_RTOL}
-
-
 def create(cell, data):
-    if data.cfg.variant == "seed":  # seed 000's setup: GPU forward, dense backprop on the CPU
+    """The seed's setup (variant seed: GPU forward, dense backprop on the CPU) or the all-GPU trainer."""
+    if data.cfg.variant == "seed":
         from bench.studies.mnist_cnn.backends.numba_cuda_seed import NumbaCudaSeedTrainer
 
         return NumbaCudaSeedTrainer(data.cfg, data.params, data.dataset)
+    from bench.studies.mnist_cnn.backends.numba_cuda_trainer import NumbaCudaTrainer
+
     return NumbaCudaTrainer(data.cfg, data.params, data.dataset)

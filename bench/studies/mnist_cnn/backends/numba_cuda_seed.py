@@ -118,7 +118,7 @@ class NumbaCudaSeedTrainer:
         kernels (or load them from numba's cache) and this variant's kernels, then one real
         training step, undone: epoch 1 pays no first-call cost."""
         from bench.core.errors import KitError
-        from bench.studies.mnist_cnn.backends.numba_cuda import CHECK_RTOL, equivalence_check
+        from bench.studies.mnist_cnn.backends.numba_cuda_trainer import CHECK_RTOL, equivalence_check
 
         t0 = time.perf_counter()
         n = min(64, self.cfg.batch_size)

@@ -75,6 +75,8 @@ _NO_PHASES = NullTimer()  # warm-up steps record nothing
 
 
 class TorchTrainer:
+    profiles_phases = True  # the profiling pass times its phases (synced) before epoch 1
+
     def __init__(self, cfg, params, data, device: str = "cpu"):
         self.cfg, self.device = cfg, torch.device(device)
         self.model = build_model(params, device)

@@ -18,6 +18,16 @@ def available() -> str | None:
     return None
 
 
+def validate(cell) -> None:
+    """Any '+' combination of cuda_variants.OPTIONS (or default, tuned); a combination needs the
+    resident pipeline (its graphs and compile work on one tensor)."""
+    from bench.core.errors import KitError
+    from bench.studies.mnist_cnn.backends.cuda_variants import parse_variant
+
+    if parse_variant(cell.variant) and cell.params.get("pipeline") != "resident":
+        raise KitError(f"torch-cuda variant {cell.variant} needs pipeline resident")
+
+
 def create(cell, data):
     from bench.studies.mnist_cnn.backends.torch_cuda_tuned import CudaEagerTrainer, CudaTunedTrainer
 

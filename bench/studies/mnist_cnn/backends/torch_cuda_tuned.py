@@ -163,6 +163,23 @@ class CudaTunedTrainer:
     def phase_fields(self, timer) -> dict:
         return self._fields
 
+    def snapshot(self):
+        """Weights and momentum buffers, cloned; restore() copies them back in place, so a
+        captured graph keeps reading the same addresses."""
+        with torch.no_grad():
+            weights = {k: v.clone() for k, v in self.model.state_dict().items()}
+            bufs = [st.get("momentum_buffer") for st in self.opt.state.values()]
+            return weights, [None if b is None else b.clone() for b in bufs]
+
+    def restore(self, snap) -> None:
+        weights, bufs = snap
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(weights[k])
+            for st, saved in zip(self.opt.state.values(), bufs):
+                if st.get("momentum_buffer") is not None:
+                    st["momentum_buffer"].copy_(saved) if saved is not None else st["momentum_buffer"].zero_()
+
     @torch.no_grad()
     def evaluate(self) -> float:
         self.model.eval()

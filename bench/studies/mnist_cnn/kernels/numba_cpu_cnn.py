@@ -1,4 +1,4 @@
-"""Hand-written Numba CPU kernels: full forward + backward of the seed CNN (bench/nets/cnn.py).
+"""Hand-written Numba CPU kernels: full forward + backward of the seed CNN (bench/studies/mnist_cnn/net.py).
 
 Shapes (n = batch); parameters keep torch's names and layouts (conv weight (oc, ic, ky, kx)):
 

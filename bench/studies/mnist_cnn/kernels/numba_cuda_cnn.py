@@ -1,4 +1,4 @@
-"""Hand-written Numba CUDA kernels: the seed CNN (bench/nets/cnn.py) trained entirely on the GPU.
+"""Hand-written Numba CUDA kernels: the seed CNN (bench/studies/mnist_cnn/net.py) trained entirely on the GPU.
 
 Network, shapes (n = batch, m = rows actually in this call, m <= n), float32 throughout:
 
@@ -120,7 +120,6 @@ VARIANTS = ("naive", "fast")  # variant 1, variant 2
 LAUNCHES_PER_STEP = {"naive": 30, "fast": 3}
 
 # ------------------------------------------------------------------ sizes (compile-time constants)
-H0 = 28
 C1, H1, Q1 = 8, 26, 13  # conv1 channels, conv1 output side, pool1 output side
 C2, H2, Q2 = 16, 11, 5  # conv2 channels, conv2 output side, pool2 output side (floor)
 N_P1 = C1 * Q1 * Q1  # 1352

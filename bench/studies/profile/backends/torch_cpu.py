@@ -10,10 +10,10 @@ def available() -> str | None:
 
 
 def create(cell, data):
-    """(Trainer, model facts) for CELL; DATA has n_classes, data_dir, device and wrap (None | a wrapper)."""
+    """The Trainer for CELL (its model facts in .facts); DATA has n_classes, data_dir, device and wrap (None | a wrapper)."""
     from bench.studies.profile.config import settings
     from bench.studies.profile.trainer import Trainer, build_model
 
     cfg = settings(cell)
     model, facts = build_model(cfg, data.n_classes, data.data_dir)
-    return Trainer(cfg, model, data.device, data.wrap), facts
+    return Trainer(cfg, model, data.device, data.wrap, facts)
