@@ -118,3 +118,37 @@ def test_a_backend_added_from_tests_runs_its_smoke_cell(tmp_path):
     assert set(got) == {"torch-cpu-cl", "torch-cpu"}
     # same weights, same batches, another memory layout: the same training within fp32 tolerance
     assert got["torch-cpu-cl"] == pytest.approx(got["torch-cpu"], rel=1e-4), got
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["graphs", "compile+graphs"])
+def test_the_tuned_cuda_trainer_restores_its_snapshot_in_place(variant):
+    """mnist-cnn's Trainer Protocol asks every trainer for snapshot()/restore(); the tuned one
+    copies back in place (a captured graph keeps its addresses) and trains on from there."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import numpy as np
+
+    from bench.data.mnist import Dataset
+    from bench.studies.mnist_cnn.backends.torch_cuda_tuned import CudaTunedTrainer
+    from bench.studies.mnist_cnn.config import settings
+    from bench.studies.mnist_cnn.net import init_params
+
+    study = studies()["mnist-cnn"]
+    cfg = settings(study.cell("torch-cuda", variant, batch_size=128))
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 256, (1024, 28, 28), dtype=np.uint8), rng.integers(0, 10, 1024)
+    data = Dataset("random", False, x[:768], y[:768], x[768:], y[768:], "-", "test")
+    trainer = CudaTunedTrainer(cfg, init_params(0, "kit"), data)
+    trainer.warmup()
+    order = np.arange(4 * 128, dtype=np.int64)
+    trainer.train_epoch(order, None)
+    snap, before = trainer.snapshot(), trainer.params()
+    trainer.train_epoch(order, None)
+    moved = trainer.params()
+    assert any(not np.array_equal(before[k], moved[k]) for k in before)
+    trainer.restore(snap)
+    assert all(np.array_equal(before[k], v) for k, v in trainer.params().items())
+    again = trainer.train_epoch(order, None)  # the graph replays from the restored state
+    assert all(np.allclose(moved[k], v, rtol=1e-5, atol=1e-6) for k, v in trainer.params().items()), again
