@@ -156,7 +156,7 @@ def _execute(
     try:
         root = plan.check_data_dir(data_dir)
         # every option, once, on the host, before any image is built or any cell runs
-        plan.validate(req, platforms or list(plan.PLATFORMS))
+        plan.validate(req, platforms or list(plan.PLATFORMS), root)
     except KitError as err:
         fail(str(err))
     reason = plan.engine_reason() if runtime != Runtime.native else "--runtime native"

@@ -43,7 +43,7 @@ DEFAULT_THRESHOLD = 0.05
 # study -> (unit, what one throughput value is); other studies: steps/s from Study.timed_values
 UNITS = {"mnist-cnn": "samples/s", "mlp-scratch": "iterations/s"}
 # keys of a cell spec that are not part of its configuration across sets
-NOT_CONFIG = ("repeat", "name", "devices")
+NOT_CONFIG = ("repeat", "name", "devices", "env")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -457,32 +457,33 @@ def text(res: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _lists(res: dict, bullet: str) -> list[str]:
-    hosts = sorted({h for m in res["matched"] for s in ("a", "b") for h in m[s]["hosts"]})
+def _lists(res: dict, bullet: str, esc: Callable[[object], str] = str) -> list[str]:
+    """The lists under the table; ESC escapes every value (markdown's `md` for compare.md)."""
+    hosts = sorted({str(h) for m in res["matched"] for s in ("a", "b") for h in m[s]["hosts"]})
     out = [
-        f"matched {len(res['matched'])} configuration part(s) by study, backend, variant, seed and parameters (hosts: {'; '.join(hosts)})"
+        f"matched {len(res['matched'])} configuration part(s) by study, backend, variant, seed and parameters (hosts: {esc('; '.join(hosts))})"
     ]
     for title, items in (("only in A", res["only_a"]), ("only in B", res["only_b"])):
         if items:
             out.append(f"{title} ({len(items)}):")
-            out += [f"{bullet}{x}" for x in items]
+            out += [f"{bullet}{esc(x)}" for x in items]
     if res["not_compared"]:
         out.append(f"not compared ({len(res['not_compared'])}):")
-        out += [f"{bullet}{x['config']}: {x['why']}" for x in res["not_compared"]]
+        out += [f"{bullet}{esc(x['config'])}: {esc(x['why'])}" for x in res["not_compared"]]
     if res["unjudged"]:
         out.append(f"{len(res['unjudged'])} configuration(s) had one repeat on a side: no interval, no verdict (run --repeats 3)")
     if res["regressions"]:
-        out.append("REGRESSION: " + "; ".join(res["regressions"]))
+        out.append("REGRESSION: " + "; ".join(esc(x) for x in res["regressions"]))
     return out + [""]
 
 
 def markdown(res: dict) -> str:
     rows = table_rows(res)
-    md = [f"# compare: A = `{res['a']}`, B = `{res['b']}`", ""]
-    md.append("| " + " | ".join(rows[0]) + " |")
-    md.append("|" + "---|" * len(rows[0]))
-    md += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows[1:]]
-    md += [""] + _lists(res, "- ") + [res["definition"], ""]
+    md = [f"# compare: A = {md_code(res['a'])}, B = {md_code(res['b'])}", ""]
+    md.append(md_row(rows[0]))
+    md.append(md_sep(len(rows[0])))
+    md += [md_row(r) for r in rows[1:]]
+    md += [""] + _lists(res, "- ", md_text) + [res["definition"], ""]
     return "\n".join(md)
 
 

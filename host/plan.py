@@ -94,14 +94,25 @@ def bench_env() -> dict:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
-def validate(req: MatrixRequest, platforms: list[str]) -> None:
+def validate(req: MatrixRequest, platforms: list[str], root: Path | None) -> None:
     """Every study, option and cell of REQ, checked on the host before any work (KitError, one
-    line). The data's identity is resolved later, where the data is (natively or in the image)."""
+    line), and the one data rule (bench.data): a dataset asked for by name (`--set
+    dataset=mnist`) must be in the data dir ROOT; 'auto' takes it from there when it is, else the
+    embedded default, natively and in an image alike. The data's identity (its checksum) is
+    resolved later, where the data is (natively or in the image)."""
+    from bench.data import FETCHERS, PLACED, fetch_hint
     from bench.run.matrix import resolve
 
-    resolve(
+    cells = resolve(
         req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True, repeats=req.repeats
     )
+    for c in cells:
+        name = str(c.params.get("dataset", ""))
+        if name in FETCHERS or name in PLACED:
+            if root is None or not (root / name).is_dir():
+                where = f"data dir {root}" if root else "no data dir (pass --data-dir or set KIT_DATA_DIR)"
+                how = fetch_hint(name, root or Path("data")) if name in FETCHERS else f"put it in <data dir>/{name}/ (README)"
+                raise KitError(f"{c.study} asks for dataset {name}, but {where} holds no {name}/: {how}")
 
 
 def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: str | None) -> int:

@@ -413,7 +413,7 @@ def make_baseline(
     new: dict[str, list[dict]] = {}
     for group in groups.values():
         c0 = group[0]
-        raw = {k: v for k, v in c0.spec.items() if k not in ("repeat", "name", "devices", "study")}
+        raw = {k: v for k, v in c0.spec.items() if k not in ("repeat", "name", "devices", "env", "study")}
         for p in parts(c0):
             accs = [a for c in group for a in [final_accuracy(c, p)] if a]
             curves = [cv for c in group for cv in [loss_curve(c, p)] if cv]

@@ -96,16 +96,33 @@ def test_a_cell_dir_holding_another_spec_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_named_data_dir_without_the_dataset_is_an_error(tmp_path):
+def test_a_named_data_dir_without_the_dataset_falls_back_and_says_so(tmp_path):
+    """One data rule for every dataset, natively and in an image: a named dir must exist; 'auto'
+    takes the real data from it when it is there, else the embedded default, and says so; a
+    dataset asked for by name must be there (checked on the host, before any image starts)."""
     empty = tmp_path / "empty"
     empty.mkdir()
     out = tmp_path / "out"
-    assert "holds no mnist/" in one_line(bench("matrix", "mnist-cnn", "--data-dir", str(empty), "--out", str(out)))
-    assert "holds no mnist/" in one_line(bench("matrix", "mnist-cnn", "--out", str(out), extra_env={"KIT_DATA_DIR": str(empty)}))
-    assert not out.exists()
+    assert "does not exist" in one_line(bench("matrix", "mnist-cnn", "--data-dir", str(tmp_path / "typo"), "--out", str(out)))
+    asked = bench("matrix", "mnist-cnn", "--set", "dataset=mnist", "--data-dir", str(empty), "--out", str(out))
+    assert asked.returncode == 2 and "mnist" in one_line(asked) and not out.exists()
+    r = bench(
+        "matrix", "mnist-cnn", "--only", "backend=numba-cpu", "--set", "epochs=1", "--data-dir", str(empty), "--out", str(out)
+    )
+    assert r.returncode == 0 and "data: digits" in r.stdout and "using the embedded digits" in r.stderr, r.stderr
     # nothing named: the embedded default, and the run says so
     r = bench("matrix", "mnist-cnn", "--only", "backend=numba-cpu", "--set", "epochs=1", "--out", str(out), cwd=tmp_path)
     assert r.returncode == 0 and "data: digits" in r.stdout, r.stdout
+
+
+def test_orchestrate_refuses_a_dataset_asked_for_by_name_that_the_data_dir_lacks(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for runtime in ("native", "docker"):
+        r = orch("run", "cpu", "--runtime", runtime, "--study", "mnist-cnn", "--set", "dataset=mnist",
+                 "--data-dir", str(empty), "--out", str(tmp_path / "out"))  # fmt: skip
+        assert r.returncode != 0 and "asks for dataset mnist" in r.stderr and "holds no mnist/" in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
 
 
 # ---- 4. options are checked on the host, once, before any work -----------------------------------

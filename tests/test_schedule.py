@@ -4,6 +4,7 @@ section; the schedules' order, skips, and dead cells."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -179,3 +180,25 @@ def test_a_set_that_makes_two_cells_the_same_work_runs_it_once():
     one = resolve(["mlp-scratch"], ["cpu"], "default", ["dtype=float64"], [], None, resolve_data=False, repeats=1)
     assert len({c.key for c in both}) == len(both) == 2
     assert len(one) == 1 and one[0].params["dtype"] == "float64" and one[0].id.startswith("numpy_float64")
+
+
+def test_a_result_from_another_environment_is_never_reused(tmp_path):
+    """A finished cell is reused only for the same work in the same environment: a run in an
+    image (or under other library versions) after a native run runs its cells again, beside
+    the native ones; the native run, repeated, reuses its own."""
+    native = bench("matrix", "toy", "-p", "cpu", "--out", str(tmp_path))
+    assert native.returncode == 0, native.stderr
+    image = {"KIT_RUNTIME": "container", "KIT_IMAGE_CONTENT_REF": "cnn-bench/cpu:0123456789ab-ba9876543210"}
+    boxed = bench("matrix", "toy", "-p", "cpu", "--out", str(tmp_path), env=image)
+    assert boxed.returncode == 0 and not re.search(r"^reused", boxed.stderr, re.M), boxed.stderr
+    assert "ok      py default" in boxed.stderr, boxed.stderr
+    dirs = sorted((tmp_path / "toy").iterdir())
+    envs = sorted(json.loads((d / "cell.json").read_text())["env"] for d in dirs)
+    assert len(dirs) == 2 and envs[0].startswith("container-") and envs[1].startswith("native-"), envs
+    again = bench("matrix", "toy", "-p", "cpu", "--out", str(tmp_path))
+    assert again.returncode == 0 and "reused  py default" in again.stderr, again.stderr
+    # a cell's reproduce command refuses another environment (one line, nothing written)
+    spec = next(d for d in dirs if "native-" in (d / "cell.json").read_text()) / "cell.json"
+    moved = bench("cell", str(spec), "--out", str(tmp_path / "elsewhere"), env=image)
+    assert moved.returncode == 2 and "resolved for environment native-" in moved.stderr, moved.stderr
+    assert len(moved.stderr.strip().splitlines()) == 1 and not (tmp_path / "elsewhere" / "toy").exists()

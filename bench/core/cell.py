@@ -6,8 +6,10 @@
     Cell.from_json(cell.to_json()) == cell
 
 The id hashes every field but `name` (a readable prefix the study picks), so two cells
-share a directory only when they are exactly the same work; studies put the resolved
-dataset's checksum into params, so other data is other work.
+share a directory only when they are exactly the same work in the same environment;
+studies put the resolved dataset's checksum into params, so other data is other work, and
+the matrix puts the environment's label into `env`, so a container run never reuses a
+native result (nor one made under other library versions).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from bench.core.errors import KitError
 
-_FIELDS = ("study", "backend", "variant", "params", "devices", "seed", "repeat", "name")
+_FIELDS = ("study", "backend", "variant", "params", "devices", "seed", "repeat", "env", "name")
 
 
 def _canonical(value: Any) -> Any:
@@ -62,6 +64,9 @@ class Cell:
     # "cpu" ranks ("cpu", "cpu": 2 gloo ranks); (): one device of the backend's platform, the scheduler's choice
     seed: int = 0  # weights and data order
     repeat: int = 0  # 0, 1, ...: the same spec again, in a fresh process
+    env: str = ""  # the environment the matrix resolved it in (provenance.environment_label()): the
+    # runtime, the image or the libraries that time the work; another environment is another cell.
+    # "" (a spec written by hand, or made before environments were told apart): any environment
     name: str = field(default="", compare=False)  # readable id prefix; not part of the identity
 
     def __post_init__(self) -> None:
@@ -69,6 +74,8 @@ class Cell:
             v = getattr(self, f)
             if not isinstance(v, str) or not v:
                 raise KitError(f"cell {f} must be a non-empty string (got {v!r})")
+        if not isinstance(self.env, str) or not re.fullmatch(r"[A-Za-z0-9._+-]{0,120}", self.env):
+            raise KitError(f"cell env must be a short label of letters, digits and ._+- (got {self.env!r})")
         if not isinstance(self.params, dict):
             raise KitError(f"cell params must be an object (got {type(self.params).__name__})")
         for f in ("seed", "repeat"):
@@ -80,8 +87,9 @@ class Cell:
 
     # ---- identity
     def spec(self) -> dict:
-        """Every field that defines the work (not `name`), canonical."""
-        return _canonical({k: v for k, v in asdict(self).items() if k != "name"})
+        """Every field that defines the work (not `name`; `env` only when set, so specs made
+        before it keep their ids), canonical."""
+        return _canonical({k: v for k, v in asdict(self).items() if k != "name" and (k != "env" or v)})
 
     @property
     def key(self) -> str:

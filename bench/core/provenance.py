@@ -171,6 +171,35 @@ def runtime_info() -> dict:
     }
 
 
+# the libraries whose versions time the work: a result made under other versions is other work
+TIMING_LIBS = ("torch", "torchvision", "numba", "numba-cuda", "numpy", "cupy-cuda12x", "cupy-cuda13x")
+
+
+def environment() -> dict:
+    """What a result's numbers depend on besides the work itself: the runtime, the image (its
+    content tag, which names one build of the lock and the kit's sources) or, natively, the
+    Python, and the versions of TIMING_LIBS."""
+    rt = runtime_info()
+    libs = {k: v for k, v in library_versions().items() if k in TIMING_LIBS}
+    python = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    image = _known(os.environ.get("KIT_IMAGE_CONTENT_REF")) or rt["image_ref"] or rt["image_id"]  # compose = orchestrate
+    where = image if rt["runtime"] == "container" else python
+    return {"runtime": rt["runtime"], "image": where, "libs": libs}
+
+
+def environment_label(env: dict | None = None) -> str:
+    """A short label of environment() for Cell.env: `native-torch2.14.1-3f2a9c1b`,
+    `container-torch2.10.0-5d2e8f10` (the hash covers all of it; the torch version is there
+    for a reader)."""
+    import hashlib
+    import json
+
+    env = env or environment()
+    digest = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:8]
+    torch = env["libs"].get("torch")
+    return f"{env['runtime']}-" + (f"torch{torch}-" if torch else "") + digest
+
+
 def _image_lock_hash() -> str:
     """sha256 of the lock file the image holds (an image built without LOCK_HASH, e.g. by compose)."""
     import hashlib

@@ -5,6 +5,7 @@ Studies reach it through bench.data.digit_params / digit_data."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from bench.core.errors import KitError
@@ -21,7 +22,11 @@ def _nonempty(d: Path) -> bool:
 
 
 def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> Dataset:
-    """dataset: "auto" (MNIST if present, else the embedded default), "mnist" (required), "digits"."""
+    """dataset: "auto" (MNIST if present, else the embedded default), "mnist" (required), "digits".
+    The rule every dataset follows (bench.data.images.select, cifar10.load): a named data dir
+    must exist; 'auto' on one without the real data falls back to the embedded default and says
+    so on stderr (one data dir serves every study, and rows record which data ran); only a
+    dataset asked for by name must be there."""
     if dataset not in ("auto", "mnist", "digits"):
         raise KitError(f"unknown dataset {dataset!r}: choose auto, mnist or digits")
     root = resolve_data_dir(data_dir)
@@ -40,9 +45,10 @@ def load_dataset(data_dir: str | os.PathLike | None, dataset: str = "auto") -> D
     if dataset == "mnist" or (held.is_dir() and (named or _nonempty(held))):
         return load_mnist(root)  # a partial or corrupt mnist/ is an error, never a silent fallback
     if named:
-        raise KitError(
-            f"data dir {shown(root)} holds no mnist/: fetch it ({fetch_hint('mnist', root)}), "
-            "or ask for the embedded default with `--set dataset=digits`"
+        print(
+            f"mnist: no mnist/ in {shown(root)}: using the embedded digits (not MNIST; rows say so); "
+            f"fetch it: {fetch_hint('mnist', root)}",
+            file=sys.stderr,
         )
     return load_digits_28()  # nothing was asked for: the embedded default (rows and the report say so)
 

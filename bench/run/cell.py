@@ -159,6 +159,12 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     proto = _Protocol(gated)
     study = get_study(cell.study)
     study.validate(cell)
+    here = provenance.environment_label()
+    if cell.env and cell.env != here:
+        raise KitError(
+            f"cell {cell.id} was resolved for environment {cell.env}; this process runs in {here} "
+            "(another runtime, image or library version is other work): run the matrix here to resolve it"
+        )
     out = Path(out)
     cell_dir = cell.dir(out)
     run_id = R.new_run_id()

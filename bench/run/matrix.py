@@ -16,6 +16,7 @@ from bench.core import params as P
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.lock import results_lock
+from bench.core.provenance import environment_label
 from bench.core.registry import get_study, select
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
@@ -39,6 +40,7 @@ def resolve(
     if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS):
         raise KitError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
     chosen = select(study_names)
+    env = environment_label()
     for p in platforms:
         if p not in PLATFORMS:
             raise KitError(f"unknown platform {p!r}: choose {', '.join(PLATFORMS)}")
@@ -65,6 +67,7 @@ def resolve(
         for c in mine:
             study.validate(c)
         resolved = [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
+        resolved = [c.replace(env=env) for c in resolved]  # another environment is other work: its own cell
         n_of.update({r.key: n_of[c.key] for c, r in zip(mine, resolved)})
         cells += resolved
     if not cells and (generated or not allow_empty):  # --only removed every cell: a mistake
