@@ -7,8 +7,11 @@ and CAP_SETGID, and it drops to an unprivileged user before anything else runs:
 - the owner of /results (the host's ./results) when that is not root: rows belong to the
   user who owns the results dir, as with orchestrate.py;
 - 10001:10001 (the image's own user) when /results belongs to root, after handing it
-  what the kit writes there (the dir, its lock, platforms.json, the studies' and
-  summaries' trees), exactly what orchestrate.py does for a root host user.
+  this host's results dir /results/<host> (made here) and what the kit writes there (its
+  lock, platforms.json, the studies' and summaries' trees); ./results itself stays root's.
+
+Rows go to /results/<host>/ (KIT_RESULTS_DIR), as native runs write results/<host>/, so one
+./results holds every host's runs side by side and never mixes them with results/reference/.
 
 setuid() to a non-root uid clears every capability; with no-new-privileges nothing can
 regain one. Started as any other uid (KIT_UID set), it only execs. The host's name comes
@@ -43,8 +46,16 @@ def _chown_kit_paths(results: str) -> None:
                 os.lchown(name, RUN_UID, RUN_GID)
 
 
-def drop_root() -> tuple[int, int]:
-    """Become the owner of RESULTS (root -> 10001); returns (uid, gid). No-op unless uid 0."""
+def host_results() -> str:
+    """This host's results dir under the mount: /results/<host> (bench's host label)."""
+    from bench.core.provenance import host_label
+
+    return os.path.join(RESULTS, host_label())
+
+
+def drop_root(out: str) -> tuple[int, int]:
+    """Become the owner of RESULTS (root -> 10001, handing it OUT); returns (uid, gid). No-op
+    unless uid 0."""
     if os.getuid() != 0:
         return os.getuid(), os.getgid()
     st = os.stat(RESULTS) if os.path.isdir(RESULTS) else None
@@ -53,7 +64,10 @@ def drop_root() -> tuple[int, int]:
     else:
         uid, gid = RUN_UID, RUN_GID
         if st is not None:
-            _chown_kit_paths(RESULTS)
+            if not os.path.lexists(out):
+                os.mkdir(out, 0o755)
+            if not os.path.islink(out):
+                _chown_kit_paths(out)
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
@@ -75,8 +89,10 @@ def host_name() -> None:
 
 
 def main() -> None:
+    host_name()
+    out = host_results()
     try:
-        drop_root()
+        drop_root(out)
     except OSError as err:
         print(
             f"error: cannot drop root to the owner of {RESULTS} or 10001 ({err}): "
@@ -84,7 +100,7 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    host_name()
+    os.environ["KIT_RESULTS_DIR"] = out  # bench makes it (as this user) when it is not there yet
     os.execv(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]])
 
 

@@ -105,70 +105,104 @@ def cuda_unavailable(info: dict | None = None) -> str | None:
     return None if nv["available"] else nv["reason"]
 
 
-def doctor() -> list[dict]:
-    """What this host has, as rows {"item", "ok", "detail"} (never raises)."""
-    rows = []
+def compose_command() -> tuple[list[str] | None, str]:
+    """(argv prefix of the compose that answers here, its version line): `docker compose` (v2
+    plugin) first, else `docker-compose` (v1); (None, why) when neither does."""
+    for argv in (["docker", "compose"], ["docker-compose"]):
+        if not shutil.which(argv[0]):
+            continue
+        try:
+            q = subprocess.run([*argv, "version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if q.returncode == 0 and q.stdout.strip():
+            return argv, q.stdout.strip().splitlines()[0]
+    return None, "neither `docker compose` (v2) nor `docker-compose` (v1) answers"
+
+
+def _row(item: str, ok: bool, detail: str, fix: str = "") -> dict:
+    return {"item": item, "ok": ok, "detail": detail + (f"; {fix}" if fix and not ok else "")}
+
+
+def _engine_rows() -> tuple[dict | None, list[dict]]:
+    """(engine info or None, the client, engine and BuildKit rows)."""
+    cli = shutil.which("docker")
+    rows = [_row("docker client", bool(cli), cli or "not found", "install: apt-get install docker.io (Debian) or Docker Desktop")]
     try:
-        info = engine_info()
-        rows.append(
-            {
-                "item": "docker engine",
-                "ok": True,
-                "detail": f"{info['version']} (API {info['api_version']}, {info['os']}/{info['arch']}, "
-                f"runtimes: {', '.join(info['runtimes'])})",
-            }
-        )
+        info: dict | None = engine_info()
     except KitError as err:
         info = None
-        rows.append({"item": "docker engine", "ok": False, "detail": str(err)})
+        rows.append(_row("docker engine", False, str(err)))
+    else:
+        assert info is not None
+        detail = (
+            f"{info['version']} (API {info['api_version']}, {info['os']}/{info['arch']}, runtimes: {', '.join(info['runtimes'])})"
+        )
+        rows.append(_row("docker engine", True, detail))
     try:
-        cli = images.build_cli()
-        rows.append({"item": "docker build", "ok": True, "detail": " ".join(cli[0]) + " (BuildKit)"})
+        argv = images.build_cli()[0]
+        rows.append(_row("docker build (BuildKit)", info is not None, " ".join(argv), "needs the docker engine above"))
     except KitError as err:
-        rows.append({"item": "docker build", "ok": False, "detail": str(err)})
+        rows.append(_row("docker build (BuildKit)", False, str(err)))
+    return info, rows
+
+
+def _tool_rows() -> list[dict]:
+    """What `base` and compose need: debootstrap, and a compose that answers."""
+    deb = shutil.which("debootstrap")
+    rows = [_row("debootstrap (for `base`)", bool(deb), deb or "not found", "install: apt-get install debootstrap")]
+    argv, version = compose_command()
+    fix = "the compose commands in the README need it: apt-get install docker-compose (v1) or docker-compose-plugin (v2)"
+    rows.append(_row("docker compose", argv is not None, f"{' '.join(argv)}: {version}" if argv else version, fix))
+    return rows
+
+
+def _gpu_rows(info: dict | None) -> list[dict]:
+    """NVIDIA runtime, compose's cuda-bench, GPUs, Apple silicon."""
     if info is not None:
         nv = nvidia_runtime(info)
-        rows.append({"item": "NVIDIA runtime", "ok": nv["available"], "detail": nv["how"] or nv["reason"]})
+        rows = [_row("NVIDIA runtime", bool(nv["available"]), str(nv["how"] or nv["reason"]))]
     else:
-        rows.append({"item": "NVIDIA runtime", "ok": False, "detail": "unknown: no docker engine"})
+        rows = [_row("NVIDIA runtime", False, "unknown: no docker engine")]
     # compose cannot check this before it starts a container (it prints the daemon's raw
     # "could not select device driver" error), so doctor says it for compose.yaml's cuda-bench.
     why = cuda_unavailable(info) if info is not None else "no docker engine"
     rows.append(
-        {
-            "item": "compose cuda-bench",
-            "ok": why is None,
-            "detail": "can run here" if why is None else f"cannot run here: {why}; use cpu-bench",
-        }
+        _row("compose cuda-bench", why is None, "can run here" if why is None else f"cannot run here: {why}; use cpu-bench")
     )
     found = gpus()
+    none = "nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi"
     rows.append(
-        {
-            "item": "GPU (nvidia-smi)",
-            "ok": bool(found),
-            "detail": "; ".join(f"{g['name']}, driver {g['driver']}, {g['memory']}" for g in found)
-            or ("nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi"),
-        }
+        _row(
+            "GPU (nvidia-smi)", bool(found), "; ".join(f"{g['name']}, driver {g['driver']}, {g['memory']}" for g in found) or none
+        )
     )
     mac = is_macos_arm64()
-    rows.append(
-        {
-            "item": "macOS arm64 (mps)",
-            "ok": mac,
-            "detail": "yes: run mps natively (docker/mps/run.sh)" if mac else f"no ({sys.platform}/{_platform.machine()})",
-        }
-    )
-    if info is not None:
-        for plat in images.IMAGE_PLATFORMS:
-            try:
-                ref = images.image_ref(plat)
-                img = images.docker_client().images.get(ref)
-                rows.append({"item": f"image {plat}", "ok": True, "detail": f"{ref} {img.id[:19]}"})
-            except KitError as err:
-                rows.append({"item": f"image {plat}", "ok": False, "detail": str(err)})
-            except Exception:
-                rows.append({"item": f"image {plat}", "ok": False, "detail": f"not built: python orchestrate.py build {plat}"})
+    where = f"no ({sys.platform}/{_platform.machine()})"
+    rows.append(_row("macOS arm64 (mps)", mac, "yes: run mps natively (docker/mps/run.sh)" if mac else where))
     return rows
+
+
+def _image_rows() -> list[dict]:
+    rows = []
+    for plat in images.IMAGE_PLATFORMS:
+        try:
+            ref = images.image_ref(plat)
+            img = images.docker_client().images.get(ref)
+            rows.append(_row(f"image {plat}", True, f"{ref} {img.id[:19]}"))
+        except KitError as err:
+            rows.append(_row(f"image {plat}", False, str(err)))
+        except Exception:
+            rows.append(_row(f"image {plat}", False, f"not built: python orchestrate.py build {plat}"))
+    return rows
+
+
+def doctor() -> list[dict]:
+    """What this host has for every command the README shows, as rows {"item", "ok", "detail"};
+    a missing prerequisite says how to install it. Never raises."""
+    info, rows = _engine_rows()
+    rows += _tool_rows() + _gpu_rows(info)
+    return rows + (_image_rows() if info is not None else [])
 
 
 # ---- run ---------------------------------------------------------------------------------------

@@ -163,9 +163,12 @@ def test_compose_run_cpu_bench_records_host_git_sha_and_image(tmp_path: Path) ->
         assert system["kit_git_sha"] not in (None, "", "unknown")
         assert system["kit_git_sha"] == image_env["KIT_IMAGE_GIT_SHA"]
         assert system["image_ref"] == image_env["KIT_IMAGE_CONTENT_REF"]
-    # root's ./results went to the image's user, never to root
+    # rows under ./results/<host>/, as native runs write them, never beside results/reference/
+    assert {f.relative_to(root / "results").parts[0] for f in rows_files} == {host.split(".")[0]}
+    # root's ./results: this host's dir went to the image's user, never to root; ./results stays root's
     if os.getuid() == 0:
         assert {f.stat().st_uid for f in rows_files} == {10001}
+        assert (root / "results").stat().st_uid == 0
 
 
 @pytest.mark.docker

@@ -395,3 +395,24 @@ def test_build_is_a_no_op_when_the_content_image_exists(cpu_image, monkeypatch: 
     image_id = images.build("cpu", base_image=base, echo=said.append, tag_latest=False, prune=False)
     assert image_id == img.id
     assert any(f"up to date (tag {ref}" in s for s in said), said
+
+
+def test_doctor_names_every_missing_prerequisite_with_its_install_line(monkeypatch):
+    """No engine, no client, no debootstrap, no compose: each is a row that says how to get it,
+    and `docker build` is not ok while no engine answers (whatever client is on disk)."""
+    from host import engine
+
+    def no_engine():
+        raise KitError("Docker daemon not running")
+
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    monkeypatch.setattr(engine, "engine_info", no_engine)
+    rows = {r["item"]: r for r in engine.doctor()}
+    assert not rows["docker client"]["ok"] and "apt-get install docker.io" in rows["docker client"]["detail"]
+    assert not rows["docker engine"]["ok"] and "not running" in rows["docker engine"]["detail"]
+    assert not rows["docker build (BuildKit)"]["ok"]
+    assert (
+        not rows["debootstrap (for `base`)"]["ok"] and "apt-get install debootstrap" in rows["debootstrap (for `base`)"]["detail"]
+    )
+    assert not rows["docker compose"]["ok"] and "docker-compose" in rows["docker compose"]["detail"]
+    assert not any(item.startswith("image ") for item in rows)  # images need an engine to be looked up
