@@ -21,7 +21,7 @@ from bench.core.study import PLATFORMS, RunContext
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-BACKENDS = [(s.name, b) for s in studies().values() for b in s.backends]
+BACKENDS = [(s.name, b) for s in studies().values() if type(s).__module__.startswith("bench.studies.") for b in s.backends]
 
 
 @pytest.mark.parametrize("study_name,backend", BACKENDS, ids=[f"{s}:{b}" for s, b in BACKENDS])

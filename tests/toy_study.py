@@ -27,21 +27,25 @@ class ToyRun:
     steps: int
     warmup_s: float = 0.0
     dataset: dict = None  # type: ignore[assignment]
+    closed_at: float | None = None
 
     def step(self, i: int) -> list[dict]:
         if i == self.cfg.crash_at:
             os.kill(os.getpid(), signal.SIGKILL)
         if i == self.cfg.raise_at:
             raise RuntimeError(f"toy failure in step {i}")
+        t0 = time.time()
         time.sleep(self.cfg.sleep_s)
         pad = "x" * (1024 * self.cfg.row_kb)
-        return [{"step": i, "square": i * i, "slot": os.environ.get("KIT_DEVICE_SLOT"), "pid": os.getpid(), "pad": pad}]
+        slot = os.environ.get("KIT_DEVICE_SLOT")
+        return [{"step": i, "square": i * i, "slot": slot, "pid": os.getpid(), "pad": pad, "t_start": t0, "t_end": time.time()}]
 
     def close(self) -> list[dict]:
+        self.closed_at = time.time()  # when close() began: the scheduler's gate is before it
         return []
 
     def system_extra(self) -> dict:
-        return {}
+        return {"closed_at": self.closed_at}
 
 
 def available() -> str | None:  # this module is also the toy's backend module
@@ -55,7 +59,10 @@ def create(cell: Cell, data) -> None:
 @register_study
 class Toy(Study):
     name, title, seed_doc, Config = "toy", "toy (a test study)", "999", ToyConfig
-    backends = {"py": BackendSpec("toy_study", "cpu"), "fake-gpu": BackendSpec("toy_study", "cuda")}
+    backends = {
+        "py": BackendSpec("toy_study", "cpu", about="plain Python"),
+        "fake-gpu": BackendSpec("toy_study", "cuda", about="plain Python, listed as a GPU backend"),
+    }
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         return [self.cell(b, name=f"toy-{b}") for b, s in self.backends.items() if s.platform == platform]

@@ -57,6 +57,17 @@ class BackendSpec:
             raise ValueError(f"BackendSpec family {self.family!r}: choose {', '.join(machine.FAMILIES)}")
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What a cell will take, known before it starts (Study.estimate): the run's ETA is the sum
+    over its cells, scaled by the run's own pace (bench.run.eta). Seconds are on the reference
+    machine, the 2-core AMD EPYC of the README's measurements (a GPU step: on the H100)."""
+
+    steps: int  # step() calls it will take
+    open_s: float  # process start, imports, data, model, warm-up
+    step_s: float  # one step, on average
+
+
 @dataclass
 class RunContext:
     """What the cell entry point hands a study's `open()`."""
@@ -261,6 +272,11 @@ class Study:
     # ---- running
     def open(self, cell: Cell, ctx: RunContext) -> StepRun:
         raise NotImplementedError
+
+    def estimate(self, cell: Cell) -> Estimate:
+        """Its steps and seconds before it starts (the ETA's prior). Studies override with what
+        their config says; the default is a short cell of a few steps."""
+        return Estimate(steps=3, open_s=5.0, step_s=5.0)
 
     # ---- reporting (host side: only the standard library, numpy and matplotlib)
     def check_rows(self, rows: list[dict]) -> str | None:

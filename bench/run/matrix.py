@@ -91,31 +91,33 @@ def default_repeats(profile: str) -> int:
 
 
 @contextlib.contextmanager
-def _bar(on: bool) -> Iterator[tuple[Callable[[str], None] | None, Callable[[int, int], None] | None]]:
-    """(echo, progress) for the Scheduler: None, None (its plain stderr lines) unless ON."""
+def _bar(on: bool) -> Iterator[tuple[Callable[[str], None] | None, Callable[[int, int, float], None] | None]]:
+    """(echo, progress) for the Scheduler: None, None (its plain stderr lines) unless ON. The
+    bar shows the scheduler's own ETA (bench.run.eta), the one its lines print, never a second."""
     if not on:
         yield None, None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from bench.run.schedule import fmt_seconds
 
     with Progress(
         TextColumn("steps"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
+        TextColumn("eta {task.fields[eta]}"),
         console=Console(stderr=True),
         transient=True,
     ) as progress:
-        task = progress.add_task("steps", total=None)
+        task = progress.add_task("steps", total=None, eta="...")
 
         def say(line: str) -> None:
             progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+        def update(done: int, total: int, left: float) -> None:
+            progress.update(task, completed=done, total=total, eta=fmt_seconds(left))
 
         yield say, update
 

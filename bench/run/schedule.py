@@ -38,6 +38,7 @@ from bench.core.errors import KitError
 from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
+from bench.run.eta import Eta
 
 SCHEDULES = ("sequential", "interleaved", "per-device")
 Echo = Callable[[str], None]
@@ -235,9 +236,10 @@ class Scheduler:
         rerun: bool = False,
         echo: Echo | None = None,
         devices: list[str] | None = None,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int, float], None] | None = None,
     ):
-        """progress(done, total) is called after every step (a TTY bar); plain lines go to echo either way."""
+        """progress(done, total, seconds left) is called after every step (a TTY bar); plain
+        lines go to echo either way, with the same ETA (bench.run.eta)."""
         self.out, self.data_dir, self.timeout_s, self.rerun = Path(out), data_dir, timeout_s, rerun
         self.echo: Echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.devices = devices or []
@@ -246,9 +248,8 @@ class Scheduler:
         self._children: list[Child] = []  # every child started, for Ctrl-C and a full disk
         self._done: dict[int, Outcome] = {}  # id(child) -> its outcome
         self._stopping = False
-        self._planned = 0  # cells this run will start (for the ETA)
         self._repeats = 1  # distinct repeats in the run (labels say which one when > 1)
-        self._t0: float | None = None
+        self._eta = Eta([])  # the run's cells' estimates, made in run()
 
     # ---- helpers
     def _say(self, msg: str) -> None:
@@ -265,27 +266,22 @@ class Scheduler:
             self._children.append(child)
         return child
 
-    def eta(self) -> tuple[int, int, float | None]:
-        """(steps done, steps expected, seconds left) over the whole run. Cells not started yet
-        count as many steps as the started ones on average; the pace is the run's own so far
-        (warm-ups included), so the estimate settles after a few steps."""
-        with self._lock:
-            started = [c for c in self._children if c.steps]
-        done = sum(c.done_steps for c in started)
-        known = sum(c.steps for c in started)
-        waiting = max(self._planned - len(self._children), 0)
-        total = known + (round(waiting * known / len(started)) if started else 0)
-        if not done or self._t0 is None:
-            return done, total, None
-        return done, total, (time.monotonic() - self._t0) / done * max(total - done, 0)
+    def _ready(self, child: Child) -> bool:
+        """Wait for CHILD's open; say so and count it in the ETA."""
+        if not child.ready():
+            return False
+        self._eta.opened(child.cell.key, child.steps)
+        self._say(f"ready   {self._label(child.cell)} (warm-up {child.warmup_s or 0:.2f} s, {child.steps} steps)")
+        return True
 
     def _report_step(self, child: Child, rows: list[dict]) -> None:
+        self._eta.stepped(child.cell.key)
         line = get_study(child.cell.study).progress_line(rows)
-        done, total, left = self.eta()
-        eta = f"  [{done}/{total} steps, eta {fmt_seconds(left)}]" if left is not None else ""
+        done, total, left = self._eta.snapshot()
+        eta = f"  [{done}/{total} steps, eta {fmt_seconds(left)}]"
         self._say(f"step {child.done_steps:>2}/{child.steps} {self._label(child.cell):<40} {line}{eta}")
         if self.progress is not None:
-            self.progress(done, total)
+            self.progress(done, total, left)
 
     def _finish(self, child: Child) -> Outcome:
         """Settle CHILD once (also when Ctrl-C already stopped it) and say how it ended."""
@@ -294,6 +290,7 @@ class Scheduler:
                 return self._done[id(child)]
         status = "interrupted" if self._stopping else "error"
         outcome = child.finish("interrupted (Ctrl-C)" if self._stopping else "", status)
+        self._eta.ended(child.cell.key)
         with self._lock:
             self._done[id(child)] = outcome
         mark = {"ok": "ok     ", "skipped": "skipped", "error": "error  "}.get(outcome.status, outcome.status)
@@ -305,8 +302,7 @@ class Scheduler:
     def _drive(self, child: Child) -> Outcome:
         """Start CHILD and run all its steps (sequential and per-device)."""
         child.start()
-        if child.ready():
-            self._say(f"ready   {self._label(child.cell)} (warm-up {child.warmup_s or 0:.2f} s, {child.steps} steps)")
+        if self._ready(child):
             while child.alive and child.done_steps < child.steps:
                 rows = child.step()
                 if rows is None:
@@ -349,7 +345,7 @@ class Scheduler:
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
-        self._planned, self._t0 = len(todo), time.monotonic()
+        self._eta = Eta((c.key, get_study(c.study).estimate(c)) for c in todo)  # the total, fixed before any cell starts
         try:
             done = list(outcomes)
             # repeats in rounds: every cell's repeat 0 (under SCHEDULE), then every cell's repeat 1, ...
@@ -381,8 +377,7 @@ class Scheduler:
         for cell in cells:  # warm-ups one at a time
             child = self._child(cell)
             child.start()
-            if child.ready():
-                self._say(f"ready   {self._label(cell)} (warm-up {child.warmup_s or 0:.2f} s, {child.steps} steps)")
+            if self._ready(child):
                 live.append(child)
             else:
                 out.append(self._finish(child))

@@ -24,9 +24,19 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
+from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study
 from bench.studies.mlp_scratch.backends import Trainer
-from bench.studies.mlp_scratch.config import PROFILE_DTYPES, PROFILE_PARAMS, MlpConfig
+from bench.studies.mlp_scratch.config import (
+    FIXED_ITER_S,
+    GPU_ITER_S,
+    OPEN_S,
+    PER_SAMPLE_ITER_S,
+    PROFILE_DTYPES,
+    PROFILE_PARAMS,
+    SPAWN_S,
+    TRAIN_SAMPLES,
+    MlpConfig,
+)
 
 _B = "bench.studies.mlp_scratch.backends."
 
@@ -123,6 +133,20 @@ class MlpScratch(Study):
         if all(reasons):
             return "; ".join(f"{v}: {r}" for v, r in zip(self.parts(cell), reasons))
         return None
+
+    def estimate(self, cell: Cell) -> Estimate:
+        """Steps: the check, the plain runs, the op breakdown, the memory step; every backend of
+        the cell runs in each."""
+        p = cell.params
+        n = TRAIN_SAMPLES.get(str(p.get("dataset")), TRAIN_SAMPLES["mnist"])
+        per_iter = 0.0
+        for b in self.parts(cell):
+            gpu = b in self.backends and self.backends[b].platform != "cpu"
+            per_iter += GPU_ITER_S if gpu else FIXED_ITER_S + PER_SAMPLE_ITER_S.get(str(p.get("dtype")), 1.2e-6) * n
+        iters = p["plain_runs"] * (p["iterations"] + 3) + min(p["breakdown_iterations"], p["iterations"])
+        total = iters * per_iter + len(self.parts(cell)) * SPAWN_S
+        steps = p["plain_runs"] + 3
+        return Estimate(steps=steps, open_s=OPEN_S, step_s=total / steps)
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('dtype')}"

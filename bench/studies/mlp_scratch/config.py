@@ -32,3 +32,16 @@ class MlpConfig:
     threads: int = 0  # NumPy's BLAS threads (threadpoolctl limit around every run); 0 = every core the process may use
     dataset: str = "auto"  # one of bench.data.DIGIT_DATASETS (the matrix resolves auto)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
+
+
+# What a cell costs, for the run's ETA (Study.estimate), on the 2-core AMD EPYC: one training
+# iteration of a backend takes FIXED_ITER_S + PER_SAMPLE_ITER_S[dtype] x the training samples
+# (results/reference/cpu-2core-epyc: NumPy 43-60 ms per float32 iteration and 66-74 ms per
+# float64 one on 59,000 samples); the memory step spawns a process per backend (SPAWN_S); the
+# cell process starts and loads the data in OPEN_S. A GPU backend's iteration: GPU_ITER_S.
+PER_SAMPLE_ITER_S = {"float32": 0.85e-6, "float64": 1.2e-6}
+FIXED_ITER_S = 0.15e-3
+GPU_ITER_S = 0.3e-3
+SPAWN_S = 2.5
+OPEN_S = 2.0
+TRAIN_SAMPLES = {"mnist": 59_000, "digits": 1_197}  # after the validation split (protocol.load_xy)

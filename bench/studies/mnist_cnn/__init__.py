@@ -18,16 +18,19 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, RunContext, Study
+from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study
 from bench.studies.mnist_cnn.backends import Trainer
 from bench.studies.mnist_cnn.config import (
+    DATASET_SIZES,
     DATASETS,
     FULL_EXTRA,
+    GPU_STEP_COST,
     INITS,
     INPUT_SCALES,
     PLATFORM_CELLS,
     PROFILE_PARAMS,
     SGD_FORMS,
+    STEP_COST,
     VARIANT_PARAMS,
     MnistCnnConfig,
 )
@@ -144,6 +147,15 @@ class MnistCnn(Study):
         if cell.params["batch_size"] > n:
             raise KitError(f"batch_size {cell.params['batch_size']} is larger than the training set ({n} samples of {ds.name})")
         return cell.with_params(limit_train=limit, **resolve_params(cell.params, data_dir))
+
+    def estimate(self, cell: Cell) -> Estimate:
+        p = cell.params
+        train, test = DATASET_SIZES.get(str(p.get("dataset")), DATASET_SIZES["mnist"])
+        n = min(p["limit_train"] or train, train)
+        n = -(-n // p["batch_size"]) * p["batch_size"]  # padded to whole batches
+        gpu = self.backend_spec(cell.backend).platform != "cpu"
+        per_sample, per_test, open_s = GPU_STEP_COST if gpu else STEP_COST.get((cell.backend, p["pipeline"]), (60e-6, 55e-6, 4.0))
+        return Estimate(steps=p["epochs"], open_s=open_s, step_s=n * per_sample + test * per_test)
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('pipeline')} {cell.variant}"

@@ -83,3 +83,16 @@ PROFILE_PARAMS = {
     "default": {},  # the seed's 10 epochs, batch 512
     "full": {},  # default + extra GPU variants
 }
+
+
+# What a cell costs, for the run's ETA (Study.estimate): seconds per training sample and per
+# test sample (evaluation), and the cell process's start + open (imports, data, warm-up), on the
+# 2-core AMD EPYC: epoch_s / 60,000 and eval_s / 10,000 of results/reference/cpu-2core-epyc
+# (real MNIST, 10 epochs, medians); start + open from the main job's cells there.
+STEP_COST = {  # (backend, pipeline) -> (s per training sample, s per test sample, start + open s)
+    ("torch-cpu", "seed"): (180e-6, 60e-6, 4.5),
+    ("torch-cpu", "resident"): (60e-6, 55e-6, 4.0),
+    ("numba-cpu", "resident"): (25e-6, 9e-6, 3.5),
+}
+GPU_STEP_COST = (2e-6, 1e-6, 8.0)  # any GPU backend: the epoch is short, the start (CUDA context, JIT) is not
+DATASET_SIZES = {"mnist": (60_000, 10_000), "digits": (1_497, 300)}  # (train, test) of each resolved dataset

@@ -1,0 +1,59 @@
+"""The run's one ETA (bench/run/eta.py): a step total fixed before the first cell starts, and an
+estimate of the time left that follows the run's own pace once a tenth of the work is done,
+whether the machine is the reference one, twice as slow (loaded) or twice as fast."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.core.study import Estimate
+from bench.run.eta import Eta
+
+# three cells of unlike cost: (open_s, steps, step_s) on the reference machine
+PLANS = [("a", Estimate(10, 4.0, 3.0)), ("b", Estimate(5, 2.0, 20.0)), ("c", Estimate(3, 30.0, 1.0))]
+
+
+def _replay(speed: float, error: float = 1.0):
+    """Run the plan on a fake clock SPEED times slower than the estimates, where each cell's
+    real costs are ERROR times its estimate; yield (share of the work done, predicted left,
+    real left) after every step."""
+    clock = [0.0]
+    eta = Eta([(k, Estimate(p.steps, p.open_s * error, p.step_s * error)) for k, p in PLANS], clock=lambda: clock[0])
+    real = [(k, p.open_s * speed, p.step_s * speed) for k, p in PLANS]
+    total = sum(o + p.steps * s for (k, o, s), (_, p) in zip(real, PLANS))
+    assert eta.snapshot()[1] == sum(p.steps for _, p in PLANS)  # the total is known before anything starts
+    done = 0.0
+    for (k, open_s, step_s), (_, p) in zip(real, PLANS):
+        clock[0] += open_s
+        done += open_s
+        eta.opened(k, p.steps)
+        for _ in range(p.steps):
+            clock[0] += step_s
+            done += step_s
+            eta.stepped(k)
+            steps_done, steps, left = eta.snapshot()
+            assert steps == sum(q.steps for _, q in PLANS)  # never moves
+            yield done / total, left, total - done
+        eta.ended(k)
+
+
+@pytest.mark.parametrize("speed", [0.5, 1.0, 2.0])
+def test_the_eta_is_within_30_percent_once_a_tenth_is_done(speed):
+    for share, predicted, real in _replay(speed):
+        if share >= 0.1 and real > 0:
+            assert abs(predicted - real) <= 0.3 * real + 1.0, (speed, share, predicted, real)
+
+
+def test_on_the_reference_machine_the_first_eta_is_the_estimate():
+    eta = Eta(PLANS, clock=lambda: 0.0)
+    assert eta.snapshot() == (0, 18, pytest.approx(sum(p.open_s + p.steps * p.step_s for _, p in PLANS)))
+
+
+def test_a_cell_that_ends_early_drops_its_remaining_steps():
+    clock = [0.0]
+    eta = Eta(PLANS, clock=lambda: clock[0])
+    eta.opened("a", 10)
+    eta.stepped("a")
+    eta.ended("a")  # an error after one step
+    done, total, _ = eta.snapshot()
+    assert (done, total) == (1, 1 + 5 + 3)
