@@ -229,11 +229,13 @@ def test_tuned_graph_matches_uncaptured():
 
 def test_clock_measures_a_known_sleep():
     clock = runner.Clock()
+    t0 = time.perf_counter()
     a = clock.mark()
     time.sleep(0.05)
     b = clock.mark()
-    assert 45 <= clock.ms(a, b) < 500
-    assert 0 <= clock.ms(a, a) < 1
+    outer_ms = (time.perf_counter() - t0) * 1e3  # orderings, not wall-clock bounds
+    assert 45 <= clock.ms(a, b) <= outer_ms
+    assert 0 <= clock.ms(a, a) < clock.ms(a, b)
     with pytest.raises(net.MLPError, match="negative"):
         clock.ms(b, a)
 
@@ -246,7 +248,7 @@ def test_op_timer_sums_per_op():
         with t("null"):
             pass
     assert t.calls == {"sleep": 2, "null": 2}
-    assert 18 <= t.ms["sleep"] < 300 and 0 <= t.ms["null"] < 5
+    assert 18 <= t.ms["sleep"] and 0 <= t.ms["null"] < t.ms["sleep"]
 
 
 # ---------------------------------------------------------------- bad input
@@ -428,15 +430,16 @@ def test_convergence_records_are_outside_total_s_and_inside_loop_wall_s(monkeypa
     accuracy = net.accuracy
 
     def slow_accuracy(A2, y):
-        time.sleep(0.02)
+        time.sleep(0.05)
         return accuracy(A2, y)
 
     monkeypatch.setattr(net, "accuracy", slow_accuracy)
     X, y = synthetic(200)
     r = runner.plain_run(NUMPY, X[50:], y[50:], X[:50], y[:50], runner.RunConfig(iterations=20, warmup_iters=1))
-    # records at iterations 0 and 10, two accuracy calls each: >= 80 ms in the loop
-    assert r["loop_wall_s"] - r["total_s"] >= 0.08
-    assert max(r["per_iter_samples_ms"]) < 20
+    # records at iterations 0 and 10, two accuracy calls each: >= 200 ms in the loop, none of it
+    # in total_s (the timed steps): the steps and the loop differ by at least the records' sleeps
+    assert r["loop_wall_s"] - r["total_s"] >= 0.2
+    assert sum(r["per_iter_samples_ms"]) / 1e3 == pytest.approx(r["total_s"])
 
 
 # ---------------------------------------------------------------- the report (synthetic rows)

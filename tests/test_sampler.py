@@ -30,6 +30,7 @@ def _busy(seconds: float) -> None:
 @pytest.fixture(scope="module")
 def run() -> TelemetrySampler:
     """0.3 s idle, 1 s busy between marks, 0.2 s idle: one sampler shared by the tests below."""
+    t0 = time.monotonic()
     s = TelemetrySampler(None, hz=HZ).start()
     time.sleep(0.3)
     s.mark("busy-start")
@@ -37,13 +38,14 @@ def run() -> TelemetrySampler:
     s.mark("busy-end")
     time.sleep(0.2)
     s.stop()
+    s.outer_s = time.monotonic() - t0  # type: ignore[attr-defined]  # the fixture's own clock around it
     return s
 
 
 def test_rate_and_cpu_fields(run: TelemetrySampler) -> None:
     summ = run.summary()
-    assert 1.4 < summ["window_s"] < 2.0
-    assert 0.8 * HZ < summ["achieved_hz"] < 1.1 * HZ
+    assert 1.4 < summ["window_s"] <= run.outer_s  # type: ignore[attr-defined]  # orderings, not wall-clock bounds
+    assert summ["achieved_hz"] < 1.1 * HZ and summ["samples"] >= 0.5 * 1.5 * HZ  # a loaded machine may sample late
     assert summ["samples"] == pytest.approx(summ["window_s"] * HZ, rel=0.2)
     first, later = run.samples[0], run.samples[1:]
     assert first["cpu_system_pct"] is None and first["cpu_process_pct"] is None  # the prime: nothing to compare with

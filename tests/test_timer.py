@@ -15,13 +15,17 @@ def test_null_workload_is_tiny_and_non_negative():
             pass
         samples.append(sw.seconds)
     assert min(samples) >= 0
-    assert sorted(samples)[100] < 1e-3, "an empty region should cost well under a millisecond"
+    with stopwatch() as sleep:
+        time.sleep(0.002)
+    assert sorted(samples)[100] < sleep.seconds, "an empty region costs less than a 2 ms sleep"
 
 
 def test_known_sleep_measures_in_seconds():
+    t0 = time.perf_counter()
     with stopwatch() as sw:
         time.sleep(0.05)
-    assert 0.045 <= sw.seconds < 0.5, f"sleep(0.05) measured {sw.seconds} s: wrong units or clock?"
+    outer = time.perf_counter() - t0  # an outer clock around it: an ordering, not a wall-clock bound
+    assert 0.045 <= sw.seconds <= outer, f"sleep(0.05) measured {sw.seconds} s (outer {outer} s): wrong units or clock?"
 
 
 def test_reversed_clock_pair_is_refused():
