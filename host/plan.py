@@ -119,10 +119,14 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
     """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
     missing = native_missing()
     if missing:
-        raise KitError(
-            f"native runs need bench's packages ({', '.join(missing)} missing here): "
+        from host.console import checkout
+
+        how = (
             "bash scripts/setup.sh installs them into .venv, or run in containers"
+            if checkout()
+            else "pip install 'cnn-bench[cpu]' installs them (cnn-bench[cuda] on an NVIDIA host, cnn-bench[mps] on Apple silicon)"
         )
+        raise KitError(f"native runs need bench's packages ({', '.join(missing)} missing here): {how}")
     argv = [sys.executable, "-m", "bench", *req.args(platforms, str(out), data_dir)]
     return subprocess.call(argv, env=bench_env())
 

@@ -214,3 +214,19 @@ def test_commands_needing_a_checkout_say_so(installed: Path, tmp_path: Path) -> 
     assert len(lines) == 1 and lines[0].startswith("error: `cnn-bench build` needs a checkout"), p.stderr
     p = _run(installed, "cnn-bench", "run", "cpu", "--runtime", "docker", cwd=tmp_path)
     assert p.returncode == 2 and "needs a checkout" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_outside_a_checkout_a_missing_package_names_the_extra(monkeypatch):
+    """Installed from a wheel, `cnn-bench all` without torch says which extra installs it (there
+    is no scripts/setup.sh there); in a checkout it names setup.sh."""
+    from bench.core.errors import KitError
+    from host import console, plan
+
+    monkeypatch.setattr(plan, "native_missing", lambda: ["torch"])
+    req = plan.MatrixRequest(profile="smoke")
+    monkeypatch.setattr(console, "checkout", lambda: None)
+    with pytest.raises(KitError, match=r"pip install 'cnn-bench\[cpu\]'"):
+        plan.run_native(req, ["cpu"], Path("out"), None)
+    monkeypatch.setattr(console, "checkout", lambda: Path("."))
+    with pytest.raises(KitError, match="scripts/setup.sh"):
+        plan.run_native(req, ["cpu"], Path("out"), None)
