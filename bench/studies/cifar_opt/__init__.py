@@ -30,14 +30,17 @@ from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.config import (
     CPU_VARIANTS,
     DATASETS,
+    MIN_BATCH,
     MODELS,
     MPS_VARIANTS,
     NAMED,
     OBJECTIVES,
     PIPELINES,
+    SEED_BATCHES,
     CifarOptConfig,
     matrix_spec,
     parse_variant,
+    trial_train_size,
     variant_kind,
 )
 
@@ -117,7 +120,7 @@ class CifarOpt(Study):
             raise KitError(f"variant {cell.variant!r} is a CPU variant (x86 int8 kernels); run it on torch-cpu")
         checks = [
             ("epochs", p["epochs"] >= 1, ">= 1"),
-            ("batch_size", p["batch_size"] >= 1, ">= 1"),
+            ("batch_size", p["batch_size"] >= MIN_BATCH, f">= {MIN_BATCH} (BatchNorm cannot train on one image per batch)"),
             ("lr", isinstance(p["lr"], float) and math.isfinite(p["lr"]) and p["lr"] > 0, "finite and > 0"),
             ("momentum", 0 <= p["momentum"] < 1, "in [0, 1)"),
             ("weight_decay", p["weight_decay"] >= 0, ">= 0"),
@@ -147,6 +150,13 @@ class CifarOpt(Study):
                 raise KitError(f"unknown {key} {p[key]!r}: choose {', '.join(allowed)}")
         if p["batch_size"] > p["n_train"]:
             raise KitError(f"batch_size {p['batch_size']} is larger than the training subsample (n_train {p['n_train']})")
+        if variant_kind(cell.variant) == "optuna":
+            left, tried = trial_train_size(p["n_train"], p["val_fraction"]), SEED_BATCHES[spec.platform]
+            if not any(MIN_BATCH <= b <= left for b in tried):
+                raise KitError(
+                    f"optuna: a trial trains on {left} images (n_train {p['n_train']} less the val_fraction held out), "
+                    f"fewer than its smallest batch size ({min(tried)}): raise n_train"
+                )
         if variant_kind(cell.variant) == "int8" and p["batch_size"] * p["calib_batches"] > p["n_train"]:
             raise KitError(
                 f"int8 calibration wants {p['calib_batches']} batches of {p['batch_size']}, more than n_train {p['n_train']}"

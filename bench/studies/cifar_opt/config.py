@@ -41,6 +41,14 @@ NAMED = {
 CPU_VARIANTS = ("default", "quant-dynamic", "int8", "compile", "optuna")
 MPS_VARIANTS = ("default", "optuna")
 SEED_BATCHES = {"cpu": (8, 16, 32, 64, 128), "cuda": (16, 32, 64, 128), "mps": (16, 32, 64, 128)}
+MIN_BATCH = 2  # BatchNorm in training mode needs more than one value per channel: never a batch of 1
+
+
+def trial_train_size(n_train: int, val_fraction: float) -> int:
+    """Images an Optuna trial trains on: the stratified subsample (N_TRAIN / 10 per class) less
+    the share of each class held out to score trials (at least one image; search.holdout)."""
+    per = n_train // 10
+    return n_train - 10 * max(1, round(val_fraction * per))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
 from bench.studies.cifar_opt.config import Settings, parse_variant, settings, variant_kind
-from bench.studies.cifar_opt.trainer import Split, Trainer, TrainerData
+from bench.studies.cifar_opt.trainer import Split, Trainer, TrainerData, zero_steps
 
 MakeTrainer = Callable[[Split, int, float, "str | None"], Trainer]  # (split, batch, lr, variant): the backend's create()
 
@@ -97,6 +97,8 @@ class CellRun:
         if i < self.n_trials:
             row = self.search.trial(i)
             rows = [{**self.base(), **row, "status": "ok"}]
+            if i == 0:  # the journal's interrupted (FAIL) trials: listed once, not counted against `trials`
+                rows += [{**self.base(), **r, "status": "ok"} for r in self.search.uncounted]
             if i == self.n_trials - 1:
                 self.pick = self.search.pick()
                 rows.append({**self.base(), **self.pick, "status": "ok"})
@@ -115,6 +117,8 @@ class CellRun:
         with RSSSampler() as rss, stopwatch(tr.sync_device) as sw:
             stats = tr.train_epoch()
         assert sw.seconds >= 0
+        if stats["steps"] < 1:  # whatever the backend's trainer: an epoch that trained nothing is an error, never ok
+            raise zero_steps(tr.batch, len(self.split.y_train), f"epoch {epoch} ran")
         synthetic = self.cfg.pipeline == "synthetic-gpu"
         with stopwatch() as ev:
             acc = None if synthetic else tr.evaluate()
@@ -189,6 +193,9 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     run = CellRun(cfg, ctx, split, ds.describe(), threads, n_trials, make)
     if run.n_trials:
         from bench.studies.cifar_opt.search import Search
+
+        if not ctx.cell_dir.resolve().is_relative_to(ctx.out.resolve()):  # the journal goes in the cell dir
+            raise KitError(f"cell dir {ctx.cell_dir} leads outside {ctx.out} (a symlink?): results are never written through one")
 
         run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir, make)
     else:

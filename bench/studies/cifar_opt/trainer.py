@@ -16,9 +16,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.core.errors import KitError
 from bench.measure.torchdev import sync
 from bench.studies.cifar_opt import pipeline
-from bench.studies.cifar_opt.config import Settings, parse_variant
+from bench.studies.cifar_opt.config import MIN_BATCH, Settings, parse_variant
 from bench.studies.cifar_opt.models import build
 
 
@@ -45,8 +46,20 @@ class TrainerData:
     variant: str | None = None
 
 
+def zero_steps(batch_size: int, n_images: int, what: str = "an epoch ran") -> KitError:
+    """The one line for an epoch that runs (or would run) no training step: an error, never an ok row."""
+    return KitError(
+        f"{what} 0 steps: batch_size {batch_size} is larger than the {n_images} training images "
+        "(the last partial batch is dropped); nothing was trained"
+    )
+
+
 class Trainer:
     def __init__(self, cfg: Settings, split: Split, batch_size: int, lr: float, seed: int, variant: str | None = None):
+        if batch_size < MIN_BATCH:
+            raise KitError(f"batch_size {batch_size} is below {MIN_BATCH}: BatchNorm cannot train on one image per batch")
+        if len(split.y_train) // batch_size < 1:  # every pipeline drops the last partial batch
+            raise zero_steps(batch_size, len(split.y_train), "every epoch would run")
         self.cfg, self.batch = cfg, batch_size
         self.opts = parse_variant(cfg.variant if variant is None else variant)
         dev = self.device = torch.device(cfg.device)
@@ -104,7 +117,9 @@ class Trainer:
             else:
                 self._step(xb, yb)
             n += 1
-        loss = float(self.loss_sum.item()) / max(n, 1)
+        if n == 0:
+            raise zero_steps(self.batch, len(self.split.y_train))
+        loss = float(self.loss_sum.item()) / n
         return {"steps": n, "samples": n * self.batch, "train_loss": loss}
 
     def evaluate(self, batch: int = 500) -> float:
