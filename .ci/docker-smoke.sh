@@ -3,7 +3,7 @@
 #
 #   bash .ci/docker-smoke.sh
 #
-# 1. apt-get install Debian's docker.io + debootstrap (+ docker-buildx where Debian has it)
+# 1. apt-get install Debian's docker.io + debootstrap + docker-compose (+ docker-buildx where Debian has it)
 # 2. start dockerd in the background unless an engine answers; wait for it
 # 3. bootstrap cnn-bench/base:bookworm from Debian packages (no container registry here)
 # 4. build the cpu image (pip reaches PyPI through the proxy CA: --ca-cert, a BuildKit secret)
@@ -44,6 +44,8 @@ install_packages() {
   command -v dockerd >/dev/null || pkgs+=(docker.io)
   command -v debootstrap >/dev/null || pkgs+=(debootstrap)
   [ -x /usr/bin/docker ] || pkgs+=(docker.io)
+  # the README's compose commands: Debian ships compose v1 (docker-compose 1.29) as a package
+  docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || pkgs+=(docker-compose)
   if [ ${#pkgs[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" iptables ca-certificates

@@ -37,9 +37,19 @@ fi
 stamp=.venv/.kit-lock-$(basename "$lock" .txt)  # host/export.py reads these: .kit-lock-NAME = requirements/NAME.txt
 want=$( (sha256sum "$lock" 2>/dev/null || shasum -a 256 "$lock") | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "installing $lock into .venv (hash-checked; torch is large, this takes a few minutes the first time)"
+  n=$(grep -c '^[A-Za-z0-9]' "$lock")
+  case "$target" in
+    dev|cpu|cuda) size="about 6.5 GB: PyPI's torch wheels are CUDA builds, 3.2 GB of it NVIDIA libraries even on a host with no GPU" ;;
+    host) size="about 630 MB: the orchestrator and the report only, no torch" ;;
+    *) size="about 1 GB: torch for Apple silicon" ;;
+  esac
+  echo "installing $lock into .venv: $n packages, hash-checked, $size; pip prints each one (a few minutes the first time)"
   # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r "$lock" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  set +e
+  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --require-hashes -r "$lock" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) | grep --line-buffered -E "^(Collecting|Successfully installed)"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" = 0 ] || { echo "error: pip could not install $lock (exit code $rc; its messages are above)" >&2; exit "$rc"; }
   echo "$want" > "$stamp"
 fi
