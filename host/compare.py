@@ -32,12 +32,16 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import KitError
 from bench.core.resultset import ResultCell, collect
+from bench.core.tables import md_row, md_sep
+from bench.core.text import md as md_text
+from bench.core.text import md_code
 
 DEFAULT_THRESHOLD = 0.05
 # study -> (unit, what one throughput value is); other studies: steps/s from Study.timed_values

@@ -11,30 +11,38 @@ columns, as tidy.csv and tidy.parquet, with a section in REPORT.md on how to loa
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.core.registry import studies
 from bench.core.resultset import ResultCell, collect
 from bench.core.rows import atomic_write_text, write_json
+from bench.core.tables import md_row
+from bench.core.text import md as md_text
+from bench.core.text import md_code, one_line
 
 
 def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str]:
     bad = [c for c in cells if c.status != "ok"]
-    plat = [n for n in notes if n.get("status") != "ran" and (not n.get("studies") or study in n.get("studies", []))]
+    plat = [n for n in notes if n.get("status") != "ran" and (not n.get("studies") or study in _names(n.get("studies")))]
     if not bad and not plat:
         return []
     md = ["### Not run", "", "| what | status | reason |", "|---|---|---|"]
     md += [
-        f"| platform {n['platform']} ({n.get('source', '')}) | {n.get('status', 'skipped')} | "
-        f"{str(n.get('reason', '')).replace('|', '/')} |"
+        md_row([f"platform {n['platform']} ({n.get('source', '')})", n.get("status", "skipped"), one_line(n.get("reason", ""))])
         for n in plat
     ]
     for c in bad:
         r = c.first
         what = f"{r.get('backend')} {r.get('variant', '')} ({r.get('cell')})"
-        md.append(f"| {what} | {c.status} | {c.reason.replace('|', '/')[:300]} |")
+        md.append(md_row([what, c.status, one_line(c.reason, 300)]))
     return md + [""]
+
+
+def _names(v: object) -> list[str]:
+    """platforms.json's `studies` as names (anything else in that field names no study)."""
+    return [str(x) for x in v] if isinstance(v, list) else []
 
 
 def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
@@ -48,10 +56,10 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     md = [
         "# cnn-bench report",
         "",
-        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(f"`{d}`" for d in dirs),
+        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
         "",
     ]
-    unclean = sorted({str(c.system.get("kit_git_sha")) for c in cells if c.unclean_source})
+    unclean = sorted({md_text(c.system.get("kit_git_sha")) for c in cells if c.unclean_source})
     if unclean:
         md += [
             f"> **Unclean source tree**: {sum(c.unclean_source for c in cells)} cell(s) ran from a checkout with "
@@ -74,9 +82,9 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
         }
     for name, mine in sorted(by_study.items()):  # rows of a study this checkout does not know
         md += [
-            f"## {name} (not a study of this checkout)",
+            f"## {md_text(name)} (not a study of this checkout)",
             "",
-            f"{len(mine)} cell(s) under " + ", ".join(sorted({f"`{c.dir.parent}`" for c in mine})),
+            f"{len(mine)} cell(s) under " + ", ".join(sorted({md_code(c.dir.parent) for c in mine})),
             "",
         ]
         summary["studies"][name] = {"cells": len(mine), "unknown": True}
@@ -87,7 +95,9 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
             "These cells are listed as `corrupt` above and left out of every table:",
             "",
         ]
-        md += [f"- `{p}`" for p in problems[:50]] + ([f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else [])
+        md += [f"- {md_code(one_line(p))}" for p in problems[:50]] + (
+            [f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else []
+        )
         md.append("")
     from host.tidy import report_lines, write_tidy
 
@@ -114,16 +124,51 @@ code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: 0.8em; overfl
 """
 
 
+# what REPORT.html allows: its own inline style and images inlined as data: URIs (or files
+# beside it); no script, no frame, no object, no form, no other origin
+CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+# the only HTML the kit's own markdown holds (mnist-cnn's collapsed per-cell table); the
+# summary text is the kit's, never a value from a result dir
+_DETAILS = re.compile(r"<details><summary>([^<>&\"'`]*)</summary>")
+
+
 def render_html(md: str, out: Path) -> str:
     """REPORT.md as one self-contained HTML page: the PNGs it names inlined as data URIs, so
-    the file can be mailed or opened anywhere (markdown-it-py, CommonMark + tables)."""
+    the file can be mailed or opened anywhere (markdown-it-py, CommonMark + tables).
+
+    Raw HTML is off: any markup in the markdown is shown as text, never run, and links keep
+    markdown-it's check (no javascript:, vbscript:, file: or non-image data: URLs); the page's
+    Content-Security-Policy forbids scripts besides. The kit's own `<details>` lines (a whole
+    line each, in the allowed form) become the element here, outside the markdown."""
     import base64
     import html
-    import re
 
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    parts: list[str] = []
+    chunk: list[str] = []
+    depth = 0
+
+    def flush() -> None:
+        if chunk:
+            parts.append(parser.render("\n".join(chunk)))
+            chunk.clear()
+
+    for line in md.split("\n"):
+        m = _DETAILS.fullmatch(line)
+        if m:
+            flush()
+            parts.append(f"<details><summary>{html.escape(m.group(1))}</summary>\n")
+            depth += 1
+        elif line == "</details>" and depth:
+            flush()
+            parts.append("</details>\n")
+            depth -= 1
+        else:
+            chunk.append(line)
+    flush()
+    body = "".join(parts) + "</details>\n" * depth
 
     def inline(m: re.Match) -> str:
         name = html.unescape(m.group(1))
@@ -134,4 +179,8 @@ def render_html(md: str, out: Path) -> str:
 
     body = re.sub(r'src="([^"]+\.png)"', inline, body)
     title = "cnn-bench report"
-    return f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n'
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n"
+    )

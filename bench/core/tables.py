@@ -1,8 +1,17 @@
-"""Formatting shared by every study's report section (standard library only)."""
+"""Formatting shared by every study's report section (standard library only).
+
+Every markdown table goes through `markdown` (rows of dicts) or `md_row` (one row of
+values): each cell is escaped there (`bench.core.text.md`: no HTML, no link, no table break,
+one line), so a value read from a result dir cannot inject markup whatever study code puts
+it in. A cell the kit marks up itself is wrapped in `bench.core.text.Md`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from bench.core.text import Md, md
 
 
 def fmt(v: Any) -> str:
@@ -17,12 +26,26 @@ def fmt(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def cell(v: Any) -> str:
+    """One table cell: V formatted (`fmt`) and escaped (`md`); an `Md` as it is."""
+    return str(v) if isinstance(v, Md) else md(fmt(v))
+
+
+def md_row(values: Iterable[Any]) -> str:
+    """One markdown table row, every value a `cell` (escaped)."""
+    return "| " + " | ".join(cell(v) for v in values) + " |"
+
+
+def md_sep(n: int) -> str:
+    """The header separator of an N-column table."""
+    return "|" + "|".join("---" for _ in range(n)) + "|"
+
+
 def markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    """A markdown table of ROWS; COLUMNS are (key, header) pairs."""
-    head = "| " + " | ".join(h for _, h in columns) + " |"
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(fmt(r.get(k)).replace("|", "/") for k, _ in columns) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
+    """A markdown table of ROWS; COLUMNS are (key, header) pairs. Every cell is escaped."""
+    head = md_row(h for _, h in columns)
+    body = [md_row(r.get(k) for k, _ in columns) for r in rows]
+    return "\n".join([head, md_sep(len(columns)), *body])
 
 
 def text_table(rows: list[dict], columns: list[tuple[str, str]]) -> list[str]:

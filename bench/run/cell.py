@@ -15,6 +15,7 @@ carries only these lines; everything else a study or library prints goes to stde
     child:  KIT READY {"steps": N, "warmup_s": S}     after open()
     parent: go                                        run the next step ("stop" or EOF: end now)
     child:  KIT STEP {"i": I, "rows": [...]}          after each step
+    parent: (closes the pipe)                         after the last step: close() and write now
     child:  KIT DONE {"status": "ok"}                 after the files are written
 """
 
@@ -37,6 +38,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import get_study
 from bench.core.study import RunContext, devices_missing
+from bench.core.text import one_line
 from bench.measure.telemetry import Telemetry
 
 READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
@@ -144,6 +146,13 @@ class _Protocol:
         line = sys.stdin.readline()
         return line.strip() == "go"
 
+    def wait_close(self) -> None:
+        """After the last step, close when the scheduler says (a line, or the pipe's end): no
+        step of another cell is timed while this one closes and writes (the interleaved
+        schedule settles its cells one at a time after the last round)."""
+        if self.gated:
+            sys.stdin.readline()
+
 
 def load_spec(spec: str) -> Cell:
     if spec == "-":
@@ -214,6 +223,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
             if progress:
                 progress.update(task, advance=1, description=f"{study.label(cell)} {study.progress_line(rows)}")
         telemetry.stop()  # close() evaluates and summarises: not the timed window
+        proto.wait_close()
         all_rows += [R.ordered({**base, **r}) for r in run.close()]
         sampled = telemetry.summary()
         flags = ";".join(
@@ -235,20 +245,20 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
         R.write_rows(cell_dir, all_rows)
     except KitError as err:
-        settle_failure(cell_dir, cell, str(err), out, data_dir)
+        settle_failure(cell_dir, cell, one_line(err), out, data_dir)
         raise
     except KeyboardInterrupt:
         settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", out, data_dir, "interrupted")
         raise
     except OSError as err:
         if err.errno != errno.ENOSPC:
-            settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
+            settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), out, data_dir)
             raise
         with contextlib.suppress(OSError):  # no room for the error row either, most likely
-            settle_failure(cell_dir, cell, f"disk full: {err}", out, data_dir)
+            settle_failure(cell_dir, cell, one_line(f"disk full: {err}"), out, data_dir)
         raise KitError(disk_full_message(out, cell)) from None
-    except Exception as err:
-        settle_failure(cell_dir, cell, f"{type(err).__name__}: {err}", out, data_dir)
+    except Exception as err:  # the reason is one line: the last meaningful line of the exception text
+        settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), out, data_dir)
         raise
     finally:
         telemetry.stop()

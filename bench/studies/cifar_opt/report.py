@@ -16,6 +16,8 @@ from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown
+from bench.core.text import md as md_text
+from bench.core.text import md_code, plot_text, safe_name
 
 SEED_NAMES = {
     ("cpu", "default"): "CPU Default",
@@ -370,7 +372,8 @@ def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
                         continue
                     v = [x * scale for x in d.values()]
                     names.append(
-                        f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if k == alt else "")
+                        plot_text(f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else ""))
+                        + (" [GPU]" if k == alt else "")
                     )
                     meds.append(statistics.median(v))
                     los.append(statistics.median(v) - min(v))
@@ -381,7 +384,7 @@ def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
                 ax.annotate(fmt(m), (m, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
             ax.set_yticks(list(ys), names, fontsize=7)
             ax.invert_yaxis()
-            ax.set_title(model, fontsize=10)
+            ax.set_title(plot_text(model), fontsize=10)
             ax.margins(x=0.15)
             if phase == "inference":
                 ax.set_xscale("log")
@@ -418,7 +421,7 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             pick = next(iter(_rows(c, "search")), None)
             if not trials or not pick:
                 continue
-            front = {int(x) for x in str(pick.get("pareto_trials") or "").split(";") if x}
+            front = {int(x) for x in str(pick.get("pareto_trials") or "").split(";") if x.strip().isdigit()}
             fig, ax = plt.subplots(figsize=(5.5, 4))
             for r in trials:
                 on = r["trial"] in front
@@ -426,7 +429,9 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
                     r["trial_epoch_s"], r["trial_val_acc"] * 100, c="tab:red" if on else "tab:gray", marker="o" if on else "x"
                 )
                 ax.annotate(
-                    f"b{r['trial_batch_size']} lr{r['trial_lr']:.1g}", (r["trial_epoch_s"], r["trial_val_acc"] * 100), fontsize=6
+                    plot_text(f"b{r['trial_batch_size']} lr{r['trial_lr']:.1g}"),
+                    (r["trial_epoch_s"], r["trial_val_acc"] * 100),
+                    fontsize=6,
                 )
             fr = sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if r["trial"] in front)
             if fr:
@@ -434,19 +439,23 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             ax.set_xlabel("epoch time (s)")
             ax.set_ylabel("validation accuracy (%)")
             ax.set_title(
-                f"{c.first.get('model')} {c.first.get('backend')} seed {c.first.get('seed', 0) + c.repeat}: Optuna trials",
+                plot_text(
+                    f"{c.first.get('model')} {c.first.get('backend')} seed {c.first.get('seed', 0) + c.repeat}: Optuna trials"
+                ),
                 fontsize=9,
             )
             ax.legend(fontsize=7)
-            fname = f"cifar-opt_pareto_{c.dir.name}.png"
+            fname = f"cifar-opt_pareto_{safe_name(c.dir.name)}.png"
             tmp = out / f".{fname}.tmp.png"
             fig.savefig(tmp, dpi=110, bbox_inches="tight")
             plt.close(fig)
             tmp.replace(out / fname)
+            journal = f"{c.dir.name}/{pick['journal']}"
             lines.append(
-                f"- {_where(c)} {c.first.get('model')} repeat {c.repeat}: picked trial {pick['picked_trial']} "
-                f"(batch {pick['batch_size_picked']}, lr {pick['lr_picked']:.3g}) of {pick['trials_complete']} complete; "
-                f"objective {pick['objective']}; journal `{c.dir.name}/{pick['journal']}` ![Pareto]({fname})"
+                f"- {md_text(_where(c))} {md_text(c.first.get('model'))} repeat {c.repeat}: picked trial "
+                f"{md_text(pick['picked_trial'])} (batch {md_text(pick['batch_size_picked'])}, lr {pick['lr_picked']:.3g}) "
+                f"of {md_text(pick['trials_complete'])} complete; objective {md_text(pick['objective'])}; "
+                f"journal {md_code(journal)} ![Pareto]({fname})"
             )
     return lines
 
@@ -460,12 +469,12 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     data = sorted({(str(c.first.get("dataset")), bool(c.first.get("dataset_real"))) for c in cells})
     md = [
         "ResNet-18 and MobileNetV2 (torchvision, num_classes=10, 32x32 input) on a stratified "
-        f"{cells[0].first.get('n_train')}/{cells[0].first.get('n_test')} subsample, SGD momentum 0.9, weight decay 1e-4. "
+        f"{md_text(cells[0].first.get('n_train'))}/{md_text(cells[0].first.get('n_test'))} subsample, SGD momentum 0.9, weight decay 1e-4. "
         "Each repeat is a fresh process with its own training seed (the seed's 3 seeds); tables give medians over "
         "them with a 95% bootstrap interval. Epoch time excludes evaluation and warm-up/compile (own column). "
         "Latency: batch 1, one synced call at a time after warm-up, forms of one cell interleaved.",
         "",
-        "Data: " + ", ".join(f"{n} ({'real' if r else 'synthetic: NOT CIFAR-10'})" for n, r in data) + ".",
+        "Data: " + ", ".join(f"{md_text(n)} ({'real' if r else 'synthetic: NOT CIFAR-10'})" for n, r in data) + ".",
         "",
     ]
     if not all(r for _, r in data):
@@ -488,7 +497,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         ),
         "",
     ]
-    flagged = [f"{c.dir.name}: {c.flags}" for c in cells if c.flags]
+    flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
     if flagged:
         md += ["⚑ flagged cells: " + "; ".join(flagged), ""]
     md += _figures(groups, out)

@@ -10,7 +10,9 @@ from pathlib import Path
 from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import fmt
+from bench.core.tables import fmt, md_row, md_sep
+from bench.core.text import Md, md_reason, plot_text
+from bench.core.text import md as md_text
 from bench.studies.mlp_scratch import MlpScratch
 from bench.studies.mlp_scratch.runner import MEMORY_PARTS, OVERHEAD_DEFINITION
 
@@ -83,7 +85,7 @@ def table3(group: list[Cell]) -> list[str]:
         head += [name, "95% CI", "Speedup vs NumPy [95% CI]"]
     head += ["Per iteration (ms, median; speedup)", "Forward (ms; speedup)", "Backward + update (ms; speedup)"]
     head += ["Final train acc", "Final val acc"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = [md_row(head), md_sep(len(head))]
     ref_rows = [r for r in plain if r["backend"] == REFERENCE]
     for v in vs:
         rs = [r for r in plain if r["backend"] == v]
@@ -100,7 +102,7 @@ def table3(group: list[Cell]) -> list[str]:
         for key in ("per_iter_median_ms", "forward_median_ms", "backward_median_ms"):
             cells.append(_ms_with_speedup(_med(ref_rows, key), _med(rs, key)))
         cells += [fmt(_med(rs, "final_train_acc")), fmt(_med(rs, "final_val_acc"))]
-        out.append("| " + " | ".join(cells) + " |")
+        out.append(md_row(cells))
     return out
 
 
@@ -113,12 +115,12 @@ def table4(cell: Cell) -> list[str]:
             names.append(r["op"])
     ms = {(r["backend"], r["op"]): r["op_ms_per_iter"] for r in ops}
     others = [v for v in vs if v != REFERENCE]
-    head = "| op | " + " | ".join([f"{v} (ms/iter)" for v in vs] + [f"speedup {v}" for v in others]) + " |"
-    out = [head, "|" + "---|" * (1 + len(vs) + len(others))]
+    head = md_row(["op", *[f"{v} (ms/iter)" for v in vs], *[f"speedup {v}" for v in others]])
+    out = [head, md_sep(1 + len(vs) + len(others))]
     for op in names:
         a = ms.get((REFERENCE, op))
         sps = [f"{a / ms[(v, op)]:.1f}x" if a and ms.get((v, op)) else "" for v in others]
-        out.append(f"| {op} | " + " | ".join([fmt(ms.get((v, op))) for v in vs] + sps) + " |")
+        out.append(md_row([op, *[fmt(ms.get((v, op))) for v in vs], *sps]))
     return out
 
 
@@ -156,20 +158,20 @@ def table5(cell: Cell) -> tuple[list[str], bool]:
     vs = list(mem)
     one = all(mem[v].get("memory_total_bytes") is not None for v in vs)
     parts = [k for k in MEMORY_PARTS if k != "other_bytes" or any(mem[v].get(k) for v in vs)]
-    out = ["| component (MB) | " + " | ".join(vs) + " |", "|" + "---|" * (1 + len(vs))]
+    out = [md_row(["component (MB)", *vs]), md_sep(1 + len(vs))]
     for k in parts:
-        out.append(f"| {MEMORY_LABELS[k]} | " + " | ".join(_mb(mem[v].get(k)) for v in vs) + " |")
+        out.append(md_row([MEMORY_LABELS[k], *(_mb(mem[v].get(k)) for v in vs)]))
     totals = []
     for v in vs:
         t = mem[v].get("memory_total_bytes")
         if t is None:
             got = [mem[v].get(k) for k in parts]
             t = sum(x for x in got if isinstance(x, (int, float))) if any(x is not None for x in got) else None
-        totals.append(f"**{_mb(t)}**" if t is not None else "")
-    out.append("| **Total** | " + " | ".join(totals) + " |")
+        totals.append(Md(f"**{md_text(_mb(t))}**") if t is not None else "")
+    out.append(md_row([Md("**Total**"), *totals]))
     for k, label in MEMORY_ALSO.items():
         if any(mem[v].get(k) is not None for v in vs):
-            out.append(f"| *also read:* {label} | " + " | ".join(_mb(mem[v].get(k)) for v in vs) + " |")
+            out.append(md_row([Md(f"*also read:* {md_text(label)}"), *(_mb(mem[v].get(k)) for v in vs)]))
     return out, one
 
 
@@ -224,11 +226,11 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         for v in _variants(c):
             if not _curve(g, v, "val_acc"):
                 continue
-            label = f"{v} {dtype}"
+            label = plot_text(f"{v} {dtype}")
             if multi_dev:
-                label += f" ({c.device})"
+                label += plot_text(f" ({c.device})")
             if multi_ds:
-                label += f", {c.first.get('dataset')}"
+                label += plot_text(f", {c.first.get('dataset')}")
             label = noise.mark(label, ";".join(x.flags for x in g if x.flags))
             series.append((g, v, label + (f", n={len(g)}" if len(g) > 1 else "")))
     if not series:
@@ -278,7 +280,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
         dx.grid(True, alpha=0.3)
         dx.set_xlabel("iteration")
-    ref_name = " / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))
+    ref_name = plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()})))
     axes[0, 0].set_title("Training accuracy (the seed's Fig. 3)")
     axes[0, 1].set_title("Validation accuracy")
     axes[0, 0].set_ylabel("accuracy (%)")
@@ -294,7 +296,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         fig.text(
             0.5,
             -0.01,
-            f"NOT MNIST: {', '.join(fake)} (the embedded default is a wiring check, not comparable with seed 001)",
+            f"NOT MNIST: {plot_text(', '.join(fake))} (the embedded default is a wiring check, not comparable with seed 001)",
             ha="center",
             va="top",
             fontsize=9,
@@ -318,7 +320,7 @@ def _save(fig, path: Path) -> None:
 def _blas_line(group: list[Cell]) -> str:
     """'NumPy BLAS: openblas 0.3.31, 2 threads' from the rows (every text seen), or ''."""
     seen = sorted({str(r["blas"]) for c in group for r in c.rows if r.get("phase") == "plain" and r.get("blas")})
-    return f"NumPy BLAS (threadpoolctl, pinned for every run): {'; '.join(seen)}" if seen else ""
+    return f"NumPy BLAS (threadpoolctl, pinned for every run): {md_text('; '.join(seen))}" if seen else ""
 
 
 def section(cells: list[Cell], out: Path) -> list[str]:
@@ -344,17 +346,18 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         c = group[0]
         r0 = c.rows[0]
         n = len(group)
-        flags = [f"r{x.repeat}: {x.flags}" for x in group if x.flags]
+        flags = [f"r{x.repeat}: {md_text(x.flags)}" for x in group if x.flags]
         gpu = (c.system.get("gpu") or {}).get("name")
         on_gpu = any(_platform(v) != "cpu" for v in _variants(c))  # only then did the cell use the GPU
-        where = f"{r0.get('cell', '').rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
+        where = f"{str(r0.get('cell', '')).rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
             f" + {gpu}" if gpu and on_gpu else ""
         )
         blas = _blas_line(group)
         t5, one = table5(c)
         md += [
-            f"#### {where} ({r0.get('dtype')}, {r0.get('iterations')} iterations, {r0.get('dataset')}"
-            f"{'' if r0.get('dataset_real') else ', not the real dataset'}, {r0.get('n_train')} train / {r0.get('n_val')} val)",
+            f"#### {md_text(where)} ({md_text(r0.get('dtype'))}, {md_text(r0.get('iterations'))} iterations, "
+            f"{md_text(r0.get('dataset'))}{'' if r0.get('dataset_real') else ', not the real dataset'}, "
+            f"{md_text(r0.get('n_train'))} train / {md_text(r0.get('n_val'))} val)",
             "",
             *([blas, ""] if blas else []),
             f"Table 3: time ({n} repeat{'s' if n > 1 else ''}, each a fresh process; medians over repeats)",
@@ -373,7 +376,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             *([] if one else [f"({OLD_OVERHEAD})", ""]),
         ]
         skipped = [r for r in c.rows if r.get("status") == "skipped"]
-        md += [f"- {r['backend']} not run: {r.get('reason')}" for r in skipped] + ([""] if skipped else [])
+        md += [f"- {md_text(r['backend'])} not run: {md_reason(r.get('reason'))}" for r in skipped] + ([""] if skipped else [])
     p = convergence_plot(cells, out)
     if p:
         md += [

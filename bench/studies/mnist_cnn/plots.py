@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.core.resultset import ResultCell  # noqa: E402
+from bench.core.text import plot_text  # noqa: E402
 
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
 
@@ -21,7 +22,7 @@ def data_note(cells: list[ResultCell]) -> str | None:
     other = sorted({str(r.get("dataset")) for c in cells for r in _epochs(c)[:1]} - {"mnist"})
     if not other:
         return None
-    return f"NOT MNIST: {', '.join(other)} (the embedded default is a wiring check, not comparable with seed 000)"
+    return f"NOT MNIST: {plot_text(', '.join(other))} (the embedded default is a wiring check, not comparable with seed 000)"
 
 
 def _save(fig, path: Path, note: str | None = None) -> None:
@@ -78,7 +79,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         c = g[0]
         name = f"{label(c)} ({c.device})" if multi else label(c)
         name = noise.mark(name, ";".join(x.flags for x in g if x.flags))
-        return name + (f", n={len(g)}" if len(g) > 1 else "")
+        return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
 
     paths = []
     for key, ylabel, title, fname in (
@@ -126,7 +127,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         if d:
             dx.plot([x for x, _ in d], [y for _, y in d], ms=4, lw=1.2, **st)
     dx.axhline(0.0, color="black", lw=0.8)
-    ref_names = "; ".join(f"{ds}: {_name(g)}" for ds, g in refs.items())
+    ref_names = "; ".join(f"{plot_text(ds)}: {_name(g)}" for ds, g in refs.items())
     dx.set_ylabel("difference to the reference\n(percentage points)", fontsize=8)
     dx.set_title(f"reference per dataset: {ref_names}", fontsize=7)
     ax.set_ylabel("test accuracy (%)")

@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.core import noise, stats
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
-from bench.core.tables import markdown, text_table
+from bench.core.tables import markdown, md_row, text_table
+from bench.core.text import md as md_text
 
 TABLE1_COLUMNS = [
     ("platform", "Platform"),
@@ -288,14 +290,15 @@ def _ratio_text(r: dict) -> str:
     return f"{r['ratio']:.2f}x (95% CI {ci}; {r['verdict']})"
 
 
-def _flag_lines(rows: list[dict]) -> list[str]:
+def _flag_lines(rows: list[dict], esc: Callable[[object], str] = str) -> list[str]:
+    """The flagged configurations; ESC escapes the values (`md` for markdown)."""
     flagged = [r for r in rows if r["flags"]]
     if not flagged:
         return []
     return [
         "⚑ flagged cells (bench.core.noise: CV over timed epochs > "
         f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling or a shared GPU): "
-        + "; ".join(f"{r['platform'].rstrip(' ⚑')}: {r['flags']}" for r in flagged),
+        + "; ".join(f"{esc(r['platform'].rstrip(' ⚑'))}: {esc(r['flags'])}" for r in flagged),
         "",
     ]
 
@@ -330,7 +333,7 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
         "",
         markdown(summ, SUMMARY_COLUMNS) if summ else "_no finished cells_",
         "",
-        *_flag_lines(summ),
+        *_flag_lines(summ, md_text),
     ]
     if rows:
         md += [
@@ -359,9 +362,17 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         md += [
-            f"| {r['host']} | {r['numerator']} / {r['denominator']} | {r['ratio']:.2f}x | "
-            + (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" if r["ci_lo"] is not None else "n=1")
-            + f" | {r['min']:.2f}-{r['max']:.2f} | {r['verdict']} | {r['target']} |"
+            md_row(
+                [
+                    r["host"],
+                    f"{r['numerator']} / {r['denominator']}",
+                    f"{r['ratio']:.2f}x",
+                    f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" if r["ci_lo"] is not None else "n=1",
+                    f"{r['min']:.2f}-{r['max']:.2f}",
+                    r["verdict"],
+                    r["target"],
+                ]
+            )
             for r in rat
         ]
         md.append("")

@@ -19,6 +19,7 @@ import statistics
 
 from bench.core import stats
 from bench.core.resultset import ResultCell
+from bench.core.tables import md_row
 
 # Seed 000, Table I "Performance summary results" (10 epochs, batch 512, SGD 0.01 m0.9),
 # transcribed from the seed text as printed.
@@ -215,16 +216,45 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
     for name, v in SEED_TABLE1.items():
         s = dict(zip(SEED_COLUMNS, v))
         md.append(
-            f"| {name} | seed 000 | its hardware | {'dense layers only' if 'Numba' in name else 'all layers'} | 10 | 1 "
-            f"| {s['avg_epoch_s']:.4f} | {s['total_train_s']:.3f} | {s['avg_samples_per_s']:,.0f} | – "
-            f"| {s['final_acc_pct']:.2f} | {s['max_acc_pct']:.2f} | {s['avg_ram_mb']:,.1f} | {s['max_vram_mb']:g} |"
+            md_row(
+                [
+                    name,
+                    "seed 000",
+                    "its hardware",
+                    "dense layers only" if "Numba" in name else "all layers",
+                    "10",
+                    "1",
+                    f"{s['avg_epoch_s']:.4f}",
+                    f"{s['total_train_s']:.3f}",
+                    f"{s['avg_samples_per_s']:,.0f}",
+                    "–",
+                    f"{s['final_acc_pct']:.2f}",
+                    f"{s['max_acc_pct']:.2f}",
+                    f"{s['avg_ram_mb']:,.1f}",
+                    f"{s['max_vram_mb']:g}",
+                ]
+            )
         )
         for r in (r for r in mine if r["platform"] == name):
             md.append(
-                f"| {name} | ours: {r['config']} | {r['device']} | {r['setup']} | {r['epochs']:g} | {r['repeats']} "
-                f"| {r['avg_epoch_s']:.4f} | {r['total_train_s']:.3f} | {r['avg_samples_per_s']:,.0f} | {r['tput_ci']} "
-                f"| {r['final_acc_pct']:.2f} | {r['max_acc_pct']:.2f} | {r['avg_ram_mb']:,.1f} "
-                f"| {_f(r['max_vram_mb'], '{:,.1f}')} |"
+                md_row(
+                    [
+                        name,
+                        f"ours: {r['config']}",
+                        r["device"],
+                        r["setup"],
+                        f"{r['epochs']:g}",
+                        str(r["repeats"]),
+                        f"{r['avg_epoch_s']:.4f}",
+                        f"{r['total_train_s']:.3f}",
+                        f"{r['avg_samples_per_s']:,.0f}",
+                        r["tput_ci"],
+                        f"{r['final_acc_pct']:.2f}",
+                        f"{r['max_acc_pct']:.2f}",
+                        f"{r['avg_ram_mb']:,.1f}",
+                        _f(r["max_vram_mb"], "{:,.1f}"),
+                    ]
+                )
             )
     if not mine:
         md += [
@@ -252,14 +282,23 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         seed = f"{r['seed'][0]:.2f}x ({r['seed'][1]:.2f}x)" if r["seed"] else "–"
         shown.add((r["setups"], r["name"]))
         md.append(
-            f"| {r['name']} | {r['setups']} | {seed} | {r['ratio']:.2f}x | {r['ci']} | {r['verdict']} "
-            f"| {r['numerator']} / {r['denominator']} | {r['session']} |"
+            md_row(
+                [
+                    r["name"],
+                    r["setups"],
+                    seed,
+                    f"{r['ratio']:.2f}x",
+                    r["ci"],
+                    r["verdict"],
+                    f"{r['numerator']} / {r['denominator']}",
+                    r["session"],
+                ]
+            )
         )
     for name, a, b in SPEEDUPS:  # the seed's own, also where we have no pair of cells for it
         if ("seed 000's setups", name) not in shown:
             t, q = seed_speedup(a, b)
-            md.append(
-                f"| {name} | seed 000's setups | {t:.2f}x ({q:.2f}x) | not run here | – | – | {' / '.join(' '.join(SETUPS[x]) for x in (a, b))} | – |"
-            )
+            pair = " / ".join(" ".join(SETUPS[x]) for x in (a, b))
+            md.append(md_row([name, "seed 000's setups", f"{t:.2f}x ({q:.2f}x)", "not run here", "–", "–", pair, "–"]))
     md.append("")
     return md

@@ -17,6 +17,8 @@ from pathlib import Path
 from bench.core.resultset import ResultCell as Cell
 from bench.core.stats import ratio
 from bench.core.tables import fmt, markdown
+from bench.core.text import md as md_text
+from bench.core.text import md_alt, md_code, md_reason, plot_text
 from bench.studies.profile import seed
 
 PLATFORM = {"torch-cpu": "CPU", "torch-cuda": "GPU"}
@@ -297,7 +299,7 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
         "",
         "How each figure is computed:",
         "",
-        *([f"- `{k}`: {v}" for k, v in method.items()] if isinstance(method, dict) else [str(method)]),
+        *([f"- {md_code(k)}: {md_text(v)}" for k, v in method.items()] if isinstance(method, dict) else [md_text(method)]),
         "",
     ]
 
@@ -319,7 +321,7 @@ def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
                 for o in ops
             ]
             lines += [
-                f"##### {_label(c)}: top {len(ops)} operators by {title}",
+                f"##### {md_text(_label(c))}: top {len(ops)} operators by {title}",
                 "",
                 markdown(
                     rows,
@@ -377,7 +379,7 @@ def scaling(cells: list[Cell]) -> list[str]:
     ran = [c for c in multi if _rows(c, "epoch")]
     if not ran:
         why = sorted({str(c.first.get("reason") or c.note or c.status) for c in wanted or multi})
-        return lines + [f"Not run here: {'; '.join(why)}.", ""]
+        return lines + [f"Not run here: {'; '.join(md_reason(w) for w in why)}.", ""]
     out = []
     for c in ran:
         r0 = c.first
@@ -457,7 +459,7 @@ def _series_figure(c: Cell, out: Path, name: str) -> str | None:
     gpus = _gpus(c)
     panels = [
         (
-            f"GPU {i}",
+            plot_text(f"GPU {i}"),
             [
                 (f"gpu{i}_util_pct", "util %"),
                 (f"gpu{i}_mem_used_mb", "memory MB"),
@@ -480,7 +482,7 @@ def _series_figure(c: Cell, out: Path, name: str) -> str | None:
             ax.set_title(f"{title}: {what}", fontsize=9)
             ax.set_xlabel("s", fontsize=8)
             ax.tick_params(labelsize=7)
-    fig.suptitle(_label(c) + " (timed epochs)", fontsize=10)
+    fig.suptitle(plot_text(_label(c)) + " (timed epochs)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / name, dpi=80)
     plt.close(fig)
@@ -501,10 +503,10 @@ def _ops_figure(c: Cell, out: Path, name: str, k: int = 12) -> str | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(ops) + 1.2))
-    names = [str(o.get("name"))[:48] for o in ops][::-1]
+    names = [plot_text(str(o.get("name"))[:48]) for o in ops][::-1]
     ax.barh(names, [float(o.get(key) or 0) for o in ops][::-1])
     ax.set_xlabel(key.replace("_", " "))
-    ax.set_title(_label(c) + ": operators", fontsize=10)
+    ax.set_title(plot_text(_label(c)) + ": operators", fontsize=10)
     ax.tick_params(labelsize=7)
     fig.tight_layout()
     fig.savefig(out / name, dpi=80)
@@ -520,7 +522,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "torchvision DenseNet-121, classifier replaced for the data's classes, Adam; transfer learning frozen (classifier "
         "only) or finetune (every layer). Timed epochs are never profiled; the profiler runs after them on its own schedule.",
         "",
-        f"Data: {', '.join(data) or 'none'}"
+        f"Data: {md_text(', '.join(data)) or 'none'}"
         + ("" if real else " (synthetic: NOT cats vs dogs; accuracy claims need the real images)"),
         "",
     ]
@@ -531,11 +533,11 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         if _rows(c, "epoch"):
             f = _series_figure(c, out, f"profile_telemetry_{n}.png")
             if f:
-                figs.append(f"![telemetry: {_label(c)}]({f})")
+                figs.append(f"![telemetry: {md_alt(_label(c))}]({f})")
         if _rows(c, "profile"):
             f = _ops_figure(c, out, f"profile_ops_{n}.png")
             if f:
-                figs.append(f"![operators: {_label(c)}]({f})")
+                figs.append(f"![operators: {md_alt(_label(c))}]({f})")
     if figs:
         lines += ["#### Figures", ""] + figs + [""]
     lines += [
@@ -548,7 +550,11 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     ]
     skipped = [c for c in cells if c.status == "skipped"]
     if skipped:
-        lines += ["Cells not run here: " + "; ".join(f"{c.first.get('cell')}: {c.first.get('reason')}" for c in skipped), ""]
+        lines += [
+            "Cells not run here: "
+            + "; ".join(f"{md_text(c.first.get('cell'))}: {md_reason(c.first.get('reason'))}" for c in skipped),
+            "",
+        ]
     return lines
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown
+from bench.core.text import md as md_text
+from bench.core.text import md_alt, plot_text
 from bench.studies.roofline import seed
 from bench.studies.roofline.roofmath import attainable
 
@@ -306,7 +308,7 @@ def _points(ax, c: Cell, label_prefix: str = "") -> None:
                 mfc=fill,
                 mec=col,
                 ms=7,
-                label=f"{label_prefix}{p['model']} {phase} ({p['precision']}, {p['pipeline']})",
+                label=label_prefix + plot_text(f"{p['model']} {phase} ({p['precision']}, {p['pipeline']})"),
             )
     sw = _ok(c, "sweep")
     if sw:
@@ -317,10 +319,11 @@ def _points(ax, c: Cell, label_prefix: str = "") -> None:
             color=col,
             alpha=0.8,
             ms=5,
-            label=f"{label_prefix}{p['model']} sweep b{sw[0]['batch_size']}-{sw[-1]['batch_size']} ({p['precision']})",
+            label=label_prefix
+            + plot_text(f"{p['model']} sweep b{sw[0]['batch_size']}-{sw[-1]['batch_size']} ({p['precision']})"),
         )
         for r in sw:
-            ax.annotate(str(r["batch_size"]), (r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]), fontsize=6)
+            ax.annotate(plot_text(r["batch_size"]), (r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]), fontsize=6)
 
 
 def _span(cells: list[Cell]):
@@ -356,7 +359,7 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
         for c in mine:
             _points(ax, c)
         ax.set_title(
-            f"roofline: {dev}\nfilled: train, hollow: val; circle/square: loader, diamond: synthetic-gpu; "
+            f"roofline: {plot_text(dev)}\nfilled: train, hollow: val; circle/square: loader, diamond: synthetic-gpu; "
             "^: batch sweep (labels: batch)",
             fontsize=9,
         )
@@ -365,7 +368,7 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
-        md.append(f"![roofline: {dev}]({name})")
+        md.append(f"![roofline: {md_alt(dev)}]({name})")
     models = [m for m in MODELS if any(_p(c)["model"] == m for c in cells)]
     if models:
         fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 6.5), squeeze=False)
@@ -382,11 +385,11 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
                         ("-", "--", ":", "-.")[j % 4],
                         color="k",
                         lw=1,
-                        label=f"{dev[:30]} fp32 roof",
+                        label=plot_text(f"{dev[:30]} fp32 roof"),
                     )
                 for c in mine:
                     if c.device == dev:
-                        _points(ax, c, label_prefix=f"{dev[:14]}: ")
+                        _points(ax, c, label_prefix=plot_text(f"{dev[:14]}: "))
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.grid(True, which="both", alpha=0.3)
@@ -458,7 +461,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "traffic to compulsory bytes); roofs are each device's MEASURED GEMM/conv and copy/triad ceilings "
         "(bench.measure.roofs), and '% of roof' is achieved / min(compute, bandwidth x AI) at the compulsory AI.",
         "",
-        "Data: " + ", ".join(f"{n} ({'real' if r else 'synthetic: NOT Tiny-ImageNet'})" for n, r in data) + ".",
+        "Data: " + ", ".join(f"{md_text(n)} ({'real' if r else 'synthetic: NOT Tiny-ImageNet'})" for n, r in data) + ".",
         "",
     ]
     if not all(r for _, r in data):
@@ -530,7 +533,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     md += ["#### The seed's claims and what checking them needs", "", markdown(
         [{"claim": a, "ours": b, "needs": n} for a, b, n in CLAIMS], [("claim", "seed's claim"), ("ours", "read from"), ("needs", "needs")]
     ), ""]  # fmt: skip
-    flagged = [f"{c.dir.name}: {c.flags}" for c in cells if c.flags]
+    flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
     if flagged:
         md += ["⚑ flagged cells: " + "; ".join(flagged), ""]
     md += figures(cells, roofs, out)

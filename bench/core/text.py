@@ -1,0 +1,101 @@
+"""Text from result dirs made safe to show (standard library only).
+
+Every string a report reads from a result dir (rows, cell.json, system.json, platforms.json,
+a dir's name) comes from another machine and is untrusted. Two rules:
+
+- a reason (an error or skip reason, a platform's note) is ONE line: `one_line` keeps the
+  last meaningful line of an exception text (a DataLoader worker's traceback, rich's boxed
+  frames), without frame characters, at most 500 characters. The cell process writes its
+  reasons through it, and the report shows every reason through it again;
+- a value put into markdown goes through `md` (or `bench.core.tables.markdown` / `md_row`,
+  which call it for every cell): no raw HTML (`<`, `>` and `&` become entities), no link
+  (a `]` before `(` or `[` escaped) or code span (backticks escaped), no table break (`|` escaped, newlines and
+  control characters become spaces). Markdown the kit writes itself is wrapped in `Md` and
+  left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+REASON_MAX = 500  # characters of a one-line reason
+
+# line breaks as str.splitlines knows them, plus every other C0/C1 control character
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# rich's boxes and panels (box drawing, block elements) and a traceback's carets and tildes
+_FRAME = "\u2500-\u259f"
+_FRAME_EDGES = re.compile(rf"^[\s{_FRAME}]+|[\s{_FRAME}]+$")
+_NOT_MEANINGFUL = re.compile(rf"^[\s{_FRAME}^~\-=_*.·…]*$")
+# what md() escapes: entities for HTML's characters, a backslash for markdown's; a `]` only
+# where a link would follow (`](`, `][`), so the kit's own "[95% CI]" stays as it is
+_MD_ESCAPE = re.compile(r"[&<>\\`|]|\](?=[(\[])")
+_MD_ENTITY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_ALT_ESCAPE = re.compile(r"[&<>\\`|\[\]]")
+
+
+class Md(str):
+    """Markdown the kit wrote itself (bold, a link to its own figure): `md` leaves it as it is.
+    Never wrap a value read from a result dir in it."""
+
+
+def one_line(text: Any, limit: int = REASON_MAX) -> str:
+    """The last meaningful line of TEXT (an exception's text, a reason), as one line: ANSI
+    colours and rich's frame characters removed, blank or decoration-only lines skipped,
+    at most LIMIT characters (cut with an ellipsis)."""
+    s = _ANSI.sub("", "" if text is None else str(text))
+    lines = [_FRAME_EDGES.sub("", _CONTROL.sub(" ", ln)) for ln in s.splitlines()]
+    meaningful = [ln for ln in lines if not _NOT_MEANINGFUL.match(ln)]
+    line = re.sub(r"\s+", " ", meaningful[-1]).strip() if meaningful else ""
+    return line if len(line) <= limit else line[: max(0, limit - 1)].rstrip() + "…"
+
+
+def md(value: Any) -> str:
+    """VALUE as inline markdown text that shows exactly VALUE: one line, no HTML, no link,
+    no code span, no table break. An `Md` is returned as it is."""
+    if isinstance(value, Md):
+        return str(value)
+    s = _CONTROL.sub(" ", "" if value is None else str(value))
+    return _MD_ESCAPE.sub(lambda m: _MD_ENTITY.get(m.group()) or "\\" + m.group(), s)
+
+
+def md_alt(value: Any) -> str:
+    """VALUE as an image's alt text: `md`, and every bracket escaped (the alt text ends at
+    the first unescaped `]`)."""
+    if isinstance(value, Md):
+        return str(value)
+    s = _CONTROL.sub(" ", "" if value is None else str(value))
+    return _MD_ALT_ESCAPE.sub(lambda m: _MD_ENTITY.get(m.group()) or "\\" + m.group(), s)
+
+
+def md_reason(value: Any) -> str:
+    """A reason in markdown: its one line (`one_line`), escaped (`md`)."""
+    return md(one_line(value))
+
+
+def md_code(value: Any) -> str:
+    """VALUE as a code span when it can be one as it is (no backtick, HTML or table
+    character, one line), else as escaped text (`md`): what a path or a command shows as."""
+    s = "" if value is None else str(value)
+    if s and not _CONTROL.search(s) and not any(ch in s for ch in "`<>&|\\"):
+        return f"`{s}`"
+    return md(s)
+
+
+def safe_name(value: Any) -> str:
+    """VALUE (a cell dir's name) as a file-name part the report may write and link to: as it
+    is when it holds only letters, digits, `.`, `_` and `-`; else those, plus a short hash
+    of VALUE (two names never share a file)."""
+    s = "" if value is None else str(value)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", s).lstrip(".")
+    if safe == s and s:
+        return s
+    return f"{safe[:60]}-{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+def plot_text(value: Any) -> str:
+    """VALUE for a matplotlib label: one line, every `$` escaped (shown as `$`), so an
+    untrusted string is never parsed as mathtext (a bad formula fails the whole figure)."""
+    return _CONTROL.sub(" ", "" if value is None else str(value)).replace("$", r"\$")
