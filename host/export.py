@@ -37,11 +37,12 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.resultset import ResultCell, collect
+from bench.core.resultset import ResultCell, collect, walk
 
 REPO = Path(__file__).resolve().parent.parent
 SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -73,19 +74,41 @@ def check_inputs(dirs: list[Path], out: Path) -> list[ResultCell]:
 
 
 def _result_files(root: Path, skip: set[Path]) -> list[Path]:
-    """Regular files under ROOT, sorted; no symlinks, hidden files, or rendered reports."""
+    """Regular files under ROOT, sorted; no symlinks, hidden files, or rendered reports, and
+    nothing below the depth a result tree is read to (bench.core.resultset.MAX_DEPTH)."""
     files = []
-    for here, subdirs, names in os.walk(root, followlinks=False):
-        h = Path(here)
-        subdirs[:] = sorted(
-            s for s in subdirs if not s.startswith(".") and not (h / s).is_symlink() and not (h / s / "REPORT.md").exists()
-        )
+    for h, subdirs, names in walk(root):
+        subdirs[:] = [s for s in subdirs if not s.startswith(".") and not (h / s / "REPORT.md").exists()]
         for n in sorted(names):
             p = h / n
             if n.startswith(".") or p.is_symlink() or not p.is_file() or p.resolve() in skip:
                 continue
             files.append(p)
     return files
+
+
+class _Hashing(io.RawIOBase):
+    """A file read once, in blocks, hashing exactly the bytes handed on (never held whole)."""
+
+    def __init__(self, fh: io.BufferedReader) -> None:
+        self.fh, self.sha = fh, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self.sha.update(data)
+        return data
+
+
+def _add_file(tar: tarfile.TarFile, info: Callable[[str, int], tarfile.TarInfo], name: str, path: Path) -> str:
+    """Stream PATH into TAR as NAME (its size when opened: a file that grows is cut there, one
+    that shrinks is an error); the sha256 of the bytes bundled."""
+    with open(path, "rb") as fh:
+        src = _Hashing(fh)
+        tar.addfile(info(name, os.fstat(fh.fileno()).st_size), src)
+        return src.sha.hexdigest()
 
 
 def _labels(dirs: list[Path]) -> list[str]:
@@ -267,9 +290,7 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
         manifest = []
         with tarfile.open(tmp, "w:gz") as tar:
             for name, p in members:
-                data = p.read_bytes()  # read once: the manifest hashes exactly the bytes bundled
-                manifest.append(f"{hashlib.sha256(data).hexdigest()}  {name}\n")
-                tar.addfile(info(name, len(data)), io.BytesIO(data))
+                manifest.append(f"{_add_file(tar, info, name, p)}  {name}\n")
             text = "".join(manifest).encode()
             tar.addfile(info("MANIFEST.sha256", len(text)), io.BytesIO(text))
         os.chmod(tmp, 0o644)

@@ -29,14 +29,13 @@ the procedure. Standard library only (no scipy): CI runs it from the host venv.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.resultset import ResultCell
+from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
 from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts
 
@@ -244,20 +243,10 @@ def unlisted_cell_dirs(d: Path, cells: list[ResultCell]) -> list[Path]:
     """Dirs holding a cell.json that no collected cell covers (e.g. an empty rows.jsonl)."""
     have = {c.dir.resolve() for c in cells}
     out = []
-    for root, subdirs, files in os.walk(d, followlinks=False):
-        here = Path(root)
-        subdirs[:] = sorted(s for s in subdirs if not (here / s).is_symlink())
+    for here, _subdirs, files in walk(d):  # as deep as collect() reads, symlinks not followed
         if "cell.json" in files and here.resolve() not in have:
             out.append(here)
     return out
-
-
-def _json_file(path: Path) -> dict:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8")) if is_regular(path) else {}
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def _key_or_none(c: ResultCell) -> str:
@@ -289,7 +278,7 @@ def verify(
     matched: set[int] = set()
     for cdir in unlisted_cell_dirs(d, cells):  # a cell.json with an empty rows.jsonl: not silently dropped
         note = "cell.json but no rows (rows.jsonl empty)"
-        cells.append(ResultCell(cdir, [], _json_file(cdir / "system.json"), "empty", note, _json_file(cdir / "cell.json")))
+        cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
     for c in sorted(cells, key=lambda c: (c.study, str(c.dir))):
         try:
             name = cell_name(c)

@@ -1,16 +1,20 @@
 """Cells under any number of result dirs, with their provenance: what the report and the
 matrix summary read. Standard library only (the host side uses it).
 
-Reading never trusts the tree: symlinks are not followed (files or dirs), every row is
-checked (bench.core.rows.check_row plus the study's own check), and a cell with a line
-that cannot be trusted is reported as `corrupt` with the line named, never half-read. A
-cell dir with no rows.jsonl (killed, Ctrl-C, disk full) is reported as `interrupted`.
+Reading never trusts the tree: symlinks are not followed (files or dirs), nothing deeper
+than MAX_DEPTH levels below a named dir is looked at (`walk`), every row is checked
+(bench.core.rows.check_row: types, finite and possible numbers, bounded line and file sizes;
+plus the study's own check), and a cell with a line that cannot be trusted is reported as
+`corrupt` with the line named, never half-read. A cell dir with no rows.jsonl (killed,
+Ctrl-C, disk full) is reported as `interrupted`. JSON side files (system.json, cell.json,
+platforms.json) over MAX_JSON_BYTES, or that cannot be parsed, read as empty.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +22,26 @@ from bench.core.errors import KitError
 from bench.core.rows import is_regular, read_rows_checked, status_of
 
 CELL_FILES = ("rows.jsonl", "rows.partial.jsonl", "cell.json")
+# How deep a result tree is read, in directory levels below each named dir. A result dir is
+# <dir>/<study>/<cell>/ (a cell may hold a folder of its own, e.g. profile's trace/: 3 levels);
+# sets of runs add levels: results/reference/<set>/<run>/<study>/<cell>/trace/ is 6 below
+# results/. Nothing deeper is looked at: a tree thousands of levels deep costs nothing.
+MAX_DEPTH = 8
+MAX_JSON_BYTES = 16 << 20  # system.json is under 0.1 MB
+
+
+def walk(top: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """os.walk(TOP) top-down, as (dir, subdir names, file names): symlinked dirs neither
+    followed nor listed, subdirs sorted, no dir more than MAX_DEPTH levels below TOP. Callers
+    may prune the subdir list in place, as with os.walk."""
+    base = len(Path(top).parts)
+    for root, subdirs, files in os.walk(top, followlinks=False):
+        here = Path(root)
+        if len(here.parts) - base >= max_depth:
+            subdirs[:] = []
+        else:
+            subdirs[:] = sorted(s for s in subdirs if not (here / s).is_symlink())
+        yield here, subdirs, files
 
 
 @dataclass
@@ -96,12 +120,17 @@ class ResultCell:
         return bool(src.get("dirty")) or str(self.system.get("kit_git_sha") or "").endswith("-dirty")
 
 
-def _json_file(path: Path) -> dict:
+def json_file(path: Path) -> dict:
+    """The JSON object in PATH; {} for a symlink, a file over MAX_JSON_BYTES, or anything that
+    is not a JSON object (unreadable, not JSON, nested past the parser's limit)."""
     if not is_regular(path):
         return {}
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_JSON_BYTES:
+                return {}
+            obj = json.loads(fh.read(MAX_JSON_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -117,8 +146,8 @@ def _study_check(rows: list[dict]) -> str | None:
 def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
     """The cell in dir D (None when D holds no cell). Bad lines are appended to PROBLEMS."""
     problems = problems if problems is not None else []
-    system = _json_file(d / "system.json")
-    spec = _json_file(d / "cell.json")
+    system = json_file(d / "system.json")
+    spec = json_file(d / "cell.json")
     rows_path = d / "rows.jsonl"
     if os.path.lexists(rows_path):
         rows, bad = read_rows_checked(rows_path)
@@ -142,7 +171,7 @@ def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
 
 def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
     """(cells, platform notes, problems). Every dir must exist; a dir with no cells and no
-    notes is an error. Symlinked files and dirs are not followed."""
+    notes is an error. Symlinked files and dirs are not followed, nor dirs below MAX_DEPTH."""
     cells: list[ResultCell] = []
     notes: list[dict] = []
     problems: list[str] = []
@@ -151,16 +180,14 @@ def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
         if not d.is_dir():
             raise KitError(f"result dir {d} does not exist")
         found = False
-        for root, subdirs, files in os.walk(d, followlinks=False):
-            here = Path(root)
-            subdirs[:] = sorted(s for s in subdirs if not (here / s).is_symlink())
+        for here, _subdirs, files in walk(d):
             if any(f in files for f in CELL_FILES):
                 cell = load_cell(here, problems)
                 if cell is not None:
                     cells.append(cell)
                     found = True
             if "platforms.json" in files:
-                plat = _json_file(here / "platforms.json")
+                plat = json_file(here / "platforms.json")
                 for name, info in plat.items():
                     if isinstance(info, dict):
                         notes.append({"platform": name, **info, "source": str(here)})

@@ -10,6 +10,24 @@ A cell's directory (one place computes it: `Cell.dir(out)`): <out>/<study>/<cell
 
 Every row is flat: the COMMON_KEYS below (filled by the cell entry point, never by a
 study), then the study's own metrics with units in their names (`epoch_s`, `rss_peak_mb`).
+
+Rows are checked, not believed (they come from other machines): `check_row` rejects a line
+whose numbers are impossible, by one rule (see `number_problem`):
+  - every number is finite (Python's json reads `NaN`, `Infinity`, `-Infinity` and `1e400`,
+    none of which a measurement is), nested values included; the one exception is a loss
+    (`loss`, `*_loss`), which may be NaN or +Infinity: a diverged training is a result the
+    study flags (`loss_finite` False, `diverged`), never -Infinity;
+  - a key whose name ends in a unit of something that cannot be below zero is >= 0:
+    NONNEGATIVE_UNITS (times `_s` `_ms` `_us` `_ns`, rates `*_per_s`, memory `_mb` `_gb`
+    `_kb` `_bytes`, energy `_j`, power `_w`, frequency `_hz` `_mhz`), except a key naming a
+    difference or a remainder: a word of MAY_BE_NEGATIVE_WORDS in its name (`energy_net_j`,
+    `framework_overhead_bytes`, `mean_other_ms`, ...) or a key of MAY_BE_NEGATIVE_KEYS
+    (`memory_total_bytes`: memory growth). Keys without such a unit (`sampler_cost`,
+    `profiler_overhead`, `acc_drop_pts`, ratios, accuracies) are checked for finiteness only.
+The writer never writes what this rejects: a non-finite number is stored as null (an empty
+CSV cell), except a loss's NaN / +Infinity, kept as `NaN` / `Infinity`.
+A line over MAX_LINE_BYTES, or a rows file over MAX_ROWS_FILE_BYTES, is corrupt and never
+read whole.
 """
 
 from __future__ import annotations
@@ -17,10 +35,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import stat
 import tempfile
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -70,6 +90,35 @@ TYPES = {
 }
 
 
+# Rows files are small (the largest committed one is 0.2 MB, its longest line 4 kB): a line or a
+# file past these limits is corrupt, judged without reading it whole.
+MAX_LINE_BYTES = 1 << 20
+MAX_ROWS_FILE_BYTES = 64 << 20
+
+# unit suffix -> what it measures: a key ending in one of these cannot be negative
+NONNEGATIVE_UNITS = {
+    "_s": "a time",
+    "_ms": "a time",
+    "_us": "a time",
+    "_ns": "a time",
+    "_mb": "a memory size",
+    "_gb": "a memory size",
+    "_kb": "a memory size",
+    "_bytes": "a memory size",
+    "_j": "an energy",
+    "_w": "a power",
+    "_hz": "a frequency",
+    "_mhz": "a frequency",
+}
+# ... unless it is a difference or a remainder, which its name says with one of these words
+# (`energy_net_j`: energy minus the idle baseline; `framework_overhead_bytes`: growth minus the
+# arrays; `mean_other_ms` / `mean_idle_ms`: step minus the parts, which float rounding can take
+# a hair below zero) ...
+MAY_BE_NEGATIVE_WORDS = frozenset({"net", "overhead", "delta", "diff", "drop", "change", "gain", "cost", "other", "idle"})
+# ... or is one of these keys
+MAY_BE_NEGATIVE_KEYS = frozenset({"memory_total_bytes"})  # mlp-scratch: growth of process memory (end - start)
+
+
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
@@ -103,8 +152,35 @@ def jsonable(v: Any) -> Any:
     return v
 
 
+def is_loss(key: str) -> bool:
+    """A loss (`loss`, `train_loss`, ...): may be NaN or +Infinity when training diverged."""
+    return key == "loss" or key.endswith("_loss")
+
+
+def _finite_or_none(v: Any) -> Any:
+    """V with numpy scalars as Python numbers, tuples as lists, and every non-finite float,
+    nested ones too, as None."""
+    v = jsonable(v)
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [_finite_or_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _finite_or_none(x) for k, x in v.items()}
+    return v
+
+
+def row_value(key: str, v: Any) -> Any:
+    """V as a row stores it under KEY: what check_row accepts. A non-finite number becomes None
+    (null), except a loss's NaN / +inf (a diverged training, kept as NaN / Infinity)."""
+    v = jsonable(v)
+    if isinstance(v, float) and is_loss(key) and (math.isnan(v) or v > 0):
+        return v
+    return _finite_or_none(v)
+
+
 def rows_to_jsonl(rows: list[dict]) -> str:
-    return "".join(json.dumps({k: jsonable(v) for k, v in r.items()}, default=jsonable) + "\n" for r in rows)
+    return "".join(json.dumps({k: row_value(k, v) for k, v in r.items()}, default=jsonable) + "\n" for r in rows)
 
 
 def rows_to_csv(rows: list[dict]) -> str:
@@ -115,7 +191,8 @@ def rows_to_csv(rows: list[dict]) -> str:
     w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else jsonable(r.get(k))) for k in keys})
+        cells = {k: row_value(k, r.get(k)) for k in keys}
+        w.writerow({k: ("" if v is None else v) for k, v in cells.items()})
     return buf.getvalue()
 
 
@@ -166,8 +243,54 @@ def is_regular(path: Path) -> bool:
         return False
 
 
+def _name(key: str) -> str:
+    return repr(key) if len(key) <= 80 else repr(key[:77] + "...")
+
+
+def _not_finite(v: Any) -> str | None:
+    """Why number V is not a finite one (None: it is, or V is not a number)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{v}"
+    if isinstance(v, int):
+        try:
+            float(v)
+        except OverflowError:
+            return "too large"
+    return None
+
+
+def number_problem(key: str, v: Any) -> str | None:
+    """Why the value V of row key KEY is impossible (None: it is not). The one rule: every
+    number finite (a loss may be NaN or +inf), and >= 0 under a NONNEGATIVE_UNITS suffix unless
+    the key is a difference or remainder (MAY_BE_NEGATIVE_WORDS / MAY_BE_NEGATIVE_KEYS)."""
+    if isinstance(v, (list, dict)):
+        stack: list[Any] = [v]
+        while stack:  # iterative: json nests up to the interpreter's recursion limit
+            x = stack.pop()
+            if isinstance(x, (list, dict)):
+                stack.extend(x.values() if isinstance(x, dict) else x)
+            elif (why := _not_finite(x)) is not None:
+                return f"{_name(key)} holds {why}: not a finite number"
+        return None
+    why = _not_finite(v)
+    if why is not None:
+        if is_loss(key) and isinstance(v, float) and (math.isnan(v) or v > 0):
+            return None  # a diverged training: the study flags it
+        return f"{_name(key)} is {why}: not a finite number"
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v >= 0:
+        return None
+    unit = next((u for u in sorted(NONNEGATIVE_UNITS, key=len, reverse=True) if key.endswith(u)), None)
+    if unit is None or key in MAY_BE_NEGATIVE_KEYS or MAY_BE_NEGATIVE_WORDS & set(key.split("_")):
+        return None
+    what = "a rate" if "_per_" in key else NONNEGATIVE_UNITS[unit]
+    return f"{_name(key)} is {v}: {what} ({unit}) cannot be negative"
+
+
 def check_row(row: object) -> str | None:
-    """Why ROW cannot be trusted (None: it can): the common keys' presence and types."""
+    """Why ROW cannot be trusted (None: it can): the common keys' presence and types, and every
+    number possible (number_problem)."""
     if not isinstance(row, dict):
         return f"not an object ({type(row).__name__})"
     for k, t in REQUIRED.items():
@@ -181,28 +304,66 @@ def check_row(row: object) -> str | None:
             return f"{k!r} is {type(v).__name__}, expected {t.__name__}"
     if (row.get("schema") or 0) > SCHEMA_VERSION:
         return f"schema {row['schema']} is newer than this kit's {SCHEMA_VERSION}: update the kit"
+    for k, v in row.items():
+        why = number_problem(k, v)
+        if why:
+            return why
     return None
 
 
+def _lines(fh: Any, limit: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, the line's bytes, or None for a line longer than LIMIT bytes) of binary file
+    FH; never holds more than LIMIT + 1 bytes of one line."""
+    n = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            while True:  # skip the rest of the line, a block at a time
+                rest = fh.readline(limit)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield n, None
+        else:
+            yield n, line
+
+
 def read_rows_checked(path: Path) -> tuple[list[dict], list[str]]:
-    """(good rows, problems 'path:line: why') of a rows file; a symlink or unreadable file is one problem."""
+    """(good rows, problems 'path:line: why') of a rows file; a symlink or unreadable file, or one
+    over MAX_ROWS_FILE_BYTES, is one problem; a line over MAX_LINE_BYTES is one, unread."""
     if not is_regular(path):
         return [], [f"{path}: not a regular file (a symlink?): not read"]
     rows, problems = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.append(f"{path}:{n}: not JSON ({err.msg})")
-                continue
-            why = check_row(row)
-            if why:
-                problems.append(f"{path}:{n}: {why}")
-            else:
-                rows.append(row)
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_ROWS_FILE_BYTES:
+                mib = MAX_ROWS_FILE_BYTES >> 20
+                return [], [f"{path}: {size / 2**20:.0f} MiB, over the {mib} MiB a rows file may have: not read"]
+            for n, raw in _lines(fh, MAX_LINE_BYTES):
+                if raw is None:
+                    problems.append(f"{path}:{n}: line longer than {MAX_LINE_BYTES >> 20} MiB: not read")
+                    continue
+                line = raw.decode("utf-8", errors="replace")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    problems.append(f"{path}:{n}: not JSON ({err.msg})")
+                    continue
+                except (ValueError, RecursionError) as err:  # an int of too many digits, nesting too deep
+                    problems.append(f"{path}:{n}: not JSON the kit can read ({type(err).__name__})")
+                    continue
+                why = check_row(row)
+                if why:
+                    problems.append(f"{path}:{n}: {why}")
+                else:
+                    rows.append(row)
+    except OSError as err:
+        problems.append(f"{path}: cannot be read ({err.strerror or err})")
     return rows, problems
 
 

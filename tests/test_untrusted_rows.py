@@ -1,0 +1,326 @@
+"""Rows are checked, not believed: result dirs come from other machines, so every byte of them
+is untrusted. A non-finite or impossible metric, a line or rows file too long to read, and a
+result tree thousands of levels deep each make a cell `corrupt` (or are not followed), named
+with file, line and key, while `report` and `export` go on with the rest and exit 0."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from bench.core import resultset
+from bench.core.resultset import MAX_DEPTH, collect
+from bench.core.rows import (
+    MAX_LINE_BYTES,
+    MAX_ROWS_FILE_BYTES,
+    read_rows,
+    read_rows_checked,
+    row_value,
+    write_rows,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference"
+CPU = REF / "cpu-2core-epyc" / "mnist-cnn"
+SEED_CELL = "torch-cpu_seed_default-ceed086f616b"
+RESIDENT_CELL = "torch-cpu_resident_default-b8ec62f3fb93"
+
+
+def copy_cell(dest_root: Path, name: str = SEED_CELL) -> Path:
+    """A committed cell of the cpu-2core-epyc reference, copied to DEST_ROOT/mnist-cnn/NAME."""
+    dest = dest_root / "mnist-cnn" / name
+    shutil.copytree(CPU / name, dest)
+    return dest
+
+
+def edit_rows(cell: Path, line: int, **values) -> None:
+    """Set VALUES in line LINE (1-based) of CELL's rows.jsonl, written as JSON text as given
+    (so 'NaN', 'Infinity' and '-Infinity' land in the file as Python's json writes them)."""
+    p = cell / "rows.jsonl"
+    lines = p.read_text().splitlines()
+    row = json.loads(lines[line - 1])
+    for k in values:
+        row[k] = f"@@{k}@@"
+    text = json.dumps(row)
+    for k, v in values.items():
+        text = text.replace(f'"@@{k}@@"', v)
+    lines[line - 1] = text
+    p.write_text("\n".join(lines) + "\n")
+
+
+def orch(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "KIT_DATA_DIR"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
+
+
+def no_traceback(r: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in r.stderr + r.stdout and "Error:" not in r.stderr, r.stderr[-3000:]
+
+
+def bundle_text(path: Path, suffix: str) -> str:
+    with tarfile.open(path) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(suffix))
+        f = tar.extractfile(member)
+        assert f is not None
+        return f.read().decode()
+
+
+# ---------------------------------------------------------------------------- values
+@pytest.mark.parametrize(
+    "key, text, says",
+    [
+        ("epoch_s", "NaN", "'epoch_s' is nan"),
+        ("epoch_s", "Infinity", "'epoch_s' is inf"),
+        ("samples_per_s", "-Infinity", "'samples_per_s' is -inf"),
+        ("test_acc", "NaN", "'test_acc' is nan"),  # no unit, still a number that must be finite
+        ("epoch_s", "1e400", "'epoch_s' is inf"),  # a float literal too large is read as inf
+        ("samples", "1" + "0" * 400, "'samples' is too large"),  # an int no float can hold
+        ("epoch_s", "-1.5", "'epoch_s' is -1.5: a time (_s) cannot be negative"),
+        ("rss_mean_mb", "-3", "'rss_mean_mb' is -3: a memory size (_mb) cannot be negative"),
+        ("vram_bytes", "-1", "'vram_bytes' is -1: a memory size (_bytes) cannot be negative"),
+        ("gpu_energy_j", "-0.5", "'gpu_energy_j' is -0.5: an energy (_j) cannot be negative"),
+        ("latency_p50_ms", "-0.1", "'latency_p50_ms' is -0.1: a time (_ms) cannot be negative"),
+        ("traces", "[[1.0, NaN]]", "'traces' holds nan"),  # nested: no non-finite number anywhere
+        ("train_loss", "-Infinity", "'train_loss' is -inf"),  # a diverged loss goes up, never to -inf
+    ],
+)
+def test_a_non_finite_or_impossible_metric_makes_the_line_corrupt_naming_file_line_and_key(tmp_path, key, text, says):
+    cell = copy_cell(tmp_path)
+    edit_rows(cell, 3, **{key: text})
+    rows, problems = read_rows_checked(cell / "rows.jsonl")
+    assert len(problems) == 1 and len(rows) == 9, problems
+    assert problems[0].startswith(f"{cell / 'rows.jsonl'}:3: "), problems[0]
+    assert says in problems[0], problems[0]
+    info = collect([tmp_path])
+    assert info[0][0].status == "corrupt" and says in info[0][0].note
+
+
+def test_keys_that_may_be_negative_and_a_diverged_loss_read_clean(tmp_path):
+    """Differences and remainders (a net energy, an overhead, a drop, a cost, memory growth,
+    `other`/`idle` remainders) may be negative; a diverged loss is a result (NaN, +inf)."""
+    cell = copy_cell(tmp_path)
+    edit_rows(
+        cell,
+        1,
+        sampler_cost="-0.07",
+        profiler_overhead="-0.06",
+        acc_drop_pts="-0.7",
+        framework_overhead_bytes="-4096",
+        memory_total_bytes="-8192",
+        energy_net_j="-1.5",
+        gpu_energy_net_j="-1.5",
+        vram_delta_mb="-2.0",
+        mean_other_ms="-4.4e-16",
+        mean_idle_ms="-1e-12",
+        speedup="-0.2",
+        t_start_mono="-5.0",
+    )
+    edit_rows(cell, 2, train_loss="NaN", loss_finite="false")
+    edit_rows(cell, 3, train_loss="Infinity", loss_finite="false")
+    rows, problems = read_rows_checked(cell / "rows.jsonl")
+    assert problems == [] and len(rows) == 10
+    assert math.isnan(rows[1]["train_loss"]) and rows[2]["train_loss"] == math.inf
+
+
+def test_the_committed_references_read_with_zero_corrupt_cells():
+    cells, _notes, problems = collect([REF])  # every set under it, the sets of runs too
+    assert problems == []
+    assert len(cells) >= 190 and not [c.dir for c in cells if c.state == "corrupt"]
+
+
+def test_the_writer_stores_a_non_finite_metric_as_null_and_keeps_a_diverged_loss(tmp_path):
+    np = pytest.importorskip("numpy")
+    row = {
+        "study": "mnist-cnn",
+        "status": "ok",
+        "epoch_s": float("nan"),
+        "samples_per_s": np.float64("inf"),
+        "rss_mean_mb": np.float32("-inf"),
+        "pairs": [[1.0, float("nan")], (2.0, np.float64("inf"))],
+        "nested": {"x": float("-inf"), "y": 1.5},
+        "train_loss": float("nan"),
+        "val_loss": float("inf"),
+        "loss": float("-inf"),  # not what a diverged loss does: stored as null too
+        "test_acc": 0.5,
+    }
+    write_rows(tmp_path, [row])
+    text = (tmp_path / "rows.jsonl").read_text()
+    back = read_rows(tmp_path / "rows.jsonl")[0]  # readable: no KitError
+    assert back["epoch_s"] is None and back["samples_per_s"] is None and back["rss_mean_mb"] is None
+    assert back["pairs"] == [[1.0, None], [2.0, None]] and back["nested"] == {"x": None, "y": 1.5}
+    assert math.isnan(back["train_loss"]) and back["val_loss"] == math.inf and back["loss"] is None
+    assert "-Infinity" not in text and text.count("NaN") == 1 and text.count("Infinity") == 1
+    with open(tmp_path / "rows.csv", newline="") as fh:
+        table = next(csv.DictReader(fh))
+    assert table["epoch_s"] == table["samples_per_s"] == table["loss"] == "" and table["train_loss"] == "nan"
+    assert row_value("epoch_s", float("nan")) is None and row_value("epoch_s", 2.0) == 2.0
+
+
+def test_report_and_export_exit_0_with_a_non_finite_cell_listed_corrupt(tmp_path):
+    good, foreign = tmp_path / "mine", tmp_path / "foreign"
+    copy_cell(good, SEED_CELL)
+    bad = copy_cell(foreign, RESIDENT_CELL)
+    edit_rows(bad, 1, epoch_s="Infinity")
+    edit_rows(bad, 2, epoch_s="-Infinity")
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    corrupt = [line for line in md.splitlines() if "corrupt" in line and RESIDENT_CELL in line]
+    assert len(corrupt) == 1 and "rows.jsonl:1" in corrupt[0] and "epoch_s" in corrupt[0], md[-3000:]
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0 and (tmp_path / "b.tar.gz").is_file(), r.stderr[-2000:]
+    assert "corrupt" in bundle_text(tmp_path / "b.tar.gz", "report/REPORT.md")
+
+
+# ---------------------------------------------------------------------------- size
+def _long_line_file(path: Path, size: int) -> None:
+    """A rows file of SIZE bytes with no newline (sparse: NULs after a JSON-looking start)."""
+    with open(path, "wb") as fh:
+        fh.write(b'{"study": "mnist-cnn", "status": "ok", "pad": "')
+        fh.truncate(size)
+
+
+def test_a_line_over_1mb_is_corrupt_and_never_read_whole(tmp_path):
+    cell = copy_cell(tmp_path)
+    _long_line_file(cell / "rows.jsonl", 50 << 20)  # 50 MB, one line
+    tracemalloc.start()
+    try:
+        rows, problems = read_rows_checked(cell / "rows.jsonl")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rows == [] and len(problems) == 1
+    assert problems[0].startswith(f"{cell / 'rows.jsonl'}:1: ") and "longer than" in problems[0], problems[0]
+    assert peak < 10 * MAX_LINE_BYTES, f"held {peak / 1e6:.0f} MB to judge one 50 MB line"
+    # a long line between good ones: only it is corrupt, and the line numbers after it are right
+    good = (CPU / SEED_CELL / "rows.jsonl").read_text().splitlines(True)
+    with open(cell / "rows.jsonl", "w") as fh:
+        fh.write(good[0] + '{"pad": "' + "x" * (MAX_LINE_BYTES + 10) + '"}\n' + good[1])
+    rows, problems = read_rows_checked(cell / "rows.jsonl")
+    assert len(rows) == 2 and len(problems) == 1 and f"{cell / 'rows.jsonl'}:2: " in problems[0]
+
+
+def test_a_rows_file_over_the_size_limit_is_corrupt_and_not_read(tmp_path):
+    cell = copy_cell(tmp_path)
+    with open(cell / "rows.jsonl", "ab") as fh:  # good lines first, then a sparse tail past the limit
+        fh.truncate(MAX_ROWS_FILE_BYTES + 1)
+    tracemalloc.start()
+    try:
+        rows, problems = read_rows_checked(cell / "rows.jsonl")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rows == [] and len(problems) == 1 and "over the" in problems[0], problems
+    assert peak < 1 << 20
+
+
+# ---------------------------------------------------------------------------- depth
+def _deep_chain(top: Path, levels: int) -> None:
+    """TOP/d/d/.../d, LEVELS deep, made relative to an open dir (no path of that length exists)."""
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+
+
+def _remove_chain(top: Path, levels: int) -> None:
+    """Undo _deep_chain without recursion (shutil.rmtree recurses: it cannot remove it)."""
+    fds = [os.open(top, os.O_RDONLY)]
+    try:
+        for _ in range(levels - 1):
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        while fds:
+            fd = fds.pop()
+            os.rmdir("d", dir_fd=fd)
+            os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@pytest.fixture
+def deep_tree(tmp_path):
+    """A result dir with one good cell and a chain 2,000 levels deep beside it."""
+    top = tmp_path / "deep"
+    copy_cell(top)
+    (top / "x").mkdir()
+    _deep_chain(top / "x", 2000)
+    yield top
+    _remove_chain(top / "x", 2000)
+
+
+def test_a_2000_level_tree_does_not_crash_report_export_or_verify(tmp_path, deep_tree):
+    cells, _notes, problems = collect([deep_tree])
+    assert [c.dir.name for c in cells] == [SEED_CELL] and problems == []
+    r = orch("report", str(deep_tree), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0 and (tmp_path / "report" / "REPORT.md").is_file(), r.stderr[-2000:]
+    r = orch("export", str(deep_tree), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = orch("verify", str(deep_tree))
+    no_traceback(r)
+    assert r.returncode in (0, 1) and SEED_CELL in r.stdout, r.stderr[-2000:]
+
+
+def test_nothing_below_the_max_depth_is_followed(tmp_path):
+    top = tmp_path / "r"
+    copy_cell(top)
+    at_limit = top / Path(*["n"] * (MAX_DEPTH - 2))  # <limit dirs>/mnist-cnn/<cell>: the cell dir at MAX_DEPTH
+    below = top / Path(*["n"] * (MAX_DEPTH - 1))  # one level further: not followed
+    copy_cell(at_limit, RESIDENT_CELL)
+    copy_cell(below, "torch-cpu_seed_default-c01a972748a9")
+    cells, _notes, _problems = collect([top])
+    assert sorted(c.dir.name for c in cells) == sorted([SEED_CELL, RESIDENT_CELL])
+    seen = [here for here, _subdirs, _files in resultset.walk(top)]
+    assert max(len(h.relative_to(top).parts) for h in seen) == MAX_DEPTH
+    from host.export import _result_files
+
+    files = _result_files(top, set())
+    assert any(RESIDENT_CELL in str(f) for f in files)
+    assert not any("c01a972748a9" in str(f) for f in files)
+
+
+# ---------------------------------------------------------------------------- all at once
+def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_tree):
+    """One good dir, one foreign dir holding a NaN cell, a 50 MB one-line rows file and a 2,000
+    level tree: both commands exit 0, each bad cell listed as corrupt with its reason."""
+    good, foreign = tmp_path / "mine", deep_tree
+    copy_cell(good, RESIDENT_CELL)
+    nan = copy_cell(foreign, "torch-cpu_seed_default-c01a972748a9")
+    edit_rows(nan, 4, samples_per_s="NaN")
+    big = copy_cell(foreign, "torch-cpu_resident_default-317a467c1ca2")
+    _long_line_file(big / "rows.jsonl", 50 << 20)
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    lines = [line for line in md.splitlines() if "| corrupt |" in line]
+    assert len(lines) == 2, md[-3000:]
+    assert any("c01a972748a9" in x and "rows.jsonl:4" in x and "samples_per_s" in x for x in lines), lines
+    assert any("317a467c1ca2" in x and "longer than" in x for x in lines), lines
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["studies"]["mnist-cnn"]["ok"] == 2  # the good one here and the one beside the chain
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert bundle_text(tmp_path / "b.tar.gz", "report/REPORT.md").count("| corrupt |") == 2
