@@ -30,6 +30,7 @@ import io
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -43,6 +44,8 @@ from pathlib import Path
 
 from bench.core.errors import KitError
 from bench.core.resultset import ResultCell, collect, walk
+from bench.core.text import md as md_text
+from bench.core.text import md_code
 
 REPO = Path(__file__).resolve().parent.parent
 SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -227,8 +230,17 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
         md += [f"## results/{lab}", ""]
         for c in mine:
             cmd = next((str(r["command"]) for r in c.rows if r.get("command")), None) or c.system.get("command")
-            md += [f"`{c.dir.relative_to(d)}` ({c.status})", "", "```bash", str(cmd or "# no command recorded"), "```", ""]
+            md += [f"{md_code(str(c.dir.relative_to(d)))} ({md_text(c.status)})", "", *fenced(cmd or "# no command recorded"), ""]
     return "\n".join(md)
+
+
+def fenced(text: object) -> list[str]:
+    """TEXT (from a foreign result dir) as a bash block it cannot leave: one line (a newline in
+    a command is another command), fenced with more backticks than any run it holds."""
+    line = " ".join(str(text).split())
+    longest = max((len(m) for m in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "bash", line, fence]
 
 
 README = """# cnn-bench results bundle

@@ -362,3 +362,13 @@ def test_markdown_escaping_helpers():
     assert safe_name("torch-cpu_seed_default-c01a972748a9") == "torch-cpu_seed_default-c01a972748a9"
     assert re.fullmatch(r"[A-Za-z0-9._-]+", safe_name("x <img src=x onerror=alert(1)>"))
     assert safe_name("a b") != safe_name("a_b") and not safe_name("..").startswith(".")
+
+
+def test_a_hostile_command_cannot_leave_its_block_in_the_bundles_commands():
+    """COMMANDS.md shows each cell's recorded command in a bash block: a command holding a
+    newline and a fence stays inside it, as one line."""
+    from host.export import fenced
+
+    block = fenced("python -m bench cell x\n```\n<script>alert(1)</script>\n```bash\nrm -rf ~")
+    assert len(block) == 3 and block[0] == "````bash" and block[2] == "````"
+    assert "\n" not in block[1] and "````" not in block[1]
