@@ -335,8 +335,13 @@ def test_malformed_imagefolder_is_one_line_naming_the_dir(tmp_path, how):
 def test_unreadable_imagefolder_image_is_named_when_decoded(tmp_path):
     tree = catsdogs(tmp_path)
     bad = tree / "train" / "dog" / "dog.1.jpg"
+    good = bad.read_bytes()
     bad.write_text("<html>404 not found</html>")
-    ix = imagefolder.read_folder(tree)  # indexing does not decode
+    with pytest.raises(KitError) as err:  # indexing reads every header: no image at all is named there
+        imagefolder.read_folder(tree)
+    one_line_naming(err, bad, "not a readable image")
+    bad.write_bytes(good[:-60])  # a header that reads, pixels cut short: found when decoded
+    ix = imagefolder.read_folder(tree)
     with pytest.raises(KitError) as err:
         imagefolder.dataset(ix, "train", size=16)[ix.train_files.index("train/dog/dog.1.jpg")]
     one_line_naming(err, bad, "cannot decode image")
@@ -427,7 +432,7 @@ def test_cache_dir_order_and_the_tempdir_fallback(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "cnn-bench"
     (tmp_path / "a-file").write_text("x")  # not a dir: cannot be made writable
-    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file" / "cache"))  # unnamed: the fallback chain goes on
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     fallback = cache_dir()

@@ -218,9 +218,9 @@ def test_cache_dir_order_and_fallback(tmp_path, monkeypatch):
     assert cache_dir() == tmp_path / "xdg" / "cnn-bench"
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv("KIT_CACHE_DIR", str(blocker / "cache"))  # cannot be created: under a file
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker / "xdg"))  # cannot be created: under a file; not named
     d = cache_dir()
-    assert d != blocker / "cache" and d.is_dir() and d.name.startswith("cnn-bench-")
+    assert d != blocker / "xdg" / "cnn-bench" and d.is_dir() and d.name.startswith("cnn-bench-")
 
 
 def test_cpu_device_id_and_default_sizes():

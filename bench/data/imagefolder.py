@@ -12,8 +12,12 @@ checksum, so there is no fetcher: put the Kaggle "Dogs vs. Cats" or Microsoft "P
 there yourself, e.g. catsdogs/train/cat/*.jpg and catsdogs/train/dog/*.jpg (Kaggle's train.zip names
 the class in the file name, cat.0.jpg: sort them into the two dirs; PetImages/Cat and PetImages/Dog
 become train/cat and train/dog), plus val/cat and val/dog if you hold a split. A few files in the
-Microsoft download are empty or not images: the reader names them (empty ones when indexing,
-undecodable ones when decoded); delete them.
+Microsoft download are empty or not images: the reader names them when indexing (every file's
+header is read once then; what only a full decode finds, when decoded); delete them.
+Links: a link to a dir is followed once (torchvision follows them too); a link back to a dir
+already walked (a loop such as train/cat/loop -> ..) or a second way to the same dir is an error
+naming it, and so is an image or dir that really lives in another class's dir: an image's label
+is always that of the class dir it really lives in.
 Synthetic: <root>/catsdogs-synthetic/{train,val}/{cat,dog}/*.jpg, real JPEGs (write_synthetic).
 `auto` (the default) takes the real tree when the data dir holds one, else the synthetic tree
 from the cache dir (images.cache_dir).
@@ -34,6 +38,7 @@ from bench.data.images import (
     Family,
     ImageDataset,
     ImageIndex,
+    TreeWalk,
     check_checksum,
     discard_tree,
     grating_image,
@@ -59,11 +64,11 @@ def _class_dirs(d: Path) -> list[str]:
     return sorted(e.name for e in os.scandir(d) if e.is_dir() and not e.name.startswith("."))
 
 
-def _split_entries(d: Path, classes: list[str]) -> tuple[list[Entry], int]:
+def _split_entries(d: Path, classes: list[str], walk: TreeWalk) -> tuple[list[Entry], int]:
     """Every image under D/<class>/ as (path relative to the tree, label, size); an empty class is an error."""
     entries, skipped = [], 0
     for label, c in enumerate(classes):
-        files, n_skipped = scan_images(d / c, recursive=True)
+        files, n_skipped = scan_images(d / c, recursive=True, walk=walk, label=c)
         if not files:
             other = f"; {n_skipped} other files skipped" if n_skipped else ""
             raise KitError(f"{d / c}: no images (class {c}{other})")
@@ -103,12 +108,19 @@ def read_folder(
     classes = _class_dirs(train_dir)
     if not classes:
         raise KitError(f"{train_dir}: no class dirs (expected train/<class>/<images>)")
-    train, skipped = _split_entries(train_dir, classes)
+    walk = TreeWalk()  # one walk for the whole tree: each dir entered once, class dirs known up front
+    split_dirs = [train_dir]
     if val_dir.is_dir():
         val_classes = _class_dirs(val_dir)
         if val_classes != classes:
             raise KitError(f"{val_dir}: classes {', '.join(val_classes) or 'none'} differ from train/'s {', '.join(classes)}")
-        val, skipped_val = _split_entries(val_dir, classes)
+        split_dirs.append(val_dir)
+    for sd in split_dirs:
+        for c in classes:
+            walk.add_class(sd / c, c)
+    train, skipped = _split_entries(train_dir, classes, walk)
+    if val_dir.is_dir():
+        val, skipped_val = _split_entries(val_dir, classes, walk)
         skipped += skipped_val
         split = "train/ and val/ as given"
     else:

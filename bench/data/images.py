@@ -83,8 +83,11 @@ class ImageIndex:
 
 
 def make_index(name: str, real: bool, root: Path, classes, train: list[Entry], val: list[Entry], **kw) -> ImageIndex:
-    """An index over TRAIN and VAL entries, each sorted by path, with its checksum."""
+    """An index over TRAIN and VAL entries, each sorted by path, with its checksum; every file's
+    header read once first (check_headers), so a file that is no image is one line now, not
+    mid-training."""
     train, val = sorted(train), sorted(val)
+    check_headers(Path(root), [e[0] for e in train] + [e[0] for e in val])
     return ImageIndex(
         name=name,
         real=real,
@@ -119,45 +122,156 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def scan_images(d: Path, recursive: bool = False) -> tuple[list[tuple[str, int]], int]:
+class TreeWalk:
+    """What the walks of one tree have seen. Every dir is entered once (by its real path): a link
+    back to a dir already entered (a loop such as train/cat/loop -> .., or a second way to the same
+    images, from another class or split) is a KitError naming the link, never followed again. Class
+    dirs are known by their real paths: an image (or a dir) that really lives in another class's
+    dir is a KitError, so a link can never give an image a label other than its own class dir's."""
+
+    def __init__(self) -> None:
+        self.entered: dict[str, Path] = {}  # real path -> the path it was first entered by
+        self.classes: dict[str, str] = {}  # real path of a class dir -> its class
+
+    def add_class(self, d: Path, label: str) -> None:
+        self.classes[os.path.realpath(d)] = label
+
+    def owner(self, real: str) -> tuple[str, str] | None:
+        """(class, its dir's real path) of the class dir REAL lies in, the innermost; None when in none."""
+        p = Path(real)
+        for q in (p, *p.parents):
+            label = self.classes.get(str(q))
+            if label is not None:
+                return label, str(q)
+        return None
+
+    def check_owner(self, path: Path, real: str, label: str | None) -> None:
+        own = self.owner(real) if label is not None else None
+        if own is not None and own[0] != label:
+            raise KitError(
+                f"{path}: really {real}, in the dir of class {own[0]} ({own[1]}), not of class {label}: "
+                "a link may not move images between classes; remove it"
+            )
+
+    def enter(self, path: Path, real: str, label: str | None) -> None:
+        first = self.entered.get(real)
+        if first is not None:
+            raise KitError(
+                f"{path}: leads to {first} again (a link loop, or a second way to the same images); "
+                "remove the link: a link to a dir is followed once"
+            )
+        self.entered[real] = path
+        self.check_owner(path, real, label)
+
+
+def scan_images(
+    d: Path, recursive: bool = False, walk: TreeWalk | None = None, label: str | None = None
+) -> tuple[list[tuple[str, int]], int]:
     """Image files under D as (path relative to D, size in bytes), and how many other files were
-    skipped (wrong extension, or hidden: .DS_Store, macOS's ._x.jpg). An empty image file, an
-    unreadable dir or a dangling link is a KitError naming it."""
-    found, skipped = [], 0
+    skipped (wrong extension, or hidden: .DS_Store, macOS's ._x.jpg; hidden dirs are not entered).
+    RECURSIVE: subdirs too, links to dirs followed once each (WALK: the tree's walk, shared by every
+    class and split of one tree; see TreeWalk). LABEL: D's class, checked against where each file
+    really lives (WALK's class dirs). An empty image file, an unreadable dir, a dangling link, a
+    link loop or a link into another class's dir is a KitError naming it."""
+    walk = walk if walk is not None else TreeWalk()
+    found: list[tuple[str, int]] = []
+    skipped = 0
     try:
-        walk = os.walk(d, followlinks=True, onerror=_raise) if recursive else [(str(d), [], _files(d))]
-        for top, dirs, names in walk:
-            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-            for n in names:
-                if n.startswith(".") or not n.lower().endswith(IMAGE_EXTENSIONS):
+        todo = [(Path(d), os.path.realpath(d), "")]  # (dir, its real path, its path relative to D)
+        while todo:
+            top, real, rel = todo.pop()
+            walk.enter(top, real, label)
+            subdirs = []
+            for e in sorted(os.scandir(top), key=lambda e: e.name):
+                p = Path(e.path)
+                if e.is_dir():
+                    if recursive and not e.name.startswith("."):
+                        sub_real = os.path.realpath(p) if e.is_symlink() else os.path.join(real, e.name)
+                        subdirs.append((p, sub_real, f"{rel}{e.name}/"))
+                    continue
+                if e.name.startswith(".") or not e.name.lower().endswith(IMAGE_EXTENSIONS):
                     skipped += 1
                     continue
-                p = Path(top) / n
-                size = p.stat().st_size
+                if e.is_symlink():
+                    walk.check_owner(p, os.path.realpath(p), label)
+                size = e.stat().st_size
                 if size == 0:
                     raise KitError(f"{p}: empty file (0 bytes), not an image; delete it (or fetch the dataset again)")
-                found.append((p.relative_to(d).as_posix(), size))
+                found.append((f"{rel}{e.name}", size))
+            todo.extend(reversed(subdirs))
     except OSError as err:
         raise KitError(f"{err.filename or d}: cannot read ({err.strerror or err})") from None
     return found, skipped
 
 
-def _files(d: Path) -> list[str]:
-    return [e.name for e in os.scandir(d) if not e.is_dir()]
+# header check: trees of this many files or more remember a passed check in the cache dir
+HEADER_STAMP_MIN_FILES = 2000
 
 
-def _raise(err: OSError) -> None:
-    raise err
+def _header_error(path: Path) -> str | None:
+    """Why PATH is not a readable image, from its header alone (None: it reads)."""
+    try:
+        with Image.open(path) as im:  # parses the header only (a JPEG: its markers up to the scan)
+            im.verify()  # PNG: every chunk's CRC; no pixel is decoded
+            if im.width < 1 or im.height < 1:
+                return f"{im.width}x{im.height} px"
+    except Exception as err:  # noqa: BLE001 - whatever the file makes Pillow raise, it is not a readable image
+        return _one_line(err)
+    return None
+
+
+def _stamp_key(root: Path, rels: list[str]) -> str:
+    """sha256 of every file's path in the tree, size, mtime and identity (device, inode): the same
+    files, even after the tree was renamed (fetch_tinyimagenet renames the tree it checked)."""
+    h = hashlib.sha256(b"header-check v1\n")
+    for rel in rels:
+        st = os.stat(root / rel)
+        h.update(f"{rel}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_dev}\t{st.st_ino}\n".encode())
+    return h.hexdigest()
+
+
+def check_headers(root: Path, rels: list[str]) -> None:
+    """Open every file of RELS (relative to ROOT) once and read its header (Pillow's Image.open,
+    then verify(): no pixels decoded, about 0.1 ms an image): a file that is not a readable image
+    is a one-line KitError naming it and counting the others, before any training. What only a
+    full decode finds (a JPEG cut short after its header) is still named when decoded
+    (load_image). A tree of HEADER_STAMP_MIN_FILES files or more remembers a passed check in the
+    cache dir, keyed by every file's path, size, mtime and inode (_stamp_key), so reading the same
+    files again (every cell reads its index) skips it; a changed file is checked again."""
+    stamp = None
+    if len(rels) >= HEADER_STAMP_MIN_FILES:
+        try:
+            stamp = cache_dir() / "image-checks" / f"{_stamp_key(root, rels)}.ok"
+        except OSError as err:
+            raise KitError(f"{err.filename or root}: cannot read ({err.strerror or err})") from None
+        if stamp.is_file():
+            return
+    bad = []
+    for rel in rels:
+        why = _header_error(root / rel)
+        if why is not None:
+            bad.append((rel, why))
+    if bad:
+        rel, why = bad[0]
+        more = f"; {len(bad) - 1} more files of this tree are not readable images either" if len(bad) > 1 else ""
+        raise KitError(f"{root / rel}: not a readable image ({why}){more}; delete or replace it")
+    if stamp is not None:
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+        except OSError:
+            pass  # a stamp is only a shortcut
 
 
 def load_image(path: str | os.PathLike, size: int | None = None) -> np.ndarray:
     """Decode PATH to uint8 (3,H,W) RGB: grayscale (a few Tiny-ImageNet JPEGs), palette, CMYK and
     alpha images are converted. With SIZE: the shorter side resized to SIZE (bilinear), then the
-    centre SIZE x SIZE cropped; a no-op for an image already SIZE x SIZE. A file that does not
-    decode (corrupt, truncated, not an image) is a KitError naming it."""
+    centre SIZE x SIZE cropped; a no-op for an image already SIZE x SIZE. 16-bit images are
+    scaled to 8 bit (to_rgb). A file that does not decode (corrupt, truncated, not an image) is a
+    KitError naming it."""
     try:
         with Image.open(path) as src:
-            im = src.convert("RGB")  # decodes every pixel: a truncated JPEG fails here
+            im = to_rgb(src)  # decodes every pixel: a truncated JPEG fails here
         if size and im.size != (size, size):
             w, h = im.size
             scale = size / min(w, h)
@@ -169,6 +283,21 @@ def load_image(path: str | os.PathLike, size: int | None = None) -> np.ndarray:
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         raise KitError(f"{path}: cannot decode image ({_one_line(err)})") from None
     return np.ascontiguousarray(hwc.transpose(2, 0, 1))
+
+
+WIDE_INT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # one channel, 16-bit range (Pillow opens 16-bit PGMs as I)
+
+
+def to_rgb(src: Image.Image) -> Image.Image:
+    """SRC as 8-bit RGB. Pillow's convert("RGB") clips a 16-bit image at 255 (a 16-bit PNG or PGM
+    turns almost all white), so those modes (WIDE_INT_MODES) are scaled from their full 16-bit
+    range: v8 = round(v16 x 255 / 65535), values outside 0..65535 (mode I) clipped. Every other
+    mode (L, P, LA, RGBA, CMYK, ...) converts as Pillow does; 16-bit RGB PNGs Pillow already
+    opens as 8-bit RGB."""
+    if src.mode in WIDE_INT_MODES:
+        v = np.clip(np.asarray(src).astype(np.int64), 0, 65535)
+        return Image.fromarray(((v * 255 + 32767) // 65535).astype(np.uint8)).convert("RGB")  # 2-D uint8: mode L
+    return src.convert("RGB")
 
 
 class ImageDataset:

@@ -38,6 +38,7 @@ from bench.data.images import (
     Family,
     ImageDataset,
     ImageIndex,
+    TreeWalk,
     check_checksum,
     discard_tree,
     grating_image,
@@ -94,7 +95,7 @@ def _read_wnids(root: Path) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _train_entries(root: Path, wnids: tuple[str, ...]) -> tuple[list[Entry], int]:
+def _train_entries(root: Path, wnids: tuple[str, ...], walk: TreeWalk) -> tuple[list[Entry], int]:
     train = root / "train"
     if not train.is_dir():
         raise KitError(f"{train}: missing; not a complete {TREE}/ tree")
@@ -102,11 +103,13 @@ def _train_entries(root: Path, wnids: tuple[str, ...]) -> tuple[list[Entry], int
     if extra:
         raise KitError(f"{train / extra[0]}: a class dir not listed in wnids.txt ({len(extra)} such)")
     entries, skipped = [], 0
+    for w in wnids:
+        walk.add_class(train / w / "images", w)
     for label, w in enumerate(wnids):
         d = train / w / "images"
         if not d.is_dir():
             raise KitError(f"{d if (train / w).is_dir() else train / w}: missing (wnid {w} is listed in wnids.txt)")
-        files, n_skipped = scan_images(d)
+        files, n_skipped = scan_images(d, walk=walk, label=w)
         if not files:
             raise KitError(f"{d}: no JPEG images (wnid {w})")
         entries += [(f"train/{w}/images/{rel}", label, size) for rel, size in files]
@@ -114,12 +117,12 @@ def _train_entries(root: Path, wnids: tuple[str, ...]) -> tuple[list[Entry], int
     return entries, skipped
 
 
-def _val_entries(root: Path, labels: dict[str, int]) -> tuple[list[Entry], int]:
+def _val_entries(root: Path, labels: dict[str, int], walk: TreeWalk) -> tuple[list[Entry], int]:
     ann, images = root / "val" / "val_annotations.txt", root / "val" / "images"
     text = _read_text(ann, "the val labels")
     if not images.is_dir():
         raise KitError(f"{images}: missing; not a complete {TREE}/ tree")
-    files, skipped = scan_images(images)
+    files, skipped = scan_images(images, walk=walk)
     on_disk = dict(files)  # file name -> size, bytes
     entries: list[Entry] = []
     seen: dict[str, int] = {}  # file name -> line number
@@ -150,13 +153,16 @@ def read_tree(root: str | os.PathLike, synthetic: bool | None = None) -> ImageIn
     """Index a tiny-imagenet-200/ tree: train and val paths with int64 labels (classes in
     wnids.txt order; val labels from val_annotations.txt). SYNTHETIC: None infers it from where
     the tree sits (<...>/tinyimagenet-synthetic/tiny-imagenet-200). Each way the tree can be
-    malformed is a one-line KitError naming the file; pixels are checked when decoded (load_image)."""
+    malformed is a one-line KitError naming the file, and so is a train image that really lives
+    in another class's dir (a link) or a file whose header does not read (images.check_headers);
+    pixels are checked when decoded (load_image)."""
     root = Path(root)
     if not root.is_dir():
         raise KitError(f"{root}: no such dir (expected an unpacked {TREE}/ tree)")
     wnids = _read_wnids(root)
-    train, skipped_train = _train_entries(root, wnids)
-    val, skipped_val = _val_entries(root, {w: i for i, w in enumerate(wnids)})
+    walk = TreeWalk()  # train's class dirs and val/images: each entered once (a link to one is refused)
+    train, skipped_train = _train_entries(root, wnids, walk)
+    val, skipped_val = _val_entries(root, {w: i for i, w in enumerate(wnids)}, walk)
     test = root / "test" / "images"
     n_test = len(scan_images(test)[0]) if test.is_dir() else 0
     first = root / min(train)[0]

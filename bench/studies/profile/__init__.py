@@ -29,8 +29,10 @@ from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.config import (
     DATASETS,
+    NO_LINEAR_HEAD,
     PARALLEL,
     PIPELINES,
+    TORCHVISION_MODELS,
     TRANSFERS,
     WEIGHTS,
     ProfileConfig,
@@ -96,6 +98,15 @@ class Profile(Study):
         for key, allowed in (("pipeline", PIPELINES), ("dataset", DATASETS), ("weights", WEIGHTS), ("parallel", PARALLEL)):
             if p[key] not in allowed:
                 raise KitError(f"unknown {key} {p[key]!r}: choose {', '.join(allowed)}")
+        model = p["model"]
+        if model not in TORCHVISION_MODELS:  # a static list: validate runs on the host too, without torchvision
+            near = sorted(m for m in TORCHVISION_MODELS if m[:4] == str(model)[:4]) or ["densenet121", "resnet50"]
+            raise KitError(
+                f"unknown model {model!r}: not one of torchvision's {len(TORCHVISION_MODELS)} classification "
+                f"models (e.g. {', '.join(near[:4])}; the list: bench/studies/profile/config.py)"
+            )
+        if model in NO_LINEAR_HEAD:
+            raise KitError(f"model {model!r} ends in a conv classifier, not a Linear one to replace: choose another model")
         if cell.variant.split("+")[0] not in TRANSFERS:
             raise KitError(f"unknown transfer {cell.variant!r}: choose {', '.join(TRANSFERS)}")
         checks = [

@@ -335,14 +335,29 @@ class CellRun(Common):
         return out
 
 
+def check_steps(cfg: Settings, index) -> None:
+    """An epoch of the loader pipeline drops the last partial batch, so a train split smaller than
+    one step's images (batch_size x world_size) would give epochs of 0 steps: one line instead,
+    before any work. (synthetic-gpu runs ceil(n_train / step's images) >= 1 steps.)"""
+    need, n = cfg.batch_size * cfg.world_size, len(index.files("train"))
+    if cfg.pipeline == "loader" and n < need:
+        per = f" ({cfg.batch_size} on each of {cfg.world_size} devices)" if cfg.world_size > 1 else ""
+        raise KitError(
+            f"{index.name}: train has {n} images, fewer than one step's {need}{per}: "
+            "an epoch would run 0 steps; lower batch_size or add images"
+        )
+
+
 def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list[int], dict]:
-    """The checks and measurements every run makes first: (index, dataset facts, NVML GPUs, idle baseline)."""
+    """The checks and measurements every run makes first: (index, dataset facts, NVML GPUs, idle
+    baseline). The index and the step check come first: bad data is one line before the idle wait."""
     from bench.data import imagefolder
     from bench.measure.sampler import idle_baseline
 
+    index = imagefolder.load_for_cell(cell.params, ctx.data_dir)  # reads files only: no GPU touched
+    check_steps(cfg, index)
     gpus, why = nvml_indices(cfg)
     idle = {**idle_baseline(gpus, cfg.idle_s, cfg.telemetry_hz), "nvml_note": why}  # nothing of ours on the GPU yet
-    index = imagefolder.load_for_cell(cell.params, ctx.data_dir)
     return index, index.describe(), gpus, idle
 
 

@@ -292,7 +292,11 @@ def train_epoch(tr: Trainer, batches: Batches, barrier=None) -> dict:
     if barrier is not None:
         barrier()
     t1, m1 = time.perf_counter(), time.monotonic()
-    loss = float(total) / steps if steps else float("nan")
+    if not steps:  # never an `ok` row of nothing (protocol.check_steps refuses such a cell up front)
+        raise KitError(
+            f"an epoch ran 0 training steps (train split {batches.n_train} images, {batches.batch * batches.world} a step)"
+        )
+    loss = float(total) / steps
     return {
         "epoch_s": t1 - t0,
         "steps": steps,

@@ -30,7 +30,7 @@ ROOF_SIZES = ("default", "quick")
 PRECISIONS = ("fp32", "tf32", "bf16-cl")
 VARIANTS = {"cpu": ("fp32",), "mps": ("fp32",), "cuda": PRECISIONS}
 DEVICE = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
-IMAGE_SIDE = 64  # px: Tiny-ImageNet's, the input every FLOP and byte is counted at
+IMAGE_SIDE = 64  # px: Tiny-ImageNet's; a tree of another size trains, and is counted, at its own (the index's image_size)
 # ImageNet's per-channel mean/std (0..1 scale): Tiny-ImageNet is an ImageNet subset
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)

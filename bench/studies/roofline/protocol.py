@@ -1,5 +1,6 @@
 """One roofline cell. open() loads the data index, builds the model, counts its FLOPs and
-bytes at the real 64-px input (untimed), reads the device's measured roofs (cached; measured
+bytes at the input it trains on (untimed): the tree's image size (index.image_size: 64 px for
+Tiny-ImageNet; the loader resizes every image to it, and the synthetic-gpu batch has it too), reads the device's measured roofs (cached; measured
 on the first cell of a device) and warms up; then the steps are
 
     scenario A   step 0: the training pass (at most max_train_batches steps) timed as a whole,
@@ -26,7 +27,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
-from bench.studies.roofline.config import Settings, settings, sweep_sizes
+from bench.studies.roofline.config import IMAGE_SIDE, Settings, settings, sweep_sizes
 from bench.studies.roofline.roofmath import roof_fields
 
 ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
@@ -97,6 +98,7 @@ class CellRun:
             "num_workers": cfg.num_workers if cfg.pipeline == "loader" else 0,
             "threads": self.threads,
             "device_type": self.trainer.device.type,
+            "image_size": self.trainer.side,  # px, square: the input trained on and every count made at
             "n_params": sum(p.numel() for p in self.trainer.model.parameters()),
             "flops_counter": fl.counter,
             "forward_flops_per_sample": fl.forward_flops,
@@ -289,6 +291,7 @@ class CellRun:
     def system_extra(self) -> dict:
         fits = self.counts["fits"]
         return {
+            "image_size_counted": self.trainer.side,
             "flops": self.counts["flops"].to_json(),
             "bytes_batch2": self.counts["bytes2"].to_json(),
             "bytes_affine_fits": {k: {"per_sample": f.per_sample, "per_batch": f.per_batch} for k, f in fits.items()},
@@ -340,6 +343,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
                     f"{index.name}: {split} has {len(index.files(split))} images, fewer than one batch of {cfg.batch_size}"
                 )
     trainer = study.load_backend(cell.backend).create(cell, index)  # index.n_classes sizes the head
+    trainer.side = index.image_size or IMAGE_SIDE  # trained and counted at the tree's size, never a fixed 64
     counts = trainer.count(cfg.batch_size)
     roofs = load_roofs(cfg.device, cfg.roof_sizes)
     run = CellRun(cfg, ctx, trainer, index, index.describe(), threads, counts, roofs, tf32, cpu=cpu)

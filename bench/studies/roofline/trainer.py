@@ -50,8 +50,11 @@ def set_tf32(precision: str) -> dict[str, bool]:
 
 
 class Trainer:
-    def __init__(self, cfg: Settings, n_classes: int):
+    def __init__(self, cfg: Settings, n_classes: int, side: int = IMAGE_SIDE):
         self.cfg = cfg
+        # px of the square input: what it trains on, and what every FLOP and byte is counted at;
+        # open_cell sets the tree's own (index.image_size), so the counts match the trained work
+        self.side = side
         self.device = torch.device(cfg.device)
         self.bf16 = cfg.precision == "bf16-cl"
         self.fmt = torch.channels_last if self.bf16 else torch.contiguous_format
@@ -68,15 +71,22 @@ class Trainer:
     def autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
-    # ---- counts (untimed; at the real 64-px input)
+    # ---- counts (untimed; at the input it trains on: side x side px)
     def count(self, batch: int) -> dict[str, Any]:
         """FLOPs per sample (counter + analytic, bench.measure.flops) and the bytes per sample at
-        BATCH from the affine fit of two byte counts (roofmath.Affine), in the cell's precision."""
+        BATCH from the affine fit of two byte counts (roofmath.Affine), in the cell's precision,
+        at the trained input (3, side, side). A model that cannot take that input is a KitError."""
         from bench.measure.bytecount import count_bytes
         from bench.measure.flops import count_flops
 
-        shape = (3, IMAGE_SIDE, IMAGE_SIDE)
-        fl = count_flops(self.model, shape, 2, name=self.cfg.model)
+        shape = (3, self.side, self.side)
+        try:
+            fl = count_flops(self.model, shape, 2, name=self.cfg.model)
+        except RuntimeError as err:
+            if is_oom(err):
+                raise
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise KitError(f"{self.cfg.model} cannot take {self.side}x{self.side} px images (the tree's size): {first}") from None
         with self.autocast():  # bf16: the counters see the casts and the half-size activations
             b2 = count_bytes(self.model, shape, 2, name=self.cfg.model)
             b4 = count_bytes(self.model, shape, 4, name=self.cfg.model)
@@ -109,7 +119,7 @@ class Trainer:
 
     def fixed_batch(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(self.cfg.seed)
-        x = torch.randn(batch, 3, IMAGE_SIDE, IMAGE_SIDE, generator=g).to(self.device).contiguous(memory_format=self.fmt)
+        x = torch.randn(batch, 3, self.side, self.side, generator=g).to(self.device).contiguous(memory_format=self.fmt)
         y = torch.randint(0, self.n_classes, (batch,), generator=g).to(self.device)
         return x, y
 
