@@ -254,9 +254,13 @@ def run(
 
 
 def _report(dirs: list[Path], out: Path) -> dict:
+    from bench.core.resultset import holding_results
     from host.report import build_report
 
     try:
+        dirs, skipped = holding_results(dirs)
+        for line in skipped:
+            typer.echo(line, err=True)
         info = build_report(dirs, out)
     except KitError as err:
         fail(str(err))
@@ -312,10 +316,14 @@ def export(
     out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("cnn-bench-results.tar.gz"),
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
+    from bench.core.resultset import holding_results
     from host.export import export as export_bundle
 
     try:
-        info = export_bundle(list(dirs), out)
+        kept, skipped = holding_results(list(dirs))
+        for line in skipped:
+            typer.echo(line, err=True)
+        info = export_bundle(kept, out)
     except KitError as err:
         fail(str(err))
     except OSError as err:

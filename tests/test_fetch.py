@@ -142,7 +142,7 @@ def test_a_failed_fetch_leaves_no_empty_dataset_dir_and_the_default_still_runs(s
         load_dataset(tmp_path / "data")
 
 
-def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch):
+def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch, capsys):
     from bench.data.digits import load_dataset
 
     (tmp_path / "empty").mkdir()
@@ -150,8 +150,11 @@ def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch)
     monkeypatch.setenv("KIT_DEFAULT_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("KIT_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("KIT_HOST_DATA_DIR", "/home/me/datasets")
+    assert load_dataset(None).name == "digits-embedded"  # auto: the embedded default, and a note naming the host dir
+    note = capsys.readouterr().err
+    assert "/home/me/datasets (mounted in the container at" in note and "--data-dir /home/me/datasets" in note
     with pytest.raises(KitError) as err:
-        load_dataset(None)
+        load_dataset(None, "mnist")  # asked for by name: one line, naming the host dir
     msg = str(err.value)
     assert "/home/me/datasets (mounted in the container at" in msg
     assert "on the host: `python orchestrate.py data fetch mnist --data-dir /home/me/datasets`" in msg

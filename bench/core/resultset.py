@@ -169,6 +169,27 @@ def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
     return ResultCell(d, [{**r, "status": "incomplete"} for r in partial], system, "interrupted", note, spec)
 
 
+def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """(the PATHS that hold results, one line per path that holds none and why) for commands
+    that merge what they are given (`report`, `export`): a shell glob such as
+    results/reference/* also names README.md, baselines/ and report folders. KitError when none
+    holds results."""
+    keep: list[Path] = []
+    why: list[str] = []
+    for p in map(Path, paths):
+        if p.is_symlink() or not p.is_dir():
+            what = "is a symlink" if p.is_symlink() else "is not a directory" if p.exists() else "does not exist"
+            why.append(f"{p} {what}")
+        elif any(any(f in files for f in (*CELL_FILES, "platforms.json")) for _, _, files in walk(p)):
+            keep.append(p)
+        else:
+            why.append(f"no results under {p} (expected <dir>/<study>/<cell>/rows.jsonl)")
+    if not keep:
+        one = why[0] if why[0].startswith("no results") else f"result dir {why[0]}"
+        raise KitError(one if len(why) == 1 else f"none of the {len(why)} paths holds results: {'; '.join(why)}")
+    return keep, [f"skipped: {w}" for w in why]
+
+
 def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
     """(cells, platform notes, problems). Every dir must exist; a dir with no cells and no
     notes is an error. Symlinked files and dirs are not followed, nor dirs below MAX_DEPTH."""

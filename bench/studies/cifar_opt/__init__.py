@@ -24,7 +24,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.config import (
@@ -188,6 +188,12 @@ class CifarOpt(Study):
             if importlib.util.find_spec(need[0]) is None:
                 return f"{need[1]} (pip install {need[0]}; the locks pin it)"
         return None
+
+    def estimate(self, cell: Cell) -> Estimate:
+        from bench.studies.cifar_opt.config import cost, settings
+
+        steps, open_s, step_s = cost(settings(cell))
+        return Estimate(steps, open_s, step_s)
 
     def label(self, cell: Cell) -> str:
         p = cell.params

@@ -165,3 +165,29 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
     if profile == "smoke":
         out = [(m, v, {**p, **SMOKE}) for m, v, p in out if m == "resnet18" or platform != "cpu" or v == "default"]
     return out
+
+
+# What a cell costs, for the run's ETA (Study.estimate), on the 2-core AMD EPYC at 32x32 px:
+# training images/s and one batch-1 inference call (ms) per model, eager fp32; compiling a
+# form (inductor, PT2E int8) costs COMPILE_S; the cell process starts and opens in OPEN_S
+# (measured: the main job's cifar-opt smoke cells, README "Quick start").
+CPU_COST = {"resnet18": (25.0, 40.0), "mobilenet_v2": (30.0, 12.0)}  # (train img/s, batch-1 call ms)
+GPU_COST = (3000.0, 1.5)
+COMPILE_S = {"cpu": 40.0, "cuda": 30.0, "mps": 10.0}
+OPEN_S = 12.0
+
+
+def cost(cfg: Settings) -> tuple[int, float, float]:
+    """(steps, open s, mean step s) of a cell with CFG, from the constants above."""
+    rate, call_ms = CPU_COST.get(cfg.model, (25.0, 40.0)) if cfg.device == "cpu" else GPU_COST
+    kind, opts = variant_kind(cfg.variant), parse_variant(cfg.variant)
+    compiled = "compile" in opts or kind == "int8"
+    trials = cfg.trials if kind == "optuna" else 0
+    epoch_s = cfg.n_train / rate + cfg.n_test / (3 * rate)
+    forms = 2 if kind in ("int8", "quant-dynamic") else 1
+    infer_s = forms * ((cfg.latency_calls + cfg.latency_warmup) * call_ms / 1e3 + cfg.n_test / (3 * rate))
+    infer_s += COMPILE_S[cfg.device] * (2 if kind == "int8" else 0)
+    open_s = OPEN_S + (COMPILE_S[cfg.device] if compiled else 0.0)
+    total = trials * cfg.trial_epochs * epoch_s * (1 - cfg.val_fraction) + cfg.epochs * epoch_s + infer_s
+    steps = trials + cfg.epochs + 1
+    return steps, open_s, total / steps
