@@ -285,6 +285,7 @@ def _side(g: Group, part: str) -> dict:
         "acc": statistics.median(accs) if accs else None,
         "acc_metric": next((a[0] for c in g.cells for a in [final_accuracy(c, part)] if a), None),
         "hosts": g.hosts,
+        "environments": sorted({c.environment for c in g.cells}),
         "flags": ";".join(flags),
         "kit_git_sha": sha,
         "dataset_sha256": sorted({str((c.spec.get("params") or {}).get("dataset_sha256", "")) for c in g.cells}),
@@ -467,6 +468,12 @@ def _lists(res: dict, bullet: str, esc: Callable[[object], str] = str) -> list[s
     out = [
         f"matched {len(res['matched'])} configuration part(s) by study, backend, variant, seed and parameters (hosts: {esc('; '.join(hosts))})"
     ]
+    envs = {s: sorted({e for m in res["matched"] for e in m[s].get("environments", [])}) for s in ("a", "b")}
+    if envs["a"] != envs["b"]:
+        out.append(
+            f"A and B ran in other environments (A: {esc('; '.join(envs['a']))}; B: {esc('; '.join(envs['b']))}): "
+            "every ratio compares the environments as well as the work"
+        )
     for title, items in (("only in A", res["only_a"]), ("only in B", res["only_b"])):
         if items:
             out.append(f"{title} ({len(items)}):")

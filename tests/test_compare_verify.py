@@ -344,3 +344,27 @@ def test_bad_options_one_line(tmp_path, cpu):
     ]:
         r = orch(*args)
         assert r.returncode == 2 and lines(r.stderr)[-1].startswith("error: ") and message in r.stderr, (args, r.stderr)
+
+
+def test_compare_says_when_the_two_sets_ran_in_other_environments():
+    """A ratio between a native run and a container run (or other library versions) compares
+    the environments too: compare says so, once, under its table."""
+    from host.compare import _lists
+
+    side = {"hosts": ["vm / EPYC"], "environments": []}
+    res = {"only_a": [], "only_b": [], "not_compared": [], "definition": ""}
+    same = {
+        **res,
+        "matched": [
+            {"a": {**side, "environments": ["native-torch2.14.1-1"]}, "b": {**side, "environments": ["native-torch2.14.1-1"]}}
+        ],
+    }
+    other = {
+        **res,
+        "matched": [
+            {"a": {**side, "environments": ["native-torch2.14.1-1"]}, "b": {**side, "environments": ["container-torch2.10.0-2"]}}
+        ],
+    }
+    assert not any("other environments" in line for line in _lists(same, "- "))
+    (line,) = [x for x in _lists(other, "- ") if "other environments" in x]
+    assert "native-torch2.14.1-1" in line and "container-torch2.10.0-2" in line

@@ -115,6 +115,18 @@ class ResultCell:
         return json.dumps({"spec": spec, "host": self.first.get("host"), "device": self.device}, sort_keys=True, default=str)
 
     @property
+    def environment(self) -> str:
+        """Where it ran: the label the matrix put into the cell (Cell.env: runtime, image or
+        Python, the timing libraries' versions), else the runtime and image system.json names
+        (cells made before environments were told apart)."""
+        env = self.spec.get("env")
+        if isinstance(env, str) and env:
+            return env
+        img = str(self.system.get("image_id") or self.first.get("image_id") or "native")
+        runtime = str(self.system.get("runtime") or "native")
+        return runtime if img == "native" else f"{runtime} {img[:19]}"
+
+    @property
     def unclean_source(self) -> bool:
         src = self.system.get("kit_source") or {}
         return bool(src.get("dirty")) or str(self.system.get("kit_git_sha") or "").endswith("-dirty")

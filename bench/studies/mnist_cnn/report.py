@@ -137,7 +137,6 @@ def table1_row(cell: ResultCell) -> dict:
     tput = [r["samples_per_s"] for r in ep]
     vram = [r["vram_peak_mb"] for r in ep if r.get("vram_peak_mb") is not None]
     first = ep[0]
-    img = cell.system.get("image_id", first.get("image_id", "native"))
     return {
         "platform": label(cell),
         "device": cell.device,
@@ -154,7 +153,7 @@ def table1_row(cell: ResultCell) -> dict:
         "compile_s": first.get("compile_s"),
         "epochs": len(ep),
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
-        "runtime": cell.system.get("runtime", "native") if img == "native" else f"{cell.system.get('runtime')} {str(img)[:19]}",
+        "runtime": cell.environment,
         "batch_size": first.get("batch_size"),
         "dataset_real": bool(first.get("dataset_real_mnist")),
         "host": first.get("host") or cell.system.get("hostname"),
@@ -248,11 +247,12 @@ def summary_table(cells: list[ResultCell]) -> list[dict]:
 
 
 def _session(c: ResultCell) -> str:
-    """Cells whose ratio means something: one host, one dataset, the same training setup
+    """Cells whose ratio means something: one host, one environment (a native run and a container
+    run of one host are two sessions, never one ratio), one dataset, the same training setup
     (every parameter but the pipeline, which the ratios compare)."""
     params = {k: v for k, v in (c.spec.get("params") or {}).items() if k not in ("pipeline", "dataset_sha256")}
     setup = ", ".join(f"{k}={params[k]}" for k in ("dataset", "epochs", "batch_size", "limit_train") if k in params)
-    return f"{c.first.get('host')} ({setup or c.first.get('dataset')})"
+    return f"{c.first.get('host')} {c.environment} ({setup or c.first.get('dataset')})"
 
 
 def ratios_ci(cells: list[ResultCell]) -> list[dict]:

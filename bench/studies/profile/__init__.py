@@ -24,7 +24,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.config import (
@@ -142,6 +142,13 @@ class Profile(Study):
         from bench.data import imagefolder
 
         return cell.with_params(**imagefolder.resolve(cell.params, data_dir))
+
+    def estimate(self, cell: Cell) -> Estimate:
+        from bench.studies.profile.config import cost, settings
+
+        per_class = cell.params["synthetic_train_per_class"]  # the real tree: about 4,000 (the seed's)
+        real = cell.params.get("dataset") == "catsdogs"
+        return Estimate(*cost(settings(cell), 2 * (4000 if real else per_class)))
 
     def label(self, cell: Cell) -> str:
         p = cell.params

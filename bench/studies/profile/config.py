@@ -170,3 +170,28 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
         ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", **two}),
         ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "ddp", **two}),
     ]
+
+
+# What a cell costs, for the run's ETA (Study.estimate): DenseNet-121 training images/s at
+# 224 px on the 2-core AMD EPYC (fine-tuning; frozen runs the backbone forward only, about 3x
+# faster), scaled by the pixels of image_size; a GPU at GPU_IMG_S (the H100 reference: 670 at
+# batch 64 through the loader). The sampler-cost step runs 2 x overhead_blocks x
+# overhead_steps steps; the profile step prof_wait + warmup + active steps per cycle, about
+# 1.6x slower (the profiler's own cost). OPEN_S: start, model, data index, idle baseline.
+CPU_IMG_S_224 = 3.0
+GPU_IMG_S_224 = 700.0
+OPEN_S = {"cpu": 8.0, "cuda": 15.0, "mps": 10.0}
+
+
+def cost(cfg: Settings, n_train: int) -> tuple[int, float, float]:
+    """(steps, open s, mean step s) of a cell with CFG on a train split of N_TRAIN images."""
+    rate = (CPU_IMG_S_224 if cfg.device == "cpu" else GPU_IMG_S_224) * (224 / cfg.image_size) ** 2
+    rate *= (3.0 if cfg.transfer == "frozen" else 1.0) * cfg.world_size
+    step_imgs = cfg.batch_size * cfg.world_size
+    steps_per_epoch = min(cfg.max_steps or n_train // step_imgs, max(n_train // step_imgs, 1))
+    epoch_s = steps_per_epoch * step_imgs / rate + (cfg.max_eval_batches or 50) * step_imgs / (3 * rate)
+    overhead_s = 2 * cfg.overhead_blocks * cfg.overhead_steps * step_imgs / rate
+    profile_s = 1.6 * cfg.prof_repeat * (cfg.prof_wait + cfg.prof_warmup + cfg.prof_active) * step_imgs / rate
+    steps = cfg.epochs + 2
+    open_s = OPEN_S[cfg.device] + cfg.idle_s + (cfg.warmup_steps + 1) * step_imgs / rate
+    return steps, open_s, (cfg.epochs * epoch_s + overhead_s + profile_s) / steps

@@ -24,7 +24,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.roofline.backends import Trainer
 from bench.studies.roofline.config import (
@@ -138,6 +138,11 @@ class Roofline(Study):
         from bench.data import tinyimagenet
 
         return cell.with_params(**tinyimagenet.resolve(cell.params, data_dir))
+
+    def estimate(self, cell: Cell) -> Estimate:
+        from bench.studies.roofline.config import cost, settings
+
+        return Estimate(*cost(settings(cell)))
 
     def label(self, cell: Cell) -> str:
         p = cell.params

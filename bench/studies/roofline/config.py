@@ -147,3 +147,24 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
                 continue  # the sweep runs at fp32 and bf16-cl; tf32 only in full
             out.append((m, prec, {**base, "scenario": "B", "pipeline": "synthetic-gpu"}))
     return out
+
+
+# What a cell costs, for the run's ETA (Study.estimate), at 64 px: training images/s per model
+# on the 2-core AMD EPYC (results/reference/cpu-2core-epyc-roofline, synthetic-gpu, fp32),
+# validation at 3x that, the loader at half of it (JPEG decode on the same 2 cores); a GPU at
+# GPU_IMG_S. OPEN_S: start, index, counting, roofs from the cache, warm-up.
+CPU_IMG_S = {"resnet18": 174.0, "resnet50": 56.0, "mobilenet_v2": 187.0, "squeezenet1_1": 538.0}
+GPU_IMG_S = 8000.0
+OPEN_S = {"cpu": 10.0, "cuda": 15.0, "mps": 10.0}
+
+
+def cost(cfg: Settings) -> tuple[int, float, float]:
+    """(steps, open s, mean step s) of a cell with CFG, from the constants above."""
+    rate = CPU_IMG_S.get(cfg.model, 150.0) if cfg.device == "cpu" else GPU_IMG_S
+    if cfg.scenario == "A":
+        train = (cfg.max_train_batches or 1000) * cfg.batch_size / (rate / (2 if cfg.pipeline == "loader" else 1))
+        val = (cfg.max_val_batches or 100) * cfg.batch_size / (3 * rate)
+        return 2, OPEN_S[cfg.device], (train + val) / 2
+    sizes = sweep_sizes(cfg.sweep_min_batch, cfg.sweep_max_batch)
+    per = [(cfg.sweep_batches + 2) * b / rate for b in sizes]
+    return len(sizes), OPEN_S[cfg.device], sum(per) / len(sizes)
