@@ -352,7 +352,7 @@ def test_compare_says_when_the_two_sets_ran_in_other_environments():
     from host.compare import _lists
 
     side = {"hosts": ["vm / EPYC"], "environments": []}
-    res = {"only_a": [], "only_b": [], "not_compared": [], "definition": ""}
+    res = {"only_a": [], "only_b": [], "not_compared": [], "unjudged": [], "regressions": [], "definition": ""}
     same = {
         **res,
         "matched": [
