@@ -21,13 +21,6 @@ NEEDS_CHECKOUT = {
 IMAGE_COMMANDS = ("run", "all")  # containers need a checkout; natively they need none
 
 
-def checkout() -> Path | None:
-    """The kit checkout this code runs from (host/'s parent, as host/images.py's REPO), or None
-    when it is installed without one (a wheel in site-packages)."""
-    root = Path(__file__).resolve().parents[1]
-    return root if (root / "docker" / "Dockerfile").is_file() and (root / "requirements").is_dir() else None
-
-
 def _option(argv: list[str], name: str) -> str | None:
     """The value of --NAME in ARGV (`--name v` or `--name=v`), else None."""
     for i, a in enumerate(argv):
@@ -64,6 +57,8 @@ def adapt(argv: list[str], repo: Path | None) -> tuple[list[str], str | None, st
 
 
 def main() -> None:
+    from host.images import checkout
+
     argv, note, error = adapt(sys.argv[1:], checkout())
     if error:
         print(f"error: {error}", file=sys.stderr)

@@ -49,6 +49,13 @@ def print_flush(msg: str) -> None:
 # ---- locks and image names ---------------------------------------------------------
 
 
+def checkout() -> Path | None:
+    """The kit checkout this code runs from (host/'s parent, REPO), or None
+    when it is installed without one (a wheel in site-packages)."""
+    root = REPO
+    return root if (root / "docker" / "Dockerfile").is_file() and (root / "requirements").is_dir() else None
+
+
 def check_platform(platform: str) -> str:
     if platform not in IMAGE_PLATFORMS:
         hint = " (mps runs natively on macOS: docker/mps/run.sh)" if platform == "mps" else ""

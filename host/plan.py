@@ -119,7 +119,7 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
     """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
     missing = native_missing()
     if missing:
-        from host.console import checkout
+        from host.images import checkout
 
         how = (
             "bash scripts/setup.sh installs them into .venv, or run in containers"

@@ -109,7 +109,8 @@ def test_console_scripts() -> None:
 
 
 def test_console_in_a_checkout_changes_nothing() -> None:
-    from host.console import adapt, checkout
+    from host.console import adapt
+    from host.images import checkout
 
     assert checkout() == REPO
     for argv in (["build", "cpu"], ["run", "cpu", "--runtime", "docker"], ["all"], ["doctor"]):
@@ -220,13 +221,13 @@ def test_outside_a_checkout_a_missing_package_names_the_extra(monkeypatch):
     """Installed from a wheel, `cnn-bench all` without torch says which extra installs it (there
     is no scripts/setup.sh there); in a checkout it names setup.sh."""
     from bench.core.errors import KitError
-    from host import console, plan
+    from host import images, plan
 
     monkeypatch.setattr(plan, "native_missing", lambda: ["torch"])
     req = plan.MatrixRequest(profile="smoke")
-    monkeypatch.setattr(console, "checkout", lambda: None)
+    monkeypatch.setattr(images, "checkout", lambda: None)
     with pytest.raises(KitError, match=r"pip install 'cnn-bench\[cpu\]'"):
         plan.run_native(req, ["cpu"], Path("out"), None)
-    monkeypatch.setattr(console, "checkout", lambda: Path("."))
+    monkeypatch.setattr(images, "checkout", lambda: Path("."))
     with pytest.raises(KitError, match="scripts/setup.sh"):
         plan.run_native(req, ["cpu"], Path("out"), None)
