@@ -93,8 +93,9 @@ def apply(study: Study, cells: list[Cell], pairs: list[str], all_studies: list[S
     out = []
     for c in cells:
         c = c.replace(params={**c.params, **params}, **fields)
-        # cpu ranks go to the CPU cells, GPU ids to the GPU cells; the other platform's cells keep theirs
-        if devices is not None and (set(devices) == {"cpu"}) == (study.platform_of(c) == "cpu"):
+        # cpu ranks go to the CPU cells, GPU ids to the GPU cells, and only to cells that run on
+        # several devices (Study.takes_devices); the others keep theirs
+        if devices is not None and (set(devices) == {"cpu"}) == (study.platform_of(c) == "cpu") and study.takes_devices(c):
             c = c.replace(devices=devices)
         out.append(c)
     return out

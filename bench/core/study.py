@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -77,6 +78,7 @@ class RunContext:
     data_dir: str | None  # --data-dir as given (None: $KIT_DATA_DIR or ./data)
     run_id: str
     echo: Any = print  # progress lines for a person (stderr when scheduled)
+    dist: Any = None  # bench.core.dist.Dist: this rank of a many-device cell (None: one process)
 
 
 class StepRun(Protocol):
@@ -198,11 +200,12 @@ class Study:
         if spec.platform != "cpu" and "cpu" in devs:
             raise KitError(f"{cell.backend} runs on {spec.platform}: devices are GPU indices, e.g. 0,1 (got {','.join(devs)})")
 
-    def runtime_setup(self, cell: Cell, threads: int, seed: int | None = None, share: int = 1) -> int:
-        """Before create(): pin the backend family's threads to thread_count(THREADS, SHARE) and,
-        given a SEED, seed its global generator; returns the thread count."""
+    def runtime_setup(self, cell: Cell, threads: int, seed: int | None = None) -> int:
+        """Before create(): pin the backend family's threads to thread_count(THREADS, the ranks
+        on this host: torchrun's LOCAL_WORLD_SIZE) and, given a SEED, seed its global
+        generator; returns the thread count."""
         family = self.backend_spec(cell.backend).family
-        n = machine.pin_threads(threads, family, share)
+        n = machine.pin_threads(threads, family, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
         if seed is not None:
             machine.seed_family(family, seed)
         return n
@@ -263,6 +266,18 @@ class Study:
             return mod.available()
         except Exception as err:  # noqa: BLE001
             return f"availability check failed: {type(err).__name__}: {err}"
+
+    def takes_devices(self, cell: Cell) -> bool:
+        """Whether CELL can run on devices a user names (`--set devices=...` reaches only those:
+        a cell that runs on one device only keeps running so). Default: its backend takes
+        several (BackendSpec.max_devices > 1); studies narrow it by variant or scenario."""
+        return self.backend_spec(cell.backend).max_devices > 1
+
+    def world_size(self, cell: Cell) -> int:
+        """Ranks the cell runs as (bench/run/ranks.py: one process per device under torchrun), or
+        0: one process. Default: one rank per device the cell names, where its backend takes
+        several (BackendSpec.max_devices > 1)."""
+        return len(cell.devices) if cell.devices and self.backend_spec(cell.backend).max_devices > 1 else 0
 
     def cell_unavailable(self, cell: Cell) -> str | None:
         """Why this cell cannot run here (None: it can): its backend, or GPUs it names that

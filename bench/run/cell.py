@@ -40,6 +40,7 @@ from bench.core.registry import get_study
 from bench.core.study import RunContext, devices_missing
 from bench.core.text import one_line
 from bench.measure.telemetry import Telemetry
+from bench.run.ranks import open_ranks
 
 READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
 
@@ -200,7 +201,8 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=run_id, echo=lambda s: print(s, file=sys.stderr, flush=True)
     )
     t0 = time.perf_counter()
-    run = study.open(cell, ctx)  # KitError (bad data, bad size) propagates: nothing written yet
+    world = study.world_size(cell)
+    run = open_ranks(study, cell, ctx, world) if world else study.open(cell, ctx)  # KitError propagates: nothing written
     open_s = time.perf_counter() - t0
     _clear(cell_dir)
     R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")

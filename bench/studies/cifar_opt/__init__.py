@@ -45,6 +45,8 @@ from bench.studies.cifar_opt.config import (
 )
 
 _B = "bench.studies.cifar_opt.backends."
+MAX_RANKS = 16  # devices one cell may name (DDP ranks: GPUs of one host, or gloo ranks on a CPU)
+ONE_DEVICE = ("compile", "graphs")  # options that run on one device only (a compiled or captured step under DDP: not here)
 GPU_ONLY = ("fp16", "graphs")
 MAX_INFER_BATCH = 4096  # the int8 PT2E export's dynamic batch dimension goes up to this
 
@@ -66,6 +68,7 @@ class CifarOpt(Study):
             CPU_VARIANTS,
             family="torch",
             needs=TORCHVISION,
+            max_devices=MAX_RANKS,
             about="eager fp32; quant-dynamic (the seed's); int8 (PT2E, compiled) vs compiled fp32; compile; optuna",
         ),
         "torch-cuda": BackendSpec(
@@ -74,6 +77,7 @@ class CifarOpt(Study):
             tuple(v for v in NAMED if v not in ("quant-dynamic", "int8")),
             family="torch",
             needs=TORCHVISION,
+            max_devices=MAX_RANKS,
             about="default, amp (fp16, the seed's), optuna, or any '+' of bf16, fp16, cl, compile, graphs; tuned = bf16+cl+compile+graphs",
         ),
         "torch-mps": BackendSpec(
@@ -100,6 +104,10 @@ class CifarOpt(Study):
             cells.append(self.cell(backend, variant, name=f"{backend}_{model}_{variant}{suffix}", **p))
         return cells
 
+    def takes_devices(self, cell: Cell) -> bool:
+        one = set(parse_variant(cell.variant)) & set(ONE_DEVICE) or cell.variant in ("tuned", "optuna", "int8", "quant-dynamic")
+        return super().takes_devices(cell) and not one
+
     def validate(self, cell: Cell) -> None:
         spec = self.backend_spec(cell.backend)
         p = cell.params
@@ -118,6 +126,12 @@ class CifarOpt(Study):
                 raise KitError(f"{cell.backend} has no variant {cell.variant!r}: choose {', '.join(spec.variants)}")
         elif cell.variant in ("quant-dynamic", "int8"):
             raise KitError(f"variant {cell.variant!r} is a CPU variant (x86 int8 kernels); run it on torch-cpu")
+        self.validate_devices(cell)
+        if cell.devices and not self.takes_devices(cell):
+            raise KitError(
+                f"variant {cell.variant!r} runs on one device; devices={','.join(cell.devices)} (DDP) takes "
+                "default, amp or a '+' of bf16, fp16, cl"
+            )
         checks = [
             ("epochs", p["epochs"] >= 1, ">= 1"),
             ("batch_size", p["batch_size"] >= MIN_BATCH, f">= {MIN_BATCH} (BatchNorm cannot train on one image per batch)"),

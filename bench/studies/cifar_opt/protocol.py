@@ -79,6 +79,7 @@ class CellRun:
             "lr": tr.opt.param_groups[0]["lr"] if tr else self.cfg.lr,
             "num_workers": tr.pipe.workers if tr else None,
             "threads": self.threads,
+            "world_size": self.ctx.dist.world if self.ctx.dist else 1,
             "n_train": len(self.split.y_train),
             "n_test": len(self.split.y_eval),
             "last_batch": "drop",
@@ -114,14 +115,24 @@ class CellRun:
 
         tr = self._ensure_trainer()
         tr.reset_peak()
-        with RSSSampler() as rss, stopwatch(tr.sync_device) as sw:
+        dist = self.ctx.dist
+
+        def sync() -> None:  # the device, then (under ranks) every rank: the clock spans the whole world's epoch
+            tr.sync_device()
+            if dist:
+                dist.barrier()
+
+        with RSSSampler() as rss, stopwatch(sync) as sw:
             stats = tr.train_epoch()
-        assert sw.seconds >= 0
         if stats["steps"] < 1:  # whatever the backend's trainer: an epoch that trained nothing is an error, never ok
             raise zero_steps(tr.batch, len(self.split.y_train), f"epoch {epoch} ran")
+        if dist:
+            stats = {**stats, "samples": stats["samples"] * dist.world}
         synthetic = self.cfg.pipeline == "synthetic-gpu"
         with stopwatch() as ev:
-            acc = None if synthetic else tr.evaluate()
+            acc = None if synthetic or (dist and not dist.is_main) else tr.evaluate()
+        if dist:
+            dist.barrier()
         self.last_acc = acc
         return {
             **self.base(),
@@ -145,6 +156,8 @@ class CellRun:
     def inference(self) -> list[dict]:
         from bench.studies.cifar_opt import inference
 
+        if self.ctx.dist and not self.ctx.dist.is_main:  # the deployment forms: rank 0's model alone
+            return []
         tr = self._ensure_trainer()
         cfg = self.cfg
         forms = inference.forms_for(self.kind, tr, cfg.infer_batch, cfg.calib_batches)
@@ -181,12 +194,15 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     backend = study.load_backend(cell.backend)
 
     def make(split: Split, batch_size: int, lr: float, variant: str | None = None) -> Trainer:
-        return backend.create(cell, TrainerData(cfg, split, batch_size, lr, cfg.seed, variant))
+        return backend.create(cell, TrainerData(cfg, split, batch_size, lr, cfg.seed, variant, ctx.dist))
 
     torch.backends.cudnn.benchmark = True  # the seed's CUDA setting
     ds = cifar10.load_for_cell(cell.params, ctx.data_dir)
     sub = cifar10.subsample(ds, cfg.n_train, cfg.n_test, cfg.subsample_seed)
     split = Split(sub.x_train, sub.y_train, sub.x_test, sub.y_test)
+    if ctx.dist is not None:  # this rank trains on its share; batch_size is per rank, the test set whole (rank 0)
+        mine = np.asarray(ctx.dist.shard(len(split.y_train)))
+        split = Split(split.x_train[mine], split.y_train[mine], split.x_eval, split.y_eval)
     if cfg.batch_size > len(split.y_train):
         raise KitError(f"batch_size {cfg.batch_size} is larger than the training subsample ({len(split.y_train)} images)")
     n_trials = cfg.trials if variant_kind(cfg.variant) == "optuna" else 0

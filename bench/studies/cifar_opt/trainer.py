@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ class TrainerData:
     lr: float
     seed: int
     variant: str | None = None
+    dist: Any = None  # bench.core.dist.Dist: this rank of a many-device cell (DDP around the model)
 
 
 def zero_steps(batch_size: int, n_images: int, what: str = "an epoch ran") -> KitError:
@@ -55,7 +57,9 @@ def zero_steps(batch_size: int, n_images: int, what: str = "an epoch ran") -> Ki
 
 
 class Trainer:
-    def __init__(self, cfg: Settings, split: Split, batch_size: int, lr: float, seed: int, variant: str | None = None):
+    def __init__(
+        self, cfg: Settings, split: Split, batch_size: int, lr: float, seed: int, variant: str | None = None, dist: Any = None
+    ):
         if batch_size < MIN_BATCH:
             raise KitError(f"batch_size {batch_size} is below {MIN_BATCH}: BatchNorm cannot train on one image per batch")
         if len(split.y_train) // batch_size < 1:  # every pipeline drops the last partial batch
@@ -68,7 +72,8 @@ class Trainer:
         self.amp = torch.bfloat16 if "bf16" in self.opts else torch.float16 if "fp16" in self.opts else None
         self.scaler = torch.amp.GradScaler(dev.type) if self.amp == torch.float16 else None
         self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        self.fwd = torch.compile(self.model) if "compile" in self.opts else self.model
+        self.fwd = torch.compile(self.model) if "compile" in self.opts else dist.wrap(self.model) if dist else self.model
+        self.eval_fwd = self.model if dist else self.fwd  # a DDP forward would wait for the other ranks
         self.split = split
         self.mean, self.std = pipeline.mean_std(split.x_train)
         self.pipe = pipeline.make(
@@ -128,7 +133,7 @@ class Trainer:
         correct = torch.zeros((), dtype=torch.long, device=self.device)
         with torch.no_grad(), torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             for i in range(0, len(self.y_eval), batch):
-                logits = self.fwd(self.x_eval[i : i + batch])
+                logits = self.eval_fwd(self.x_eval[i : i + batch])
                 correct += (logits.argmax(1) == self.y_eval[i : i + batch]).sum()
         self.model.train()
         return int(correct.item()) / len(self.y_eval)

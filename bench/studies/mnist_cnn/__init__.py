@@ -37,7 +37,8 @@ from bench.studies.mnist_cnn.config import (
 
 _B = "bench.studies.mnist_cnn.backends."
 CUDA_VARIANTS = ("default", "tuned", "graphs", "graphs+bf16", "graphs+bf16+cl", "compile", "compile+graphs", "bf16", "cl")
-BOTH = ("seed", "resident")  # pipelines: per-sample transforms through a DataLoader | one normalised tensor
+BOTH = ("seed", "resident")
+MAX_RANKS = 16  # devices one torch cell may name: GPUs of one host, or gloo ranks on a CPU  # pipelines: per-sample transforms through a DataLoader | one normalised tensor
 
 
 @register_study
@@ -51,7 +52,12 @@ class MnistCnn(Study):
     trainer_protocol = Trainer  # backends/__init__.py
     backends = {
         "torch-cpu": BackendSpec(
-            _B + "torch_cpu", "cpu", family="torch", pipelines=BOTH, about="nn.Module + autograd + torch.optim.SGD on the CPU"
+            _B + "torch_cpu",
+            "cpu",
+            family="torch",
+            pipelines=BOTH,
+            max_devices=MAX_RANKS,
+            about="nn.Module + autograd + torch.optim.SGD on the CPU; devices=cpu,cpu: DDP over gloo ranks",
         ),
         "numba-cpu": BackendSpec(
             _B + "numba_cpu",
@@ -67,7 +73,8 @@ class MnistCnn(Study):
             CUDA_VARIANTS,
             family="torch",
             pipelines=BOTH,
-            about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs",
+            max_devices=MAX_RANKS,
+            about="eager, or any '+' of graphs, bf16, fp16, cl, compile; tuned = compile+graphs; devices=0,1: DDP (default)",
         ),
         "numba-cuda": BackendSpec(
             _B + "numba_cuda",
@@ -101,6 +108,9 @@ class MnistCnn(Study):
             params: dict[str, Any] = {"pipeline": p, **VARIANT_PARAMS.get((b, v), {}), **PROFILE_PARAMS[profile]}
             cells.append(self.cell(b, v, name=f"{b}_{p}_{v}", **params))
         return cells
+
+    def takes_devices(self, cell: Cell) -> bool:
+        return super().takes_devices(cell) and cell.variant == "default"  # graphs, compile: one device
 
     def validate(self, cell: Cell) -> None:
         super().validate(cell)  # the backend's variants, pipelines and own rules; every parameter present

@@ -37,6 +37,13 @@ class CellData:
     cfg: Settings
     params: dict
     dataset: Any  # bench.data.mnist.Dataset
+    dist: Any = None  # bench.core.dist.Dist: this rank of a many-device cell (torch backends wrap in DDP)
+
+
+def rank_order(order: np.ndarray, batch: int, dist: Any) -> np.ndarray:
+    """This rank's samples of an epoch whose ORDER holds whole global batches (BATCH x world):
+    of global batch k, the rank's BATCH consecutive samples."""
+    return order.reshape(-1, dist.world, batch)[:, dist.rank, :].reshape(-1)
 
 
 def epoch_order(n: int, batch: int, seed: int, epoch: int, last_batch: str) -> np.ndarray:
@@ -65,21 +72,32 @@ class EpochRun:
     warmup_s: float = 0.0
     base: dict = field(default_factory=dict)
     profile: dict = field(default_factory=dict)  # per-batch phase seconds from the profiling pass
+    dist: Any = None  # bench.core.dist.Dist under ranks: each trains its share of every global batch
 
     def step(self, i: int) -> list[dict]:
-        """Train epoch i+1 (timed, RSS sampled), then evaluate (timed apart)."""
+        """Train epoch i+1 (timed, RSS sampled), then evaluate (timed apart). Under ranks the
+        clock runs from one barrier to the next and the samples are the whole world's."""
         from bench.measure.memory import RSSSampler
         from bench.measure.timer import NullTimer, stopwatch
 
-        cfg, trainer, epoch = self.cfg, self.trainer, i + 1
-        order = epoch_order(self.n_train, cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
+        cfg, trainer, epoch, dist = self.cfg, self.trainer, i + 1, self.dist
+        order = epoch_order(self.n_train, cfg.batch_size * (dist.world if dist else 1), cfg.seed, epoch, cfg.last_batch)
+        mine = rank_order(order, cfg.batch_size, dist) if dist else order
         timer = NullTimer()  # nothing inside the timed loop: phases come from the profiling pass
-        with RSSSampler() as rss, stopwatch(trainer.sync) as sw:
-            stats = trainer.train_epoch(order, timer)
+
+        def sync() -> None:  # the device, then (under ranks) every rank: the clock spans the whole world's epoch
+            trainer.sync()
+            if dist:
+                dist.barrier()
+
+        with RSSSampler() as rss, stopwatch(sync) as sw:
+            stats = trainer.train_epoch(mine, timer)
         if not math.isfinite(stats["train_loss"]):  # diverged: a flagged end, never a silent number
             raise KitError(f"non-finite training loss ({stats['train_loss']}) in epoch {epoch}: lr {cfg.lr} diverged")
         with stopwatch() as ev:
-            acc = trainer.evaluate()
+            acc = trainer.evaluate() if dist is None or dist.is_main else None
+        if dist:
+            dist.barrier()
         row = {
             **self.base,
             "epoch": epoch,
@@ -142,7 +160,10 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
     n_train = len(data.y_train)
     if cfg.batch_size > n_train:
         raise KitError(f"batch_size {cfg.batch_size} is larger than the training set ({n_train} samples of {data.name})")
-    trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed, cfg.init), data))
+    world = ctx.dist.world if ctx.dist else 1
+    if cfg.batch_size * world > n_train:
+        raise KitError(f"batch_size {cfg.batch_size} on {world} ranks is more than the training set ({n_train} samples)")
+    trainer = study.load_backend(cell.backend).create(cell, CellData(cfg, init_params(cfg.seed, cfg.init), data, ctx.dist))
     compile_s = trainer.warmup()
     profile = profile_phases(trainer, cfg, n_train)
     base = {
@@ -153,7 +174,8 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         "trains": trains(cell.backend, cell.variant),  # all layers | dense layers only (variant seed)
         "compile_kind": trainer.compile_kind(),
     }
-    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile)
+    base["world_size"] = world
+    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile, ctx.dist)
 
 
 PROFILE_BATCHES = 20  # batches in the profiling pass (fewer when an epoch has fewer)

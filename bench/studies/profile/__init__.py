@@ -6,7 +6,6 @@ the seed's way (nn.DataParallel) and the right way (DDP under torchrun).
     config.py     defaults, variants (frozen | finetune, +bf16-cl on CUDA), the matrix
     trainer.py    model + weights (hash-checked), data (loader | synthetic-gpu), Adam step, epoch
     protocol.py   one cell: idle baseline, timed epochs with telemetry, sampler cost, profiler
-    ddp.py        parallel=ddp: the torchrun launch and the per-rank worker
     seed.py       what the seed reported
     backends/     torch-cpu, torch-cuda
     report.py     operator and step-time breakdowns, telemetry time series, energy, CPU vs GPU,
@@ -135,13 +134,16 @@ class Profile(Study):
             raise KitError(
                 f"parallel={p['parallel']} needs two or more devices, e.g. devices=0,1 (got {','.join(devs) or 'none'})"
             )
-        if p["parallel"] == "none" and len(devs) > 1:
-            raise KitError(f"devices={','.join(devs)} names {len(devs)} devices: set parallel=ddp (or dp on GPUs)")
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
         from bench.data import imagefolder
 
         return cell.with_params(**imagefolder.resolve(cell.params, data_dir))
+
+    def world_size(self, cell: Cell) -> int:
+        """One rank per device under the core's torchrun wherever the cell names devices (ddp;
+        parallel=none with devices is ddp too); dp: one process over all of them."""
+        return 0 if cell.params.get("parallel") == "dp" else len(devices_of(cell))
 
     def estimate(self, cell: Cell) -> Estimate:
         from bench.studies.profile.config import cost, settings
@@ -178,12 +180,7 @@ class Profile(Study):
 
     def open(self, cell: Cell, ctx: RunContext):
         from bench.studies.profile.config import settings
-
-        if settings(cell).parallel == "ddp":  # torchrun ranks (ddp.py) or one process (protocol.py)
-            from bench.studies.profile.ddp import open_ddp
-
-            return open_ddp(settings(cell), cell, ctx)
-        from bench.studies.profile.protocol import open_single
+        from bench.studies.profile.protocol import open_single  # also one rank of ddp (ctx.dist)
 
         return open_single(self, settings(cell), cell, ctx)
 

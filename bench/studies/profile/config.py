@@ -103,7 +103,13 @@ class Settings(ProfileConfig):
 
     @property
     def world_size(self) -> int:
-        return max(len(self.device_list), 1) if self.parallel != "none" else 1
+        return max(len(self.device_list), 1)
+
+    @property
+    def mode(self) -> str:
+        """How the devices are used: dp (one process, nn.DataParallel), ddp (one rank each; what
+        `parallel=none` with several devices means too), or none (one device)."""
+        return "dp" if self.parallel == "dp" else "ddp" if self.parallel == "ddp" or len(self.device_list) > 1 else "none"
 
 
 def settings(cell: Cell) -> Settings:

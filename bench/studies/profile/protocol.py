@@ -9,9 +9,10 @@ data, model, weights, warm-up; the telemetry sampler starts. Steps:
                  (.json.gz), operator tables, the step-time breakdown, and the profiler's
                  overhead against the unprofiled steps (never the timed figures)
 
-`parallel=dp` is the same in one process over nn.DataParallel; `parallel=ddp` launches torchrun
-(ddp.py) and its steps are the epochs its rank 0 reports, the sampler in this process watching
-every GPU of the run.
+`parallel=dp` is the same in one process over nn.DataParallel; `parallel=ddp` runs one rank per
+device under the core's torchrun (bench/run/ranks.py): every rank opens and steps this same
+cell with ctx.dist set, its steps are the epochs (no sampler-cost or profiler step), and rank 0
+measures the idle baseline and runs the sampler over every GPU of the run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bench.core.cell import Cell
@@ -36,7 +36,7 @@ def nvml_indices(cfg: Settings) -> tuple[list[int], str | None]:
     """(the NVML indices of the GPUs this cell uses, why none are sampled when a GPU cell has none)."""
     if cfg.device != "cuda":
         return [], None
-    if cfg.parallel != "none" and cfg.device_list:
+    if cfg.device_list:
         return [int(d) for d in cfg.device_list], None
     from bench.measure.sampler import nvml_indices_for_visible
 
@@ -122,9 +122,9 @@ class Common:
             "lr": c.lr,
             "optimizer": "Adam",
             "image_size": c.image_size,
-            "parallel": c.parallel,
+            "parallel": c.mode,
             "world_size": c.world_size,
-            "devices": ",".join(c.device_list) if c.parallel != "none" else "",
+            "devices": ",".join(c.device_list),
             "num_workers": c.num_workers if c.pipeline == "loader" else 0,
             "threads": self.threads,
             **{k: self.facts.get(k) for k in ("weights", "weights_sha256", "params_total", "params_trainable")},
@@ -181,7 +181,7 @@ class CellRun(Common):
 
     @property
     def steps(self) -> int:
-        return self.cfg.epochs + 2
+        return self.cfg.epochs + (0 if self.ctx.dist else 2)
 
     def step(self, i: int) -> list[dict]:
         if i < self.cfg.epochs:
@@ -197,7 +197,7 @@ class CellRun(Common):
         from bench.measure.torchdev import memory_peaks
 
         out = memory_peaks(self.device)
-        if self.device.type == "cuda" and self.cfg.world_size > 1:  # DataParallel: every GPU's own peak (the seed's imbalance)
+        if self.device.type == "cuda" and self.cfg.mode == "dp":  # DataParallel: every GPU's own peak (the seed's imbalance)
             for k in range(self.cfg.world_size):
                 out[f"gpu{k}_alloc_peak_mb_torch"] = torch.cuda.max_memory_allocated(k) / 1e6
         return out
@@ -207,14 +207,23 @@ class CellRun(Common):
 
         from bench.studies.profile.trainer import train_epoch
 
+        dist = self.ctx.dist
         if self.device.type == "cuda":
-            for k in range(self.cfg.world_size):
+            for k in [self.device.index or 0] if dist else range(self.cfg.world_size):
                 torch.cuda.reset_peak_memory_stats(k)
-        stats = train_epoch(self.trainer, self.batches)
+        stats = train_epoch(self.trainer, self.batches, barrier=dist.barrier if dist else None)
         mem = self.memory()
-        t0 = time.perf_counter()
-        acc, n = self.trainer.evaluate(self.batches)
-        row = self.epoch_row(e, stats, acc, n, time.perf_counter() - t0, mem)
+        acc, n, eval_s = None, 0, 0.0
+        if dist is None or dist.is_main:  # one rank evaluates; the others wait at the barrier
+            t0 = time.perf_counter()
+            acc, n = self.trainer.evaluate(self.batches)
+            eval_s = time.perf_counter() - t0
+        if dist:
+            per_rank = dist.gather(mem.get("gpu_alloc_peak_mb"))
+            dist.barrier()
+            mem.update({f"gpu{k}_alloc_peak_mb_torch": v for k, v in enumerate(per_rank) if v is not None})
+            stats["backend_dist"] = dist.backend
+        row = self.epoch_row(e, stats, acc, n, eval_s, mem)
         self.epoch_rows.append(row)
         return row
 
@@ -350,14 +359,20 @@ def check_steps(cfg: Settings, index) -> None:
 
 def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list[int], dict]:
     """The checks and measurements every run makes first: (index, dataset facts, NVML GPUs, idle
-    baseline). The index and the step check come first: bad data is one line before the idle wait."""
+    baseline). The index and the step check come first: bad data is one line before the idle wait.
+    Under ddp only rank 0 samples (every GPU of the run); the others wait for it at a barrier."""
     from bench.data import imagefolder
     from bench.measure.sampler import idle_baseline
 
     index = imagefolder.load_for_cell(cell.params, ctx.data_dir)  # reads files only: no GPU touched
     check_steps(cfg, index)
+    if ctx.dist is not None and not ctx.dist.is_main:
+        ctx.dist.barrier()  # rank 0's idle baseline: nothing of ours on any GPU yet
+        return index, index.describe(), [], {}
     gpus, why = nvml_indices(cfg)
     idle = {**idle_baseline(gpus, cfg.idle_s, cfg.telemetry_hz), "nvml_note": why}  # nothing of ours on the GPU yet
+    if ctx.dist is not None:
+        ctx.dist.barrier()
     return index, index.describe(), gpus, idle
 
 
@@ -379,19 +394,24 @@ def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> Cel
 
     if cfg.parallel == "dp" and cfg.device != "cuda":
         raise KitError("parallel=dp (nn.DataParallel) needs CUDA GPUs; on the CPU use parallel=ddp (gloo)")
+    dist = ctx.dist
     index, dataset, gpus, idle = prepare(cfg, cell, ctx)  # the cell's GPUs are this process's 0..N-1 (bench.run.cell)
     if cfg.device == "cuda" and cfg.world_size > torch.cuda.device_count():
-        raise KitError(f"parallel={cfg.parallel} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
+        raise KitError(f"parallel={cfg.mode} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
     threads = study.runtime_setup(cell, cfg.threads, cfg.seed)
     torch.backends.cudnn.benchmark = True
-    device = torch.device("cuda:0" if cfg.device == "cuda" else "cpu")
-    wrap = (lambda m: torch.nn.DataParallel(m, device_ids=list(range(cfg.world_size)))) if cfg.parallel == "dp" else None
+    if dist is not None:  # one rank of ddp: its device, DDP around the model, its shard of every epoch
+        device, wrap = dist.device, dist.wrap
+        batches = Batches(cfg, index, device, cfg.batch_size, rank=dist.rank, world=dist.world)
+    else:
+        device = torch.device("cuda:0" if cfg.device == "cuda" else "cpu")
+        wrap = (lambda m: torch.nn.DataParallel(m, device_ids=list(range(cfg.world_size)))) if cfg.parallel == "dp" else None
+        batches = Batches(cfg, index, device, cfg.batch_size * cfg.world_size)  # DataParallel splits one batch over the GPUs
     trainer = study.load_backend(cell.backend).create(cell, BuildData(len(index.classes), ctx.data_dir, device, wrap))
-    batch = cfg.batch_size * cfg.world_size  # DataParallel splits one batch over the GPUs
-    batches = Batches(cfg, index, device, batch)
     run = CellRun(cfg, ctx, dataset, gpus, idle, trainer.facts, threads, trainer=trainer, batches=batches, device=device)
     run.warmup_s = trainer.warmup(batches)
-    run.sampler = TelemetrySampler(gpus, hz=cfg.telemetry_hz).start()
+    if dist is None or dist.is_main:
+        run.sampler = TelemetrySampler(gpus, hz=cfg.telemetry_hz).start()
     return run
 
 
@@ -406,15 +426,3 @@ def validity_flags(rows: list[dict]) -> list[str]:
         if r.get("phase") == "overhead" and isinstance(c, float) and c >= 0.01:
             flags.append(f"sampler-costly({c:.1%} of step time)")
     return flags
-
-
-def read_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line being written
-    return out

@@ -40,6 +40,7 @@ from bench.studies.roofline.config import (
 )
 
 _B = "bench.studies.roofline.backends."
+MAX_RANKS = 16  # devices one scenario-A cell may name (DDP ranks: GPUs of one host, or gloo ranks on a CPU)
 BACKEND_OF = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}
 
 
@@ -58,6 +59,7 @@ class Roofline(Study):
             _B + "torch_cpu",
             "cpu",
             VARIANTS["cpu"],
+            max_devices=MAX_RANKS,
             family="torch",
             needs=TORCHVISION,
             about="fp32, loader | synthetic-gpu, batch sweep",
@@ -66,6 +68,7 @@ class Roofline(Study):
             _B + "torch_cuda",
             "cuda",
             VARIANTS["cuda"],
+            max_devices=MAX_RANKS,
             family="torch",
             needs=TORCHVISION,
             about="fp32 (TF32 off), tf32, bf16-cl (bf16 autocast + channels_last)",
@@ -92,6 +95,9 @@ class Roofline(Study):
             cells.append(self.cell(backend, precision, name=f"{backend}_{model}_{precision}_{tail}", model=model, **p))
         return cells
 
+    def takes_devices(self, cell: Cell) -> bool:
+        return super().takes_devices(cell) and cell.params.get("scenario") == "A"  # the sweep ends at an OOM: one device
+
     def validate(self, cell: Cell) -> None:
         spec = self.backend_spec(cell.backend)
         p = cell.params
@@ -102,6 +108,12 @@ class Roofline(Study):
             raise KitError(f"unknown roofline precision {cell.variant!r}: choose {', '.join(PRECISIONS)}")
         if cell.variant not in spec.variants:
             raise KitError(f"precision {cell.variant!r} is a CUDA precision; {cell.backend} runs {', '.join(spec.variants)}")
+        self.validate_devices(cell)
+        if cell.devices and p["scenario"] != "A":
+            raise KitError(
+                f"scenario {p['scenario']} (the batch sweep, which ends at an out-of-memory error) runs on one device; "
+                f"devices={','.join(cell.devices)} (DDP) runs scenario A"
+            )
         for key, allowed in (
             ("model", MODELS),
             ("scenario", SCENARIOS),

@@ -79,6 +79,10 @@ class CellRun:
     def steps(self) -> int:
         return 2 if self.cfg.scenario == "A" else len(self.sizes)
 
+    @property
+    def world(self) -> int:
+        return self.ctx.dist.world if self.ctx.dist else 1
+
     # ---- the fields every row carries
     def roof_values(self) -> tuple[float | None, float | None]:
         c, b = self.roofs.compute(ROOF_OF[self.cfg.precision]), self.roofs.bandwidth()
@@ -97,6 +101,7 @@ class CellRun:
             "num_classes": self.trainer.n_classes,
             "num_workers": cfg.num_workers if cfg.pipeline == "loader" else 0,
             "threads": self.threads,
+            "world_size": self.world,
             "device_type": self.trainer.device.type,
             "image_size": self.trainer.side,  # px, square: the input trained on and every count made at
             "n_params": sum(p.numel() for p in self.trainer.model.parameters()),
@@ -138,27 +143,43 @@ class CellRun:
         return self.sweep_row(self.sizes[i])
 
     def _batches(self, split: str):
-        tr, cfg = self.trainer, self.cfg
+        """One pass's batches: under ranks, this rank's share of the split (batch_size per rank)."""
+        tr, cfg, dist = self.trainer, self.cfg, self.ctx.dist
+        world = dist.world if dist else 1
         if cfg.pipeline == "synthetic-gpu":
             x, y = tr.fixed_batch(cfg.batch_size)
-            n = len(self.index.files(split)) // cfg.batch_size
+            n = len(self.index.files(split)) // (cfg.batch_size * world)
             return [(x, y)] * n  # the same device batch every step: as many steps as the loader's
+        import torch
+
         from bench.data import tinyimagenet
 
-        return tr.loader(tinyimagenet.dataset(self.index, split), cfg.batch_size, shuffle=split == "train")
+        ds: Any = tinyimagenet.dataset(self.index, split)
+        if dist:
+            ds = torch.utils.data.Subset(ds, list(dist.shard(len(ds))))
+        return tr.loader(ds, cfg.batch_size, shuffle=split == "train")
 
     def _timed(self, fn):
+        """FN under the clock: device synced (and every rank met) at both ends; its images are the
+        whole world's (every rank ran the same number of steps)."""
         from bench.measure.memory import RSSSampler
         from bench.measure.timer import stopwatch
 
-        tr = self.trainer
+        tr, dist = self.trainer, self.ctx.dist
+
+        def sync() -> None:
+            tr.sync_device()
+            if dist:
+                dist.barrier()
+
         tr.reset_peak()
         self.cpu.start()
         self.gpu.start()
-        with RSSSampler() as rss, stopwatch(tr.sync_device) as sw:
+        with RSSSampler() as rss, stopwatch(sync) as sw:
             stats = fn()
         usage = {**self.cpu.stop(), **self.gpu.stop()}
-        assert sw.seconds >= 0
+        if dist:
+            stats = {**stats, "images": stats["images"] * dist.world}
         return stats, sw.seconds, {"rss_peak_mb": rss.peak_mb, **tr.memory(), **usage}
 
     def train_row(self) -> dict:
@@ -167,8 +188,8 @@ class CellRun:
         stats, secs, usage = self._timed(lambda: self.trainer.train_pass(batches, cfg.max_train_batches))
         if not stats["steps"]:
             raise KitError(f"no training batch of {cfg.batch_size}: the train split is smaller than one batch")
-        ips = stats["images"] / secs
-        flop_s = ips * self.counts["flops"].train_flops_used
+        ips = stats["images"] / secs  # the whole world's; FLOP/s and the roof are one device's
+        flop_s = ips / self.world * self.counts["flops"].train_flops_used
         return {
             **self.base(),
             "phase": "train",
@@ -196,8 +217,8 @@ class CellRun:
         stats, secs, usage = self._timed(lambda: self.trainer.val_pass(batches, cfg.max_val_batches))
         if not stats["steps"]:
             raise KitError(f"no validation batch of {cfg.batch_size}: the val split is smaller than one batch")
-        ips = stats["images"] / secs
-        flop_s = ips * self.counts["flops"].forward_flops
+        ips = stats["images"] / secs  # the whole world's; FLOP/s and the roof are one device's
+        flop_s = ips / self.world * self.counts["flops"].forward_flops
         return {
             **self.base(),
             "phase": "val",
@@ -249,8 +270,8 @@ class CellRun:
             first = self.last_ok_batch is None
             self._stop("oom", batch, f"out of memory at batch {batch}{' (the first size: no points)' if first else ''}")
             return []
-        ips = stats["images"] / secs
-        flop_s = ips * self.counts["flops"].train_flops_used
+        ips = stats["images"] / secs  # the whole world's; FLOP/s and the roof are one device's
+        flop_s = ips / self.world * self.counts["flops"].train_flops_used
         loss = stats["train_loss"]
         self.last_ok_batch = batch
         del x, y
@@ -316,6 +337,15 @@ def _is_oom(err: BaseException) -> bool:
     return is_oom(err)
 
 
+@dataclass(frozen=True)
+class TrainerData:
+    """What a backend's create() gets: the data index (its classes size the head) and, under
+    ranks, this rank (bench.core.dist.Dist)."""
+
+    index: Any
+    dist: Any = None
+
+
 def load_roofs(device: str, roof_sizes: str):
     from bench.measure.roofs import get_roofs
 
@@ -342,7 +372,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
                 raise KitError(
                     f"{index.name}: {split} has {len(index.files(split))} images, fewer than one batch of {cfg.batch_size}"
                 )
-    trainer = study.load_backend(cell.backend).create(cell, index)  # index.n_classes sizes the head
+    trainer = study.load_backend(cell.backend).create(cell, TrainerData(index, ctx.dist))  # index.n_classes sizes the head
     trainer.side = index.image_size or IMAGE_SIDE  # trained and counted at the tree's size, never a fixed 64
     counts = trainer.count(cfg.batch_size)
     roofs = load_roofs(cfg.device, cfg.roof_sizes)

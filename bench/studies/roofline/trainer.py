@@ -50,17 +50,20 @@ def set_tf32(precision: str) -> dict[str, bool]:
 
 
 class Trainer:
-    def __init__(self, cfg: Settings, n_classes: int, side: int = IMAGE_SIDE):
+    def __init__(self, cfg: Settings, n_classes: int, side: int = IMAGE_SIDE, dist: Any = None):
+        """DIST (bench.core.dist.Dist): this rank of a many-device cell: its device, and the
+        training step through DDP (counting, validation and snapshots use the model itself)."""
         self.cfg = cfg
         # px of the square input: what it trains on, and what every FLOP and byte is counted at;
         # open_cell sets the tree's own (index.image_size), so the counts match the trained work
         self.side = side
-        self.device = torch.device(cfg.device)
+        self.device = dist.device if dist else torch.device(cfg.device)
         self.bf16 = cfg.precision == "bf16-cl"
         self.fmt = torch.channels_last if self.bf16 else torch.contiguous_format
         self.n_classes = n_classes
         self.model = build(cfg.model, n_classes, cfg.seed).to(self.device).to(memory_format=self.fmt)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        self.train_model = dist.wrap(self.model) if dist else self.model
         self.mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
         self.std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
         self.loss_sum = torch.zeros((), device=self.device)
@@ -126,7 +129,7 @@ class Trainer:
     # ---- one step: no host sync
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         with self.autocast():
-            loss = F.cross_entropy(self.model(x), y)
+            loss = F.cross_entropy(self.train_model(x), y)
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)

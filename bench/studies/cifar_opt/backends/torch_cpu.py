@@ -12,4 +12,4 @@ def available() -> str | None:
 def create(cell, data):
     from bench.studies.cifar_opt.trainer import Trainer
 
-    return Trainer(data.cfg, data.split, data.batch_size, data.lr, data.seed, data.variant)
+    return Trainer(data.cfg, data.split, data.batch_size, data.lr, data.seed, data.variant, data.dist)

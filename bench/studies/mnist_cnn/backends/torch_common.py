@@ -77,10 +77,13 @@ _NO_PHASES = NullTimer()  # warm-up steps record nothing
 class TorchTrainer:
     profiles_phases = True  # the profiling pass times its phases (synced) before epoch 1
 
-    def __init__(self, cfg, params, data, device: str = "cpu"):
-        self.cfg, self.device = cfg, torch.device(device)
-        self.model = build_model(params, device)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    def __init__(self, cfg, params, data, device: str = "cpu", dist=None):
+        """DIST (bench.core.dist.Dist): this rank of a many-device cell: its device, DDP around
+        the model (evaluation and params() use the model itself)."""
+        self.cfg, self.device = cfg, dist.device if dist else torch.device(device)
+        self.core = build_model(params, str(self.device))
+        self.model = dist.wrap(self.core) if dist else self.core
+        self.opt = torch.optim.SGD(self.core.parameters(), lr=cfg.lr, momentum=cfg.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
         self.data = data
         self.x_test = torch.from_numpy(normalise_u8(data.x_test)).to(self.device)
@@ -120,12 +123,12 @@ class TorchTrainer:
 
     def snapshot(self):
         """Weights and optimizer state, to undo warm-up and profiling steps."""
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}, copy.deepcopy(self.opt.state_dict())
+        return {k: v.detach().clone() for k, v in self.core.state_dict().items()}, copy.deepcopy(self.opt.state_dict())
 
     def restore(self, snap) -> None:
         weights, opt_state = snap
         with torch.no_grad():
-            for k, v in self.model.state_dict().items():
+            for k, v in self.core.state_dict().items():
                 v.copy_(weights[k])  # in place: parameter addresses stay (graphs, the optimizer)
         self.opt.load_state_dict(opt_state)  # no momentum buffers yet: the next step starts them, as at step 1
         self.opt.zero_grad(set_to_none=True)
@@ -172,10 +175,10 @@ class TorchTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        self.model.eval()
+        self.core.eval()  # the model itself: a DDP forward would wait for the other ranks
         correct = 0
         for s in range(0, len(self.y_test), 2048):
-            correct += int((self.model(self.x_test[s : s + 2048]).argmax(1) == self.y_test[s : s + 2048]).sum())
+            correct += int((self.core(self.x_test[s : s + 2048]).argmax(1) == self.y_test[s : s + 2048]).sum())
         return correct / len(self.y_test)
 
     def phase_fields(self, timer) -> dict:
@@ -185,4 +188,4 @@ class TorchTrainer:
         return {}
 
     def params(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()}
+        return {k: v.detach().cpu().numpy() for k, v in self.core.state_dict().items()}

@@ -15,4 +15,4 @@ def available() -> str | None:
 def create(cell, data):
     from bench.studies.mnist_cnn.backends.torch_common import TorchTrainer
 
-    return TorchTrainer(data.cfg, data.params, data.dataset, device="cpu")
+    return TorchTrainer(data.cfg, data.params, data.dataset, device="cpu", dist=data.dist)

@@ -26,11 +26,13 @@ def validate(cell) -> None:
 
     if parse_variant(cell.variant) and cell.params.get("pipeline") != "resident":
         raise KitError(f"torch-cuda variant {cell.variant} needs pipeline resident")
+    if cell.devices and cell.variant != "default":
+        raise KitError(f"torch-cuda variant {cell.variant} runs on one device: devices=... runs variant default under DDP")
 
 
 def create(cell, data):
     from bench.studies.mnist_cnn.backends.torch_cuda_tuned import CudaEagerTrainer, CudaTunedTrainer
 
     if cell.variant == "default":
-        return CudaEagerTrainer(data.cfg, data.params, data.dataset)
+        return CudaEagerTrainer(data.cfg, data.params, data.dataset, dist=data.dist)
     return CudaTunedTrainer(data.cfg, data.params, data.dataset)

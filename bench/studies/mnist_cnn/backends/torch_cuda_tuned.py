@@ -28,9 +28,9 @@ from bench.studies.mnist_cnn.backends.torch_common import TorchTrainer, build_mo
 class CudaEagerTrainer(TorchTrainer):
     """The plain trainer (seed or resident pipeline), with CUDA-event phase times and VRAM."""
 
-    def __init__(self, cfg, params, data):
+    def __init__(self, cfg, params, data, dist=None):
         t0 = time.perf_counter()
-        super().__init__(cfg, params, data, device="cuda")
+        super().__init__(cfg, params, data, device="cuda", dist=dist)
         torch.cuda.synchronize()
         self.h2d_setup_s = time.perf_counter() - t0
 

@@ -13,4 +13,4 @@ def create(cell, data):
     from bench.studies.roofline.config import settings
     from bench.studies.roofline.trainer import Trainer
 
-    return Trainer(settings(cell), data.n_classes)
+    return Trainer(settings(cell), data.index.n_classes, dist=data.dist)
