@@ -233,3 +233,23 @@ def test_bad_weights_and_model_end_the_cell_with_one_line(tmp_path):
     assert proc.returncode != 0
     assert len(proc.stderr.strip().splitlines()) == 1 and "unknown model 'nonesuch_net'" in proc.stderr, proc.stderr
     assert not (out2 / "profile").exists()
+
+
+def test_dataparallel_slower_than_one_gpu_is_flagged_with_its_evidence():
+    """dp-collapse: a DataParallel cell whose epochs run below one GPU alone at the same per-GPU
+    batch (dp_probe) is flagged with the evidence the rows carry; a healthy one is not."""
+    from bench.studies.profile.protocol import validity_flags
+
+    def rows(ips: float, bench: bool) -> list[dict]:
+        probe = {"dp_one_gpu_img_per_s": 1500.0, "dp_threads_started_per_step": 2, "cudnn_benchmark": bench}
+        return [{"phase": "epoch", "parallel": "dp", "samples_per_s": ips, "status": "ok", **probe} for _ in range(3)]
+
+    (flag,) = [f for f in validity_flags(rows(70.0, True)) if f.startswith("dp-collapse")]
+    assert "0.05x one GPU" in flag and "2 threads started a step" in flag and "cudnn.benchmark on" in flag
+    assert not [f for f in validity_flags(rows(2700.0, False)) if f.startswith("dp-collapse")]
+    assert not validity_flags([{"phase": "epoch", "parallel": "ddp", "samples_per_s": 1.0, "status": "ok"}])
+
+
+def test_the_dataparallel_cells_run_with_cudnn_benchmark_on_and_off(study):
+    dp = [c for c in study.matrix("cuda", "default") if c.params["parallel"] == "dp"]
+    assert sorted(c.params["cudnn_benchmark"] for c in dp) == [False, True] and len({c.id for c in dp}) == 2

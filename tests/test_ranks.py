@@ -48,6 +48,7 @@ def test_every_torch_study_runs_its_smoke_cell_on_two_gloo_ranks(tmp_path, study
         assert {r.get("world_size") for r in c.ok_rows if "world_size" in r} == {2}, c.rows[0]
         assert c.system["world_size"] == 2 and c.system["backend_dist"] == "gloo" and c.system["launcher"] == "torchrun"
         assert [x["rank"] for x in c.system["ranks"]] == [0, 1]
+        assert c.system["interconnect"]["allreduce_busbw_gb_per_s"] > 0  # what explains scaling, measured
         assert c.spec["devices"] == ["cpu", "cpu"]
 
 

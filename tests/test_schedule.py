@@ -215,3 +215,28 @@ def test_no_cell_closes_while_another_is_still_timing_a_step(tmp_path):
     last_step_end = max(x["t_end"] for rs in rows.values() for x in rs if "t_end" in x)
     closed = [json.loads(f.read_text())["closed_at"] for f in (tmp_path / "toy").glob("*/system.json")]
     assert len(closed) == 2 and min(closed) > last_step_end, (closed, last_step_end)
+
+
+def test_the_per_device_schedule_reserves_every_gpu_a_cell_names(tmp_path, monkeypatch):
+    """A cell naming GPUs 0 and 1 gets both and starts only when both are free; one-GPU cells
+    never run beside it; each cell sees its slots as CUDA_VISIBLE_DEVICES."""
+    import toy_study  # noqa: F401 - registers the toy here too
+
+    from bench.core.registry import get_study
+    from bench.run.schedule import Scheduler
+
+    monkeypatch.setenv("KIT_STUDY_MODULES", "toy_study")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    toy = get_study("toy")
+    both = toy.cell("fake-gpu", name="both", devices=("0", "1"), sleep_s=0.3)
+    ones = [toy.cell("fake-gpu", name=f"one{i}", seed=i, sleep_s=0.3) for i in range(3)]
+    got = Scheduler(tmp_path, devices=["0", "1"], echo=lambda s: None).run([ones[0], both, ones[1], ones[2]], "per-device")
+    assert [o.status for o in got] == ["ok"] * 4
+    spans = {}
+    for name in ("both", "one0", "one1", "one2"):
+        (f,) = (tmp_path / "toy").glob(f"{name}-*/rows.jsonl")
+        rows = read_rows(f)
+        spans[name] = (min(r["t_start"] for r in rows), max(r["t_end"] for r in rows), rows[0]["slot"])
+    assert spans["both"][2] == "0,1" and {spans[n][2] for n in ("one0", "one1", "one2")} <= {"0", "1"}
+    for n in ("one0", "one1", "one2"):  # never beside the cell that holds both GPUs
+        assert spans[n][1] <= spans["both"][0] or spans[n][0] >= spans["both"][1], (n, spans)

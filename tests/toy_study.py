@@ -61,8 +61,11 @@ class Toy(Study):
     name, title, seed_doc, Config = "toy", "toy (a test study)", "999", ToyConfig
     backends = {
         "py": BackendSpec("toy_study", "cpu", about="plain Python"),
-        "fake-gpu": BackendSpec("toy_study", "cuda", about="plain Python, listed as a GPU backend"),
+        "fake-gpu": BackendSpec("toy_study", "cuda", max_devices=2, about="plain Python, listed as a GPU backend"),
     }
+
+    def world_size(self, cell: Cell) -> int:
+        return 0  # one process whatever GPUs it names (the scheduler's slot reservation is what is tested)
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         return [self.cell(b, name=f"toy-{b}") for b, s in self.backends.items() if s.platform == platform]

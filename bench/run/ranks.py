@@ -227,6 +227,47 @@ def rank_facts(dist: Any) -> dict:
     return {"world_size": dist.world, "backend_dist": dist.backend, "nccl_version": nccl, "launcher": "torchrun"}
 
 
+def interconnect(dist: Any) -> dict:
+    """What explains scaling, measured after the cell's steps (untimed), on every rank: the
+    all-reduce bus bandwidth of a 256 MiB fp32 tensor (16 MiB over gloo) (nccl-tests' busbw: bytes x 2(n-1)/n per
+    second, median of 5 after 2 warm-ups), and on rank 0 GPU peer access and `nvidia-smi topo -m`."""
+    import statistics
+
+    import torch
+    import torch.distributed as tdist
+
+    if dist.world < 2:
+        return {}
+    n = (64 if dist.backend == "nccl" else 4) * 1024 * 1024  # floats: 256 MiB on GPUs, 16 MiB over gloo
+    x = torch.ones(n, device=dist.device)
+    times = []
+    for k in range(7):
+        dist.barrier()
+        t0 = time.perf_counter()
+        tdist.all_reduce(x)
+        if dist.backend == "nccl":
+            torch.cuda.synchronize()
+        if k >= 2:
+            times.append(time.perf_counter() - t0)
+    t = statistics.median(times)
+    out: dict[str, Any] = {
+        "allreduce_bytes": 4 * n,
+        "allreduce_s": t,
+        "allreduce_busbw_gb_per_s": 4 * n * 2 * (dist.world - 1) / dist.world / t / 1e9,
+    }
+    if dist.is_main and dist.backend == "nccl":
+        k = torch.cuda.device_count()
+        out["p2p_access"] = {
+            f"{a}->{b}": bool(torch.cuda.can_device_access_peer(a, b)) for a in range(k) for b in range(k) if a != b
+        }
+        try:
+            q = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
+            out["topology"] = q.stdout if q.returncode == 0 else f"nvidia-smi topo -m failed: {q.stderr.strip()[:200]}"
+        except (OSError, subprocess.SubprocessError) as err:
+            out["topology"] = f"nvidia-smi topo -m: {err}"
+    return out
+
+
 def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
     import torch
     import torch.distributed as tdist
@@ -268,9 +309,10 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
                 _append(rows_path, {"kind": "step", "i": i, "rows": rows})
         gate("close")
         rows = run.close()
+        link = interconnect(dist)
         facts = dist.gather({"rank": dist.rank, "host": os.uname().nodename, "device": str(dist.device)})
         if dist.is_main:
-            extra = {**run.system_extra(), **rank_facts(dist)}
+            extra = {**run.system_extra(), **rank_facts(dist), "interconnect": link}
             _append(rows_path, {"kind": "close", "rows": rows, "system_extra": extra, "ranks": facts})
     finally:
         tdist.destroy_process_group()

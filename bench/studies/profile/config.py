@@ -65,6 +65,10 @@ class ProfileConfig:
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     warmup_steps: int = 3  # untimed training steps first (cuDNN autotune, allocator); weights restored after
     parallel: str = "none"  # none | dp | ddp
+    cudnn_benchmark: bool = True  # torch.backends.cudnn.benchmark (the seed's); the DataParallel cells run both ways
+    ddp_bucket_mb: float = 25.0  # DDP gradient bucket size, MB (torch's default)
+    ddp_grad_as_bucket_view: bool = True  # DDP gradients as views into the buckets (one copy fewer)
+    ddp_static_graph: bool = False  # DDP static_graph (the same graph every step; frozen layers make it unsafe here)
     collective_timeout_s: float = 120.0  # ddp: a rank that waits this long on a collective ends the run
     prof_wait: int = 1  # torch.profiler schedule: steps skipped, warmed up, recorded; cycles
     prof_warmup: int = 2
@@ -174,6 +178,10 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
         ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # 1-GPU baseline of the 2-GPU runs
         ("finetune+bf16-cl", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # bare loop: 1.78k img/s
         ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", **two}),
+        (
+            "finetune",
+            {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", "cudnn_benchmark": False, **two},
+        ),
         ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "ddp", **two}),
     ]
 

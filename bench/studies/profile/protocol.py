@@ -123,6 +123,7 @@ class Common:
             "optimizer": "Adam",
             "image_size": c.image_size,
             "parallel": c.mode,
+            "cudnn_benchmark": c.cudnn_benchmark,
             "world_size": c.world_size,
             "devices": ",".join(c.device_list),
             "num_workers": c.num_workers if c.pipeline == "loader" else 0,
@@ -178,6 +179,7 @@ class CellRun(Common):
     trainer: Any = None
     batches: Any = None
     device: Any = None
+    probe: dict = field(default_factory=dict)  # dp: one GPU alone and DataParallel's threads (dp_probe)
 
     @property
     def steps(self) -> int:
@@ -223,7 +225,7 @@ class CellRun(Common):
             dist.barrier()
             mem.update({f"gpu{k}_alloc_peak_mb_torch": v for k, v in enumerate(per_rank) if v is not None})
             stats["backend_dist"] = dist.backend
-        row = self.epoch_row(e, stats, acc, n, eval_s, mem)
+        row = {**self.epoch_row(e, stats, acc, n, eval_s, mem), **self.probe}
         self.epoch_rows.append(row)
         return row
 
@@ -399,7 +401,7 @@ def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> Cel
     if cfg.device == "cuda" and cfg.world_size > torch.cuda.device_count():
         raise KitError(f"parallel={cfg.mode} over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
     threads = study.runtime_setup(cell, cfg.threads, cfg.seed)
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
     if dist is not None:  # one rank of ddp: its device, DDP around the model, its shard of every epoch
         device, wrap = dist.device, dist.wrap
         batches = Batches(cfg, index, device, cfg.batch_size, rank=dist.rank, world=dist.world)
@@ -410,14 +412,77 @@ def open_single(study: Study, cfg: Settings, cell: Cell, ctx: RunContext) -> Cel
     trainer = study.load_backend(cell.backend).create(cell, BuildData(len(index.classes), ctx.data_dir, device, wrap))
     run = CellRun(cfg, ctx, dataset, gpus, idle, trainer.facts, threads, trainer=trainer, batches=batches, device=device)
     run.warmup_s = trainer.warmup(batches)
+    if cfg.mode == "dp":
+        run.probe = dp_probe(trainer, batches, cfg)
     if dist is None or dist.is_main:
         run.sampler = TelemetrySampler(gpus, hz=cfg.telemetry_hz).start()
     return run
 
 
+def dp_probe(trainer: Any, batches: Any, cfg: Settings, steps: int = 3) -> dict:
+    """Untimed, after the warm-up, for a DataParallel cell: the model alone on GPU 0 at the same
+    per-GPU batch (a copy, its own optimizer: one GPU's img/s), and the threads DataParallel
+    starts per step (its parallel_apply makes fresh ones each step: with cudnn.benchmark on,
+    cuDNN's plan cache is per thread, so every step may autotune again). The rows carry both:
+    the evidence validity_flags' `dp-collapse` and the report read."""
+    import copy
+    import threading
+
+    import torch
+
+    x, y = next(batches.train())
+    batches.epoch = 0
+    one = copy.deepcopy(trainer.core)
+    opt = torch.optim.Adam([p for p in one.parameters() if p.requires_grad], lr=cfg.lr)
+    xs, ys = x[: cfg.batch_size], y[: cfg.batch_size]
+
+    def one_step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with trainer.amp:
+            trainer.loss_fn(one(xs), ys).backward()
+        opt.step()
+
+    one_step()  # its own warm-up
+    trainer.sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        one_step()
+    trainer.sync()
+    one_ips = steps * cfg.batch_size / (time.perf_counter() - t0)
+    started = [0]
+    start = threading.Thread.start
+
+    def counted(self: threading.Thread) -> None:
+        started[0] += 1
+        start(self)
+
+    state = copy.deepcopy(trainer.core.state_dict()), copy.deepcopy(trainer.opt.state_dict())
+    threading.Thread.start = counted  # type: ignore[method-assign]
+    try:
+        trainer.step(x, y)
+        trainer.sync()
+    finally:
+        threading.Thread.start = start  # type: ignore[method-assign]
+    trainer.core.load_state_dict(state[0])
+    trainer.opt.load_state_dict(state[1])
+    return {"dp_one_gpu_img_per_s": one_ips, "dp_threads_started_per_step": started[0]}
+
+
 def validity_flags(rows: list[dict]) -> list[str]:
-    """diverged: a non-finite training loss; sampler-costly: the sampler took >= 1% of step time."""
+    """diverged: a non-finite training loss; sampler-costly: the sampler took >= 1% of step time;
+    dp-collapse: DataParallel over N GPUs slower than one GPU alone at the same per-GPU batch
+    (dp_probe), with its evidence (threads started per step, cudnn.benchmark)."""
     flags = []
+    ep = [r for r in rows if r.get("phase") == "epoch" and r.get("parallel") == "dp" and r.get("dp_one_gpu_img_per_s")]
+    if ep:
+        dp = statistics.median(float(r["samples_per_s"]) for r in ep)
+        one = float(ep[0]["dp_one_gpu_img_per_s"])
+        if dp < one:
+            why = (
+                f"{ep[0].get('dp_threads_started_per_step')} threads started a step, "
+                f"cudnn.benchmark {'on' if ep[0].get('cudnn_benchmark') else 'off'}"
+            )
+            flags.append(f"dp-collapse({dp / one:.2f}x one GPU; {why})")
     bad = [r.get("epoch") for r in rows if r.get("phase") == "epoch" and r.get("loss_finite") is False]
     if bad:
         flags.append(f"diverged(epoch {bad[0]})")
