@@ -3,6 +3,7 @@ side in one process, interleaved, on synthetic-gpu data (one fixed batch on the 
 
     python -m lab.bare_loops roofline [--repeats 3] [--batches 128] [--out DIR]
     python -m lab.bare_loops profile  [--repeats 3] [--out DIR]
+    python -m lab.bare_loops ddp      [--repeats 3] [--out DIR]     (two GPUs)
 
 roofline: per model and batch, a real roofline cell is opened in this process (bench's study
 API: the very open() and step() a scheduled cell runs, its usage samplers included) and its
@@ -12,6 +13,10 @@ stepping the same number of times on a fixed batch, timed with one sync at each 
 profile: a real profile cell (DenseNet-121, Adam) whose epochs run with the telemetry sampler
 on, as a scheduled cell's do, against a bare Adam loop of the same model and batch (fp32 at
 batch 64; bf16 autocast + channels_last at batch 128).
+ddp: the kit's DDP cell over GPUs 0 and 1 (profile, DenseNet-121 fp32, batch 128 per GPU,
+synthetic-gpu: `python -m bench matrix profile ...` in a process of its own, as a scheduled
+cell runs, under the kit's torchrun) against lab/bare_ddp.py under a plain torchrun, each
+timing its steps between barriers; the kit's figure is the median of its epochs.
 Each repeat runs every pair in turn, the order rotated; the table gives kit / bare per pair
 with the 95 % bootstrap interval over repeats (bench.core.stats.ratio, paired by repeat).
 Writes <out>/bare_loops_<study>.json and prints a table.
@@ -134,9 +139,36 @@ def profile_pairs(root: Path):
     return pairs
 
 
+def ddp_pairs(root: Path):
+    import subprocess
+    import sys
+
+    steps = 8  # the kit cell's steps per epoch: ceil(2,000 synthetic images / (128 x 2))
+    state = {"r": 0}
+
+    def kit() -> float:
+        state["r"] += 1
+        out = root / f"kit{state['r']}"
+        cmd = [sys.executable, "-m", "bench", "matrix", "profile", "--platform", "cuda", "--profile", "full",
+               "--only", "variant=finetune", "--only", "parallel=ddp", "--repeats", "1", "--set", "epochs=3",
+               "--set", f"max_steps={steps}", "--set", "idle_s=0.5", "--set", "warmup_steps=3", "--out", str(out)]  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        rows = [json.loads(line) for f in out.glob("profile/*/rows.jsonl") for line in f.read_text().splitlines()]
+        ips = sorted(r["samples_per_s"] for r in rows if r.get("phase") == "epoch")
+        return ips[len(ips) // 2]
+
+    def bare() -> float:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "lab.bare_ddp",
+               "--steps", str(steps), "--batch", "128"]  # fmt: skip
+        got = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        return float(next(line for line in got.splitlines() if line.startswith("BARE DDP")).split()[-1])
+
+    return [("densenet121 b128x2 fp32 ddp", kit, bare)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", choices=("roofline", "profile"))
+    ap.add_argument("study", choices=("roofline", "profile", "ddp"))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batches", default="128")
     ap.add_argument("--out", default="results/lab")
@@ -144,7 +176,11 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="bare-loops-"))
-    pairs = roofline_pairs(root, [int(b) for b in a.batches.split(",")]) if a.study == "roofline" else profile_pairs(root)
+    pairs = {
+        "roofline": lambda: roofline_pairs(root, [int(b) for b in a.batches.split(",")]),
+        "profile": lambda: profile_pairs(root),
+        "ddp": lambda: ddp_pairs(root),
+    }[a.study]()
     got: dict[str, dict[str, dict[int, float]]] = {name: {"kit": {}, "bare": {}} for name, _, _ in pairs}
     for r in range(a.repeats):
         k = r % len(pairs)

@@ -252,4 +252,5 @@ def test_dataparallel_slower_than_one_gpu_is_flagged_with_its_evidence():
 
 def test_the_dataparallel_cells_run_with_cudnn_benchmark_on_and_off(study):
     dp = [c for c in study.matrix("cuda", "default") if c.params["parallel"] == "dp"]
-    assert sorted(c.params["cudnn_benchmark"] for c in dp) == [False, True] and len({c.id for c in dp}) == 2
+    assert sorted(c.params["cudnn_benchmark"] for c in dp) == [False, False, True, True] and len({c.id for c in dp}) == 4
+    assert {c.variant for c in dp} == {"finetune", "finetune+bf16-cl"}  # fp32 and bf16-cl, both ways

@@ -89,6 +89,7 @@ class Profile(Study):
             par = p.get("parallel", "none")
             tail = f"{p['pipeline']}_b{p.get('batch_size', 64)}" + (f"_{par}" if par != "none" else "")
             tail += "_nobench" if p.get("cudnn_benchmark") is False else ""
+            tail += "_ranks1" if par == "none" and p.get("devices") else ""
             cells.append(self.cell(backend, variant, name=f"{backend}_{variant}_{tail}", **p))  # p may hold devices
         return cells
 

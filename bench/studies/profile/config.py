@@ -171,19 +171,22 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
         return [("finetune", {**s, "pipeline": "loader"}), ("finetune+bf16-cl", {**s, "pipeline": "synthetic-gpu"})]
     extra = CUDA_DEFAULT if profile == "default" else {}
     two = {"devices": ("0", "1")}  # the Cell's devices (Profile.matrix passes them on)
-    return [
+    b128 = {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}  # the 2-GPU runs, per GPU, and their 1-GPU baselines
+    out = [
         ("finetune", {**extra, "pipeline": "loader"}),  # the seed's run on one GPU
         ("frozen", {**extra, "pipeline": "loader"}),
         ("finetune", {**extra, "pipeline": "synthetic-gpu"}),  # the bare-loop figure: 1.04k img/s at batch 64 fp32
-        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # 1-GPU baseline of the 2-GPU runs
-        ("finetune+bf16-cl", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128}),  # bare loop: 1.78k img/s
-        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", **two}),
-        (
-            "finetune",
-            {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "dp", "cudnn_benchmark": False, **two},
-        ),
-        ("finetune", {**extra, "pipeline": "synthetic-gpu", "batch_size": 128, "parallel": "ddp", **two}),
     ]
+    for v in ("finetune", "finetune+bf16-cl"):  # bare loop: 1.78k img/s for bf16-cl at batch 128
+        out += [
+            (v, b128),
+            (v, {**b128, "parallel": "dp", **two}),  # the seed's two-GPU run, cudnn.benchmark on (the seed's) and off
+            (v, {**b128, "parallel": "dp", "cudnn_benchmark": False, **two}),
+            (v, {**b128, "parallel": "ddp", **two}),
+        ]
+    if profile == "full":  # the harness: one GPU as a world of one rank under torchrun, beside the plain cell
+        out.append(("finetune", {**b128, "devices": ("0",)}))
+    return out
 
 
 # What a cell costs, for the run's ETA (Study.estimate): DenseNet-121 training images/s at
