@@ -10,10 +10,8 @@ dataset; when the checksums differ the line says so, since accuracies then need 
 A parameter a cell does not record (it ran on a kit that did not have it yet) counts as the
 study's current default, so a result set from before a parameter existed still matches.
 
-Per matched configuration and part (a cell may hold several row backends, e.g.
-mlp-scratch's numpy+cupy): one throughput per repeat (mnist-cnn: the median of
-samples_per_s over the timed epochs; mlp-scratch: the median of iterations / total_s over
-the plain runs; any other study: 1 / the median of its timed steps' seconds), then
+Per matched configuration and part (a cell may hold several row backends): one throughput
+per repeat, as the study reads its rows (Study.throughput, in Study.throughput_unit), then
 `bench.core.stats.ratio(B, A)`: median(B) / median(A), > 1 when B is faster, with a 95 %
 bootstrap interval that resamples the two sets independently (repeats of two sets share no
 session, so they are never paired).
@@ -44,8 +42,6 @@ from bench.core.text import md as md_text
 from bench.core.text import md_code
 
 DEFAULT_THRESHOLD = 0.05
-# study -> (unit, what one throughput value is); other studies: steps/s from Study.timed_values
-UNITS = {"mnist-cnn": "samples/s", "mlp-scratch": "iterations/s"}
 # keys of a cell spec that are not part of its configuration across sets
 NOT_CONFIG = ("repeat", "name", "devices", "env")
 
@@ -166,59 +162,26 @@ def _num(v: Any) -> float | None:
 
 
 def throughput(cell: ResultCell) -> dict[str, float]:
-    """part -> this repeat's throughput (larger = faster): see the module docstring."""
-    out: dict[str, list[float]] = {}
-    if cell.study == "mnist-cnn":
-        for r in cell.ok_rows:
-            v = _num(r.get("samples_per_s"))
-            if r.get("epoch") is not None and v:
-                out.setdefault(str(r.get("backend")), []).append(v)
-    elif cell.study == "mlp-scratch":
-        for r in cell.ok_rows:
-            t, n = _num(r.get("total_s")), _num(r.get("iterations"))
-            if r.get("phase") == "plain" and t and n:
-                out.setdefault(str(r.get("backend")), []).append(n / t)
-    else:
-        s = study_of(cell.study)
-        for part, secs in (s.timed_values(cell.rows) if s else {}).items():
-            vals = [v for v in secs if v > 0]
-            if vals:
-                out[part] = [1.0 / statistics.median(vals)]
-    return {p: statistics.median(v) for p, v in out.items() if v}
+    """part -> this repeat's throughput (larger = faster), as the study reads it (Study.throughput)."""
+    s = study_of(cell.study)
+    return s.throughput(cell.rows) if s else {}
 
 
 def unit_of(study: str) -> str:
-    return UNITS.get(study, "steps/s")
+    s = study_of(study)
+    return s.throughput_unit if s else "steps/s"
 
 
 def final_accuracy(cell: ResultCell, part: str) -> tuple[str, float] | None:
-    """(metric, value) of the cell's final accuracy for PART (None when the study has none):
-    mnist-cnn test_acc after the last epoch, mlp-scratch final_val_acc (median over plain runs)."""
-    rows = [r for r in cell.ok_rows if str(r.get("backend")) == part]
-    if cell.study == "mnist-cnn":
-        ep = [r for r in rows if isinstance(r.get("epoch"), int) and _num(r.get("test_acc")) is not None]
-        if ep:
-            last = max(ep, key=lambda r: r["epoch"])
-            return "test_acc", float(last["test_acc"])
-    elif cell.study == "mlp-scratch":
-        vals = [float(r["final_val_acc"]) for r in rows if r.get("phase") == "plain" and _num(r.get("final_val_acc")) is not None]
-        if vals:
-            return "final_val_acc", statistics.median(vals)
-    return None
+    """(metric, value) of the cell's final accuracy for PART, as the study reads it (None when it has none)."""
+    s = study_of(cell.study)
+    return s.accuracy(cell.ok_rows, part) if s else None
 
 
 def loss_curve(cell: ResultCell, part: str) -> tuple[str, str, list[tuple[float, float]]] | None:
-    """(x key, y key, [(x, loss)]) of the cell's training-loss curve for PART, or None:
-    mnist-cnn train_loss per epoch, mlp-scratch loss per recorded iteration (convergence rows)."""
-    rows = [r for r in cell.ok_rows if str(r.get("backend")) == part]
-    if cell.study == "mnist-cnn":
-        xk, yk, pts = "epoch", "train_loss", [r for r in rows if r.get("epoch") is not None]
-    elif cell.study == "mlp-scratch":
-        xk, yk, pts = "iteration", "loss", [r for r in rows if r.get("phase") == "convergence"]
-    else:
-        return None
-    curve = sorted((float(r[xk]), float(r[yk])) for r in pts if _num(r.get(xk)) is not None and _num(r.get(yk)) is not None)
-    return (xk, yk, curve) if curve else None
+    """(x key, y key, [(x, loss)]) of the cell's training-loss curve for PART, as the study reads it."""
+    s = study_of(cell.study)
+    return s.loss_curve(cell.ok_rows, part) if s else None
 
 
 # ---------------------------------------------------------------------------- comparing

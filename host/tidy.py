@@ -104,23 +104,6 @@ per_repeat = ep.groupby(config + ["repeat"]).samples_per_s.median()
 # then the median over repeats (table1_summary.csv, which adds the bootstrap intervals):
 per_repeat.groupby(level=config).median()"""
 
-# Table I of mnist-cnn from the tidy table in one groupby (host.tidy.table1; the test checks
-# it against the report's own Table I): output column -> (tidy column, aggregation)
-TABLE1_AGG = {
-    "avg_epoch_s": ("epoch_s", "mean"),
-    "total_train_s": ("epoch_s", "sum"),
-    "avg_samples_per_s": ("samples_per_s", "mean"),
-    "median_samples_per_s": ("samples_per_s", "median"),
-    "min_samples_per_s": ("samples_per_s", "min"),
-    "max_samples_per_s": ("samples_per_s", "max"),
-    "final_test_acc_pct": ("test_acc_pct", "last"),
-    "max_test_acc_pct": ("test_acc_pct", "max"),
-    "avg_rss_mb": ("rss_mean_mb", "mean"),
-    "compile_s": ("compile_s", "first"),
-    "epochs": ("epoch", "count"),
-}
-TABLE1_KEYS = ["host", "device", "backend", "pipeline", "variant", "repeat"]
-
 
 def _flat(v: Any) -> Any:
     """A value as one flat cell: lists joined by commas, dicts as JSON, numpy scalars as Python."""
@@ -269,14 +252,6 @@ def tidy_frame(cells: list[ResultCell]):
             vals = [float("nan") if v is None else float(v) for v in vals]
         data[col] = pd.array(vals, dtype=dt)
     return pd.DataFrame(data, columns=columns)
-
-
-def table1(df):
-    """mnist-cnn's Table I from the tidy table: one groupby over its ok epoch rows."""
-    ep = df[(df["study"] == "mnist-cnn") & (df["status"] == "ok") & df["epoch"].notna()]
-    out = ep.groupby(TABLE1_KEYS, dropna=False, sort=False).agg(**TABLE1_AGG)
-    vram = ep.groupby(TABLE1_KEYS, dropna=False, sort=False)["vram_peak_mb"].max().fillna(0.0)
-    return out.assign(max_vram_mb=vram).reset_index()
 
 
 def write_tidy(cells: list[ResultCell], out: Path) -> dict:

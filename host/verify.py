@@ -10,8 +10,9 @@ Every cell is checked for
   - completeness: every dir holding a cell.json has rows; interrupted, corrupt and error
     cells fail; skipped cells pass when they say why; a platform that failed (platforms.json)
     fails; with `--baseline NAME` every configuration of that baseline set must be present;
-  - equivalence: where a study records a check (mnist-cnn numba-cuda `equiv_ok`, mlp-scratch's
-    CuPy `check` rows and `agrees_with_numpy`), it is present and passed;
+  - equivalence and invariants: the checks a study records against a reference
+    (Study.equivalence: present and passed) and what must hold in any honest run of it
+    (Study.invariants: e.g. no point above its roof, latencies ordered);
   - baselines (results/reference/baselines/<study>.json): the final accuracy inside the
     band and the training-loss curve within the relative tolerance of every baseline entry
     for the cell's configuration (study, backend, variant, seed and every parameter,
@@ -180,33 +181,22 @@ def check_provenance(cell: ResultCell) -> list[str]:
 
 
 def check_equivalence(cell: ResultCell) -> tuple[list[str], list[str]]:
-    """(failures, what passed) of the equivalence checks the study records."""
-    why, info = [], []
-    ok = cell.ok_rows
-    for key in ("equiv_ok", "agrees_with_numpy"):
-        bad = sorted({str(r.get("backend")) for r in ok if r.get(key) is False})
-        if bad:
-            why.append(f"{key} is false for {', '.join(bad)}")
-    if cell.study == "mnist-cnn":
-        gpu = [r for r in ok if r.get("backend") == "numba-cuda" and r.get("epoch") is not None]
-        if gpu and any("equiv_ok" not in r for r in gpu):
-            why.append("numba-cuda rows carry no equivalence check (equiv_ok)")
-        elif gpu:
-            info.append(f"equivalence ok (max rel err {max(float(r.get('equiv_max_rel_err') or 0) for r in gpu):.1e})")
-    if cell.study == "mlp-scratch":
-        for p in parts(cell):
-            if p == "numpy":
-                continue
-            checks = [r for r in cell.rows if r.get("backend") == p and r.get("phase") == "check"]
-            if not checks:
-                why.append(f"{p}: no check against numpy recorded")
-            elif any(r.get("status") != "ok" for r in checks):
-                why.append(f"{p}: check against numpy failed")
-            conv = [r for r in ok if r.get("backend") == p and r.get("phase") == "convergence"]
-            if conv and "numpy" in parts(cell) and any(r.get("agrees_with_numpy") is not True for r in conv):
-                why.append(f"{p}: convergence curve does not agree with numpy")
-        if len(parts(cell)) > 1 and not why:
-            info.append("equivalence with numpy ok")
+    """(failures, what passed) of the checks the study records (Study.equivalence) and of what
+    must hold in any honest run of it (Study.invariants)."""
+    from host.compare import study_of
+
+    s = study_of(cell.study)
+    if s is None:
+        return [], []
+    why, info = s.equivalence(cell.rows)
+    held = []
+    for name, broken in s.invariants(cell.rows, cell.dir):
+        if broken:
+            why.append(f"{name} does not hold: {broken}")
+        else:
+            held.append(name)
+    if held:
+        info.append(f"{len(held)} invariant(s) hold")
     return why, info
 
 

@@ -22,9 +22,10 @@ import toy_study  # noqa: F401 - registers the toy study in this process (the re
 
 from bench.core.resultset import collect
 from bench.core.rows import COMMON_KEYS, write_json, write_rows
+from bench.studies.mnist_cnn.tidy import TABLE1_AGG, TABLE1_KEYS, table1
 from host import export as export_mod
 from host.report import build_report
-from host.tidy import IDENTITY, TABLE1_AGG, TABLE1_KEYS, table1, tidy_frame
+from host.tidy import IDENTITY, tidy_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -109,7 +110,7 @@ def test_report_writes_tidy_and_one_groupby_gives_table1(ref_report):
                 medians[(r["host"], r["device"], r["backend"], r["pipeline"], r["variant"], r["repeat"])]
                 == (r["median_samples_per_s"])
             ), how
-        # and every numeric column of Table I from one groupby (host.tidy.table1)
+        # and every numeric column of Table I from one groupby (bench.studies.mnist_cnn.tidy.table1)
         t1 = table1(df).set_index(TABLE1_KEYS)
         for r in table:
             got = t1.loc[tuple(r[k] for k in TABLE1_KEYS)]

@@ -25,6 +25,7 @@ import dataclasses
 import importlib
 import importlib.util
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -229,6 +230,44 @@ class Study:
                     out.setdefault(str(r.get("backend")), []).append(float(v))
         return out
 
+    # ---- what compare and verify read from a cell's rows (host side: rows only, no torch)
+    throughput_unit: ClassVar[str] = "steps/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        """Row backend -> this repeat's throughput in `throughput_unit` (larger = faster).
+        Default: 1 / the median of the timed steps' seconds (timed_values)."""
+        return {
+            part: 1.0 / statistics.median(v)
+            for part, secs in self.timed_values(rows).items()
+            if (v := [s for s in secs if s > 0])
+        }
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        """(metric, value) of the cell's final accuracy for row backend PART, or None (the study
+        trains nothing it scores)."""
+        return None
+
+    def loss_curve(self, rows: list[dict], part: str) -> tuple[str, str, list[tuple[float, float]]] | None:
+        """(x key, y key, [(x, loss)]) of PART's training-loss curve, or None."""
+        return None
+
+    def equivalence(self, rows: list[dict]) -> tuple[list[str], list[str]]:
+        """(failures, what passed) of the checks a cell made against a reference (a GPU kernel
+        against torch, CuPy against NumPy). Default: any ok row whose `equiv_ok` or
+        `agrees_with_numpy` is False fails."""
+        bad = [
+            f"{k} is false for {b}"
+            for k in ("equiv_ok", "agrees_with_numpy")
+            for b in sorted({str(r.get("backend")) for r in rows if r.get("status") == "ok" and r.get(k) is False})
+        ]
+        return bad, []
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        """(name, why it does not hold or None) of what must hold in any honest run of this
+        study (e.g. an achieved FLOP/s below the roof); verify fails a cell on any that does not.
+        CELL_DIR: the cell's folder, for invariants over its files. Default: none."""
+        return []
+
     def row_flags(self, rows: list[dict]) -> list[str]:
         """Validity flags of the study's own (e.g. a diverged loss), added to the noise flags
         that every row of the cell carries. Default: none."""
@@ -330,3 +369,40 @@ def devices_missing(cell: Cell) -> str | None:
     if any(d not in have for d in need):
         return f"needs GPUs {','.join(need)}; this host shows {len(have)} ({','.join(have) or 'none'})"
     return None
+
+
+# ---- helpers for the row readers above (host side)
+def number(v: Any) -> float | None:
+    """V as a float when it is a real, finite number (not a bool), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def ok_rows(rows: list[dict], part: str | None = None) -> list[dict]:
+    """The ok rows (of row backend PART)."""
+    return [r for r in rows if r.get("status") == "ok" and (part is None or str(r.get("backend")) == part)]
+
+
+def medians(rows: list[dict], key: str, keep: Any = lambda r: True) -> dict[str, float]:
+    """Row backend -> the median of KEY over the ok rows KEEP accepts (numbers only)."""
+    by: dict[str, list[float]] = {}
+    for r in ok_rows(rows):
+        v = number(r.get(key))
+        if v is not None and keep(r):
+            by.setdefault(str(r.get("backend")), []).append(v)
+    return {p: statistics.median(v) for p, v in by.items()}
+
+
+def curve(rows: list[dict], x: str, y: str) -> tuple[str, str, list[tuple[float, float]]] | None:
+    """(X, Y, [(x, y)] sorted by x) over ROWS whose X and Y are numbers, or None."""
+    pts = sorted((xv, yv) for r in rows if (xv := number(r.get(x))) is not None and (yv := number(r.get(y))) is not None)
+    return (x, y, pts) if pts else None
+
+
+def last(rows: list[dict], by: str, key: str) -> tuple[str, float] | None:
+    """(KEY, its value in the row with the largest BY), over ROWS where both are numbers."""
+    have = [(number(r.get(by)), number(r.get(key))) for r in rows]
+    got = [(b, v) for b, v in have if b is not None and v is not None]
+    return (key, max(got)[1]) if got else None

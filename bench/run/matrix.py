@@ -147,9 +147,9 @@ def run_matrix(
         return 0
     data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
     data = [(n + " (the embedded default: not the real dataset)" if n == "digits" else n, h) for n, h in data]
-    n_rep = len({c.repeat for c in cells})
+    configs = len({c.replace(repeat=0).key for c in cells})
     echo(
-        f"{len(cells)} cells ({len(cells) // n_rep} x {n_rep} repeats; {', '.join(platforms)}, profile {profile}, "
+        f"{len(cells)} cells ({configs} configurations, their repeats in rounds; {', '.join(platforms)}, profile {profile}, "
         f"schedule {schedule}) -> {out}; "
         f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}"
     )

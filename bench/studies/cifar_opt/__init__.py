@@ -24,7 +24,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.config import (
@@ -208,6 +208,36 @@ class CifarOpt(Study):
 
         steps, open_s, step_s = cost(settings(cell))
         return Estimate(steps, open_s, step_s)
+
+    # ---- what compare and verify read
+    throughput_unit = "img/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
+
+    def loss_curve(self, rows: list[dict], part: str):
+        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "train_loss")
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        """An int8 form is smaller than the fp32 form it came from; every form's latency
+        percentiles are ordered p50 <= p90 <= p99."""
+        forms = {str(r.get("form")): r for r in ok_rows(rows) if r.get("phase") == "inference"}
+        out: list[tuple[str, str | None]] = []
+        fp32 = next((forms[f] for f in ("fp32-compiled", "fp32-eager") if f in forms), None)
+        for f in ("int8-pt2e", "int8-dynamic"):
+            if f in forms and fp32 is not None:
+                a, b = number(forms[f].get("model_size_mb")), number(fp32.get("model_size_mb"))
+                held = a is not None and b is not None and a < b
+                out.append((f"{f} smaller than {fp32['form']}", None if held else f"{a} MB vs {b} MB"))
+        for f, r in forms.items():
+            p = [number(r.get(f"latency_p{q}_ms")) for q in (50, 90, 99)]
+            if all(v is not None for v in p):
+                ordered = p[0] <= p[1] <= p[2]  # type: ignore[operator]
+                out.append((f"{f} latency p50 <= p90 <= p99", None if ordered else f"{p[0]:.4g}, {p[1]:.4g}, {p[2]:.4g} ms"))
+        return out
 
     def label(self, cell: Cell) -> str:
         p = cell.params

@@ -18,13 +18,14 @@ Nothing here imports CuPy at import time; a CPU-only host never needs it.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study
+from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, number, ok_rows
 from bench.studies.mlp_scratch.backends import Trainer
 from bench.studies.mlp_scratch.config import (
     FIXED_ITER_S,
@@ -147,6 +148,58 @@ class MlpScratch(Study):
         total = iters * per_iter + len(self.parts(cell)) * SPAWN_S
         steps = p["plain_runs"] + 3
         return Estimate(steps=steps, open_s=OPEN_S, step_s=total / steps)
+
+    # ---- what compare and verify read
+    throughput_unit = "iterations/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        """Iterations / total_s of each backend's plain runs, the median."""
+        by: dict[str, list[float]] = {}
+        for r in ok_rows(rows):
+            t, n = number(r.get("total_s")), number(r.get("iterations"))
+            if r.get("phase") == "plain" and t and n:
+                by.setdefault(str(r.get("backend")), []).append(n / t)
+        return {p: statistics.median(v) for p, v in by.items()}
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        vals = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("final_val_acc"))) is not None]
+        return ("final_val_acc", statistics.median(vals)) if vals else None
+
+    def loss_curve(self, rows: list[dict], part: str):
+        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "convergence"], "iteration", "loss")
+
+    def equivalence(self, rows: list[dict]) -> tuple[list[str], list[str]]:
+        """Every backend but the reference checked against it before timing, and its convergence
+        curve agreeing with the reference's."""
+        why, info = super().equivalence(rows)
+        ref = self.reference()
+        parts = list(dict.fromkeys(str(r.get("backend")) for r in ok_rows(rows)))
+        for p in parts:
+            if p == ref:
+                continue
+            checks = [r for r in rows if r.get("backend") == p and r.get("phase") == "check"]
+            if not checks:
+                why.append(f"{p}: no check against {ref} recorded")
+            elif any(r.get("status") != "ok" for r in checks):
+                why.append(f"{p}: check against {ref} failed")
+            conv = [r for r in ok_rows(rows, p) if r.get("phase") == "convergence"]
+            if conv and ref in parts and any(r.get("agrees_with_numpy") is not True for r in conv):
+                why.append(f"{p}: convergence curve does not agree with {ref}")
+        if len(parts) > 1 and not why:
+            info.append(f"equivalence with {ref} ok")
+        return why, info
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        bad = [
+            r.get("backend")
+            for r in ok_rows(rows)
+            if r.get("phase") == "plain"
+            and (lo := number(r.get("per_iter_min_ms"))) is not None
+            and (md := number(r.get("per_iter_median_ms"))) is not None
+            and (hi := number(r.get("per_iter_max_ms"))) is not None
+            and not lo <= md <= hi
+        ]
+        return [("per-iteration min <= median <= max", f"{bad[0]}: they are out of order" if bad else None)]
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('dtype')}"

@@ -18,7 +18,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study
+from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.studies.mnist_cnn.backends import Trainer
 from bench.studies.mnist_cnn.config import (
     DATASET_SIZES,
@@ -166,6 +166,43 @@ class MnistCnn(Study):
         gpu = self.backend_spec(cell.backend).platform != "cpu"
         per_sample, per_test, open_s = GPU_STEP_COST if gpu else STEP_COST.get((cell.backend, p["pipeline"]), (60e-6, 55e-6, 4.0))
         return Estimate(steps=p["epochs"], open_s=open_s, step_s=n * per_sample + test * per_test)
+
+    # ---- what compare and verify read
+    throughput_unit = "samples/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        return medians(rows, "samples_per_s", lambda r: r.get("epoch") is not None)
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        return last(ok_rows(rows, part), "epoch", "test_acc")
+
+    def loss_curve(self, rows: list[dict], part: str):
+        return curve([r for r in ok_rows(rows, part) if r.get("epoch") is not None], "epoch", "train_loss")
+
+    def equivalence(self, rows: list[dict]) -> tuple[list[str], list[str]]:
+        """A hand-written GPU kernel (a numba backend on cuda) records its check against torch
+        (equiv_ok) in every epoch row; it must be there and true."""
+        why, info = super().equivalence(rows)
+        kernels = {b for b, s in self.backends.items() if s.family == "numba" and s.platform == "cuda"}
+        gpu = [r for r in ok_rows(rows) if r.get("backend") in kernels and r.get("epoch") is not None]
+        if gpu and any("equiv_ok" not in r for r in gpu):
+            why.append(f"{gpu[0]['backend']} rows carry no equivalence check (equiv_ok)")
+        elif gpu:
+            info.append(f"equivalence ok (max rel err {max(number(r.get('equiv_max_rel_err')) or 0.0 for r in gpu):.1e})")
+        return why, info
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        """Each epoch's throughput is its samples over its time (a throughput that is only a label fails)."""
+        bad = [
+            r["epoch"]
+            for r in ok_rows(rows)
+            if r.get("epoch") is not None
+            and (s := number(r.get("samples")))
+            and (t := number(r.get("epoch_s")))
+            and (v := number(r.get("samples_per_s")))
+            and abs(v - s / t) > 1e-6 * v
+        ]
+        return [("samples_per_s = samples / epoch_s", f"epoch {bad[0]}: it is not" if bad else None)]
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('pipeline')} {cell.variant}"

@@ -90,9 +90,9 @@ PROFILE_PARAMS = {
 # 2-core AMD EPYC: epoch_s / 60,000 and eval_s / 10,000 of results/reference/cpu-2core-epyc
 # (real MNIST, 10 epochs, medians); start + open from the main job's cells there.
 STEP_COST = {  # (backend, pipeline) -> (s per training sample, s per test sample, start + open s)
-    ("torch-cpu", "seed"): (180e-6, 60e-6, 4.5),
-    ("torch-cpu", "resident"): (60e-6, 55e-6, 4.0),
-    ("numba-cpu", "resident"): (25e-6, 9e-6, 3.5),
+    ("torch-cpu", "seed"): (180e-6, 60e-6, 6.0),  # the main job's cells (embedded digits): 8-10.5 s each
+    ("torch-cpu", "resident"): (60e-6, 55e-6, 5.0),  # 6.3-6.7 s
+    ("numba-cpu", "resident"): (25e-6, 9e-6, 3.0),  # 2.9 s from numba's cache (15 s when it compiles)
 }
 GPU_STEP_COST = (2e-6, 1e-6, 8.0)  # any GPU backend: the epoch is short, the start (CUDA context, JIT) is not
 DATASET_SIZES = {"mnist": (60_000, 10_000), "digits": (1_497, 300)}  # (train, test) of each resolved dataset

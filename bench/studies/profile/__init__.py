@@ -23,7 +23,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.config import (
@@ -154,6 +154,43 @@ class Profile(Study):
         real = cell.params.get("dataset") == "catsdogs"
         return Estimate(*cost(settings(cell), 2 * (4000 if real else per_class)))
 
+    # ---- what compare and verify read
+    throughput_unit = "img/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
+
+    def loss_curve(self, rows: list[dict], part: str):
+        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "train_loss")
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        """Energy is never negative and the idle baseline lies below the power under load (net
+        energy >= 0) wherever measured; a one-process cell measured its sampler's cost and left
+        a readable trace of every profiled step."""
+        ok = ok_rows(rows)
+        neg = [
+            r.get("epoch") for r in ok for k in ("gpu_energy_j", "cpu_energy_j") if (v := number(r.get(k))) is not None and v < 0
+        ]
+        net = [
+            r.get("epoch")
+            for r in ok
+            for k in ("gpu_energy_net_j", "cpu_energy_net_j")
+            if (v := number(r.get(k))) is not None and v < 0
+        ]
+        out: list[tuple[str, str | None]] = [
+            ("energy >= 0", f"epoch {neg[0]}: it is negative" if neg else None),
+            ("idle baseline below the power under load", f"epoch {net[0]}: net energy < 0" if net else None),
+        ]
+        if any(r.get("parallel") in ("none", "dp") for r in ok if r.get("phase") == "epoch"):
+            measured = any(number(r.get("sampler_cost")) is not None for r in ok if r.get("phase") == "overhead")
+            out.append(("the sampler's cost measured", None if measured else "no overhead row with a sampler_cost"))
+            traces = [t for r in ok if r.get("phase") == "profile" for t in (r.get("traces") or [])]
+            out.append(("a readable trace of the profiled steps", _unreadable(cell_dir, traces)))
+        return out
+
     def label(self, cell: Cell) -> str:
         p = cell.params
         par = p.get("parallel", "none")
@@ -212,3 +249,22 @@ class Profile(Study):
         from bench.studies.profile.report import summary
 
         return summary(cells)
+
+
+def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
+    """Why the profile step's traces are not all there and readable gzip JSON, or None."""
+    import gzip
+    import json
+
+    if not traces:
+        return "the profile row names no trace"
+    if cell_dir is None:
+        return None  # rows only: the files cannot be looked at
+    for name in traces:
+        path = Path(cell_dir) / "trace" / Path(str(name)).name
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                json.load(f)
+        except (OSError, ValueError, EOFError) as err:
+            return f"{path.name}: {type(err).__name__}"
+    return None

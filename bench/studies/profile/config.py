@@ -195,9 +195,9 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
 # batch 64 through the loader). The sampler-cost step runs 2 x overhead_blocks x
 # overhead_steps steps; the profile step prof_wait + warmup + active steps per cycle, about
 # 1.6x slower (the profiler's own cost). OPEN_S: start, model, data index, idle baseline.
-CPU_IMG_S_224 = 3.0
+CPU_IMG_S_224 = 1.5  # the main job's smoke cells at 64 px: 21 s fine-tuning, 10 s frozen
 GPU_IMG_S_224 = 700.0
-OPEN_S = {"cpu": 8.0, "cuda": 15.0, "mps": 10.0}
+OPEN_S = {"cpu": 7.0, "cuda": 15.0, "mps": 10.0}
 
 
 def cost(cfg: Settings, n_train: int) -> tuple[int, float, float]:

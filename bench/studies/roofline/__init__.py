@@ -24,7 +24,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study
+from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.roofline.backends import Trainer
 from bench.studies.roofline.config import (
@@ -155,6 +155,41 @@ class Roofline(Study):
         from bench.studies.roofline.config import cost, settings
 
         return Estimate(*cost(settings(cell)))
+
+    # ---- what compare and verify read
+    throughput_unit = "img/s"
+
+    def throughput(self, rows: list[dict]) -> dict[str, float]:
+        """The training pass's img/s (scenario A; a sweep's points are per batch size: none)."""
+        return medians(rows, "img_per_s", lambda r: r.get("phase") == "train")
+
+    def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
+        return last([r for r in ok_rows(rows, part) if r.get("phase") == "val"], "batch_size", "val_acc")
+
+    def loss_curve(self, rows: list[dict], part: str):
+        return curve([r for r in ok_rows(rows, part) if r.get("phase") in ("train", "sweep")], "batch_size", "train_loss")
+
+    def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
+        """No point above its measured roof; achieved FLOP/s = img/s per device x FLOPs per image
+        (within 1 %); the FLOPs used are the counter's where the row says `counter`."""
+        pts = [r for r in ok_rows(rows) if r.get("phase") in ("train", "val", "sweep")]
+        above = [r for r in pts if (f := number(r.get("roof_fraction"))) is not None and f > 1.0]
+        off, miscounted = [], []
+        for r in pts:
+            per = number(r.get("train_flops_per_sample" if r.get("phase") != "val" else "forward_flops_per_sample"))
+            ips, got = number(r.get("img_per_s")), number(r.get("achieved_flop_per_s"))
+            world = number(r.get("world_size")) or 1.0
+            if per and ips and got and abs(got - ips / world * per) > 0.01 * got:
+                off.append(r)
+            if r.get("train_flops_why") == "counter" and r.get("train_flops_per_sample") != r.get(
+                "train_counted_flops_per_sample"
+            ):
+                miscounted.append(r)
+        return [
+            ("roof_fraction <= 1", f"{above[0]['phase']} at {above[0]['roof_fraction']:.3f}" if above else None),
+            ("achieved FLOP/s = img/s x FLOPs/img", f"{off[0]['phase']} b{off[0].get('batch_size')}: it is not" if off else None),
+            ("FLOPs used = the counter's where the row says counter", "they differ" if miscounted else None),
+        ]
 
     def label(self, cell: Cell) -> str:
         p = cell.params

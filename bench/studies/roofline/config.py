@@ -155,7 +155,7 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
 # GPU_IMG_S. OPEN_S: start, index, counting, roofs from the cache, warm-up.
 CPU_IMG_S = {"resnet18": 174.0, "resnet50": 56.0, "mobilenet_v2": 187.0, "squeezenet1_1": 538.0}
 GPU_IMG_S = 8000.0
-OPEN_S = {"cpu": 10.0, "cuda": 15.0, "mps": 10.0}
+OPEN_S = {"cpu": 3.5, "cuda": 15.0, "mps": 10.0}  # the main job's smoke cells: 4.3-4.9 s each
 
 
 def cost(cfg: Settings) -> tuple[int, float, float]:
