@@ -17,7 +17,8 @@ Every cell is checked for
     band and the training-loss curve within the relative tolerance of every baseline entry
     for the cell's configuration (study, backend, variant, seed and every parameter,
     dataset name and checksum and epochs included). A cell with no entry is listed as
-    "no baseline" (a failure only with --strict).
+    "no baseline" (a failure unless --allow-unbaselined is given: a check that checks
+    nothing must not pass).
 
 Output: one line per cell ("ok", "skipped", "no baseline" or "FAIL" with every reason), then
 a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot be verified.
@@ -38,7 +39,7 @@ from pathlib import Path
 from bench.core.errors import KitError
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
-from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts
+from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES_DIR = ROOT / "results" / "reference" / "baselines"
@@ -204,18 +205,20 @@ def check_baseline(cell: ResultCell, part: str, e: dict) -> tuple[list[str], lis
     why, info = [], []
     tag = f"[{e['set']}]"
     acc = final_accuracy(cell, part)
-    lo, hi = e["acc_band"]
-    if acc is None:
-        why.append(f"no final accuracy to check against baseline {tag}")
-    elif not lo <= acc[1] <= hi:
-        why.append(f"{acc[0]} {acc[1]:.4g} outside baseline band {lo:.4g}-{hi:.4g} {tag}")
-    else:
-        info.append(f"{acc[0]} {acc[1]:.4g} in {lo:.4g}-{hi:.4g} {tag}")
+    if "acc_band" in e:  # an entry of a cell that scores nothing (synthetic-gpu: no evaluation) has only a curve
+        lo, hi = e["acc_band"]
+        if acc is None:
+            why.append(f"no final accuracy to check against baseline {tag}")
+        elif not lo <= acc[1] <= hi:
+            why.append(f"{acc[0]} {acc[1]:.4g} outside baseline band {lo:.4g}-{hi:.4g} {tag}")
+        else:
+            info.append(f"{acc[0]} {acc[1]:.4g} in {lo:.4g}-{hi:.4g} {tag}")
     curve = loss_curve(cell, part)
     if e.get("curve"):
         got = dict(curve[2]) if curve else {}
         xk, yk, rtol = e["curve_x"], e["curve_y"], float(e["loss_rtol"])
-        for x, ref in e["curve"]:
+        ref_curve = (e.get("curves") or {}).get(str(cell.repeat)) or e["curve"]  # this repeat's seed's own, where kept
+        for x, ref in ref_curve:
             v = got.get(float(x))
             if v is None:
                 why.append(f"{yk} lacks {xk} {x:g} {tag}")
@@ -247,7 +250,7 @@ def _key_or_none(c: ResultCell) -> str:
 
 
 def verify(
-    d: Path, baseline: str | None = None, strict: bool = False, bdir: Path = BASELINES_DIR, use_baselines: bool = True
+    d: Path, baseline: str | None = None, strict: bool = True, bdir: Path = BASELINES_DIR, use_baselines: bool = True
 ) -> dict:
     """Every check of the module docstring on DIR. KitError when DIR cannot be verified."""
     d = Path(d)
@@ -304,7 +307,7 @@ def verify(
                     v.info += [pre + x for x in i]
             if unbased and not v.why:
                 if strict:
-                    v.why.append("no baseline for " + ", ".join(unbased) + " (--strict)")
+                    v.why.append("no baseline for " + ", ".join(unbased) + " (--allow-unbaselined lists it instead)")
                 elif len(unbased) == len(parts(c)):
                     v.status = "no baseline"
                 else:
@@ -380,7 +383,7 @@ def make_baseline(
     if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
         raise KitError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
     bands = _band_overrides(acc_bands or [])
-    res = verify(d, use_baselines=False)
+    res = verify(d, strict=False, use_baselines=False)
     bad = [v for v in res["verdicts"] if v.status == "FAIL"]
     if bad:
         raise KitError(f"{d} does not pass verify ({len(bad)} failing), so it cannot be a baseline: {bad[0].line()}")
@@ -396,27 +399,30 @@ def make_baseline(
         for p in parts(c0):
             accs = [a for c in group for a in [final_accuracy(c, p)] if a]
             curves = [cv for c in group for cv in [loss_curve(c, p)] if cv]
-            if not accs:
+            if not accs and not curves:
                 continue
-            lo, hi = bands.get(
-                c0.study, bands.get("*", (min(a[1] for a in accs) - acc_margin, max(a[1] for a in accs) + acc_margin))
+            e: dict = {"label": config_label(config_of(c0)), "part": p, "config": raw}
+            if accs:
+                lo, hi = bands.get(
+                    c0.study, bands.get("*", (min(a[1] for a in accs) - acc_margin, max(a[1] for a in accs) + acc_margin))
+                )
+                e.update(
+                    acc_metric=accs[0][0],
+                    acc=statistics.median(a[1] for a in accs),
+                    acc_band=[round(max(lo, 0.0), 6), round(min(hi, 1.0), 6)],
+                )
+            e.update(
+                {
+                    "repeats": len(group),
+                    "cells": sorted(c.dir.name for c in group),
+                    "kit_git_sha": sorted({str(c.system.get("kit_git_sha")) for c in group}),
+                    "libraries": {
+                        k: v
+                        for k, v in sorted((c0.system.get("libraries") or {}).items())
+                        if k in ("torch", "numba", "numpy", "cupy")
+                    },
+                }
             )
-            e: dict = {
-                "label": config_label(config_of(c0)),
-                "part": p,
-                "config": raw,
-                "acc_metric": accs[0][0],
-                "acc": statistics.median(a[1] for a in accs),
-                "acc_band": [round(max(lo, 0.0), 6), round(min(hi, 1.0), 6)],
-                "repeats": len(group),
-                "cells": sorted(c.dir.name for c in group),
-                "kit_git_sha": sorted({str(c.system.get("kit_git_sha")) for c in group}),
-                "libraries": {
-                    k: v
-                    for k, v in sorted((c0.system.get("libraries") or {}).items())
-                    if k in ("torch", "numba", "numpy", "cupy")
-                },
-            }
             if curves:
                 xs = sorted(set.intersection(*(set(x for x, _ in cv[2]) for cv in curves)))
                 e.update(
@@ -425,9 +431,12 @@ def make_baseline(
                     loss_rtol=loss_rtol,
                     curve=[[x, statistics.median(dict(cv[2])[x] for cv in curves)] for x in xs],
                 )
+                s = study_of(c0.study)
+                if s is not None and s.repeat_is_seed:  # each repeat trained from its own seed: its own curve
+                    e["curves"] = {str(c.repeat): [list(p) for p in cv[2]] for c in group if (cv := loss_curve(c, p))}
             new.setdefault(c0.study, []).append(e)
     if not new:
-        raise KitError(f"{d} has no finished cell with an accuracy to make a baseline of")
+        raise KitError(f"{d} has no finished cell with an accuracy or a loss curve to make a baseline of")
     from bench.core.rows import write_json
 
     written = []

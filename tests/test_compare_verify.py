@@ -193,12 +193,15 @@ def test_skipped_cells_pass_with_a_reason_and_unknown_configs_have_no_baseline(c
     d.rename(new)
     (new / "cell.json").write_text(c.to_json(indent=2))
     edit_rows(new, lambda rows: [r.update(cell=c.id, command=f"python -m bench cell '{c.to_json()}' --out x") for r in rows])
-    r = orch("verify", cpu)
+    r = orch("verify", cpu, "--allow-unbaselined")
     assert r.returncode == 0, r.stdout
     out = r.stdout
     assert re.search(r"^skipped +mnist-cnn torch-cpu seed .*no torch here", out, re.M)
     assert re.search(r"^no baseline +mnist-cnn numba-cpu resident default \(.*lr=0.02", out, re.M)
-    assert orch("verify", cpu, "--strict").returncode == 1
+    strict = orch("verify", cpu)  # by default a cell no baseline describes fails: a check of nothing never passes
+    assert strict.returncode == 1 and re.search(
+        r"^FAIL +mnist-cnn numba-cpu resident default .*no baseline for", strict.stdout, re.M
+    )
 
 
 def test_verify_checks_equivalence_where_recorded(tmp_path):

@@ -232,6 +232,9 @@ class Study:
 
     # ---- what compare and verify read from a cell's rows (host side: rows only, no torch)
     throughput_unit: ClassVar[str] = "steps/s"
+    # True where a repeat also changes the training seed (cell.seed + cell.repeat: the seeds'
+    # "3 seeds"): then each repeat has a loss curve of its own, and a baseline keeps them apart
+    repeat_is_seed: ClassVar[bool] = False
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         """Row backend -> this repeat's throughput in `throughput_unit` (larger = faster).

@@ -156,6 +156,7 @@ class Profile(Study):
 
     # ---- what compare and verify read
     throughput_unit = "img/s"
+    repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")

@@ -158,6 +158,7 @@ class Roofline(Study):
 
     # ---- what compare and verify read
     throughput_unit = "img/s"
+    repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         """The training pass's img/s (scenario A; a sweep's points are per batch size: none)."""
