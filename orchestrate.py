@@ -408,7 +408,9 @@ def verify(
             "every configuration it holds must be present"
         ),
     ] = None,
-    strict: Annotated[bool, typer.Option(help="a cell with no baseline entry fails")] = False,
+    allow_unbaselined: Annotated[
+        bool, typer.Option(help="list a cell with no baseline entry as `no baseline` instead of failing it")
+    ] = False,
     make_baseline: Annotated[bool, typer.Option(help="write DIR's accuracies and loss curves as baseline set --name")] = False,
     name: Annotated[str | None, typer.Option(help="--make-baseline: the set's name (default: DIR's name)")] = None,
     acc_margin: Annotated[float, typer.Option(help="--make-baseline: accuracy band = reference min-max +- this")] = 0.005,
@@ -428,7 +430,7 @@ def verify(
             for w in info["written"]:
                 typer.echo(f"baseline set {w['set']}: {w['entries']} entries in {w['path']}")
             return
-        res = ver.verify(dir, baseline, strict, bdir)
+        res = ver.verify(dir, baseline, not allow_unbaselined, bdir)
     except KitError as err:
         fail(str(err))
     for v in res["verdicts"]:
