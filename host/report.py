@@ -1,6 +1,8 @@
 """`orchestrate.py report DIR...`: merge result dirs from any hosts into one REPORT.md.
 
-The report loops over the study registry: each study renders its own section from its
+It opens with the headline (host/headline.py): one row per comparison a seed made, the
+ratio with its interval beside the seed's figure, then what to trust about it. Then it
+loops over the study registry: each study renders its own section from its
 own cells (tables, figures), and every section lists the cells that did not run, with
 the reason, and the platforms a host skipped. A study's cells never land in another's
 section; cells of a study this checkout does not know get a plain listing.
@@ -66,7 +68,11 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
             f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.",
             "",
         ]
-    summary: dict = {"studies": {}, "report": str(out / "REPORT.md")}
+    from host.headline import build as headline
+
+    head, head_summary = headline(registry, cells, notes)
+    md += head
+    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "headline": head_summary}
     for name, study in registry.items():
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):

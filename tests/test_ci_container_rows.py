@@ -60,3 +60,71 @@ def test_mlp_scratch_ran_in_the_image_too():
     rows = read_rows(cells[0])
     assert {r["phase"] for r in rows if r["status"] == "ok"} >= {"plain", "op", "memory", "convergence"}
     assert all(r["image_id"].startswith("sha256:") for r in rows)
+
+
+# ---- every study's smoke against its ci-smoke baseline: one row edited out of band fails
+# verify, naming that cell (issue 22). What each edit breaks: an accuracy outside its band,
+# a loss curve off by more than the set's tolerance, or one of the study's invariants.
+def _acc_edit(key, phase=None):
+    def edit(rows):
+        last = [r for r in rows if r.get(key) is not None and (phase is None or r.get("phase") == phase)][-1]
+        last[key] = 0.999 if last[key] < 0.5 else 0.001
+
+    return edit
+
+
+def _loss_edit(key):
+    def edit(rows):
+        r = [r for r in rows if isinstance(r.get(key), (int, float))][1]
+        r[key] *= 1.05
+
+    return edit
+
+
+def _roof_edit(rows):
+    r = next(r for r in rows if isinstance(r.get("roof_fraction"), (int, float)))
+    r["roof_fraction"] = 1.7
+
+
+OUT_OF_BAND = {
+    "mnist-cnn": (_acc_edit("test_acc"), "test_acc"),
+    "mlp-scratch": (_loss_edit("loss"), "loss"),
+    "cifar-opt": (_acc_edit("test_acc", "epoch"), "test_acc"),
+    "roofline": (_roof_edit, "roof"),
+    "profile": (_loss_edit("train_loss"), "loss"),
+}
+
+
+@pytest.mark.parametrize("study", sorted(OUT_OF_BAND))
+def test_verify_fails_on_a_smoke_row_edited_out_of_band(study, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    if not (SMOKE / study).is_dir():
+        pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
+    root = Path(shutil.copytree(SMOKE, tmp_path / "smoke", symlinks=True))
+    ok = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr  # the smoke as made holds its baseline
+    edit, what = OUT_OF_BAND[study]
+    cell = next(d for d in sorted((root / study).iterdir()) if (d / "rows.jsonl").is_file() and _editable(d, edit))
+    rows = read_rows(cell / "rows.jsonl")
+    edit(rows)
+    (cell / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert len(fails) == 1 and cell.name in fails[0] and fails[0].split()[1] == study, r.stdout
+    assert what in fails[0], fails[0]
+
+
+def _editable(cell: Path, edit) -> bool:
+    try:
+        edit(read_rows(cell / "rows.jsonl"))
+    except (StopIteration, IndexError):
+        return False
+    return True

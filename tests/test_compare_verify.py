@@ -247,6 +247,11 @@ def test_ci_smoke_baseline_holds_the_container_smoke_band():
         assert e["config"]["params"]["limit_train"] == 4096 and e["config"]["params"]["epochs"] == 2
     mlp = json.loads((REF / "baselines" / "mlp-scratch.json").read_text())["sets"]["ci-smoke"]["entries"]
     assert [e["part"] for e in mlp] == ["numpy"] and mlp[0]["config"]["params"]["iterations"] == 100
+    # the other three studies' smoke cells (.ci/docker-smoke.sh's profile smoke on synthetic data)
+    for study, n in (("cifar-opt", 3), ("roofline", 3), ("profile", 2)):
+        entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
+        assert len(entries) == n and all(e["part"] == "torch-cpu" for e in entries), study
+        assert all(e["config"]["params"]["dataset"].endswith("-synthetic") for e in entries), study
 
 
 # ---------------------------------------------------------------------------- compare

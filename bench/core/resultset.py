@@ -52,6 +52,7 @@ class ResultCell:
     state: str | None = None  # corrupt | interrupted: overrides what the rows say
     note: str = ""  # why, for those states
     spec: dict = field(default_factory=dict)  # cell.json, when the dir has one
+    origin: str = ""  # its run's folder as named from the dir a report was given (collect sets it)
 
     @property
     def status(self) -> str:
@@ -125,6 +126,16 @@ class ResultCell:
         img = str(self.system.get("image_id") or self.first.get("image_id") or "native")
         runtime = str(self.system.get("runtime") or "native")
         return runtime if img == "native" else f"{runtime} {img[:19]}"
+
+    @property
+    def run_label(self) -> str:
+        """Which run it came from: the label the run recorded in system.json, else its run's
+        folder (<run>/<study>/<cell>) as named from the dir the report was given
+        (`H100-80GB-HBM3-rerun/run1`), else that folder's name."""
+        label = self.system.get("run_label")
+        if isinstance(label, str) and label.strip():
+            return label.strip()
+        return self.origin or self.dir.parent.parent.name or str(self.dir.parent.parent)
 
     @property
     def unclean_source(self) -> bool:
@@ -217,6 +228,12 @@ def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
             if any(f in files for f in CELL_FILES):
                 cell = load_cell(here, problems)
                 if cell is not None:
+                    run = here.parent.parent
+                    try:
+                        cell.origin = str(Path(d.resolve().name) / run.resolve().relative_to(d.resolve()))
+                    except ValueError:
+                        cell.origin = run.name
+                    cell.origin = cell.origin.removesuffix("/.")
                     cells.append(cell)
                     found = True
             if "platforms.json" in files:

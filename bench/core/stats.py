@@ -82,15 +82,16 @@ def summarize(values: list[float]) -> Summary:
     return Summary(med, lo, hi, q1, q3, min(v), max(v), len(v))
 
 
-def ratio(a: dict[int, float], b: dict[int, float]) -> Summary:
+def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) -> Summary:
     """median(A) / median(B) with a 95 % interval; A and B map repeat -> value (larger = faster
-    for throughputs). Paired by repeat when both hold the same repeats."""
+    for throughputs). Paired by repeat when both hold the same repeats, unless PAIRED is False
+    (two runs, e.g. two hosts: repeat i of one shared nothing with repeat i of the other)."""
     import numpy as np
 
     if not a or not b:
         raise ValueError("a ratio needs values on both sides")
     av, bv = [float(a[k]) for k in sorted(a)], [float(b[k]) for k in sorted(b)]
-    paired = sorted(a) == sorted(b) and len(a) >= 2
+    paired = sorted(a) == sorted(b) and len(a) >= 2 and paired is not False
     med = statistics.median(av) / statistics.median(bv)
     if paired:
         per = [x / y for x, y in zip(av, bv)]

@@ -84,10 +84,11 @@ def _params(c: ResultCell) -> dict:
 
 
 def _session(c: ResultCell) -> str:
-    """Cells whose ratio means something: one host, one dataset, epochs, batch size and limit."""
+    """Cells whose ratio means something: one run (its label: two hosts may share a host
+    name), one dataset, epochs, batch size and limit."""
     p = _params(c)
     setup = ", ".join(f"{k}={p[k]}" for k in ("dataset", "epochs", "batch_size", "limit_train") if k in p)
-    return f"{c.first.get('host')} ({setup or c.first.get('dataset')})"
+    return f"{c.run_label} on {c.first.get('host')} ({setup or c.first.get('dataset')})"
 
 
 def _ok(cells: list[ResultCell]) -> list[ResultCell]:
