@@ -111,3 +111,16 @@ def test_report_cli_bad_dir_one_line(tmp_path):
         cwd=tmp_path,
     )
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "does not exist" in r.stderr
+
+
+def test_seed_tables_sit_beside_ours_and_every_interval_beside_its_value(tmp_path):
+    """seed 001's Tables 3-5 as printed (and that it names no hardware); in seed 000's Table I
+    the interval sits beside the median it was computed for, never beside the seed-style mean."""
+    build_report([ROOT / "results" / "reference" / "cpu-2core-epyc"], tmp_path)
+    md = (tmp_path / "REPORT.md").read_text()
+    assert "#### Seed 001's Tables 3-5 as printed" in md and "The seed names no hardware" in md
+    assert "| Framework overhead | 12.50 | 158.60 |" in md
+    head = next(x for x in md.splitlines() if x.startswith("| Platform | Source |"))
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    assert cols[cols.index("its 95% CI") - 1] == "Median Throughput (samples/s)"
+    assert "95% CI (median over epochs)" not in md

@@ -323,11 +323,60 @@ def _blas_line(group: list[Cell]) -> str:
     return f"NumPy BLAS (threadpoolctl, pinned for every run): {md_text('; '.join(seen))}" if seen else ""
 
 
+# Seed 001's Tables 3-5 as printed (500 iterations; the seed names no CPU, GPU, BLAS, CUDA
+# or library version anywhere, so its figures cannot be tied to hardware)
+SEED_TABLE3 = (
+    ("Total training time (500 iterations, s)", 42.3, 15.1, "2.8x"),
+    ("Average time per iteration (ms)", 84.6, 30.2, "2.8x"),
+    ("Forward pass (ms)", 36.7, 11.9, "3.1x"),
+    ("Backward pass (ms)", 47.9, 18.3, "2.6x"),
+)
+SEED_TABLE4 = (
+    ("Matrix multiplication", 42.3, 6.7, "6.3x"),
+    ("ReLU activation", 3.1, 1.8, "1.7x"),
+    ("Softmax activation", 5.6, 2.9, "1.9x"),
+    ("Gradient computation", 33.6, 18.8, "1.8x"),
+)
+SEED_TABLE5 = (
+    ("Model parameters", 7.9, 7.9),
+    ("Input data", 47.1, 47.1),
+    ("Intermediate activations", 26.3, 26.3),
+    ("Gradient storage", 34.2, 34.2),
+    ("Framework overhead", 12.5, 158.6),
+    ("Total", 128.0, 274.1),
+)
+
+
+def seed_tables() -> list[str]:
+    """Seed 001's Tables 3-5 as printed, for reading ours (below) beside them."""
+    md = [
+        "#### Seed 001's Tables 3-5 as printed",
+        "",
+        "The seed names no hardware (no CPU, GPU, BLAS or library version), so its speedups cannot be "
+        "tied to a machine: compare the *shape* (which parts gain most) rather than the factors. Its "
+        "dtype is not stated either; NumPy's default float64 is the likely one (our float64 rows).",
+        "",
+        md_row(["Table 3", "CPU (NumPy)", "GPU (CuPy)", "speedup"]),
+        md_sep(4),
+        *[md_row([n, fmt(a), fmt(b), sp]) for n, a, b, sp in SEED_TABLE3],
+        "",
+        md_row(["Table 4: operation", "CPU (ms)", "GPU (ms)", "speedup"]),
+        md_sep(4),
+        *[md_row([n, fmt(a), fmt(b), sp]) for n, a, b, sp in SEED_TABLE4],
+        "",
+        md_row(["Table 5: component", "CPU (MB)", "GPU (MB)"]),
+        md_sep(3),
+        *[md_row([n, fmt(a), fmt(b)]) for n, a, b in SEED_TABLE5],
+        "",
+    ]
+    return md
+
+
 def section(cells: list[Cell], out: Path) -> list[str]:
     cells = [c for c in cells if c.status == "ok"]
     if not cells:
         return []
-    md = [
+    md = seed_tables() + [
         "784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Table 3 has two totals: "
         "*steps only* sums the timed training steps (no syncs inside); *entire process* is the wall time of "
         "the whole training loop including the accuracy records every 10 iterations (a validation forward "
