@@ -92,13 +92,14 @@ class Row:
     others: list[tuple[float, str]] = field(default_factory=list)  # (ratio, where) of the same comparison in other runs
 
 
-def facets(study: Study, c: ResultCell) -> dict[str, Any]:
-    """What a comparison can match on: backend, variant, platform, gpus (devices the cell
-    used, at least 1 on a GPU platform, 0 on a CPU), and every param of the cell's spec (a
-    param the cell predates reads as the study's default)."""
+def facets(study: Study, c: ResultCell, part: str | None = None) -> dict[str, Any]:
+    """What a comparison can match on: backend (PART: the row backend, where one cell holds
+    several, e.g. mlp-scratch's numpy+cupy), variant, platform, gpus (devices the cell used, at
+    least 1 on a GPU platform, 0 on a CPU), and every param of the cell's spec (a param the
+    cell predates reads as the study's default)."""
     given = c.spec.get("params")
     params: dict[str, Any] = {**_defaults(study), **(given if isinstance(given, dict) else {})}
-    backend = str(c.first.get("backend"))
+    backend = part or str(c.first.get("backend"))
     spec = study.backends.get(backend)
     platform = spec.platform if spec else "?"
     devs = c.spec.get("devices") or params.get("devices") or []
@@ -131,6 +132,7 @@ def _join(f: dict, comp: Comparison) -> str:
 
 @dataclass
 class _Side:
+    part: str = ""  # the row backend it measured
     cells: list = field(default_factory=list)
     per: dict = field(default_factory=dict)  # repeat -> throughput
 
@@ -139,22 +141,19 @@ def _sides(study: Study, cells: list[ResultCell], want: dict, comp: Comparison) 
     """(result dir, join key) -> the cells matching WANT there, with their per-repeat throughput."""
     out: dict[tuple[str, str], _Side] = {}
     for c in cells:
-        f = facets(study, c)
-        if not _matches(f, want):
-            continue
-        v = study.throughput(c.rows).get(str(c.first.get("backend")))
-        if not v or v <= 0:
-            continue
-        s = out.setdefault((c.run_label, _join(f, comp)), _Side())
-        s.cells.append(c)
-        s.per[c.repeat] = v
+        for part, v in study.throughput(c.rows).items():
+            f = facets(study, c, part)
+            if not _matches(f, want) or not v or v <= 0:
+                continue
+            s = out.setdefault((c.run_label, _join(f, comp)), _Side(part=part))
+            s.cells.append(c)
+            s.per[c.repeat] = v
     return out
 
 
 def _what(side: _Side, want: dict) -> str:
     c = side.cells[0]
-    f = c.first
-    bits = [str(f.get("backend")), str(f.get("variant"))]
+    bits = [side.part, str(c.first.get("variant"))]
     bits += [f"{k}={v}" for k, v in want.items() if k not in ("backend", "variant", "platform")]
     return f"{' '.join(bits)} on {c.device} [{c.run_label}, n={len(side.per)}]"
 
