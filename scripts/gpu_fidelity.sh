@@ -4,8 +4,7 @@
 #   bash scripts/gpu_fidelity.sh seeds    # mnist-cnn: seed 000's own Numba setups (variant seed) on the
 #                                         # CPU and the GPU, 10 epochs, 3 repeats interleaved, real MNIST;
 #                                         # mlp-scratch float64 (the seed's likely dtype) numpy + cupy +
-#                                         # cupy-tuned, 3 repeats; then the world-of-one-rank check
-#                                         # (scripts/gpu_multi.sh check) after Dist.wrap's fix
+#                                         # cupy-tuned, 3 repeats (a rerun resumes finished cells)
 #   bash scripts/gpu_fidelity.sh roofline # seed 003's Table 8 cells (scenario A, fp32, both pipelines,
 #                                         # the four models) with 3 repeats, interleaved
 # Data: $KIT_DATA_DIR (default ./.data: the dir holding mnist/). Results: results/reference/<gpu>-*;
@@ -31,12 +30,11 @@ case "$mode" in
     ref=results/reference/$gpu-seed-setups
     run 200 seeds.log mnist-cnn -p cpu -p cuda --profile full --only variant=seed --set dataset=mnist \
       --repeats 3 --schedule interleaved --data-dir "$KIT_DATA_DIR" --out "$ref"
-    run 150 seeds.log mlp-scratch -p cuda --profile default --only dtype=float64 --set dataset=mnist \
+    run 330 seeds.log mlp-scratch -p cuda --profile default --only dtype=float64 --set dataset=mnist \
       --repeats 3 --schedule interleaved --data-dir "$KIT_DATA_DIR" --out "$ref"
     timeout 60 python3 orchestrate.py report "$ref" --out "$ref/report" 2>&1 | tail -2
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/seeds.tgz" "$ref"
-    OUT=$OUT bash scripts/gpu_multi.sh check
     ;;
   roofline)
     ref=results/reference/$gpu-roofline-table8
