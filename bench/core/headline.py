@@ -194,14 +194,15 @@ def versus_seed(r: stats.Summary, seed: float | tuple[float, float] | None) -> s
 
 
 def best(rows: list[Row]) -> list[Row]:
-    """One row per comparison: the pair with the strongest evidence (both sides in one run,
-    most repeats, fewest flagged cells); the others' ratios ride along in `others`."""
+    """One row per comparison: the pair with the strongest evidence (an interval at all, then
+    both sides in one run, most repeats, fewest flagged cells); the others' ratios ride along
+    in `others`."""
     by: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         by.setdefault((r.study, r.comparison), []).append(r)
     out = []
     for group in by.values():
-        group.sort(key=lambda r: (not r.paired, -r.ratio.n, r.flagged))
+        group.sort(key=lambda r: (r.ratio.lo is None, not r.paired, -r.ratio.n, r.flagged))
         top = group[0]
         top.others = [(r.ratio.median, f"{r.numerator} / {r.denominator}") for r in group[1:]]
         out.append(top)
