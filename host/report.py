@@ -127,6 +127,8 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; display: block; margin: 1em 0; }
 blockquote { border-left: 4px solid #d33; margin: 1em 0; padding: 0.2em 1em; background: #fff5f5; }
 code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: 0.8em; overflow-x: auto; }
+nav.toc { font-size: 13px; border: 1px solid #ddd; padding: 0.5em 1em; margin: 1em 0; }
+nav.toc ul { margin: 0.3em 0; padding-left: 1.2em; } nav.toc li.sub { margin-left: 1.5em; font-size: 12px; }
 """
 
 
@@ -176,17 +178,69 @@ def render_html(md: str, out: Path) -> str:
     flush()
     body = "".join(parts) + "</details>\n" * depth
 
+    inlined: set[str] = set()
+
     def inline(m: re.Match) -> str:
         name = html.unescape(m.group(1))
         path = out / name
-        if "/" in name or not path.is_file() or path.is_symlink():
-            return m.group(0)
-        return f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"'
+        if "/" in name or not path.is_file() or path.is_symlink() or name in inlined:
+            return m.group(0)  # a second use of one figure links the file beside the page
+        inlined.add(name)
+        return f'src="data:image/png;base64,{base64.b64encode(_small_png(path)).decode()}"'
 
     body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    body, toc = _anchors(body)
     title = "cnn-bench report"
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n"
+        f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{toc}{body}</body></html>\n"
     )
+
+
+def _small_png(path: Path) -> bytes:
+    """PATH as the page inlines it: quantized to 128 colours (the kit's plots are flat colours
+    and lines; the full file stays beside the page), or as it is where that fails or is not
+    smaller. Keeps the merged page of every reference under 2 MB."""
+    import io
+
+    raw = path.read_bytes()
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(raw)) as im:
+            q = im.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+            buf = io.BytesIO()
+            q.save(buf, "PNG", optimize=True)
+    except Exception:  # noqa: BLE001 - an image Pillow cannot read is inlined as it is
+        return raw
+    small = buf.getvalue()
+    return small if len(small) < len(raw) else raw
+
+
+def _anchors(body: str) -> tuple[str, str]:
+    """(BODY with an id on every h2/h3, a table of contents linking them). The heading text is
+    markdown-it's escaped output; the ids are slugs of it (letters, digits, '-'), unique."""
+    seen: dict[str, int] = {}
+    entries: list[tuple[int, str, str]] = []
+
+    def add_id(m: re.Match) -> str:
+        level, inner = int(m.group(1)), m.group(2)
+        text = re.sub(r"<[^>]+>", "", inner)
+        slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "section"
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        if n:
+            slug = f"{slug}-{n + 1}"
+        entries.append((level, slug, text))
+        return f'<h{level} id="{slug}">{inner}</h{level}>'
+
+    body = re.sub(r"<h([23])>(.*?)</h\1>", add_id, body)
+    if not entries:
+        return body, ""
+    items = []
+    for level, slug, text in entries:
+        cls = ' class="sub"' if level == 3 else ""
+        items.append(f'<li{cls}><a href="#{slug}">{text}</a></li>')
+    toc = '<nav class="toc"><strong>Contents</strong><ul>' + "".join(items) + "</ul></nav>\n"
+    return body, toc

@@ -54,8 +54,20 @@ def test_the_report_opens_with_the_headline(merged):
     # the seed's figure beside ours, e.g. seed 003's Table 8 for ResNet-18
     assert any("roofline" in x and "35.5x" in x for x in table)
     html = (merged / "REPORT.html").read_text()
-    h2 = re.findall(r"<h2>(.*?)</h2>", html)
+    h2 = re.findall(r"<h2[^>]*>(.*?)</h2>", html)
     assert h2[0].startswith("Headline") and len(h2) > 5
+
+
+def test_the_merged_page_has_a_table_of_contents_and_stays_small(merged):
+    html = (merged / "REPORT.html").read_text()
+    toc = re.search(r'<nav class="toc">(.*?)</nav>', html, flags=re.S)
+    assert toc and html.index('<nav class="toc">') < html.index("<h2")
+    links = re.findall(r'href="#([a-z0-9-]+)"', toc.group(1))
+    ids = re.findall(r'<h[23] id="([a-z0-9-]+)"', html)
+    assert links == ids and len(ids) == len(set(ids)) > 10  # every section linked, ids unique
+    assert len(html.encode()) < 2_000_000, "the merged references' page must stay under 2 MB"
+    inlined = re.findall(r'src="data:image/png;base64,', html)
+    assert len(inlined) == len(list(merged.glob("*.png")))  # each figure once
 
 
 def _cells(*names):

@@ -221,7 +221,7 @@ class Tags(HTMLParser):
 # what markdown-it renders from the kit's markdown, plus the kit's page and its <details>
 SAFE_TAGS = {"html", "head", "meta", "title", "style", "body", "details", "summary", "hr", "br"}
 SAFE_TAGS |= {"h1", "h2", "h3", "h4", "h5", "h6", "p", "blockquote", "ul", "ol", "li", "em", "strong", "code", "pre"}
-SAFE_TAGS |= {"table", "thead", "tbody", "tr", "th", "td", "img", "a"}
+SAFE_TAGS |= {"table", "thead", "tbody", "tr", "th", "td", "img", "a", "nav"}  # nav: the table of contents
 
 
 def assert_no_live_markup(md_text: str, html: str) -> None:
