@@ -320,35 +320,45 @@ def resnet50_nearest_roof(groups: list[list[Cell]]) -> Verdict:
     return Verdict(claim, _qual(_combine(results), one), "; ".join(texts), rule)
 
 
-def batches_toward_roof(cells: list[Cell]) -> Verdict:
+def _sweep_path(g: list[Cell]) -> list[tuple[float, float, float | None]]:
+    """(batch, achieved FLOP/s, roof fraction) of one sweep configuration by batch: medians over its repeats."""
+    by: dict[float, list[tuple[float, float | None]]] = {}
+    for c in g:
+        for r in _ok(c, "sweep"):
+            b, f = number(r.get("batch_size")), number(r.get("achieved_flop_per_s"))
+            if b and f:
+                by.setdefault(b, []).append((f, number(r.get("roof_fraction"))))
+    out = []
+    for b in sorted(by):
+        fracs = [v[1] for v in by[b] if v[1] is not None]
+        out.append((b, statistics.median(v[0] for v in by[b]), statistics.median(fracs) if fracs else None))
+    return out
+
+
+def batches_toward_roof(groups: list[list[Cell]]) -> Verdict:
     claim = (
         "Larger batches raise achieved FLOP/s toward the compute roof, until memory pressure or instability (1.2, 6.3, 7.1 #4)"
     )
     rule = (
-        "holds when every batch sweep peaks (achieved FLOP/s) above its smallest batch; where a sweep falls after its "
-        "peak is shown. The sweep trains on one batch kept on the device: no input pipeline"
+        "holds when every batch sweep peaks (achieved FLOP/s, median over repeats) above its smallest batch; where a "
+        "sweep falls after its peak is shown. The sweep trains on one batch kept on the device: no input pipeline"
     )
     texts: dict[tuple[str, str], list[str]] = {}
     results = []
-    for c in cells:
-        rows = sorted(
-            (r for r in _ok(c, "sweep") if number(r.get("achieved_flop_per_s")) and number(r.get("batch_size"))),
-            key=lambda r: r["batch_size"],
-        )
-        if len(rows) < 2:
+    for g in groups:
+        path = _sweep_path(g)
+        if len(path) < 2:
             continue
-        p = _p(c)
-        first, last = rows[0], rows[-1]
-        peak = max(rows, key=lambda r: r["achieved_flop_per_s"])
-        results.append(peak["batch_size"] > first["batch_size"])
-        gain = peak["achieved_flop_per_s"] / first["achieved_flop_per_s"]
-        t = f"{p['model']} x{gain:.3g} from b{first['batch_size']} to b{peak['batch_size']}"
-        f0, f1 = number(first.get("roof_fraction")), number(peak.get("roof_fraction"))
-        if f0 is not None and f1 is not None:
-            t += f" ({_pct(f0)} to {_pct(f1)} of roof)"
+        p = _p(g[0])
+        first, last = path[0], path[-1]
+        peak = max(path, key=lambda x: x[1])
+        results.append(peak[0] > first[0])
+        t = f"{p['model']} x{peak[1] / first[1]:.3g} from b{first[0]:.0f} to b{peak[0]:.0f}"
+        if first[2] is not None and peak[2] is not None:
+            t += f" ({_pct(first[2])} to {_pct(peak[2])} of roof)"
         if last is not peak:
-            t += f", then {last['achieved_flop_per_s'] / peak['achieved_flop_per_s'] - 1:+.0%} by b{last['batch_size']}"
-        texts.setdefault((c.device, str(p["precision"])), []).append(t)
+            t += f", then {last[1] / peak[1] - 1:+.0%} by b{last[0]:.0f}"
+        texts.setdefault((g[0].device, str(p["precision"])), []).append(t)
     if not results:
         return Verdict(claim, NOT_MEASURED, "no batch sweep (scenario B) finished", rule)
     ev = "; ".join(f"{dev} {prec}: " + ", ".join(ts) for (dev, prec), ts in sorted(texts.items()))
@@ -484,7 +494,7 @@ def verdicts(groups: list[list[Cell]], sp: list[Speedup]) -> list[Verdict]:
         gpu_bound_sides(cells),
         resnet50_nearest_roof(groups),
         cpu_memory_bound(cells),
-        batches_toward_roof(cells),
+        batches_toward_roof(groups),
         squeezenet_nans(cells),
         loader_dominates_light(groups, cells),
         mps_between(sp),

@@ -182,36 +182,48 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
 
 
 def sweep_table(groups: list[list[Cell]]) -> list[dict]:
+    """Seed Table 6's sweep: per configuration and batch, the medians over its repeats (n), then
+    where and why each repeat's sweep ended."""
     out = []
     for g in groups:
-        c = g[0]
-        end = next(iter(_ok(c, "sweep_end")), None)
-        if end is None:
+        ends = [e for c in g for e in _ok(c, "sweep_end")]
+        if not ends:
             continue
-        p = _p(c)
-        pts = _ok(c, "sweep")
-        for r in pts:
+        c, p = g[0], _p(g[0])
+        by: dict[float, list[dict]] = {}
+        for r in (r for x in g for r in _ok(x, "sweep")):
+            b = number(r.get("batch_size"))
+            if b:
+                by.setdefault(b, []).append(r)
+
+        def med(rows: list[dict], key: str, scale: float = 1.0) -> float | None:
+            vals = [v for r in rows if (v := number(r.get(key))) is not None]
+            return statistics.median(vals) * scale if vals else None
+
+        for b, rows in sorted(by.items()):
             out.append(
                 {
                     "model": p["model"],
                     "device": c.device,
                     "precision": p["precision"],
-                    "batch": r["batch_size"],
-                    "ips": r["img_per_s"],
-                    "gflops": r["achieved_flop_per_s"] / 1e9,
-                    "ai": f"{fmt(r['ai_low_flops_per_byte'])} .. {fmt(r['ai_high_flops_per_byte'])}",
-                    "frac": r.get("roof_fraction", 0) * 100 if r.get("roof_fraction") is not None else None,
-                    "mem": r.get("gpu_alloc_peak_mb") or r.get("rss_peak_mb"),
-                    "note": "NaN loss ⚑" if r.get("loss_finite") is False else "",
+                    "batch": int(b) if b.is_integer() else b,
+                    "ips": med(rows, "img_per_s"),
+                    "gflops": med(rows, "achieved_flop_per_s", 1e-9),
+                    "ai": f"{fmt(med(rows, 'ai_low_flops_per_byte'))} .. {fmt(med(rows, 'ai_high_flops_per_byte'))}",
+                    "frac": med(rows, "roof_fraction", 100),
+                    "mem": med(rows, "gpu_alloc_peak_mb") or med(rows, "rss_peak_mb"),
+                    "n": len(rows),
+                    "note": "NaN loss ⚑" if any(r.get("loss_finite") is False for r in rows) else "",
                 }
             )
+        stops = sorted({f"{e.get('sweep_stop')}: {e.get('sweep_stop_reason')}" for e in ends})
         out.append(
             {
                 "model": p["model"],
                 "device": c.device,
                 "precision": p["precision"],
-                "batch": end.get("sweep_stop_batch") or "",
-                "note": f"end: {end.get('sweep_stop')}: {end.get('sweep_stop_reason')}",
+                "batch": ends[0].get("sweep_stop_batch") or "",
+                "note": "end: " + "; ".join(stops),
             }
         )
     return out
@@ -708,7 +720,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     if sw:
         md += ["#### Scenario B: batch sweep (seed Table 6: SqueezeNet1.1 " + "; ".join(f"b{b} {t} img/s {g} GFLOP/s" for b, t, g in seed.SWEEP) + ")", "", markdown(sw, [
             ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"), ("ips", "img/s"),
-            ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("note", "note"),
+            ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("n", "n"), ("note", "note"),
         ]), ""]  # fmt: skip
     flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
     if flagged:
