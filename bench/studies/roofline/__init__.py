@@ -8,9 +8,10 @@ a batch sweep to the first OOM; rooflines per device and per model.
     roofmath.py   bytes affine in the batch, attainable roof, roof fraction (no torch)
     trainer.py    model, counts, pipelines (loader | synthetic-gpu), timed passes, OOM test
     protocol.py   one cell: open (count, roofs, warm-up), steps, the sweep's end
-    seed.py       the seed's Tables 1-8, transcribed
+    seed.py       the seed's Tables 1-8, transcribed; its epoch (6,400 images, from Tables 3 and 4)
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
-    report.py     the seed's tables beside ours, roofline plots per device and per model
+    report.py     Table 8 with intervals, the seed's tables beside ours, roofline plots per device and per model
+    claims.py     a verdict on each of the seed's claims, computed from the cells
 
 Importing this package imports no torch.
 """

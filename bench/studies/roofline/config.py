@@ -29,6 +29,7 @@ DATASETS = ("auto", "tinyimagenet", "tinyimagenet-synthetic")
 ROOF_SIZES = ("default", "quick")
 PRECISIONS = ("fp32", "tf32", "bf16-cl")
 VARIANTS = {"cpu": ("fp32",), "mps": ("fp32",), "cuda": PRECISIONS}
+ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
 DEVICE = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
 IMAGE_SIDE = 64  # px: Tiny-ImageNet's; a tree of another size trains, and is counted, at its own (the index's image_size)
 # ImageNet's per-channel mean/std (0..1 scale): Tiny-ImageNet is an ImageNet subset
@@ -133,7 +134,10 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
         precisions = ("fp32", "bf16-cl") if platform == "cuda" else ("fp32",)
     for m in models:
         base: dict = {**LIMITS[platform], "batch_size": SEED_BATCH.get(m, 128)}
-        if profile == "full":  # the seed's whole epoch (100,000 training and 10,000 validation images)
+        # full: the whole splits (100,000 training and 10,000 validation images on the real tree), a true
+        # epoch. The seed's "epoch" was 50 batches, 6,400 images (seed.EPOCH_IMAGES): the report
+        # projects every pass to that size, whichever profile ran
+        if profile == "full":
             base.update(max_train_batches=0, max_val_batches=0)
         if profile == "smoke":
             base.update(SMOKE[platform])

@@ -27,11 +27,9 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
-from bench.studies.roofline.config import IMAGE_SIDE, Settings, settings, sweep_sizes
+from bench.studies.roofline.config import IMAGE_SIDE, ROOF_OF, Settings, settings, sweep_sizes
 from bench.studies.roofline.roofmath import roof_fields
-
-ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
-SEED_EPOCH_IMAGES = {"train": 100_000, "val": 10_000}  # the real Tiny-ImageNet's splits: the seed's epoch
+from bench.studies.roofline.seed import KIND, epoch_images
 
 
 def quick_sizes():
@@ -206,10 +204,15 @@ class CellRun:
             "data_wait_s": stats["data_wait_s"],
             "first_batch_s": stats["first_batch_s"],
             "decode_img_per_s_1proc": self.decode_img_per_s,
-            "seed_epoch_projected_s": SEED_EPOCH_IMAGES["train"] / ips,
+            **self.seed_epoch(ips),
             "warmup_s": self.warmup_s,
             **usage,
         }
+
+    def seed_epoch(self, ips: float) -> dict:
+        """The seed's epoch (seed.epoch_images: 6,400 images, 3,200 for SqueezeNet on its T4) at IPS img/s."""
+        n = epoch_images(self.cfg.model, KIND.get(self.cfg.device, ""))
+        return {"seed_epoch_images": n, "seed_epoch_projected_s": n / ips}
 
     def val_row(self) -> dict:
         cfg = self.cfg
@@ -233,7 +236,7 @@ class CellRun:
             "val_acc": stats["val_acc"],
             "data_wait_s": stats["data_wait_s"],
             "decode_img_per_s_1proc": self.decode_img_per_s,
-            "seed_epoch_projected_s": SEED_EPOCH_IMAGES["val"] / ips,
+            **self.seed_epoch(ips),
             **usage,
         }
 

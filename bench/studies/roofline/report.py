@@ -1,7 +1,9 @@
-"""roofline's report section: per device the measured roofs with every model's training and
-validation points and the batch-sweep paths (a log-log roofline per device, and one per
-model across devices), the seed's Tables 1-8 in its layout with its numbers beside ours
-where comparable, the loader-vs-synthetic-gpu gap, and which claims need the real data.
+"""roofline's report section. First what a reader asks: how much faster one device is than
+another per model (seed Table 8, both pipelines, with 95 % intervals over repeats) and
+whether each of the seed's claims holds on these devices (claims.py); then the rooflines (per
+device, every point under the roof of its own precision, and per model across devices),
+then the seed's Tables 1-7 in its layout with its numbers beside ours, the loader-vs-
+synthetic-gpu gap and the batch sweep.
 
 Host side: standard library, numpy and matplotlib only (rows and system.json; no torch).
 """
@@ -9,18 +11,23 @@ Host side: standard library, numpy and matplotlib only (rows and system.json; no
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
+from bench.core.study import number
 from bench.core.tables import fmt, markdown
 from bench.core.text import md as md_text
-from bench.core.text import md_alt, plot_text
+from bench.core.text import md_alt, md_code, plot_text
 from bench.studies.roofline import seed
+from bench.studies.roofline.config import PRECISIONS, ROOF_OF
 from bench.studies.roofline.roofmath import attainable
 
 PLATFORM = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
-SEED_DEVICE = {"cpu": "CPU", "cuda": "T4", "mps": "MPS"}  # the seed's device of the same kind
+SEED_DEVICE = seed.KIND  # the seed's device of the same kind
 MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1")
 COLORS = {"resnet18": "tab:blue", "mobilenet_v2": "tab:orange", "resnet50": "tab:green", "squeezenet1_1": "tab:red"}
 
@@ -114,14 +121,17 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
         sd = SEED_DEVICE.get(p["platform"], "")
         sp, se, su = seed.PERF.get((p["model"], sd)), seed.EPOCH.get((p["model"], sd)), seed.UTIL.get((p["model"], sd))
         gpu = _med(g, "train", "gpu_alloc_peak_mb")
+        train_ips, val_ips = _med(g, "train", "img_per_s"), _med(g, "val", "img_per_s")
+        # the seed's epoch, not the rows' seed_epoch_projected_s: rows before this kit version used 100,000 images
+        n_seed = seed.epoch_images(str(p["model"]), sd)
         out.append(
             {
                 "model": p["model"],
                 "device": c.device,
                 "config": _config(c),
                 "batch": p["batch"],
-                "train_ips": _med(g, "train", "img_per_s"),
-                "val_ips": _med(g, "val", "img_per_s"),
+                "train_ips": train_ips,
+                "val_ips": val_ips,
                 "tf_train": _med(g, "train", "achieved_flop_per_s", 1e-12),
                 "tf_val": _med(g, "val", "achieved_flop_per_s", 1e-12),
                 "frac": _med(g, "train", "roof_fraction", 100),
@@ -130,7 +140,8 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
                 "train_s": _med(g, "train", "epoch_s"),
                 "val_s": _med(g, "val", "epoch_s"),
                 "batches": f"{_med(g, 'train', 'steps'):.0f}/{_med(g, 'val', 'steps') or 0:.0f}",
-                "proj_s": _med(g, "train", "seed_epoch_projected_s"),
+                "seed_images": f"{n_seed:,}",
+                "proj_s": f"{fmt(n_seed / train_ips) if train_ips else '–'} / {fmt(n_seed / val_ips) if val_ips else '–'}",
                 "gpu_util": _med(g, "train", "gpu_util_pct"),
                 "sm_mhz": _med(g, "train", "gpu_sm_mhz_median"),
                 "cpu_sys": _med(g, "train", "cpu_util_system_pct"),
@@ -171,36 +182,48 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
 
 
 def sweep_table(groups: list[list[Cell]]) -> list[dict]:
+    """Seed Table 6's sweep: per configuration and batch, the medians over its repeats (n), then
+    where and why each repeat's sweep ended."""
     out = []
     for g in groups:
-        c = g[0]
-        end = next(iter(_ok(c, "sweep_end")), None)
-        if end is None:
+        ends = [e for c in g for e in _ok(c, "sweep_end")]
+        if not ends:
             continue
-        p = _p(c)
-        pts = _ok(c, "sweep")
-        for r in pts:
+        c, p = g[0], _p(g[0])
+        by: dict[float, list[dict]] = {}
+        for r in (r for x in g for r in _ok(x, "sweep")):
+            b = number(r.get("batch_size"))
+            if b:
+                by.setdefault(b, []).append(r)
+
+        def med(rows: list[dict], key: str, scale: float = 1.0) -> float | None:
+            vals = [v for r in rows if (v := number(r.get(key))) is not None]
+            return statistics.median(vals) * scale if vals else None
+
+        for b, rows in sorted(by.items()):
             out.append(
                 {
                     "model": p["model"],
                     "device": c.device,
                     "precision": p["precision"],
-                    "batch": r["batch_size"],
-                    "ips": r["img_per_s"],
-                    "gflops": r["achieved_flop_per_s"] / 1e9,
-                    "ai": f"{fmt(r['ai_low_flops_per_byte'])} .. {fmt(r['ai_high_flops_per_byte'])}",
-                    "frac": r.get("roof_fraction", 0) * 100 if r.get("roof_fraction") is not None else None,
-                    "mem": r.get("gpu_alloc_peak_mb") or r.get("rss_peak_mb"),
-                    "note": "NaN loss ⚑" if r.get("loss_finite") is False else "",
+                    "batch": int(b) if b.is_integer() else b,
+                    "ips": med(rows, "img_per_s"),
+                    "gflops": med(rows, "achieved_flop_per_s", 1e-9),
+                    "ai": f"{fmt(med(rows, 'ai_low_flops_per_byte'))} .. {fmt(med(rows, 'ai_high_flops_per_byte'))}",
+                    "frac": med(rows, "roof_fraction", 100),
+                    "mem": med(rows, "gpu_alloc_peak_mb") or med(rows, "rss_peak_mb"),
+                    "n": len(rows),
+                    "note": "NaN loss ⚑" if any(r.get("loss_finite") is False for r in rows) else "",
                 }
             )
+        stops = sorted({f"{e.get('sweep_stop')}: {e.get('sweep_stop_reason')}" for e in ends})
         out.append(
             {
                 "model": p["model"],
                 "device": c.device,
                 "precision": p["precision"],
-                "batch": end.get("sweep_stop_batch") or "",
-                "note": f"end: {end.get('sweep_stop')}: {end.get('sweep_stop_reason')}",
+                "batch": ends[0].get("sweep_stop_batch") or "",
+                "note": "end: " + "; ".join(stops),
             }
         )
     return out
@@ -229,101 +252,262 @@ def roofs_table(roofs: dict[str, dict]) -> list[dict]:
     return out
 
 
-def speedup_table(groups: list[list[Cell]]) -> list[dict]:
-    """Seed Table 8: per model, training img/s of one device over another's (fp32, loader:
-    the seed's set-up); every pair of devices present, the seed's ratio for the same kinds."""
-    per: dict[str, dict[str, tuple[str, float]]] = {}
+# a ratio's numerator comes first in this order: GPU over Apple GPU over CPU (the seed's Table 8)
+KIND_ORDER = {"cuda": 0, "mps": 1, "cpu": 2}
+
+
+@dataclass
+class Side:
+    """One device's cells of one configuration in one run: training img/s per repeat."""
+
+    device: str
+    platform: str
+    run: str  # ResultCell.run_label: two sides of one run share its repeats' noise
+    backend: str
+    host_cpu: str  # the host's CPU (for a GPU side: the one decoding the loader's JPEGs)
+    threads: object = None  # torch intra-op threads the cells ran with
+    per: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class Speedup:
+    """Training img/s of side A over side B for one model, precision, pipeline and batch."""
+
+    model: str
+    precision: str
+    pipeline: str
+    batch: object
+    a: Side
+    b: Side
+    ratio: stats.Summary
+    paired: bool
+
+
+def _train_ips(c: Cell) -> float | None:
+    vals = [v for r in _ok(c, "train") if (v := number(r.get("img_per_s"))) and v > 0]
+    return statistics.median(vals) if vals else None
+
+
+def _host_cpu(c: Cell) -> str:
+    cores = c.system.get("cpu_affinity") or c.system.get("cpu_logical_cores")
+    return str(c.system.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
+
+
+def speedups(groups: list[list[Cell]]) -> list[Speedup]:
+    """Seed Table 8 for every pair of devices that ran the same model, precision, pipeline and
+    batch (scenario A): the ratio of median training img/s over repeats with its 95 % interval
+    (bench.core.stats.ratio), paired by repeat only when both sides come from one run."""
+    sides: dict[tuple, dict[tuple[str, str], Side]] = {}
     for g in groups:
-        p = _p(g[0])
-        v = _med(g, "train", "img_per_s")
-        if v and p["precision"] == "fp32" and p["pipeline"] == "loader":
-            per.setdefault(p["model"], {})[g[0].device] = (p["platform"], v)
-    seed_idx = {("cuda", "mps"): 0, ("cuda", "cpu"): 1, ("mps", "cpu"): 2}
+        for c in g:
+            p, v = _p(c), _train_ips(c)
+            if not v or p["scenario"] != "A":
+                continue
+            key = tuple(
+                v if isinstance(v, (str, int, float)) else str(v) for v in (p["model"], p["precision"], p["pipeline"], p["batch"])
+            )
+            side = sides.setdefault(key, {}).setdefault(
+                (c.device, c.run_label),
+                Side(
+                    c.device,
+                    str(p["platform"]),
+                    c.run_label,
+                    str(c.first.get("backend")),
+                    _host_cpu(c),
+                    next((r.get("threads") for r in _ok(c, "train")), None),
+                ),
+            )
+            side.per[c.repeat] = v
     out = []
-    for m, devs in per.items():
-        items = sorted(devs.items(), key=lambda kv: -kv[1][1])
-        for i, (da, (pa, va)) in enumerate(items):
-            for db, (pb, vb) in items[i + 1 :]:
-                k = seed_idx.get((pa, pb))
-                out.append(
-                    {
-                        "model": m,
-                        "pair": f"{da} / {db}",
-                        "ours": va / vb,
-                        "seed": f"{seed.SPEEDUP[m][k]}x" if k is not None and m in seed.SPEEDUP else "",
-                    }
-                )
+    for (model, prec, pipe, batch), by in sides.items():
+        ordered = sorted(by.values(), key=lambda s: (KIND_ORDER.get(s.platform, 9), s.device, s.run))
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                if a.device == b.device:
+                    continue  # one device in two runs: `orchestrate.py compare` is for that
+                paired = a.run == b.run
+                r = stats.ratio(a.per, b.per, paired=None if paired else False)
+                out.append(Speedup(str(model), str(prec), str(pipe), batch, a, b, r, paired and r.n >= 2))
+    order = {m: i for i, m in enumerate(MODELS)}
+    out.sort(key=lambda x: (order.get(x.model, 9), PRECISIONS.index(x.precision) if x.precision in PRECISIONS else 9))
     return out
 
 
-CLAIMS = [
-    ("GPUs outperform CPUs ~10x (light models) to ~50x (compute-heavy)", "a GPU and a CPU cell of the same model", "GPU run"),
-    (
-        "MobileNetV2 has the lowest AI, the most memory-bound",
-        "AI from counted bytes (Tables 1-2 here)",
-        "none: counts are data-independent",
-    ),
-    ("Larger batches move points toward the compute roof", "the sweep paths", "none: the sweep uses a fixed device batch"),
-    ("SqueezeNet NaNs at batch 128", "loss_finite in the sweep rows", "real data for the loss; a GPU for the seed's device"),
-    (
-        "Epoch times (Table 4)",
-        "our pass times cover max_*_batches; 'projected' = 100,000 / img/s",
-        "the real tree (100,000 JPEGs) for a full epoch",
-    ),
-    ("Loader-bound throughput on GPUs", "loader vs synthetic-gpu gap", "the real tree: its JPEGs and its size (page cache)"),
+def _x(s: stats.Summary | None) -> str:
+    return "" if s is None else f"{s.median:.3g}x"
+
+
+def _ci(s: stats.Summary | None) -> str:
+    return "" if s is None else s.interval("{:.3g}x")
+
+
+def speedup_table(sp: list[Speedup]) -> list[dict]:
+    """One row per model, precision, batch and pair of devices: both pipelines side by side,
+    each with its interval and repeats, and the seed's Table 8 figure for the same kinds."""
+    rows: dict[tuple, dict] = {}
+    seed_idx = {("cuda", "mps"): 0, ("cuda", "cpu"): 1, ("mps", "cpu"): 2}
+    for x in sp:
+        key = (x.model, x.precision, x.batch, x.a.device, x.a.run, x.b.device, x.b.run)
+        k = seed_idx.get((x.a.platform, x.b.platform))
+        seed_fig = seed.SPEEDUP.get(x.model)
+        row = rows.setdefault(
+            key,
+            {
+                "model": x.model,
+                "precision": x.precision,
+                "batch": x.batch,
+                "pair": f"{x.a.device} / {x.b.device}",
+                "seed": f"{seed_fig[k]}x ({_SEED_PAIR[k]})" if k is not None and seed_fig and x.precision == "fp32" else "",
+            },
+        )
+        tag = "loader" if x.pipeline == "loader" else "synthetic"
+        row[tag] = _x(x.ratio)
+        row[f"{tag}_ci"] = _ci(x.ratio)
+        row[f"{tag}_n"] = f"{len(x.a.per)} / {len(x.b.per)}" + (", paired" if x.paired else "")
+    out = list(rows.values())
+    for r in out:
+        ns = {r.get("loader_n"), r.get("synthetic_n")} - {None}
+        r["n"] = ns.pop() if len(ns) == 1 else f"loader {r.get('loader_n', '–')}; synthetic-gpu {r.get('synthetic_n', '–')}"
+    return out
+
+
+_SEED_PAIR = ("T4 / M3 Pro", "T4 / 4-vCPU e2-standard-4", "M3 Pro / 4-vCPU e2-standard-4")
+SPEEDUP_COLS = [
+    ("model", "model"),
+    ("precision", "precision"),
+    ("batch", "batch"),
+    ("pair", "devices (first / second)"),
+    ("loader", "loader: ours"),
+    ("loader_ci", "loader: 95% interval"),
+    ("synthetic", "synthetic-gpu: ours"),
+    ("synthetic_ci", "synthetic-gpu: 95% interval"),
+    ("n", "repeats (first / second)"),
+    ("seed", "seed Table 8 (fp32, its loader)"),
 ]
 
 
-# ---- figures --------------------------------------------------------------------------------
-def _roofline_axes(ax, r: dict, precisions: set[str], xs) -> None:
-    import numpy as np
+def speedup_sides(sp: list[Speedup]) -> list[str]:
+    """One line per device side of the table: which device, backend, run, repeats and host CPU."""
+    seen: dict[tuple[str, str], Side] = {}
+    reps: dict[tuple[str, str], set[int]] = {}
+    for x in sp:
+        for s in (x.a, x.b):
+            seen.setdefault((s.device, s.run), s)
+            reps.setdefault((s.device, s.run), set()).update(s.per)
+    out = []
+    for (dev, run), s in sorted(seen.items(), key=lambda kv: (KIND_ORDER.get(kv[1].platform, 9), kv[0])):
+        n = len(reps[(dev, run)])
+        what = (
+            f"{s.backend}, {s.threads} torch threads"
+            if s.platform == "cpu"
+            else f"{s.backend}; its host's CPU, which decodes the loader's JPEGs: {s.host_cpu}"
+        )
+        out.append(f"- **{md_text(dev)}** ({md_text(what)}): run {md_code(run)}, {n} repeat{'s' if n != 1 else ''}")
+    return out
 
-    bw = _bandwidth(r)
-    for prec, style in (("fp32", "-"), ("tf32", "--"), ("bf16", ":")):
-        comp = _compute(r, prec)
-        if not comp or not bw or (prec not in precisions and prec != "fp32"):
+
+# ---- figures --------------------------------------------------------------------------------
+POINT_PHASES = ("train", "val", "sweep")
+# a point's precision: its roof's line style, its marker's fill, its sweep's line style
+FillStyle = Literal["full", "left", "right", "bottom", "top", "none"]
+PREC_STYLE: dict[str, tuple[str, FillStyle]] = {"fp32": ("-", "full"), "tf32": ("--", "left"), "bf16-cl": (":", "none")}
+MARKERS = {("train", "loader"): "o", ("train", "synthetic-gpu"): "D", ("val", "loader"): "s", ("val", "synthetic-gpu"): "p"}
+DEVICE_COLORS = ("k", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink")
+
+
+@dataclass(frozen=True)
+class RoofLine:
+    """One roof to draw: a device's compute ceiling for one precision and its bandwidth ceiling."""
+
+    device: str
+    precision: str  # the points' precision (fp32 | tf32 | bf16-cl)
+    compute_name: str  # gemm_bf16, conv_fp32, ...
+    compute: float  # FLOP/s
+    bandwidth_name: str  # copy | triad
+    bandwidth: float  # B/s
+
+    @property
+    def ridge(self) -> float:  # FLOP/B
+        return self.compute / self.bandwidth
+
+    def label(self, with_device: bool = False) -> str:
+        who = f"{self.device[:30]} " if with_device else ""
+        return plot_text(
+            f"{who}roof {self.precision}: {self.compute / 1e12:.3g} TFLOP/s ({self.compute_name}), "
+            f"{self.bandwidth / 1e9:,.0f} GB/s ({self.bandwidth_name})"
+        )
+
+
+def roof_lines(cells: list[Cell]) -> list[RoofLine]:
+    """The roofs to draw under CELLS' points: one per device and precision present among them,
+    each the roof those points' roof fractions were computed against (the rows' roof_* fields;
+    system.json's measured roofs for rows that predate them)."""
+    seen: dict[tuple[str, str], RoofLine] = {}
+    for c in cells:
+        prec = str(_p(c)["precision"])
+        pts = [r for r in c.ok_rows if r.get("phase") in POINT_PHASES]
+        if not pts or (c.device, prec) in seen:
             continue
-        ys = [attainable(x, comp, bw)[0] for x in xs]
-        ax.plot(xs, ys, "k" + style, lw=1.2, label=f"roof {prec}: {comp / 1e12:.3g} TFLOP/s, {bw / 1e9:.3g} GB/s")
+        for r in pts:
+            comp, bw = number(r.get("roof_compute_flop_per_s")), number(r.get("roof_bandwidth_b_per_s"))
+            if comp and bw and comp > 0 and bw > 0:
+                names = (str(r.get("roof_compute_name") or "compute"), str(r.get("roof_bandwidth_name") or "bandwidth"))
+                seen[(c.device, prec)] = RoofLine(c.device, prec, names[0], comp, names[1], bw)
+                break
+        else:
+            roofs = c.system.get("roofs")
+            if isinstance(roofs, dict) and isinstance(roofs.get("roofs"), dict):
+                comp, bw = _compute(roofs, ROOF_OF.get(prec, prec)), _bandwidth(roofs)
+                if comp and bw:
+                    seen[(c.device, prec)] = RoofLine(c.device, prec, ROOF_OF.get(prec, prec), comp, "copy/triad", bw)
+    order = {p: i for i, p in enumerate(PRECISIONS)}
+    return sorted(seen.values(), key=lambda x: (x.device, order.get(x.precision, 9)))
+
+
+def _draw_roof(ax, line: RoofLine, xs, color: str = "k", label: str | None = None) -> None:
+    ax.plot(xs, [attainable(x, line.compute, line.bandwidth)[0] for x in xs], PREC_STYLE.get(line.precision, ("-.",))[0],
+            color=color, lw=1.2, label=label)  # fmt: skip
+
+
+def _axes(ax) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes)")
-    ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="both", alpha=0.3)
-    del np
 
 
-def _points(ax, c: Cell, label_prefix: str = "") -> None:
+def _points(ax, c: Cell, col: str) -> None:
+    """C's points: a bar from the unfused to the compulsory AI, the marker at the compulsory end."""
     p = _p(c)
-    col = COLORS.get(p["model"], "tab:gray")
-    syn = p["pipeline"] == "synthetic-gpu"
-    for phase, marker, fill in (("train", "D" if syn else "o", col), ("val", "d" if syn else "s", "none")):
+    ls, fill = PREC_STYLE.get(str(p["precision"]), ("-.", "full"))
+    for phase in ("train", "val"):
+        marker = MARKERS.get((phase, str(p["pipeline"])), "x")
         for r in _ok(c, phase):
             lo, hi, y = r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]
-            ax.plot([lo, hi], [y, y], "-", color=col, alpha=0.5, lw=1)
-            ax.plot(
-                [hi],
-                [y],
-                marker,
-                mfc=fill,
-                mec=col,
-                ms=7,
-                label=label_prefix + plot_text(f"{p['model']} {phase} ({p['precision']}, {p['pipeline']})"),
-            )
+            ax.plot([lo, hi], [y, y], "-", color=col, alpha=0.4, lw=1)
+            ax.plot([hi], [y], marker, color=col, fillstyle=fill, ms=7, mew=1.3)
     sw = _ok(c, "sweep")
     if sw:
-        ax.plot(
-            [r["ai_high_flops_per_byte"] for r in sw],
-            [r["achieved_flop_per_s"] for r in sw],
-            "^-",
-            color=col,
-            alpha=0.8,
-            ms=5,
-            label=label_prefix
-            + plot_text(f"{p['model']} sweep b{sw[0]['batch_size']}-{sw[-1]['batch_size']} ({p['precision']})"),
-        )
-        for r in sw:
-            ax.annotate(plot_text(r["batch_size"]), (r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]), fontsize=6)
+        xs, ys = [r["ai_high_flops_per_byte"] for r in sw], [r["achieved_flop_per_s"] for r in sw]
+        ax.plot(xs, ys, "^", ls=ls, color=col, fillstyle=fill, alpha=0.85, ms=5)
+        for r in (sw[0], sw[-1]):
+            ax.annotate(plot_text(f"b{r['batch_size']}"), (r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]), fontsize=6)
+
+
+def legend_handles(colors: dict[str, str], roofs: list[tuple[str, str, str]], precisions: list[str]) -> list:
+    """Proxy entries: the roofs (label, line style, color), the colors (models or devices), the
+    markers, the precisions' fills: a legend of a dozen entries however many points there are."""
+    from matplotlib.lines import Line2D
+
+    h = [Line2D([], [], color=col, ls=ls, label=label) for label, ls, col in roofs]
+    h += [Line2D([], [], color=col, marker="o", ls="", label=plot_text(name)) for name, col in colors.items()]
+    h += [Line2D([], [], color="gray", marker=m, ls="", label=f"{ph}, {pipe}") for (ph, pipe), m in MARKERS.items()]
+    h.append(Line2D([], [], color="gray", marker="^", ls="-", label="batch sweep (first and last batch labelled)"))
+    h += [
+        Line2D([], [], color="gray", marker="o", fillstyle=PREC_STYLE[p][1], ls=PREC_STYLE[p][0], label=f"{p} (fill, line)")
+        for p in precisions
+        if p in PREC_STYLE
+    ]
+    return h
 
 
 def _span(cells: list[Cell]):
@@ -340,7 +524,12 @@ def _span(cells: list[Cell]):
     return np.logspace(np.log10(min(lo, 0.1)), np.log10(max(hi, 100)), 200)
 
 
-def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
+def _precisions(cells: list[Cell]) -> list[str]:
+    present = {str(_p(c)["precision"]) for c in cells}
+    return [p for p in PRECISIONS if p in present] + sorted(present - set(PRECISIONS))
+
+
+def figures(cells: list[Cell], out: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -350,57 +539,53 @@ def figures(cells: list[Cell], roofs: dict[str, dict], out: Path) -> list[str]:
     devices = sorted({c.device for c in cells})
     for i, dev in enumerate(devices):
         mine = [c for c in cells if c.device == dev]
-        r = roofs.get(dev)
-        fig, ax = plt.subplots(figsize=(12, 6))
+        fig, ax = plt.subplots(figsize=(11, 6))
         xs = _span(mine)
-        if r:
-            precisions = {"bf16" if _p(c)["precision"] == "bf16-cl" else str(_p(c)["precision"]) for c in mine}
-            _roofline_axes(ax, r, precisions, xs)
+        lines = roof_lines(mine)
+        for line in lines:
+            _draw_roof(ax, line, xs)
         for c in mine:
-            _points(ax, c)
-        ax.set_title(
-            f"roofline: {plot_text(dev)}\nfilled: train, hollow: val; circle/square: loader, diamond: synthetic-gpu; "
-            "^: batch sweep (labels: batch)",
-            fontsize=9,
-        )
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            _points(ax, c, COLORS.get(str(_p(c)["model"]), "tab:gray"))
+        _axes(ax)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
+        ax.set_ylabel("achieved FLOP/s")
+        ax.set_title(f"roofline: {plot_text(dev)}: every point under the roof of its precision", fontsize=10)
+        model_colors = {m: COLORS[m] for m in MODELS if any(_p(c)["model"] == m for c in mine)}
+        roofs = [(line.label(), PREC_STYLE.get(line.precision, ("-.",))[0], "k") for line in lines]
+        ax.legend(handles=legend_handles(model_colors, roofs, _precisions(mine)), fontsize=7, ncol=3,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.12))  # fmt: skip
         name = f"roofline_device{i + 1}.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
-        md.append(f"![roofline: {md_alt(dev)}]({name})")
+        md += [f"![roofline: {md_alt(dev)}]({name})", ""]
     models = [m for m in MODELS if any(_p(c)["model"] == m for c in cells)]
     if models:
-        fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 6.5), squeeze=False)
+        dev_color = {d: DEVICE_COLORS[j % len(DEVICE_COLORS)] for j, d in enumerate(devices)}
+        fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.8), squeeze=False)
         for ax, m in zip(axes[0], models):
             mine = [c for c in cells if _p(c)["model"] == m]
             xs = _span(mine)
-            for j, dev in enumerate(sorted({c.device for c in mine})):
-                r = roofs.get(dev)
-                bw, comp = (_bandwidth(r), _compute(r, "fp32")) if r else (None, None)
-                if bw and comp:
-                    ax.plot(
-                        xs,
-                        [attainable(x, comp, bw)[0] for x in xs],
-                        ("-", "--", ":", "-.")[j % 4],
-                        color="k",
-                        lw=1,
-                        label=plot_text(f"{dev[:30]} fp32 roof"),
-                    )
-                for c in mine:
-                    if c.device == dev:
-                        _points(ax, c, label_prefix=plot_text(f"{dev[:14]}: "))
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.set_title(m, fontsize=9)
+            for line in roof_lines(mine):  # each device's roof of every precision its points ran at
+                _draw_roof(ax, line, xs, dev_color[line.device])
+            for c in mine:
+                _points(ax, c, dev_color[c.device])
+            _axes(ax)
+            ax.set_title(m, fontsize=10)
             ax.set_xlabel("FLOP/byte")
-            ax.legend(fontsize=5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
         axes[0][0].set_ylabel("achieved FLOP/s")
+        every = roof_lines(cells)
+        roofs = [
+            (line.label(with_device=True), PREC_STYLE.get(line.precision, ("-.",))[0], dev_color[line.device]) for line in every
+        ]
+        fig.legend(handles=legend_handles({}, roofs, _precisions(cells)), fontsize=7, ncol=3,
+                   loc="upper center", bbox_to_anchor=(0.5, 0.0))  # fmt: skip
+        fig.suptitle(
+            "per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10
+        )
         fig.tight_layout()
-        fig.savefig(out / "roofline_per_model.png", dpi=100)
+        fig.savefig(out / "roofline_per_model.png", dpi=100, bbox_inches="tight")
         plt.close(fig)
-        md.append("![per-model rooflines across devices](roofline_per_model.png)")
+        md += ["![per-model rooflines across devices](roofline_per_model.png)", ""]
     return md
 
 
@@ -427,7 +612,8 @@ EPOCH_COLS = [
     ("batches", "batches train/val"),
     ("train_s", "train pass s"),
     ("val_s", "val pass s"),
-    ("proj_s", "projected 100k-image epoch s"),
+    ("seed_images", "seed epoch, images"),
+    ("proj_s", "ours projected to the seed epoch: train / val s"),
     ("seed_epoch", "seed train / val epoch"),
 ]
 UTIL_COLS = [
@@ -471,6 +657,9 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "claim need the real tree (`orchestrate.py data fetch tinyimagenet --allow-http`).**",
             "",
         ]
+    md += speedup_section(speedups(groups))
+    md += claims_section(groups)
+    md += figures(cells, out)
     md += ["#### Measured roofs (seed Table 7 beside)", "", markdown(roofs_table(roofs), [
         ("device", "device"), ("fp32", "fp32 GFLOP/s"), ("tf32", "tf32 GFLOP/s"), ("bf16", "bf16 GFLOP/s"),
         ("bw", "memory GB/s"), ("sheet", "datasheet"), ("when", "measured"),
@@ -501,7 +690,17 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         markdown(perf_table(groups), PERF_COLS),
         "",
     ]
-    md += ["#### Pass times (seed Table 4)", "", markdown(perf_table(groups), EPOCH_COLS), ""]
+    md += [
+        "#### Pass times (seed Table 4)",
+        "",
+        f"The seed's 'epoch' was its max-batch control: {seed.EPOCH_BATCHES} batches. Its Table 4 seconds x Table 3 img/s "
+        f"= {seed.EPOCH_IMAGES:,} images (batch 128) in 22 of its 24 entries and 3,200 (batch 64) for SqueezeNet1.1 on the "
+        "T4, not Tiny-ImageNet's 100,000 training images. Our passes ran the batches shown; each is projected to the "
+        "seed's epoch for the same model and kind of device as seed-epoch images / our img/s.",
+        "",
+        markdown(perf_table(groups), EPOCH_COLS),
+        "",
+    ]
     md += [
         "#### Utilisation (seed Table 5)",
         "",
@@ -521,23 +720,70 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     if sw:
         md += ["#### Scenario B: batch sweep (seed Table 6: SqueezeNet1.1 " + "; ".join(f"b{b} {t} img/s {g} GFLOP/s" for b, t, g in seed.SWEEP) + ")", "", markdown(sw, [
             ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"), ("ips", "img/s"),
-            ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("note", "note"),
+            ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("n", "n"), ("note", "note"),
         ]), ""]  # fmt: skip
-    sp = speedup_table(groups)
-    md += ["#### Cross-device speedups (seed Table 8)", ""]
-    md += (
-        [markdown(sp, [("model", "model"), ("pair", "devices"), ("ours", "ours (train img/s ratio)"), ("seed", "seed")]), ""]
-        if sp
-        else ["One device in these results: speedups need a second device's cells (merge result dirs in `report`).", ""]
-    )
-    md += ["#### The seed's claims and what checking them needs", "", markdown(
-        [{"claim": a, "ours": b, "needs": n} for a, b, n in CLAIMS], [("claim", "seed's claim"), ("ours", "read from"), ("needs", "needs")]
-    ), ""]  # fmt: skip
     flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
     if flagged:
         md += ["⚑ flagged cells: " + "; ".join(flagged), ""]
-    md += figures(cells, roofs, out)
     return md
+
+
+def speedup_section(sp: list[Speedup]) -> list[str]:
+    md = ["#### How much faster: cross-device speedups (seed Table 8)", ""]
+    if not sp:
+        return md + ["One device in these results: speedups need a second device's cells (merge result dirs in `report`).", ""]
+    precs = [p for p in PRECISIONS if any(x.precision == p for x in sp)]
+    md += [
+        "Training img/s of the first device over the second's, same model, precision and batch (scenario A), in both "
+        "pipelines: `loader` (the seed's set-up: JPEGs decoded by DataLoader workers on the host's CPU) and "
+        "`synthetic-gpu` (one batch kept on the device: the hardware alone). **Ours** is the ratio of the medians over "
+        "repeats; its 95 % interval is a bootstrap over repeats (`bench.core.stats.ratio`), paired by repeat only where "
+        'both sides ran in one run; one repeat gives none ("n=1, no interval"). Precision: '
+        + ", ".join(precs)
+        + (
+            " (TF32 off; the only precision a CPU runs, so GPU tf32 and bf16-cl cells have no CPU partner)"
+            if "fp32" in precs
+            else ""
+        )
+        + ". The seed's figure is its Table 8: fp32, its loader, a T4 over a 4-vCPU e2-standard-4.",
+        "",
+        "The devices compared:",
+        "",
+        *speedup_sides(sp),
+        "",
+        markdown(speedup_table(sp), SPEEDUP_COLS),
+        "",
+    ]
+    return md
+
+
+def claims_section(groups: list[list[Cell]]) -> list[str]:
+    from bench.studies.roofline.claims import verdicts
+
+    rows = [
+        {"claim": v.claim, "verdict": v.verdict, "evidence": v.evidence, "rule": v.rule}
+        for v in verdicts(groups, speedups(groups))
+    ]
+    return [
+        "#### Does the seed's claim hold? (verdicts on these devices)",
+        "",
+        "Each verdict is computed from the cells of this report (`bench/studies/roofline/claims.py`): holds, does not "
+        "hold, unclear (the 95 % intervals overlap), needs real data, not measured here, or figures, not a claim. "
+        "A verdict resting on one repeat says so. They test the claims on OUR "
+        "devices, not the seed's (a T4, an M3 Pro, a 4-vCPU e2-standard-4): a ratio's size belongs to the two devices "
+        "compared; which model gains most, and which side of a ridge point a model lies, carry over.",
+        "",
+        markdown(
+            rows,
+            [
+                ("claim", "the seed's claim (section)"),
+                ("verdict", "verdict"),
+                ("evidence", "ours"),
+                ("rule", "how it is decided"),
+            ],
+        ),
+        "",
+    ]
 
 
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:

@@ -10,6 +10,7 @@ vCPUs; its Table 3 row says "CPU" under the local/cloud heading, its Table 7 say
 from __future__ import annotations
 
 DEVICES = ("MPS", "CPU", "T4")
+KIND = {"cpu": "CPU", "cuda": "T4", "mps": "MPS"}  # our platform -> the seed's device of the same kind
 
 # Table 1 (per 224x224 input) and Table 2 (AI = FLOPs/Image / model size)
 COMPLEXITY = {  # model: (params M, "FLOPs"/image G at 224 (MACs), model size MB, AI FLOP/B)
@@ -50,6 +51,22 @@ EPOCH = {
     ("squeezenet1_1", "CPU"): (263.17, 106.05),
     ("squeezenet1_1", "T4"): (9.23, 7.85),
 }
+
+# The seed's "epoch" is its max-batch control (section 1.4), not Tiny-ImageNet's 100,000 training
+# images: Table 4's seconds x Table 3's img/s (train x train, val x val) is 6,400 images (50
+# batches of 128) in 22 of its 24 entries, each within 2 images (ResNet-18 on the CPU: 720.89 s
+# x 8.88 img/s = 6,401.5); the other two are SqueezeNet1.1 on the T4, 9.23 s x 346.57 = 3,198.8
+# and 7.85 s x 407.77 = 3,201.0: 50 batches of 64, the batch it fell back to "to avoid NaNs".
+# tests/test_roofline_report.py recomputes all 24.
+EPOCH_BATCHES = 50
+EPOCH_IMAGES = 6400
+EPOCH_IMAGES_EXCEPT = {("squeezenet1_1", "T4"): 3200}
+
+
+def epoch_images(model: str, device: str) -> int:
+    """Images in the seed's epoch of MODEL on its DEVICE ("MPS" | "CPU" | "T4"), train or val."""
+    return EPOCH_IMAGES_EXCEPT.get((model, device), EPOCH_IMAGES)
+
 
 # Table 5: GPU util %, CPU util % (None: N/A)
 UTIL = {
