@@ -6,7 +6,9 @@
 #                                         # mlp-scratch float64 (the seed's likely dtype) numpy + cupy +
 #                                         # cupy-tuned, 3 repeats (a rerun resumes finished cells)
 #   bash scripts/gpu_fidelity.sh roofline # seed 003's Table 8 cells (scenario A, fp32, both pipelines,
-#                                         # the four models) with 3 repeats, interleaved
+#                                         # the four models) with 3 repeats, interleaved, 40 training and
+#                                         # 10 validation batches a pass (the default profile's 100/40 do
+#                                         # not fit a device call); a rerun resumes finished cells
 # Data: $KIT_DATA_DIR (default ./.data: the dir holding mnist/). Results: results/reference/<gpu>-*;
 # logs and tarballs under $OUT (default results/gpu-out).
 set -uo pipefail
@@ -39,7 +41,7 @@ case "$mode" in
   roofline)
     ref=results/reference/$gpu-roofline-table8
     run "${REF_S:-540}" roofline.log roofline -p cuda --profile default --only scenario=A --only variant=fp32 \
-      --repeats 3 --schedule interleaved --out "$ref"
+      --set max_train_batches=40 --set max_val_batches=10 --repeats 3 --schedule interleaved --out "$ref"
     timeout 60 python3 orchestrate.py report "$ref" --out "$ref/report" 2>&1 | tail -2
     find "$ref" -name log.txt -size +200k -delete
     tar czf "$OUT/roofline.tgz" "$ref"
