@@ -87,7 +87,7 @@ def test_the_ddp_options_are_the_cells_own():
     finally:
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
             os.environ.pop(k)
-    assert d.rank == 1 and d.world == 2 and d.backend == "gloo" and not d.is_main
+    assert d.rank == 1 and d.world == 2 and d.comm == "gloo" and not d.is_main
     assert d.options == {**DDP_DEFAULTS, "ddp_bucket_mb": 50.0, "ddp_static_graph": True}
     assert list(d.shard(9)) == [1, 3, 5, 7]  # every world-th item; the odd one out dropped, as DistributedSampler does
 

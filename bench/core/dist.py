@@ -29,7 +29,7 @@ class Dist:
     rank: int
     world: int
     local_rank: int
-    backend: str  # nccl | gloo
+    comm: str  # the collectives library: nccl | gloo (not a kit backend)
     options: dict = field(default_factory=lambda: dict(DDP_DEFAULTS))
 
     @classmethod
@@ -49,12 +49,12 @@ class Dist:
     def device(self) -> Any:
         import torch
 
-        return torch.device("cuda", self.local_rank) if self.backend == "nccl" else torch.device("cpu")
+        return torch.device("cuda", self.local_rank) if self.comm == "nccl" else torch.device("cpu")
 
     def barrier(self) -> None:
         import torch.distributed as tdist
 
-        if self.backend == "nccl":
+        if self.comm == "nccl":
             tdist.barrier(device_ids=[self.local_rank])
         else:
             tdist.barrier()
@@ -74,7 +74,7 @@ class Dist:
         if self.world == 1:
             return model
         o = self.options
-        ids = [self.local_rank] if self.backend == "nccl" else None
+        ids = [self.local_rank] if self.comm == "nccl" else None
         return DistributedDataParallel(
             model,
             device_ids=ids,

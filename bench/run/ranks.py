@@ -223,8 +223,8 @@ def rank_facts(dist: Any) -> dict:
     """What the run's system.json says of its ranks: the world, the backend, NCCL's version."""
     import torch
 
-    nccl = ".".join(map(str, torch.cuda.nccl.version())) if dist.backend == "nccl" else None
-    return {"world_size": dist.world, "backend_dist": dist.backend, "nccl_version": nccl, "launcher": "torchrun"}
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if dist.comm == "nccl" else None
+    return {"world_size": dist.world, "backend_dist": dist.comm, "nccl_version": nccl, "launcher": "torchrun"}
 
 
 def interconnect(dist: Any) -> dict:
@@ -238,14 +238,14 @@ def interconnect(dist: Any) -> dict:
 
     if dist.world < 2:
         return {}
-    n = (64 if dist.backend == "nccl" else 4) * 1024 * 1024  # floats: 256 MiB on GPUs, 16 MiB over gloo
+    n = (64 if dist.comm == "nccl" else 4) * 1024 * 1024  # floats: 256 MiB on GPUs, 16 MiB over gloo
     x = torch.ones(n, device=dist.device)
     times = []
     for k in range(7):
         dist.barrier()
         t0 = time.perf_counter()
         tdist.all_reduce(x)
-        if dist.backend == "nccl":
+        if dist.comm == "nccl":
             torch.cuda.synchronize()
         if k >= 2:
             times.append(time.perf_counter() - t0)
@@ -255,7 +255,7 @@ def interconnect(dist: Any) -> dict:
         "allreduce_s": t,
         "allreduce_busbw_gb_per_s": 4 * n * 2 * (dist.world - 1) / dist.world / t / 1e9,
     }
-    if dist.is_main and dist.backend == "nccl":
+    if dist.is_main and dist.comm == "nccl":
         k = torch.cuda.device_count()
         out["p2p_access"] = {
             f"{a}->{b}": bool(torch.cuda.can_device_access_peer(a, b)) for a in range(k) for b in range(k) if a != b
@@ -278,9 +278,9 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
     study = get_study(cell.study)
     dist = Dist.from_env(cell.params)
     timeout = timedelta(seconds=collective_timeout(cell))
-    if dist.backend == "nccl":
+    if dist.comm == "nccl":
         torch.cuda.set_device(dist.local_rank)
-    tdist.init_process_group(dist.backend, timeout=timeout)
+    tdist.init_process_group(dist.comm, timeout=timeout)
     store = tdist.distributed_c10d._get_default_store()
     cell_dir = Path(os.environ.get("KIT_RANK_CELL_DIR") or cell.dir(out))
     rows_path, ctl = cell_dir / ROWS, cell_dir / CTL

@@ -224,7 +224,7 @@ class CellRun(Common):
             per_rank = dist.gather(mem.get("gpu_alloc_peak_mb"))
             dist.barrier()
             mem.update({f"gpu{k}_alloc_peak_mb_torch": v for k, v in enumerate(per_rank) if v is not None})
-            stats["backend_dist"] = dist.backend
+            stats["backend_dist"] = dist.comm
         row = {**self.epoch_row(e, stats, acc, n, eval_s, mem), **self.probe}
         self.epoch_rows.append(row)
         return row
