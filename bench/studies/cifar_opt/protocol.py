@@ -79,12 +79,18 @@ class CellRun:
             "lr": tr.opt.param_groups[0]["lr"] if tr else self.cfg.lr,
             "num_workers": tr.pipe.workers if tr else None,
             "threads": self.threads,
-            "world_size": self.ctx.dist.world if self.ctx.dist else 1,
+            "world_size": self.dist.world if self.dist else 1,
             "n_train": len(self.split.y_train),
             "n_test": len(self.split.y_eval),
             "last_batch": "drop",
             "chance_epochs": self.cfg.chance_epochs,
         }
+
+    @property
+    def dist(self) -> Any:
+        """This rank of a many-device cell (bench.core.dist.Dist), or None: one process (or no
+        context at all, as the unit tests build a run)."""
+        return getattr(self.ctx, "dist", None)
 
     def _ensure_trainer(self) -> Trainer:
         if self.trainer is None:  # optuna: build with the pick, warm up, before the first clock
@@ -115,7 +121,7 @@ class CellRun:
 
         tr = self._ensure_trainer()
         tr.reset_peak()
-        dist = self.ctx.dist
+        dist = self.dist
 
         def sync() -> None:  # the device, then (under ranks) every rank: the clock spans the whole world's epoch
             tr.sync_device()
@@ -156,7 +162,7 @@ class CellRun:
     def inference(self) -> list[dict]:
         from bench.studies.cifar_opt import inference
 
-        if self.ctx.dist and not self.ctx.dist.is_main:  # the deployment forms: rank 0's model alone
+        if self.dist and not self.dist.is_main:  # the deployment forms: rank 0's model alone
             return []
         tr = self._ensure_trainer()
         cfg = self.cfg
