@@ -7,7 +7,8 @@
 #   bash scripts/gpu_profile.sh reference-cpu  # the CPU cells (the CPU's default: 224 px, b64, a reduced protocol of
 #                                          # 2 epochs x 3 steps that the report projects to the seed's 20 x 8,005
 #                                          # images) into the same folder, then its report again: the CPU vs GPU table
-#                                          # and the claims' verdicts. About 4 min on the H100 host's 16 cores.
+#                                          # and the claims' verdicts. Estimated 4 min on the H100 host's 16 cores
+#                                          # (at most 8 min 20 s: its timeouts; a rerun resumes the finished cells).
 # Data: the synthetic cats-vs-dogs tree (generated into $KIT_CACHE_DIR) unless $KIT_DATA_DIR holds catsdogs/.
 # Output under $OUT (default results/gpu-out).
 set -uo pipefail
@@ -30,9 +31,9 @@ case "$mode" in
     ;;
   reference-cpu)
     ref=results/reference/$gpu-profile
-    timeout "${REF_CPU_S:-480}" python3 -m bench matrix profile --platform cpu --profile default --repeats 1 \
+    timeout "${REF_CPU_S:-400}" python3 -m bench matrix profile --platform cpu --profile default --repeats 1 \
       --out "$ref" 2>&1 | tee -a "$OUT/profile-reference-cpu.log" | grep -v '^step' | tail -30
-    timeout 120 python3 orchestrate.py report "$ref" --out "$ref/report" 2>&1 | tail -3
+    timeout 100 python3 orchestrate.py report "$ref" --out "$ref/report" 2>&1 | tail -3
     tar czf "$OUT/profile-reference.tgz" "$ref"
     ;;
 esac

@@ -92,6 +92,23 @@ def test_the_cpus_default_is_a_reduced_protocol_at_the_seeds_size_that_takes_min
     assert total_s < 20 * 60, f"{total_s / 60:.0f} min on the 2-core EPYC"  # minutes, not hours (16 cores: ~8x less)
 
 
+def test_the_cpus_default_cell_pairs_with_the_gpus_seed_cell_in_the_headline():
+    """Only work-amount parameters (bench.core.headline.WORK_AMOUNT) may differ between the CPU's
+    reduced cell and the GPU's run of the seed's setup, or 'GPU over CPU' cannot be formed."""
+    from bench.core.headline import ALWAYS_FREE, WORK_AMOUNT
+    from bench.core.registry import get_study
+
+    st = get_study("profile")
+    cpu = next(c for c in st.matrix("cpu", "default") if c.variant == "finetune")
+    gpu = next(
+        c
+        for c in st.matrix("cuda", "default")
+        if c.variant == "finetune" and c.params["pipeline"] == "loader" and c.params["batch_size"] == 64 and not c.devices
+    )
+    free = set(ALWAYS_FREE) | set(WORK_AMOUNT)
+    assert {k for k in cpu.params.keys() | gpu.params.keys() if cpu.params.get(k) != gpu.params.get(k)} <= free
+
+
 def test_projection_adds_each_epochs_loader_start_to_the_seeds_images(tmp_path):
     p = readout.projection(_cpu_cell(tmp_path))
     assert p is not None and p["reduced"] and "reduced: 3 steps x 2 epochs" in p["protocol"]

@@ -158,14 +158,15 @@ SMOKE = {  # tiny images, few steps, CPU: the whole study's code path in well un
     "synthetic_train_per_class": 24,
     "synthetic_val_per_class": 8,
 }
-# The CPU's default: a reduced protocol, stated. At the seed's 224 px and batch 64, a fine-tuning step
-# takes about 40 s on the 2-core EPYC and about 5 s on 16 Xeon cores (DenseNet-121 trains at about
-# 17 GFLOP an image), so the seed's 20 epochs x 125 steps would take days and hours. Each epoch
-# runs MAX_STEPS steps; the report projects the measured time per image (plus each epoch's loader
-# start) to the seed's 20 epochs x 8,005 images, beside the GPU cells projected the same way, and
-# labels both as projections. About 16 steps' worth a cell (warm-up 1, epochs 2 x 3 + 1 eval batch
-# each, sampler cost 1 + 2, profiler 3 at its slowdown): ~2 min fine-tuning on 16 cores, ~12 min
-# on 2; frozen about a third of that.
+# The CPU's default: a reduced protocol, stated. At the seed's 224 px and batch 64 a fine-tuning step
+# takes about 40 s on the 2-core EPYC (CPU_IMG_S_224 below) and, by core count, an estimated 5-7 s
+# on the H100 host's 16 Xeon cores (not yet measured there), so the seed's 20 epochs x 125 steps
+# would take about a day and about 4 h. Each epoch runs MAX_STEPS steps; the report projects the
+# measured time per image (plus each epoch's loader start) to the seed's 20 epochs x 8,005 images,
+# beside the GPU cells projected the same way, and labels both as projections. About 17 steps' worth
+# a cell (warm-up 1, epochs 2 x 3 + 1 eval batch each, sampler cost 1 + 2, profiler 1 + 3 at its
+# slowdown): about 12 min fine-tuning and 4 min frozen on 2 cores (Study.estimate), about 2 and 1
+# min on 16.
 CPU_DEFAULT = {
     "epochs": 2,
     "max_steps": 3,
@@ -173,8 +174,7 @@ CPU_DEFAULT = {
     "warmup_steps": 1,
     "overhead_blocks": 1,
     "overhead_steps": 1,
-    "prof_wait": 0,
-    "prof_warmup": 1,
+    "prof_warmup": 1,  # prof_wait stays 1: it is not a work-amount parameter, so the headline pairs the CPU with the GPU
     "prof_active": 2,
     "idle_s": 2.0,
 }
