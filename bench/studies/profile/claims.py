@@ -58,14 +58,15 @@ def gpu_vs_cpu(cells: list[Cell]) -> Verdict:
     if not pairs:
         cpu = [c for c in cells if is_backend(c, "torch-cpu") and rows(c, "epoch")]
         sizes = sorted({f"{num(param(c, 'image_size')) or 0:.0f}" for c in cpu})
-        if cpu:
-            why = (
-                f"the CPU cells ran at {', '.join(sizes)} px, batch {cpu[0].first.get('batch_size')} (not the seed's 224 px, b64)"
-            )
-        else:
-            why = "no CPU cell ran"
-        gpu = any(_one_gpu(c) for c in cells)
-        return NOT_HERE, why + ("" if gpu else "; no GPU cell either") + ": run --platform cpu --profile default (224 px, b64)"
+        why = (
+            f"the CPU cells ran at {', '.join(sizes)} px, batch {cpu[0].first.get('batch_size')}, not the seed's 224 px, b64"
+            if cpu
+            else "no CPU cell ran"
+        )
+        why += " (--platform cpu --profile default runs them)"
+        if not any(_one_gpu(c) for c in cells):
+            why += "; no GPU cell ran (--platform cuda --profile default)"
+        return NOT_HERE, why
     out, ratios = [], []
     for on_cpu, on_gpu in pairs:
         a, b = projection(on_cpu), projection(on_gpu)
