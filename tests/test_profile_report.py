@@ -136,7 +136,12 @@ def test_the_gpu_vs_cpu_claim_gets_its_verdict_from_the_projection(tmp_path):
     verdict, ev = claims.gpu_vs_cpu([_cpu_cell(tmp_path), _gpu_cell(tmp_path)])
     assert verdict == "holds" and "projected" in ev and "seed 6.5x" in ev and "reduced" in ev
     verdict, ev = claims.gpu_vs_cpu([_gpu_cell(tmp_path)])
-    assert verdict == "not measured here" and "no CPU cell" in ev
+    assert verdict == "not measured here" and "no CPU cell ran" in ev
+    frozen = _cpu_cell(tmp_path)
+    for r in frozen.rows:
+        r["variant"] = "frozen"
+    verdict, ev = claims.gpu_vs_cpu([frozen, _gpu_cell(tmp_path)])
+    assert verdict == "not measured here" and "the CPU cells: frozen at 224 px, b64" in ev
 
 
 # ---- 2: GPU energy never dropped for want of RAPL

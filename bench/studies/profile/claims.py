@@ -57,13 +57,12 @@ def gpu_vs_cpu(cells: list[Cell]) -> Verdict:
     pairs = [(a, b) for a, b in cpu_gpu_pairs(cells) if a.first.get("variant") == "finetune" and a.first.get("batch_size") == 64]
     if not pairs:
         cpu = [c for c in cells if is_backend(c, "torch-cpu") and rows(c, "epoch")]
-        sizes = sorted({f"{num(param(c, 'image_size')) or 0:.0f}" for c in cpu})
-        why = (
-            f"the CPU cells ran at {', '.join(sizes)} px, batch {cpu[0].first.get('batch_size')}, not the seed's 224 px, b64"
-            if cpu
-            else "no CPU cell ran"
+        ran = sorted(
+            {f"{c.first.get('variant')} at {num(param(c, 'image_size')) or 0:.0f} px, b{c.first.get('batch_size')}" for c in cpu}
         )
-        why += " (--platform cpu --profile default runs them)"
+        why = "no CPU fine-tuning cell at the seed's 224 px, b64 beside a one-GPU one"
+        why += f" (the CPU cells: {'; '.join(ran)})" if ran else " (no CPU cell ran)"
+        why += "; --platform cpu --profile default runs it"
         if not any(_one_gpu(c) for c in cells):
             why += "; no GPU cell ran (--platform cuda --profile default)"
         return NOT_HERE, why
