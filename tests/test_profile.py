@@ -133,6 +133,7 @@ def test_smoke_matrix_runs_profiles_and_reports(tmp_path):
         assert ep["dataset"] == "catsdogs-synthetic" and ep["dataset_real"] is False
         assert ep["weights"] == "random" and ep["world_size"] == 1
         assert ep["samples"] == 3 * 8 and ep["samples_per_s"] > 0 and 0 <= ep["test_acc"] <= 1
+        assert 0 <= ep["first_batch_s"] < ep["epoch_s"]  # the loader's start, inside the timed epoch
         assert ep["telemetry_samples"] >= 1 and ep["cpu_process_pct_mean"] > 0
         assert ep["energy_net_j"] is None or ep["energy_net_j"] > 0  # RAPL is rarely readable in a VM: then None, said why
         if ep["energy_net_j"] is None:
@@ -146,6 +147,8 @@ def test_smoke_matrix_runs_profiles_and_reports(tmp_path):
         assert trace.stat().st_size > 0 and trace.name.endswith(".json.gz")
         prof = json.loads((c.dir / "profile.json").read_text())
         assert prof["ops_self_cpu"] and prof["ops_self_cpu"][0]["self_cpu_ms"] > 0
+        assert prof["kernels_self_device"] == []  # a CPU run: no kernel level
+        assert not any(o["name"].startswith("ProfilerStep") for o in prof["ops_self_cpu"])  # one level: operators
         assert (c.dir / "telemetry.csv").read_text().count("\n") >= 2
         frozen = c.first["variant"] == "frozen"
         assert (ep["params_trainable"] < ep["params_total"] / 100) == frozen
@@ -161,8 +164,12 @@ def test_smoke_matrix_runs_profiles_and_reports(tmp_path):
         "NOT cats vs dogs",
         "Training time, CPU vs GPU",
         "Step-time breakdown",
+        "profiler slowdown",
         "top ",
         "sampler cost",
+        "reduced: 3 steps x 2 epochs",
+        "CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
+        "| verdict | evidence |",
     ):
         assert want in text, want
     assert any(p.name.startswith("profile_telemetry_") for p in (tmp_path / "rep").iterdir())

@@ -229,3 +229,17 @@ def test_two_cycles_give_two_traces_and_op_table_covers_both(tmp_path):
     assert [s["step"] for s in sp.step_breakdown()["steps"]] == ["ProfilerStep#1", "ProfilerStep#3"]
     [mm] = [r for r in sp.op_table(sort_by="self_cpu", k=100) if r["name"] == "aten::mm"]
     assert mm["calls"] == 2, "acc_events: both active steps, one per cycle"
+
+
+def test_op_table_levels_keep_operators_and_kernels_apart(cpu_run):
+    """level=op: the CPU-side rows without annotations (no ProfilerStep*: a range, not an
+    operator); level=kernel: the device rows, none on a CPU run; all: both, as before."""
+    ops = cpu_run.op_table(sort_by="self_cpu", k=500, level="op")
+    every = cpu_run.op_table(sort_by="self_cpu", k=500)
+    assert ops and {r["level"] for r in ops} == {"op"}
+    assert not any(r["name"].startswith("ProfilerStep") for r in ops)
+    assert any(r["name"].startswith("ProfilerStep") for r in every)
+    assert [r["self_cpu_ms"] for r in ops] == sorted((r["self_cpu_ms"] for r in ops), reverse=True)
+    assert cpu_run.op_table(sort_by="self_device", k=50, level="kernel") == []
+    with pytest.raises(KitError, match="level must be one of"):
+        cpu_run.op_table(level="aten")

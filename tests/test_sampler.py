@@ -217,3 +217,68 @@ def test_a_window_that_just_ended_has_its_counters() -> None:
     s.stop()
     assert w["window_s"] == pytest.approx(t1 - t0, abs=1e-6)
     assert isinstance(w["cpu_process_pct_mean"], float) and w["cpu_process_pct_mean"] > 20
+
+
+class _FakeProc:
+    """A process of the tree whose CPU seconds are scripted, one reading per sample."""
+
+    def __init__(self, cpu_s: list[float]):
+        self.cpu_s = iter(cpu_s)
+
+    def read(self) -> tuple[float, int, int]:
+        return next(self.cpu_s), 1 << 20, 1
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeCores:
+    def read(self) -> list[tuple[float, float]]:
+        return [(0.0, 1.0)] * 16
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_found_late_adds_only_what_it_ran_after_it_was_found() -> None:
+    """The tree is listed once a second: 8 DataLoader workers found 1 s late once read as 8 s of
+    CPU in a 0.1 s sample (8,000 %, on 16 cores). The per-sample share now leaves out what a
+    process ran before it was found; the cumulative counter (what windows are cut from) keeps it."""
+    from bench.measure.sampler import _Cpu
+
+    cpu = _Cpu({})
+    cpu.close()
+    cpu.cores = _FakeCores()  # type: ignore[assignment]
+    cpu.tree = {cpu.me.pid: _FakeProc([1.0, 1.05, 1.10, 1.15])}  # type: ignore[dict-item]
+    got = []
+    for k, t in enumerate((0.0, 0.1, 0.2, 0.3)):
+        if k == 2:
+            cpu.tree[2**22 + 1] = _FakeProc([8.0, 8.1])  # type: ignore[assignment]  # found now, 8 s of CPU behind it
+        s: dict = {}
+        cpu.read(s, t, slow=False)
+        got.append(s)
+    assert got[0]["cpu_process_pct"] is None
+    assert got[1]["cpu_process_pct"] == pytest.approx(50.0)
+    assert got[2]["cpu_process_pct"] == pytest.approx(50.0)  # was 8,050 %
+    assert got[3]["cpu_process_pct"] == pytest.approx(150.0)  # the worker's 0.1 s, from now on
+    assert got[2]["cpu_process_s"] == pytest.approx(9.10)  # the counter keeps the worker's whole time
+
+
+def test_gpu_energy_of_a_window_with_no_reading_after_its_end_comes_from_its_power_samples() -> None:
+    """Fake NVML readings: power every 0.1 s (300 and 400 W), the energy counter once a second;
+    the window ends at 2.39 s, after the last reading (2.3 s), as when window() ran before the
+    sampler's next tick. Before: 'none: no energy counter and no power samples'."""
+    s = TelemetrySampler(None, hz=10.0, cpu=False)
+    s.power_fields = {0: "instant"}
+    s.samples = [
+        {"t_s": 0.1 * k, "gpu0_power_w": 300.0 + 100 * (k % 2), **({"gpu0_energy_mj": 350_000 * k // 10} if k % 10 == 0 else {})}
+        for k in range(24)
+    ]
+    a, b = 0.05, 2.39
+    win = [x for x in s.samples if a <= x["t_s"] <= b]
+    out = s._gpu_summary(0, win, a, b)
+    mean = sum(x["gpu0_power_w"] for x in win) / len(win)
+    assert out["gpu0_energy_j"] == pytest.approx(mean * (b - a))
+    assert out["gpu0_energy_source"].startswith(f"mean of the window's {len(win)} instant power samples")
+    inside = s._gpu_summary(0, [x for x in s.samples if 0.05 <= x["t_s"] <= 1.95], 0.05, 1.95)
+    assert inside["gpu0_energy_source"].startswith("counter")  # bracketed: the counter, as before

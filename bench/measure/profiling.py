@@ -45,6 +45,7 @@ MEMSET_CATS = frozenset({"gpu_memset", "memset"})
 GPU_ACTIVITY_CATS = KERNEL_CATS | MEMCPY_CATS | MEMSET_CATS
 
 SORT_KEYS = ("self_device", "self_cpu")
+LEVELS = ("all", "op", "kernel")  # op_table: which rows compete (see there)
 DEVICE_TYPES = ("cpu", "cuda")
 
 Interval = tuple[float, float]  # (start_us, end_us), start <= end
@@ -345,8 +346,16 @@ class StepProfiler:
             )
         return self._prof
 
-    def op_table(self, sort_by: str = "self_device", k: int = 15, group_by_input_shape: bool = False) -> list[dict]:
+    def op_table(
+        self, sort_by: str = "self_device", k: int = 15, group_by_input_shape: bool = False, level: str = "all"
+    ) -> list[dict]:
         """The top `k` rows of prof.key_averages() over the active steps of every recorded cycle.
+
+        `level` says which rows compete: `op` the CPU-side rows (aten operators, runtime calls
+        such as cudaLaunchKernel; annotations such as ProfilerStep* left out), `kernel` the
+        device-side rows (kernels, memcpy, memset), `all` both. An operator's self device time
+        is its kernels' time, so `all` sorted by self_device counts that time twice (the
+        operator and its kernel): a table or chart of one level does not.
 
         Row keys: name, calls, self_cpu_ms, cpu_total_ms, self_device_ms, device_total_ms,
         self_cpu_share (of all self CPU time), self_device_share (of all device-side time, as
@@ -364,6 +373,8 @@ class StepProfiler:
             raise KitError(f"op_table k must be >= 1, got {k}")
         if group_by_input_shape and not self.record_shapes:
             raise KitError("op_table group_by_input_shape needs StepProfiler(record_shapes=True)")
+        if level not in LEVELS:
+            raise KitError(f"op_table level must be one of {', '.join(LEVELS)}, got {level!r}")
         prof = self._recorded("op_table")
         from torch.autograd import DeviceType
 
@@ -376,6 +387,10 @@ class StepProfiler:
         # the denominator of torch's own "Self CUDA %": device-side rows only (an op row's self
         # device time is its kernels' time, which the kernel rows already hold)
         total_self_device_us = sum(a.self_device_time_total for a in avgs if a.device_type != DeviceType.CPU)
+        if level == "op":
+            avgs = [a for a in avgs if a.device_type == DeviceType.CPU and not a.is_user_annotation]
+        elif level == "kernel":
+            avgs = [a for a in avgs if a.device_type != DeviceType.CPU]
         used, note = sort_by, ""
         if sort_by == "self_device" and total_self_device_us <= 0:
             used = "self_cpu"
@@ -402,6 +417,7 @@ class StepProfiler:
                     "device_type": "cpu" if a.device_type == DeviceType.CPU else self.device_type,
                     "sorted_by": used,
                     "sort_note": note,
+                    "level": level,
                 }
             )
         rows.sort(key=lambda r: r[f"{used}_ms"], reverse=True)

@@ -22,7 +22,10 @@ between start() and stop() lies between two samples. Columns (t_s: monotonic s s
                           once per SLOW_S (a slow call), empty in the rows between
   CPU (psutil; "tree" = this process and its descendants, e.g. DataLoader workers)
     cpu_system_pct        every logical CPU of the machine, 0-100
-    cpu_process_pct       the tree, psutil's scale (100 = one core busy), from cpu_process_s deltas
+    cpu_process_pct       the tree, psutil's scale (100 = one core busy), from cpu_process_s deltas; a
+                          process found late (the tree is listed once per SLOW_S) adds only what it
+                          ran after it was found (not its whole past in one interval); the report
+                          shows it as a share of every logical CPU and flags a sample above that
     cpu_process_s         the tree's CPU seconds (user + system, reaped children included)
     cpu_core_min_pct, cpu_core_max_pct   the least and most busy logical CPU
     rss_mb, threads       summed over the tree (a page shared after fork counts once per process: RSS over-counts)
@@ -411,6 +414,7 @@ class _Cpu:
         self.tree: dict[int, _Proc] = {self.me.pid: _Proc(self.me)}
         self._prev_t: float | None = None
         self._prev_cpu_s = 0.0
+        self._prev_pids: set[int] = set()  # the processes read in the previous sample
         self._prev_cores: list[tuple[float, float]] = []
         self.freq = True
         try:
@@ -456,7 +460,7 @@ class _Cpu:
             s["cpu_system_pct"] = None
         if slow:
             self._refresh(s, t_s)
-        cpu_s, rss, threads, gone = 0.0, 0, 0, []
+        cpu_s, rss, threads, gone, backlog, pids = 0.0, 0, 0, [], 0.0, set()
         for pid, p in self.tree.items():
             try:  # a worker that exited and was reaped is in its parent's children times now
                 c, r, n = p.read()
@@ -465,11 +469,17 @@ class _Cpu:
                     gone.append(pid)
                 continue
             cpu_s, rss, threads = cpu_s + c, rss + r, threads + n
+            pids.add(pid)
+            if prev_t is not None and pid not in self._prev_pids:
+                backlog += c  # found now (up to SLOW_S late): its CPU so far ran before this interval
         for pid in gone:
             self.tree.pop(pid).close()
-        # an orphan reaped by init takes its CPU time with it: never a negative share
+        # The share of this interval leaves out a newly found process's CPU before it was found:
+        # 8 DataLoader workers found 1 s late read as 8 s of CPU in a 0.1 s interval (8,000 %, on
+        # 16 cores) otherwise. cpu_process_s (the counter windows are cut from) keeps it. An
+        # orphan reaped by init takes its CPU time with it: never a negative share.
         s["cpu_process_pct"] = (
-            100 * max(0.0, cpu_s - self._prev_cpu_s) / (t_s - prev_t) if prev_t is not None and t_s > prev_t else None
+            100 * max(0.0, cpu_s - backlog - self._prev_cpu_s) / (t_s - prev_t) if prev_t is not None and t_s > prev_t else None
         )
         s["cpu_process_s"] = cpu_s
         s["cpu_core_min_pct"] = min(pct) if pct else None
@@ -477,7 +487,7 @@ class _Cpu:
         s["rss_mb"] = rss / MB
         s["threads"] = threads
         s["processes_system"] = len(psutil.pids())
-        self._prev_t, self._prev_cpu_s, self._prev_cores = t_s, cpu_s, cores
+        self._prev_t, self._prev_cpu_s, self._prev_cores, self._prev_pids = t_s, cpu_s, cores, pids
         if self.rapl.zones:
             try:
                 s["rapl_uj"] = self.rapl.read()
@@ -741,12 +751,19 @@ class TelemetrySampler:
         else:
             ts, vs = _series(self.samples, p + "power_w")
             integral = _integral(ts, vs, a, b)
-            out[p + "energy_j"] = integral
-            out[p + "energy_source"] = (
-                f"trapezoid integral of {field} power samples (no energy counter over the window)"
-                if integral is not None
-                else "none: no energy counter and no power samples over the window"
-            )
+            inside = _vals(win, p + "power_w")
+            if integral is not None:
+                out[p + "energy_j"] = integral
+                out[p + "energy_source"] = f"trapezoid integral of {field} power samples (no energy counter over the window)"
+            elif inside and b > a:  # no reading after the window's end (settle() timed out): what was read, said so
+                out[p + "energy_j"] = statistics.fmean(inside) * (b - a)
+                out[p + "energy_source"] = (
+                    f"mean of the window's {len(inside)} {field} power samples x its {b - a:.2f} s "
+                    "(no counter or power reading after its end)"
+                )
+            else:
+                out[p + "energy_j"] = None
+                out[p + "energy_source"] = "none: no energy counter and no power samples over the window"
         reasons = [int(s[p + "clock_reasons"]) for s in win if s.get(p + "clock_reasons") is not None]
         seen = 0
         for r in reasons:

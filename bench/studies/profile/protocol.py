@@ -47,31 +47,46 @@ def nvml_indices(cfg: Settings) -> tuple[list[int], str | None]:
 
 
 def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> dict:
-    """Energy of one window from the sampler's summary: per GPU and in all, the idle baseline's
-    power x the window subtracted; J per image and images per J. None where not measured."""
+    """Energy of one window from the sampler's summary, each source on its own: the GPUs' (NVML
+    energy counter, else their power samples) and the CPU packages' (RAPL, which VMs and most
+    containers lack). One missing never drops the other. Gross per GPU and in all; net = gross
+    minus the idle baseline's power x the window (None where the baseline is missing); J per
+    image and images per J from the cell's own device's net energy. None where not measured,
+    with the reason in gpu_energy_note / cpu_energy_note."""
     out: dict[str, Any] = {}
     window = summary.get("window_s")
-    total = net = 0.0
-    seen = False
+    win = window if isinstance(window, (int, float)) and window > 0 else None
+    gross: list[float] = []
+    net: list[float] = []
+    why: list[str] = []
     for i in gpus:
         e = summary.get(f"gpu{i}_energy_j")
         w = idle.get(f"gpu{i}_idle_power_w")
         out[f"gpu{i}_energy_j"] = e
-        if isinstance(e, (int, float)) and isinstance(w, (int, float)) and isinstance(window, (int, float)):
-            seen = True
-            total += e
-            net += e - w * window
-    out["gpu_energy_j"] = total if seen else None
-    out["gpu_energy_net_j"] = net if seen else None
-    out["gpu_idle_w"] = sum(float(idle.get(f"gpu{i}_idle_power_w") or 0) for i in gpus) if seen else None
+        if not isinstance(e, (int, float)):
+            why.append(f"GPU {i}: {summary.get(f'gpu{i}_energy_source') or 'not sampled'}")
+            continue
+        gross.append(float(e))
+        if isinstance(w, (int, float)) and win is not None:
+            net.append(float(e) - float(w) * win)
+        else:
+            why.append(f"GPU {i}: no idle baseline, net energy not formed")
+    every = bool(gpus) and len(gross) == len(gpus)  # a sum over some of the GPUs would read as all of them
+    out["gpu_energy_j"] = sum(gross) if every else None
+    out["gpu_energy_net_j"] = sum(net) if every and len(net) == len(gpus) else None
+    idle_w = [w for w in (idle.get(f"gpu{i}_idle_power_w") for i in gpus) if isinstance(w, (int, float))]
+    out["gpu_idle_w"] = float(sum(idle_w)) if gpus and len(idle_w) == len(gpus) else None
+    out["gpu_energy_note"] = ("; ".join(why) or None) if gpus else None
+    counter = all(str(summary.get(f"gpu{i}_energy_source") or "").startswith("counter") for i in gpus)
     ce, cw = summary.get("cpu_energy_j"), idle.get("cpu_idle_power_w")
     out["cpu_energy_j"] = ce
     out["cpu_energy_net_j"] = (
-        ce - cw * window if isinstance(ce, (int, float)) and isinstance(cw, (int, float)) and window else None
+        ce - cw * win if isinstance(ce, (int, float)) and isinstance(cw, (int, float)) and win is not None else None
     )
     out["cpu_energy_note"] = summary.get("cpu_energy_note")
     main = out["gpu_energy_net_j"] if gpus else out["cpu_energy_net_j"]
-    out["energy_source"] = ("GPU (NVML energy counter)" if gpus else "CPU package (RAPL)") if main is not None else None
+    gpu_src = "GPU (NVML energy counter)" if counter else "GPU (NVML power samples: gpu*_energy_source says how)"
+    out["energy_source"] = (gpu_src if gpus else "CPU package (RAPL)") if main is not None else None
     out["energy_net_j"] = main
     out["j_per_img"] = main / samples if main is not None and samples and main > 0 else None
     out["img_per_j"] = samples / main if main is not None and samples and main > 0 else None
@@ -308,12 +323,14 @@ class CellRun(Common):
                 self.trainer.sync()  # each step's GPU work inside its own window (the breakdown cuts by window)
                 prof.step()
         self.trainer.sync()
-        by_dev = prof.op_table("self_device", cfg.prof_top_k)
-        by_cpu = prof.op_table("self_cpu", cfg.prof_top_k)
+        # one level per table: operators (CPU side) by their self device and self CPU time, and on
+        # a GPU the kernels apart (an operator's self device time is its kernels': never both in one)
+        by_dev = prof.op_table("self_device", cfg.prof_top_k, level="op")
+        by_cpu = prof.op_table("self_cpu", cfg.prof_top_k, level="op")
+        kernels = prof.op_table("self_device", cfg.prof_top_k, level="kernel") if self.device.type == "cuda" else []
         br = prof.step_breakdown()
-        (self.ctx.cell_dir / "profile.json").write_text(
-            json.dumps({"ops_self_device": by_dev, "ops_self_cpu": by_cpu, "breakdown": br}, indent=1, default=str)
-        )
+        doc = {"ops_self_device": by_dev, "ops_self_cpu": by_cpu, "kernels_self_device": kernels, "breakdown": br}
+        (self.ctx.cell_dir / "profile.json").write_text(json.dumps(doc, indent=1, default=str))
         unprof = [r["epoch_s"] / r["steps"] * 1e3 for r in self.epoch_rows if r.get("steps")]
         unprof_ms = statistics.median(unprof) if unprof else None
         prof_ms = br.get("mean_step_ms")

@@ -274,7 +274,8 @@ class Trainer:
 
 def train_epoch(tr: Trainer, batches: Batches, barrier=None) -> dict:
     """One timed epoch: device synced (and, under ddp, every rank met at BARRIER) before the
-    clock starts and after the last step. Monotonic start/end times (CLOCK_MONOTONIC is one
+    clock starts and after the last step; first_batch_s: from the start to the first batch in
+    hand (the DataLoader's workers start every epoch; about 0 on synthetic-gpu). Monotonic start/end times (CLOCK_MONOTONIC is one
     clock for every process of the host) let the telemetry sampler cut out the window."""
     import torch
 
@@ -285,7 +286,10 @@ def train_epoch(tr: Trainer, batches: Batches, barrier=None) -> dict:
     t0, m0 = time.perf_counter(), time.monotonic()
     total = torch.zeros((), device=batches.device)
     steps = 0
+    first_batch_s = None
     for x, y in batches.train():
+        if first_batch_s is None:  # the loader's start and first batch (its workers start each epoch)
+            first_batch_s = time.perf_counter() - t0
         total += tr.step(x, y)
         steps += 1
     tr.sync()
@@ -302,6 +306,7 @@ def train_epoch(tr: Trainer, batches: Batches, barrier=None) -> dict:
         "steps": steps,
         "samples": steps * batches.batch * batches.world,
         "samples_per_s": steps * batches.batch * batches.world / (t1 - t0) if steps else None,
+        "first_batch_s": first_batch_s,  # inside epoch_s: what a longer epoch pays once (the report's projection)
         "train_loss": loss,
         "loss_finite": math.isfinite(loss),
         "t_start_mono": m0,
