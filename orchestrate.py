@@ -97,15 +97,23 @@ def data_synth(
 def data_list(
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
 ) -> None:
-    """The datasets the kit can fetch or synthesize, and which are present in the data dir."""
-    from bench.data import FETCHERS, SYNTHESIZERS, present, resolve_data_dir, synthetic_name
+    """The datasets the kit can fetch or synthesize: which the data dir holds, which a run left in the cache."""
+    from bench.core.cache import existing_cache_dir
+    from bench.data import FETCHERS, SYNTHESIZERS, cached, present, resolve_data_dir, synthetic_name
 
-    root = resolve_data_dir(data_dir)
+    root, cache = resolve_data_dir(data_dir), existing_cache_dir()
     have = present(root)
     rows = [(n, f"not present (`data fetch {n}`)") for n in FETCHERS]
-    rows += [(synthetic_name(n), f"not present (`data synth {n}`)") for n in SYNTHESIZERS]
+    for n in SYNTHESIZERS:
+        sets = cached(n)
+        more = f" and {len(sets) - 1} other size(s)" if len(sets) > 1 else ""
+        where = f"in the cache dir: {sets[0].relative_to(cache) if cache else sets[0]}{more}" if sets else ""
+        rows.append((synthetic_name(n), where or f"not present (`data synth {n}`)"))
+    width = max(len(name) for name, _ in rows)
     for name, absent in rows:
-        typer.echo(f"{name:<18} {'present in ' + str(root / name) if name in have else absent}")
+        typer.echo(f"{name:<{width}}  {'present in ' + str(root / name) if name in have else absent}")
+    typer.echo(f"data dir: {root}")
+    typer.echo(f"cache dir: {cache or 'none yet'} (KIT_CACHE_DIR): a run makes a synthetic set there when the data dir has none")
 
 
 StudyOpt = Annotated[list[str] | None, typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]

@@ -83,6 +83,14 @@ def present(root: Path) -> list[str]:
     return sorted(n for n in dict.fromkeys(names) if (root / n).is_dir())
 
 
+def cached(name: str) -> list[Path]:
+    """NAME's synthetic sets that runs generated into the kit's cache dir (what a run uses when
+    the data dir holds no <name>-synthetic/), newest generator version only; creates nothing."""
+    if name not in SYNTHESIZERS:
+        return []
+    return importlib.import_module(SYNTHESIZERS[name][0]).cached_synthetic()
+
+
 def fetch_dataset(
     name: str,
     data_dir: str | os.PathLike | None,

@@ -39,8 +39,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -407,6 +405,16 @@ def _synthetic(root: Path) -> Cifar10:
     return ds
 
 
+def cached_synthetic() -> list[Path]:
+    """The default synthetic set a run generated into the cache dir (what _synthetic reads when the
+    data dir has none), if there; creates nothing."""
+    from bench.core.cache import existing_cache_dir
+
+    cache = existing_cache_dir()
+    path = cache / f"synthetic-v{GENERATOR_VERSION}" / SYNTH_DIR / ARCHIVE if cache else None
+    return [path] if path is not None and path.is_file() else []
+
+
 _SAID: set[str] = set()
 
 
@@ -500,31 +508,16 @@ def fetch_cifar10(
 
 
 def _fetch_into(target: Path, final: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> Path:
-    errors = []
-    for mirror in mirrors:
-        url = mirror.rstrip("/") + "/" + ARCHIVE
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{ARCHIVE}.", suffix=".part", dir=target)
-        except OSError as err:
-            raise KitError(f"cannot write into {target}: {err.strerror}; pass a writable --data-dir") from None
-        try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as resp:
-                total = int(resp.headers.get("Content-Length") or 0)
-                task = progress.add_task(ARCHIVE, total=total or None) if progress else None
-                for chunk in iter(lambda: resp.read(1 << 16), b""):
-                    out.write(chunk)
-                    if progress:
-                        progress.advance(task, len(chunk))
-            got = _md5(Path(tmp))
-            if got != ARCHIVE_MD5:
-                raise KitError(f"{ARCHIVE} from {url}: MD5 mismatch (got {got}, expected {ARCHIVE_MD5})")
-            read_archive(tmp)  # decodes: the right bytes are also a readable archive
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, final)
-            return final
-        except (urllib.error.URLError, OSError, KitError) as err:
-            errors.append(f"{url}: {err}")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    raise KitError(f"could not fetch {ARCHIVE}: " + "; ".join(errors))
+    from bench.data.archive import download
+
+    def decodes(path: Path, url: str) -> None:  # the right bytes are also a readable archive
+        read_archive(path)
+
+    urls = [m.rstrip("/") + "/" + ARCHIVE for m in mirrors]
+    tmp = download(urls, target, ARCHIVE, f"md5:{ARCHIVE_MD5}", timeout_s, progress, check=decodes, dataset=REAL_DIR)
+    try:
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final

@@ -39,6 +39,7 @@ from bench.data.images import (
     ImageDataset,
     ImageIndex,
     TreeWalk,
+    cached_trees,
     check_checksum,
     discard_tree,
     grating_image,
@@ -334,7 +335,7 @@ def fetch_tinyimagenet(
         if not os.access(target, os.W_OK | os.X_OK):
             raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
         urls = [m.rstrip("/") + "/" + ARCHIVE for m in mirrors]
-        zip_path = download(urls, target, ARCHIVE, "md5", ARCHIVE_MD5, timeout_s, progress)
+        zip_path = download(urls, target, ARCHIVE, f"md5:{ARCHIVE_MD5}", timeout_s, progress, dataset=REAL)
         unpack = Path(tempfile.mkdtemp(prefix=f".{TREE}.", suffix=".unpack", dir=target))
         extract_zip(zip_path, unpack)
         if not (unpack / TREE).is_dir():
@@ -369,6 +370,11 @@ def _hint(root: Path) -> str:
 
 
 FAMILY = Family(REAL, SYNTHETIC, SYNTHETIC_VERSION, lambda d: d / REAL / TREE, read_tree, write_synthetic, _hint)
+
+
+def cached_synthetic() -> list[Path]:
+    """The synthetic trees runs generated into the cache dir (bench.data.cached)."""
+    return cached_trees(FAMILY)
 
 
 def load_index(params: dict, data_dir: str | os.PathLike | None) -> ImageIndex:
