@@ -383,26 +383,47 @@ def compare(
     a: Annotated[Path, typer.Argument(help="result dir A (the baseline side: another host, commit or image)")],
     b: Annotated[Path, typer.Argument(help="result dir B (judged against A)")],
     fail_on_regression: Annotated[
-        str | None, typer.Option(help="exit 1 when a configuration regressed by more than this (e.g. 5% or 0.05)")
+        str | None, typer.Option(help="exit 1 when a configuration got slower by more than this (e.g. 5% or 0.05)")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write compare.json and compare.md into this dir")] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="print the comparison as JSON (every number) instead of the table")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="list what only one side holds, and every flag")] = False,
 ) -> None:
-    """Two result sets side by side per configuration: median throughput, ratio B/A with its 95% CI, verdict."""
+    """Two result sets side by side per configuration: a summary line, then B/A with its 95% CI, sorted by change."""
     from host import compare as cmp
 
     try:
         threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
         res = cmp.compare(a, b, threshold)
-        typer.echo(cmp.text(res), nl=False)
+        if json_:
+            import json
+
+            typer.echo(json.dumps(res, indent=2, default=str))
+        else:
+            typer.echo(cmp.text(res, verbose), nl=False)
         if out is not None:
             paths = cmp.write(res, out)
-            typer.echo("wrote " + ", ".join(map(str, paths)))
+            typer.echo("wrote " + ", ".join(map(str, paths)), err=json_)
     except KitError as err:
         fail(str(err))
     except OSError as err:
         fail(f"cannot write {out}: {err.strerror or err}")
+    if fail_on_regression and res["flagged_slower"]:
+        typer.echo(
+            f"note: not failing on {len(res['flagged_slower'])} flagged configuration(s) that look slower: "
+            "rerun them on a quiet machine",
+            err=True,
+        )
     if fail_on_regression and res["regressions"]:
-        typer.echo(f"error: regression beyond {threshold:.0%}: " + "; ".join(res["regressions"]), err=True)
+        names = res["regressions"]
+        line = f"error: regression beyond {threshold:.0%}: " + "; ".join(names)
+        if len(line) > 120:  # the SLOWER line above lists every one
+            line = (
+                f"error: regression beyond {threshold:.0%} in {len(names)} configurations: {names[0]} and {len(names) - 1} more"
+            )
+        typer.echo(line, err=True)
         raise typer.Exit(1)
 
 
