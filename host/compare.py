@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, collect
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
@@ -62,13 +62,13 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
     holding cells that cannot be read (corrupt) or did not finish (partially written)."""
     d = Path(d)
     if not d.exists():
-        raise KitError(f"{role}: {d} does not exist")
+        raise UsageError(f"{role}: {d} does not exist")
     if not d.is_dir():
-        raise KitError(f"{role}: {d} is not a directory")
+        raise UsageError(f"{role}: {d} is not a directory")
     try:
         cells, notes, problems = collect([d])
     except KitError as err:
-        raise KitError(f"{role}: {err}") from None
+        raise type(err)(f"{role}: {err}") from None
     newer = [p for p in problems if "newer than this kit" in p]
     if newer:
         raise KitError(f"{role}: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
@@ -222,11 +222,11 @@ def parse_threshold(text: str) -> float:
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
-        raise KitError(f"threshold {text!r} is not a number: write e.g. 5% or 0.05") from None
+        raise UsageError(f"threshold {text!r} is not a number: write e.g. 5% or 0.05") from None
     if not t.endswith("%") and v >= 1:
-        raise KitError(f"threshold {text!r} is ambiguous: write {t}% or {v / 100:g}")
+        raise UsageError(f"threshold {text!r} is ambiguous: write {t}% or {v / 100:g}")
     if not 0 < v < 1:
-        raise KitError(f"threshold {text!r} must lie between 0% and 100%")
+        raise UsageError(f"threshold {text!r} must lie between 0% and 100%")
     return v
 
 
@@ -646,7 +646,7 @@ def write(res: dict, out: Path) -> list[Path]:
 
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise KitError(f"--out {out} is a file, not a directory")
+        raise UsageError(f"--out {out} is a file, not a directory")
     paths = [out / "compare.json", out / "compare.md"]
     write_json(paths[0], res)
     atomic_write_text(paths[1], markdown(res))

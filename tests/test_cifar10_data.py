@@ -379,16 +379,20 @@ def test_cli_fetch_message_and_one_line_errors(tmp_path, server, monkeypatch):
     url, www = server
     d, run = tmp_path / "d", functools.partial(CliRunner().invoke, orchestrate.app)
     (tmp_path / "file").write_text("x")
-    for args, expect in [
-        (("synth", "cifar10", "--data-dir", str(d), "--n-test", "5"), "at least 10 train and 10 test images"),
-        (("synth", "cifar10", "--data-dir", str(d), "--seed", "-1"), "seed -1: use a seed >= 0"),
-        (("synth", "cifar10", "--data-dir", str(tmp_path / "file")), "cannot write into"),
-        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url), "plain http"),
-        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"), "could not fetch cifar-10-binary.tar.gz"),
+    for args, expect, code in [  # 2: the command line is wrong; 1: it is fine and the work failed
+        (("synth", "cifar10", "--data-dir", str(d), "--n-test", "5"), "at least 10 train and 10 test images", 2),
+        (("synth", "cifar10", "--data-dir", str(d), "--seed", "-1"), "seed -1: use a seed >= 0", 2),
+        (("synth", "cifar10", "--data-dir", str(tmp_path / "file")), "cannot write into", 1),
+        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url), "plain http", 2),
+        (
+            ("fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"),
+            "could not fetch cifar-10-binary.tar.gz",
+            1,
+        ),
     ]:
         out = run(["data", *args])
         err = [line for line in out.stderr.splitlines() if line.strip()]
-        assert out.exit_code == 2 and len(err) == 1 and err[0].startswith("error: ") and expect in err[0], (args, out.stderr)
+        assert out.exit_code == code and len(err) == 1 and err[0].startswith("error: ") and expect in err[0], (args, out.stderr)
     assert not (d / "cifar10").exists() and not (d / "cifar10-synthetic").exists()
     _serve(www, monkeypatch, official(tmp_path / "src.tar.gz")[0].read_bytes())
     out = run(["data", "fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"])

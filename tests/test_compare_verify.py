@@ -237,7 +237,7 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
     before = (bdir / "mnist-cnn.json").read_bytes()
     edit_rows(cell_dir(cpu, "numba-cpu"), lambda rows: rows[0].update(lock_hash=""))
     r = orch("verify", "--make-baseline", cpu, "--name", "mine", "--baselines-dir", bdir)
-    assert r.returncode == 2 and lines(r.stderr)[-1].startswith("error: ") and "does not pass verify" in r.stderr
+    assert r.returncode == 1 and lines(r.stderr)[-1].startswith("error: ") and "does not pass verify" in r.stderr
     assert (bdir / "mnist-cnn.json").read_bytes() == before
 
 
@@ -376,17 +376,17 @@ def _other_study(d: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "make,message,verify_code",
-    [
-        (lambda d: d.parent / "nope", "does not exist", 2),
-        (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 2),
-        (_newer_schema, "schema 99 is newer than this kit", 2),
-        (_partial, "did not finish", 1),
-        (_other_study, "nothing in common", 0),
+    "make,message,code,verify_code,verify_says",
+    [  # exit 2: the path typed is not there; 1: it is, and what it holds cannot be compared or verified
+        (lambda d: d.parent / "nope", "does not exist", 2, 2, "error"),
+        (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 1, 1, "error"),
+        (_newer_schema, "schema 99 is newer than this kit", 1, 1, "error"),
+        (_partial, "did not finish", 1, 1, "FAIL"),
+        (_other_study, "nothing in common", 1, 0, ""),
     ],
     ids=["missing", "empty", "newer-schema", "partial", "other-study"],
 )
-def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, verify_code):
+def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, code, verify_code, verify_says):
     a = Path(shutil.copytree(CPU, tmp_path / "a"))
     shutil.rmtree(a / "mlp-scratch")  # A: mnist-cnn only
     bad = make(cpu)
@@ -394,16 +394,16 @@ def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, ve
     out.mkdir()
     (out / "compare.json").write_text("keep")
     r = orch("compare", a, bad, "--out", out, "--fail-on-regression", "5%")
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == code, r.stdout + r.stderr
     err = lines(r.stderr)
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
     assert (out / "compare.json").read_text() == "keep" and not (out / "compare.md").exists()
     r = orch("verify", bad)
     assert r.returncode == verify_code, r.stdout + r.stderr
-    if verify_code == 2:
+    if verify_says == "error":
         err = lines(r.stderr)
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
-    elif verify_code == 1:
+    elif verify_says == "FAIL":
         assert len([x for x in lines(r.stdout) if x.startswith("FAIL")]) == 1
 
 

@@ -174,7 +174,7 @@ def test_offline_fetch_is_one_line_naming_the_offline_route(tmp_path):
         env=env,
     )
     err = [line for line in out.stderr.splitlines() if line.strip()]
-    assert out.returncode != 0 and len(err) == 1, out.stderr
+    assert out.returncode == 1 and len(err) == 1, out.stderr
     assert err[0].startswith("error: could not fetch train-images-idx3-ubyte.gz: no mirror reachable"), err[0]
     assert "ossci-datasets.s3.amazonaws.com" in err[0] and "--data-dir" in err[0] and "KIT_DATA_DIR" in err[0], err[0]
     assert "urlopen" not in err[0] and "Traceback" not in out.stderr and "HTTPSConnectionPool" not in err[0]

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: cifar10.cache_dir)
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
 
 ARCHIVE = "cifar-10-binary.tar.gz"
@@ -315,11 +315,11 @@ def write_synthetic(root: str | os.PathLike, n_train: int = 6000, n_test: int = 
     """Write the synthetic set in the official binary format to ROOT/cifar10-synthetic/cifar-10-binary.tar.gz,
     byte-identical for the same arguments (gzip and tar mtimes 0, sorted members, uid/gid 0)."""
     if n_train < 10 or n_test < 10:
-        raise KitError(
+        raise UsageError(
             f"a synthetic CIFAR-10 set needs at least 10 train and 10 test images (one per class), got {n_train} and {n_test}"
         )
     if seed < 0:
-        raise KitError(f"seed {seed}: use a seed >= 0")
+        raise UsageError(f"seed {seed}: use a seed >= 0")
     target = Path(root) / SYNTH_DIR
     made = not target.exists()  # a dir this made goes again if the write fails
     try:

@@ -15,7 +15,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.data.mnist import RAW_SHA256
 
 MIRRORS = (
@@ -43,10 +43,10 @@ def check_mirrors(mirrors: tuple[str, ...], allow_http: bool) -> None:
         if scheme == "https" or (scheme == "http" and allow_http):
             continue
         if scheme == "http":
-            raise KitError(
+            raise UsageError(
                 f"mirror {m} is plain http: use https, or pass --allow-http (every file is SHA-256 checked either way)"
             )
-        raise KitError(f"mirror {m}: only https:// URLs are fetched")
+        raise UsageError(f"mirror {m}: only https:// URLs are fetched")
 
 
 def _valid(path: Path, want: str) -> bool:
