@@ -451,7 +451,10 @@ def compare(
 
             typer.echo(json.dumps(res, indent=2, default=str))
         else:
-            typer.echo(cmp.text(res, verbose), nl=False)
+            import shutil
+
+            width = min(cmp.WIDTH, shutil.get_terminal_size((cmp.WIDTH, 24)).columns) if sys.stdout.isatty() else cmp.WIDTH
+            typer.echo(cmp.text(res, verbose, width), nl=False)
         if out is not None:
             paths = cmp.write(res, out)
             typer.echo("wrote " + ", ".join(map(str, paths)), err=json_)
