@@ -81,9 +81,13 @@ def download(
     file hash) and passes CHECK(path, url) (a KitError when it does not), as a temp file in
     DEST_DIR (the caller renames or deletes it). KitError with every mirror's failure otherwise;
     when no mirror answered at all, the line says how to run from a copy DATASET/ already made."""
-    import pooch
-    import requests
-
+    try:
+        import pooch
+        import requests
+    except ImportError as err:
+        raise KitError(
+            f"downloads need pooch ({err.name} is not installed here): bash scripts/setup.sh, or pip install -r requirements/host.txt"
+        ) from None
     pooch.get_logger().setLevel("WARNING")  # its "Downloading ..." notes are not ours to print
     errors, unreachable = [], []
     for url in urls:
