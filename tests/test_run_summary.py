@@ -47,7 +47,8 @@ def test_the_cell_count_says_how_many_repeats_each_configuration_has():
 
 
 def test_every_study_has_a_summary_block():
-    assert set(REFS) == set(studies()), "a study without a committed reference to summarise here"
+    kit = {n for n, s in studies().items() if type(s).__module__.startswith("bench.studies.")}  # not tests' toy
+    assert set(REFS) == kit, "a study without a committed reference to summarise here"
     for name, ref in REFS.items():
         cells, _, _ = collect([ref])
         lines, data = get_study(name).summary([c for c in cells if c.study == name])
