@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""cnn-bench host CLI: doctor, data, build, run, report, all.
+"""cnn-bench host CLI: run the studies on this host, and report, compare, verify and export what every host measured.
 
     python orchestrate.py all                        # every platform this host can run, then the report
     python orchestrate.py run cpu --study STUDY --profile smoke --set key=value
-    python orchestrate.py data fetch NAME            # download a dataset with SHA-256 checks
+    python orchestrate.py data fetch NAME            # download a dataset with checksums
     python orchestrate.py report DIR...              # merge result dirs from any hosts
 
 Host side only: imports no torch, numba or scikit-learn (requirements/host.txt is enough).
-Results go to results/<host>/ unless --out says otherwise.
+Results go to results/<host>/ unless --out says otherwise. Exit status: 0 done; 1 the work
+failed (a download, a build, a cell, a check, a regression); 2 a usage error (an unknown
+command, option, choice or name, a bad value, a path that does not exist).
 """
 
 from __future__ import annotations
@@ -16,16 +18,27 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from bench.core.choices import Profile, Schedule
-from bench.core.errors import KitError
+from bench.core.cli_style import style
+from bench.core.errors import KitError, host_exit_code
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
-data_app = typer.Typer(no_args_is_help=True, help="Datasets: fetch with checksums, or write synthetic ones.")
-app.add_typer(data_app, name="data")
+EXIT_CODES = "Exit status: 0 done, 1 the work failed (download, build, cell, check, regression), 2 a usage error."
+app = typer.Typer(
+    no_args_is_help=True,
+    help=__doc__.splitlines()[0] + "\n\n" + EXIT_CODES,
+    epilog="Example: python orchestrate.py all   (every study on every platform this host can run, then the report)",
+)
+data_app = typer.Typer(
+    no_args_is_help=True,
+    help="Datasets: fetch with checksums, write synthetic ones, list what is here.",
+    epilog="Example: python orchestrate.py data fetch mnist --data-dir data",
+)
+app.add_typer(data_app, name="data", rich_help_panel="Data")
+RUN, RESULTS, IMAGES = "Run", "Results (from any hosts)", "Images"
 
 
 class Runtime(str, Enum):
@@ -34,9 +47,36 @@ class Runtime(str, Enum):
     docker = "docker"
 
 
-def fail(msg: str, code: int = 2):
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
+def fail(err: KitError | str, code: int | None = None) -> NoReturn:
+    """One `error:` line, then exit: CODE, else 2 for a usage error (KitError's UsageError) and 1
+    for any other failure (host_exit_code); a plain message is a failed run (1)."""
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(code if code is not None else host_exit_code(err) if isinstance(err, KitError) else 1)
+
+
+def usage(msg: str) -> NoReturn:
+    """One `error:` line for a command line that cannot work as typed; exit 2 (click's usage status)."""
+    fail(msg, 2)
+
+
+def _version(value: bool) -> None:
+    if value:
+        import bench
+        from bench.core.provenance import source_state
+
+        st = source_state()
+        sha = f"git {st['sha'][:12]}" + (" with uncommitted changes" if st.get("dirty") else "") if st.get("sha") else st["from"]
+        typer.echo(f"cnn-bench {bench.__version__} ({sha})")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the kit's version and git sha, then exit")
+    ] = False,
+) -> None:
+    """cnn-bench host CLI."""
 
 
 def default_out() -> Path:
@@ -45,7 +85,7 @@ def default_out() -> Path:
     return Path("results") / host_label()
 
 
-@data_app.command("fetch")
+@data_app.command("fetch", epilog="Example: python orchestrate.py data fetch cifar10 --data-dir data")
 def data_fetch(
     name: Annotated[str, typer.Argument(help="dataset to fetch (see `data list`)")],
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
@@ -62,11 +102,11 @@ def data_fetch(
         with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()) as progress:
             paths = fetch_dataset(name, data_dir, tuple(mirror) if mirror else None, progress=progress, allow_http=allow_http)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     typer.echo(f"{len(paths)} file{'' if len(paths) == 1 else 's'} verified in {root / name}")
 
 
-@data_app.command("synth")
+@data_app.command("synth", epilog="Example: python orchestrate.py data synth cifar10 --n-train 600 --n-test 120")
 def data_synth(
     name: Annotated[str, typer.Argument(help="dataset whose synthetic set to write (see `data list`)")],
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
@@ -84,28 +124,38 @@ def data_synth(
         mod, fn = SYNTHESIZERS[name]
         takes = inspect.signature(getattr(__import__(mod, fromlist=[fn]), fn)).parameters
         if [k for k in sizes if k not in takes]:
-            fail(f"{name}'s synthetic set is not sized by --n-train/--n-test (its generator takes: {', '.join(list(takes)[1:])})")
+            usage(
+                f"{name}'s synthetic set is not sized by --n-train/--n-test (its generator takes: {', '.join(list(takes)[1:])})"
+            )
     try:
         path = synthesize_dataset(name, data_dir, seed=seed, **sizes)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     size = path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     typer.echo(f"wrote {path} ({size / 1e6:.1f} MB; synthetic, seed {seed}: not the real {name})")
 
 
-@data_app.command("list")
+@data_app.command("list", epilog="Example: python orchestrate.py data list --data-dir /path/to/datasets")
 def data_list(
     data_dir: Annotated[Path | None, typer.Option(help="default $KIT_DATA_DIR or ./data")] = None,
 ) -> None:
-    """The datasets the kit can fetch or synthesize, and which are present in the data dir."""
-    from bench.data import FETCHERS, SYNTHESIZERS, present, resolve_data_dir, synthetic_name
+    """The datasets the kit can fetch or synthesize: which the data dir holds, which a run left in the cache."""
+    from bench.core.cache import existing_cache_dir
+    from bench.data import FETCHERS, SYNTHESIZERS, cached, present, resolve_data_dir, synthetic_name
 
-    root = resolve_data_dir(data_dir)
+    root, cache = resolve_data_dir(data_dir), existing_cache_dir()
     have = present(root)
     rows = [(n, f"not present (`data fetch {n}`)") for n in FETCHERS]
-    rows += [(synthetic_name(n), f"not present (`data synth {n}`)") for n in SYNTHESIZERS]
+    for n in SYNTHESIZERS:
+        sets = cached(n)
+        more = f" and {len(sets) - 1} other size(s)" if len(sets) > 1 else ""
+        where = f"in the cache dir: {sets[0].relative_to(cache) if cache else sets[0]}{more}" if sets else ""
+        rows.append((synthetic_name(n), where or f"not present (`data synth {n}`)"))
+    width = max(len(name) for name, _ in rows)
     for name, absent in rows:
-        typer.echo(f"{name:<18} {'present in ' + str(root / name) if name in have else absent}")
+        typer.echo(f"{name:<{width}}  {'present in ' + str(root / name) if name in have else absent}")
+    typer.echo(f"data dir: {root}")
+    typer.echo(f"cache dir: {cache or 'none yet'} (KIT_CACHE_DIR): a run makes a synthetic set there when the data dir has none")
 
 
 StudyOpt = Annotated[list[str] | None, typer.Option("--study", "-s", help="study to run (repeatable; default: all)")]
@@ -117,7 +167,10 @@ ProfileOpt = Annotated[
 ]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value or study.key=value (repeatable)")]
 OnlyOpt = Annotated[list[str] | None, typer.Option(help="key=value: keep only matching cells (repeatable)")]
-ScheduleOpt = Annotated[Schedule, typer.Option(help="sequential | interleaved | per-device")]
+ScheduleOpt = Annotated[
+    Schedule,
+    typer.Option(help="sequential: one cell after another; interleaved: every cell's steps in turn; per-device: a cell per GPU"),
+]
 RuntimeOpt = Annotated[Runtime, typer.Option(help="auto: containers when a Docker engine answers, else native")]
 DataOpt = Annotated[str | None, typer.Option(help="dir holding the datasets (one subdir each); default $KIT_DATA_DIR or ./data")]
 OutOpt = Annotated[Path | None, typer.Option(help="results dir for this host (default results/<host>)")]
@@ -135,11 +188,11 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=Non
     try:
         select(study or [])  # an unknown study is one line here, before any work
     except KitError as err:
-        fail(str(err))
+        usage(str(err))
     from bench.run.matrix import MAX_REPEATS
 
     if repeats is not None and not 1 <= repeats <= MAX_REPEATS:
-        fail(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats}")
+        usage(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats}")
     return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats)
 
 
@@ -152,13 +205,13 @@ def _execute(
 
     for p in platforms:
         if p not in plan.PLATFORMS:
-            fail(f"unknown platform {p!r}: choose {', '.join(plan.PLATFORMS)}")
+            usage(f"unknown platform {p!r}: choose {', '.join(plan.PLATFORMS)}")
     try:
         root = plan.check_data_dir(data_dir)
         # every option, once, on the host, before any image is built or any cell runs
         plan.validate(req, platforms or list(plan.PLATFORMS), root)
-    except KitError as err:
-        fail(str(err))
+    except KitError as err:  # the options, the data dir, a dataset asked for by name: the command line
+        usage(str(err))
     reason = plan.engine_reason() if runtime != Runtime.native else "--runtime native"
     if runtime == Runtime.docker and reason:
         fail(reason)
@@ -187,7 +240,7 @@ def _execute(
         try:
             code = plan.run_native(req, todo, out, data_dir)
         except KitError as err:
-            fail(str(err))
+            fail(err)
         for p in todo:
             notes[p] = {
                 "status": "ran" if code == 0 else "errors",
@@ -227,7 +280,9 @@ def _execute(
     return notes, code
 
 
-@app.command()
+@app.command(
+    rich_help_panel=RUN, epilog="Example: python orchestrate.py run cpu --study mnist-cnn --profile smoke --runtime native"
+)
 def run(
     platforms: Annotated[list[str] | None, typer.Argument(help="cpu | cuda | mps (default: every one this host can run)")] = None,
     study: StudyOpt = None,
@@ -263,7 +318,7 @@ def _report(dirs: list[Path], out: Path) -> dict:
             typer.echo(line, err=True)
         info = build_report(dirs, out)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     for name, s in info["studies"].items():
         typer.echo(
             f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
@@ -272,7 +327,7 @@ def _report(dirs: list[Path], out: Path) -> dict:
     return info
 
 
-@app.command()
+@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py report results/myhost results/reference/*")
 def report(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
     out: Annotated[Path, typer.Option(help="where REPORT.md, the tables and the plots go")] = Path("results/report"),
@@ -281,7 +336,7 @@ def report(
     _report(list(dirs), out)
 
 
-@app.command("all")
+@app.command("all", rich_help_panel=RUN, epilog="Example: python orchestrate.py all --profile smoke --schedule interleaved")
 def all_cmd(
     study: StudyOpt = None,
     profile: ProfileOpt = Profile.auto,
@@ -310,7 +365,7 @@ def all_cmd(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results.tar.gz")
 def export(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs to bundle, from any hosts")],
     out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("cnn-bench-results.tar.gz"),
@@ -325,7 +380,7 @@ def export(
             typer.echo(line, err=True)
         info = export_bundle(kept, out)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     except OSError as err:
         fail(f"cannot write {out}: {err.strerror or err}")
     typer.echo(f"bundle: {info['path']} ({info['cells']} cells, {info['files']} files, {info['bytes'] / 1e6:.1f} MB)")
@@ -337,7 +392,7 @@ class RefPreset(str, Enum):
     gpu_cuda = "gpu-cuda"
 
 
-@app.command()
+@app.command(rich_help_panel=RUN, epilog="Example: python orchestrate.py reference cpu --data-dir /path/to/datasets")
 def reference(
     preset: Annotated[RefPreset, typer.Argument(help="cpu | gpu | gpu-cuda (host/reference.py says what each runs)")],
     data_dir: DataOpt = None,
@@ -355,9 +410,9 @@ def reference(
         sha = None if allow_dirty else check_clean()
         dest = out_dir(preset.value, out)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     if plan.check_data_dir(data_dir) is None:
-        fail("a reference runs on real data: pass --data-dir (the dir holding mnist/) or set KIT_DATA_DIR")
+        usage("a reference runs on real data: pass --data-dir (the dir holding mnist/) or set KIT_DATA_DIR")
     n = repeats if repeats is not None else p.repeats
     typer.echo(
         f"reference {preset.value}: {p.about}; {n} repeats, {p.schedule}, native -> {dest}"
@@ -370,35 +425,61 @@ def reference(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(
+    rich_help_panel=RESULTS, epilog="Example: python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%"
+)
 def compare(
     a: Annotated[Path, typer.Argument(help="result dir A (the baseline side: another host, commit or image)")],
     b: Annotated[Path, typer.Argument(help="result dir B (judged against A)")],
     fail_on_regression: Annotated[
-        str | None, typer.Option(help="exit 1 when a configuration regressed by more than this (e.g. 5% or 0.05)")
+        str | None, typer.Option(help="exit 1 when a configuration got slower by more than this (e.g. 5% or 0.05)")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write compare.json and compare.md into this dir")] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="print the comparison as JSON (every number) instead of the table")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="list what only one side holds, and every flag")] = False,
 ) -> None:
-    """Two result sets side by side per configuration: median throughput, ratio B/A with its 95% CI, verdict."""
+    """Two result sets side by side per configuration: a summary line, then B/A with its 95% CI, sorted by change."""
     from host import compare as cmp
 
     try:
         threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
         res = cmp.compare(a, b, threshold)
-        typer.echo(cmp.text(res), nl=False)
+        if json_:
+            import json
+
+            typer.echo(json.dumps(res, indent=2, default=str))
+        else:
+            import shutil
+
+            width = min(cmp.WIDTH, shutil.get_terminal_size((cmp.WIDTH, 24)).columns) if sys.stdout.isatty() else cmp.WIDTH
+            typer.echo(cmp.text(res, verbose, width), nl=False)
         if out is not None:
             paths = cmp.write(res, out)
-            typer.echo("wrote " + ", ".join(map(str, paths)))
+            typer.echo("wrote " + ", ".join(map(str, paths)), err=json_)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     except OSError as err:
         fail(f"cannot write {out}: {err.strerror or err}")
+    if fail_on_regression and res["flagged_slower"]:
+        typer.echo(
+            f"note: not failing on {len(res['flagged_slower'])} flagged configuration(s) that look slower: "
+            "rerun them on a quiet machine",
+            err=True,
+        )
     if fail_on_regression and res["regressions"]:
-        typer.echo(f"error: regression beyond {threshold:.0%}: " + "; ".join(res["regressions"]), err=True)
+        names = res["regressions"]
+        line = f"error: regression beyond {threshold:.0%}: " + "; ".join(names)
+        if len(line) > 120:  # the SLOWER line above lists every one
+            line = (
+                f"error: regression beyond {threshold:.0%} in {len(names)} configurations: {names[0]} and {len(names) - 1} more"
+            )
+        typer.echo(line, err=True)
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py verify results/myhost --baseline cpu-2core-epyc")
 def verify(
     dir: Annotated[Path, typer.Argument(help="result dir to check (or, with --make-baseline, to make a baseline of)")],
     baseline: Annotated[
@@ -432,7 +513,7 @@ def verify(
             return
         res = ver.verify(dir, baseline, not allow_unbaselined, bdir)
     except KitError as err:
-        fail(str(err))
+        fail(err)
     for v in res["verdicts"]:
         typer.echo(v.line())
     typer.echo(res["summary"])
@@ -445,7 +526,10 @@ try:  # image commands (doctor, base, build), when that part of the kit is prese
 except ImportError:
     pass
 else:
-    _register_docker(app)
+    _register_docker(app, IMAGES)
+
+
+style(app)  # click's help conventions: TEXT, PATH, INTEGER, [a|b] (bench/core/cli_style.py)
 
 
 if __name__ == "__main__":
@@ -453,4 +537,4 @@ if __name__ == "__main__":
         app()
     except KitError as err:
         typer.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        sys.exit(host_exit_code(err))

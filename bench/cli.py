@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from bench.core.choices import Profile, Schedule
+from bench.core.cli_style import style
 from bench.core.errors import KitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: run studies on this host.")
@@ -186,6 +187,9 @@ def selfcheck(
         fail(f"unknown platform {plat!r}: choose cpu, cuda or mps")
     ok = run_selfcheck(plat, echo=typer.echo)
     raise typer.Exit(0 if ok else 1)
+
+
+style(app)  # click's help conventions: TEXT, PATH, INTEGER, [a | b] (bench/core/cli_style.py)
 
 
 def main() -> None:

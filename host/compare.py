@@ -1,6 +1,7 @@
 """`orchestrate.py compare A B`: two result sets (two hosts, two commits, two images) side by
-side, one line per configuration both hold, with the speed ratio B/A, its 95 % interval and
-a regression verdict.
+side, as pyperf's compare_to and asv's compare do: one summary line first (how many
+configurations got faster, slower, or show no significant change, and the geometric mean of
+the ratios with its interval), then one row per configuration both hold, sorted by change.
 
 What makes two cells "the same cell" across sets (`match_key`): the same study, backend,
 variant, seed and parameters. Left out: the repeat (repeats are the sample), the readable
@@ -18,10 +19,17 @@ session, so they are never paired).
 
 Verdict, for a threshold t (`--fail-on-regression`, default 5 %) and the interval [lo, hi]:
 
-    regression           hi < 1 - t   B slower than A by more than t, the whole interval beyond it
-    improvement          lo > 1 + t   B faster than A by more than t, the whole interval beyond it
-    no clear difference  otherwise
-    one repeat           a side has fewer than 2 repeats: no interval, no verdict (never a regression)
+    slower           hi < 1 - t   B slower than A by more than t, the whole interval beyond it (a regression)
+    faster           lo > 1 + t   B faster than A by more than t, the whole interval beyond it
+    not significant  otherwise
+    one repeat       a side has fewer than 2 repeats: no interval, no verdict (never a regression)
+    flagged          a cell of either side carries a noise flag (bench.core.noise) and the interval
+                     says slower or faster: shown (⚑, with what it would be) but not judged on its
+                     own: no flagged pair is a regression or an improvement until a quiet rerun says so
+
+Summary: the counts of each verdict and the geometric mean of every matched ratio with a 95 %
+interval from `scipy.stats.bootstrap` over those ratios (`bench.core.stats.geomean`: the
+configurations are resampled, so the interval says how much the set as a whole moved).
 
 Host side: no torch or numba; scipy (through bench.core.stats) only when an interval is computed.
 """
@@ -29,17 +37,18 @@ Host side: no torch or numba; scipy (through bench.core.stats) only when an inte
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, collect
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
-from bench.core.text import md_code
+from bench.core.text import md_code, term
 
 DEFAULT_THRESHOLD = 0.05
 # keys of a cell spec that are not part of its configuration across sets
@@ -53,13 +62,13 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
     holding cells that cannot be read (corrupt) or did not finish (partially written)."""
     d = Path(d)
     if not d.exists():
-        raise KitError(f"{role}: {d} does not exist")
+        raise UsageError(f"{role}: {d} does not exist")
     if not d.is_dir():
-        raise KitError(f"{role}: {d} is not a directory")
+        raise UsageError(f"{role}: {d} is not a directory")
     try:
         cells, notes, problems = collect([d])
     except KitError as err:
-        raise KitError(f"{role}: {err}") from None
+        raise type(err)(f"{role}: {err}") from None
     newer = [p for p in problems if "newer than this kit" in p]
     if newer:
         raise KitError(f"{role}: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
@@ -213,22 +222,26 @@ def parse_threshold(text: str) -> float:
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
-        raise KitError(f"threshold {text!r} is not a number: write e.g. 5% or 0.05") from None
+        raise UsageError(f"threshold {text!r} is not a number: write e.g. 5% or 0.05") from None
     if not t.endswith("%") and v >= 1:
-        raise KitError(f"threshold {text!r} is ambiguous: write {t}% or {v / 100:g}")
+        raise UsageError(f"threshold {text!r} is ambiguous: write {t}% or {v / 100:g}")
     if not 0 < v < 1:
-        raise KitError(f"threshold {text!r} must lie between 0% and 100%")
+        raise UsageError(f"threshold {text!r} must lie between 0% and 100%")
     return v
 
 
 def judge(lo: float | None, hi: float | None, threshold: float) -> str:
+    """The verdict of an interval [LO, HI] of B/A at THRESHOLD (module docstring)."""
     if lo is None or hi is None:
-        return "one repeat: no verdict"
+        return "one repeat"
     if hi < 1 - threshold:
-        return "regression"
+        return "slower"
     if lo > 1 + threshold:
-        return "improvement"
-    return "no clear difference"
+        return "faster"
+    return "not significant"
+
+
+VERDICTS = ("faster", "slower", "not significant", "flagged", "one repeat")
 
 
 def _side(g: Group, part: str) -> dict:
@@ -299,6 +312,8 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
             if sa["flags"] or sb["flags"]:
                 notes.append("flagged: " + "; ".join(f"{s}: {f}" for s, f in (("A", sa["flags"]), ("B", sb["flags"])) if f))
             multi = len(both) > 1 or p != a.config.get("backend")
+            plain = judge(r.lo, r.hi, threshold)
+            flagged = bool(sa["flags"] or sb["flags"])
             matched.append(
                 {
                     "study": a.config["study"],
@@ -310,29 +325,57 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
                     "ratio": r.median,
                     "ratio_lo": r.lo,
                     "ratio_hi": r.hi,
-                    "verdict": judge(r.lo, r.hi, threshold),
+                    "verdict": "flagged" if flagged and plain in ("faster", "slower") else plain,
+                    "would_be": plain,  # the verdict without the flags (= verdict unless flagged)
+                    "flagged": flagged,
                     "notes": notes,
                     "config_spec": a.config,
                 }
             )
     only_a = [f"{g.config['study']} {config_label(g.config)}" for k, g in ga.items() if k not in gb]
     only_b = [f"{g.config['study']} {config_label(g.config)}" for k, g in gb.items() if k not in ga]
+    matched.sort(key=lambda m: (m["ratio"], m["config"]))  # by change: the largest slowdown first
     return {
         "a": str(a_dir),
         "b": str(b_dir),
         "threshold": threshold,
         "definition": (
             f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "
-            f"[lo, hi] with the sets resampled independently; regression: hi < {1 - threshold:g} (B slower by more than "
-            f"{threshold:.0%} with the whole interval beyond it); improvement: lo > {1 + threshold:g}; otherwise no clear "
-            "difference; a side with one repeat has no interval and no verdict"
+            f"[lo, hi] with the sets resampled independently; slower (a regression): hi < {1 - threshold:g} (B slower "
+            f"by more than {threshold:.0%} with the whole interval beyond it); faster: lo > {1 + threshold:g}; otherwise "
+            "not significant; a side with one repeat has no interval and no verdict; flagged: a noise flag on either "
+            "side, and the interval would say slower or faster: not judged until a quiet rerun; geometric mean: of "
+            "every matched ratio, 95% interval from scipy.stats.bootstrap over those ratios (percentile)"
         ),
+        "summary": summary(matched),
         "matched": matched,
         "not_compared": not_compared,
         "only_a": only_a,
         "only_b": only_b,
-        "regressions": [m["config"] for m in matched if m["verdict"] == "regression"],
+        "regressions": [m["config"] for m in matched if m["verdict"] == "slower"],
+        "flagged_slower": [m["config"] for m in matched if m["verdict"] == "flagged" and m["would_be"] == "slower"],
         "unjudged": [m["config"] for m in matched if m["ratio_lo"] is None],
+    }
+
+
+def summary(matched: list[dict]) -> dict:
+    """How many matched configuration parts got each verdict, and the geometric mean of their
+    ratios with its 95 % interval (bench.core.stats.geomean: bootstrap over the ratios)."""
+    from bench.core import stats
+
+    count = {v.replace(" ", "_"): sum(m["verdict"] == v for m in matched) for v in VERDICTS}
+    flagged_as = {v: sum(m["verdict"] == "flagged" and m["would_be"] == v for m in matched) for v in ("faster", "slower")}
+    ratios = [m["ratio"] for m in matched if m["ratio"] and m["ratio"] > 0]
+    g = stats.geomean(ratios) if ratios else None
+    return {
+        "n": len(matched),
+        "count": count,
+        "flagged_would_be": flagged_as,
+        "geomean": g.median if g else None,
+        "geomean_lo": g.lo if g else None,
+        "geomean_hi": g.hi if g else None,
+        "geomean_n": len(ratios),
+        "geomean_method": "scipy.stats.bootstrap over the per-configuration ratios (percentile, 95%), mean of log ratios",
     }
 
 
@@ -368,10 +411,24 @@ def _near_miss(ga: dict[str, Group], gb: dict[str, Group]) -> str:
 
 
 # ---------------------------------------------------------------------------- output
+WIDTH = 120  # the widest line compare prints
+FLAG = "⚑"
+
+
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
     return f"{v:,.0f}" if unit == "samples/s" or v >= 1000 else f"{v:,.3g}"
+
+
+def _si(v: float | None) -> str:
+    """A throughput in 3 significant digits with an SI prefix: 1,651,772 -> 1.65M, 0.0123 -> 0.0123."""
+    if v is None:
+        return "-"
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{prefix}"
+    return f"{v:.3g}"
 
 
 def _ci(lo: float | None, hi: float | None, unit: str) -> str:
@@ -382,7 +439,171 @@ def _acc(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.2f}%"
 
 
-def table_rows(res: dict) -> list[list[str]]:
+def _ratio(m: dict) -> str:
+    ci = "n=1" if m["ratio_lo"] is None else f"{m['ratio_lo']:.3f}-{m['ratio_hi']:.3f}"
+    return f"{m['ratio']:.3f}x [{ci}]"
+
+
+def _verdict(m: dict) -> str:
+    """The verdict as a row shows it: a flagged pair says what it would be, and that it is not judged."""
+    if m["verdict"] == "flagged":
+        return f"{FLAG} {m['would_be']}? not judged"
+    return m["verdict"] + (f" {FLAG}" if m.get("flagged") else "")
+
+
+def summary_line(res: dict) -> str:
+    """'5 configurations: 1 faster, 0 slower, 3 not significant, 1 flagged (not judged: ...);
+    geometric mean B/A 0.978x [0.951-1.004] ...': the first line compare prints."""
+    s = res["summary"]
+    c = s["count"]
+    n = s["n"]
+    parts = [f"{c['faster']} faster", f"{c['slower']} slower", f"{c['not_significant']} not significant"]
+    if c["flagged"]:
+        would = ", ".join(f"{v} would be {k}" for k, v in s["flagged_would_be"].items() if v)
+        parts.append(f"{c['flagged']} flagged {FLAG} not judged ({would})")
+    if c["one_repeat"]:
+        parts.append(f"{c['one_repeat']} with one repeat (no verdict)")
+    line = f"{n} configuration{'s' if n != 1 else ''}: " + ", ".join(parts)
+    if s["geomean"] is not None:
+        ci = (
+            f" [95% CI {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}, bootstrap]"
+            if s["geomean_lo"] is not None
+            else " (one ratio: no interval)"
+        )
+        line += f"; geometric mean B/A {s['geomean']:.3f}x{ci}"
+    return line
+
+
+def _sides(res: dict) -> list[str]:
+    out = []
+    for side in ("a", "b"):
+        hosts = sorted({str(h) for m in res["matched"] for h in m[side]["hosts"]})
+        out.append(f"{side.upper()}: {term(res[side])}" + (f" ({term('; '.join(hosts))})" if hosts else ""))
+    return out
+
+
+_LABEL = re.compile(r"^(?P<base>.*?) \((?P<params>[^()]*)\)(?P<part> \[[^\]]*\])?$")
+
+
+def shared_params(labels: list[str]) -> tuple[list[str], list[str]]:
+    """(LABELS without the parameters every one of them shows, those parameters): the table
+    says 'dataset=mnist' once instead of on every row."""
+    found = [_LABEL.match(x) for x in labels]
+    if len(labels) < 2 or not all(found):
+        return labels, []
+    items = [m.group("params").split(", ") for m in found if m]
+    common = [i for i in items[0] if all(i in its for its in items[1:])]
+    out = []
+    for m, its in zip(found, items):
+        assert m is not None
+        rest = [i for i in its if i not in common]
+        out.append(m.group("base") + (f" ({', '.join(rest)})" if rest else "") + (m.group("part") or ""))
+    return out, common
+
+
+def table(res: dict, width: int = WIDTH) -> str:
+    """The matched configurations as a rich table (plain text, no colour), WIDTH columns at most."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    t.add_column("configuration", overflow="fold", ratio=1)
+    t.add_column("unit", no_wrap=True)
+    t.add_column("A", justify="right", no_wrap=True)
+    t.add_column("B", justify="right", no_wrap=True)
+    t.add_column("B/A [95% CI]", justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    labels, _ = shared_params([m["config"] for m in res["matched"]])
+    for m, label in zip(res["matched"], labels):
+        cells = [label, m["unit"], _si(m["a"]["median"]), _si(m["b"]["median"]), _ratio(m), _verdict(m)]
+        t.add_row(*(Text(term(c)) for c in cells))
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, highlight=False, emoji=False, legacy_windows=False).print(t)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+
+
+def _wrap(line: str, width: int = WIDTH, indent: str = "  ") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+
+def _flag_lines(res: dict, verbose: bool, width: int) -> list[str]:
+    """One line per flagged configuration: which repeats carry which flags (cut to WIDTH unless VERBOSE)."""
+    out = []
+    for m in res["matched"]:
+        if not m.get("flagged"):
+            continue
+        line = f"{FLAG} {m['config']}: " + "; ".join(f"{s.upper()} {m[s]['flags']}" for s in ("a", "b") if m[s]["flags"])
+        line = term(line)
+        if verbose:
+            out += _wrap(line, width, "    ")
+        else:
+            out.append(line if len(line) <= width else line[: width - 1] + "…")
+    return out
+
+
+def text(res: dict, verbose: bool = False, width: int = WIDTH) -> str:
+    """What `compare` prints: the summary line, the two sets, the table sorted by change, then
+    what a reader needs to trust it (flags, other environments, what was not compared, counts of
+    what only one side holds: --verbose lists them). No line is wider than WIDTH."""
+    lines = _wrap(summary_line(res), width)
+    lines += [x for s in _sides(res) for x in _wrap(s, width)]
+    common = shared_params([m["config"] for m in res["matched"]])[1]
+    if common:
+        lines += _wrap(term(f"every configuration below: {', '.join(common)}"), width)
+    lines += ["", table(res, width), ""]
+    flags = _flag_lines(res, verbose, width)
+    if flags:
+        lines.append(f"{FLAG} flagged (noise flags on a side; rerun on a quiet machine before trusting a verdict):")
+        lines += flags
+    for m in res["matched"]:
+        for note in m["notes"]:
+            if not note.startswith("flagged"):
+                lines += _wrap(term(f"note: {m['config']}: {note}"), width)
+    lines += [x for line in _lists(res, "- ", term, verbose) for x in (_wrap(line, width) if line else [""])]
+    lines += _wrap(
+        f"B/A: median throughput of B over A's (> 1: B faster) with its 95% bootstrap interval; slower / faster: the "
+        f"whole interval beyond {res['threshold']:.0%} of 1.0; geometric mean: of every B/A above, its interval from "
+        "scipy.stats.bootstrap resampling those ratios (percentile); --json for every number, --out for compare.md",
+        width,
+    )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _lists(res: dict, bullet: str, esc: Callable[[object], str] = str, verbose: bool = True) -> list[str]:
+    """The lists under the table; ESC escapes every value (markdown's `md` for compare.md). Without
+    VERBOSE what only one side holds is a count."""
+    out = []
+    envs = {s: sorted({e for m in res["matched"] for e in m[s].get("environments", [])}) for s in ("a", "b")}
+    if envs["a"] != envs["b"]:
+        out.append(
+            f"A and B ran in other environments (A: {esc('; '.join(envs['a']))}; B: {esc('; '.join(envs['b']))}): "
+            "every ratio compares the environments as well as the work"
+        )
+    only = [(title, items) for title, items in (("only in A", res["only_a"]), ("only in B", res["only_b"])) if items]
+    if only and verbose:
+        for title, items in only:
+            out.append(f"{title} ({len(items)}):")
+            out += [f"{bullet}{esc(x)}" for x in items]
+    elif only:
+        counts = ", ".join(f"{title}: {len(items)} configuration{'s' if len(items) != 1 else ''}" for title, items in only)
+        out.append(f"{counts} (--verbose lists them)")
+    if res["not_compared"]:
+        out.append(f"not compared ({len(res['not_compared'])}):")
+        out += [f"{bullet}{esc(x['config'])}: {esc(x['why'])}" for x in res["not_compared"]]
+    if res["unjudged"]:
+        out.append(f"{len(res['unjudged'])} configuration(s) had one repeat on a side: no interval, no verdict (run --repeats 3)")
+    if res["regressions"]:
+        out.append("SLOWER (regression): " + "; ".join(esc(x) for x in res["regressions"]))
+    return out + [""]
+
+
+def markdown(res: dict) -> str:
     head = [
         "configuration",
         "unit",
@@ -394,69 +615,27 @@ def table_rows(res: dict) -> list[list[str]]:
         "acc B",
         "notes",
     ]
-    rows = [head]
+    md = [f"# compare: A = {md_code(res['a'])}, B = {md_code(res['b'])}", "", md_text(summary_line(res)), ""]
+    md += [md_text(side) + "  " for side in _sides(res)] + [""]
+    md.append(md_row(head))
+    md.append(md_sep(len(head)))
     for m in res["matched"]:
         u = m["unit"]
-        rows.append(
-            [
-                m["config"],
-                u,
-                f"{_fmt(m['a']['median'], u)} ({_ci(m['a']['lo'], m['a']['hi'], u)})",
-                f"{_fmt(m['b']['median'], u)} ({_ci(m['b']['lo'], m['b']['hi'], u)})",
-                f"{m['ratio']:.3f}x (" + ("n=1" if m["ratio_lo"] is None else f"{m['ratio_lo']:.3f}-{m['ratio_hi']:.3f}") + ")",
-                m["verdict"],
-                _acc(m["a"]["acc"]),
-                _acc(m["b"]["acc"]),
-                "; ".join(m["notes"]),
-            ]
+        md.append(
+            md_row(
+                [
+                    m["config"],
+                    u,
+                    f"{_fmt(m['a']['median'], u)} ({_ci(m['a']['lo'], m['a']['hi'], u)})",
+                    f"{_fmt(m['b']['median'], u)} ({_ci(m['b']['lo'], m['b']['hi'], u)})",
+                    _ratio(m),
+                    _verdict(m),
+                    _acc(m["a"]["acc"]),
+                    _acc(m["b"]["acc"]),
+                    "; ".join(m["notes"]),
+                ]
+            )
         )
-    return rows
-
-
-def text(res: dict) -> str:
-    rows = table_rows(res)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = [f"compare A={res['a']}  B={res['b']}  (threshold {res['threshold']:.0%})", ""]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + ("  " + r[-1] if r[-1] else ""))
-    lines.append("")
-    lines += _lists(res, "- ")
-    lines.append(res["definition"])
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _lists(res: dict, bullet: str, esc: Callable[[object], str] = str) -> list[str]:
-    """The lists under the table; ESC escapes every value (markdown's `md` for compare.md)."""
-    hosts = sorted({str(h) for m in res["matched"] for s in ("a", "b") for h in m[s]["hosts"]})
-    out = [
-        f"matched {len(res['matched'])} configuration part(s) by study, backend, variant, seed and parameters (hosts: {esc('; '.join(hosts))})"
-    ]
-    envs = {s: sorted({e for m in res["matched"] for e in m[s].get("environments", [])}) for s in ("a", "b")}
-    if envs["a"] != envs["b"]:
-        out.append(
-            f"A and B ran in other environments (A: {esc('; '.join(envs['a']))}; B: {esc('; '.join(envs['b']))}): "
-            "every ratio compares the environments as well as the work"
-        )
-    for title, items in (("only in A", res["only_a"]), ("only in B", res["only_b"])):
-        if items:
-            out.append(f"{title} ({len(items)}):")
-            out += [f"{bullet}{esc(x)}" for x in items]
-    if res["not_compared"]:
-        out.append(f"not compared ({len(res['not_compared'])}):")
-        out += [f"{bullet}{esc(x['config'])}: {esc(x['why'])}" for x in res["not_compared"]]
-    if res["unjudged"]:
-        out.append(f"{len(res['unjudged'])} configuration(s) had one repeat on a side: no interval, no verdict (run --repeats 3)")
-    if res["regressions"]:
-        out.append("REGRESSION: " + "; ".join(esc(x) for x in res["regressions"]))
-    return out + [""]
-
-
-def markdown(res: dict) -> str:
-    rows = table_rows(res)
-    md = [f"# compare: A = {md_code(res['a'])}, B = {md_code(res['b'])}", ""]
-    md.append(md_row(rows[0]))
-    md.append(md_sep(len(rows[0])))
-    md += [md_row(r) for r in rows[1:]]
     md += [""] + _lists(res, "- ", md_text) + [res["definition"], ""]
     return "\n".join(md)
 
@@ -467,7 +646,7 @@ def write(res: dict, out: Path) -> list[Path]:
 
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise KitError(f"--out {out} is a file, not a directory")
+        raise UsageError(f"--out {out} is a file, not a directory")
     paths = [out / "compare.json", out / "compare.md"]
     write_json(paths[0], res)
     atomic_write_text(paths[1], markdown(res))
@@ -486,6 +665,9 @@ __all__ = [
     "loss_curve",
     "match_key",
     "parse_threshold",
+    "summary",
+    "summary_line",
+    "text",
     "throughput",
     "write",
 ]

@@ -67,14 +67,14 @@ def main() -> None:
         print(note, file=sys.stderr)
     import typer
 
-    from bench.core.errors import KitError
+    from bench.core.errors import KitError, host_exit_code
     from orchestrate import app
 
     try:
         app(args=argv, prog_name="cnn-bench")
     except KitError as err:  # as `python orchestrate.py` does
         typer.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        sys.exit(host_exit_code(err))
 
 
 if __name__ == "__main__":

@@ -7,18 +7,18 @@
     python orchestrate.py build cpu --torch-cpu-only             # torch's CPU wheel: cnn-bench/cpu-torchcpu
 
 Thin layer: every command calls a plain function in host.engine or host.images and prints one
-`error: ...` line with exit code 2 on a KitError.
+`error: ...` line on a KitError: exit 2 for a usage error, 1 when the work failed (a build).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError, host_exit_code
 
 
 class BuildTarget(str, Enum):
@@ -27,9 +27,9 @@ class BuildTarget(str, Enum):
     all = "all"
 
 
-def _fail(err: KitError) -> None:
+def _fail(err: KitError) -> NoReturn:
     typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(host_exit_code(err))
 
 
 def doctor_cmd() -> None:
@@ -80,7 +80,7 @@ def build_cmd(
     from host import images
 
     if torch_cpu_only and target != BuildTarget.cpu:
-        _fail(KitError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
+        _fail(UsageError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
     variant = "torchcpu" if torch_cpu_only else None
     plats = ["cpu", "cuda"] if target == BuildTarget.all else [target.value]
     try:
@@ -93,8 +93,15 @@ def build_cmd(
         _fail(err)
 
 
-def register(app: typer.Typer) -> None:
-    """Add doctor, base and build to APP (orchestrate.py's run and all use containers themselves)."""
-    app.command("doctor")(doctor_cmd)
-    app.command("base")(base_cmd)
-    app.command("build")(build_cmd)
+def register(app: typer.Typer, panel: str | None = None) -> None:
+    """Add doctor, base and build to APP (orchestrate.py's run and all use containers themselves),
+    under the help panel PANEL."""
+    app.command("doctor", rich_help_panel=panel, epilog="Example: python orchestrate.py doctor")(doctor_cmd)
+    app.command(
+        "base", rich_help_panel=panel, epilog="Example: python orchestrate.py base --mirror http://deb.debian.org/debian"
+    )(base_cmd)
+    app.command(
+        "build",
+        rich_help_panel=panel,
+        epilog="Example: python orchestrate.py build cpu --ca-cert /etc/ssl/certs/ca-certificates.crt",
+    )(build_cmd)

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, collect, walk
 from bench.core.text import md as md_text
 from bench.core.text import md_code
@@ -62,14 +62,14 @@ def _top_name(out: Path) -> str:
 def check_inputs(dirs: list[Path], out: Path) -> list[ResultCell]:
     """The cells under DIRS; KitError (one line) for anything that would make a bad bundle."""
     if not dirs:
-        raise KitError("export needs at least one result dir")
+        raise UsageError("export needs at least one result dir")
     for d in dirs:
         if d.exists() and not d.is_dir():
-            raise KitError(f"{d} is not a directory (expected a result dir: <dir>/<study>/<cell>/rows.jsonl)")
+            raise UsageError(f"{d} is not a directory (expected a result dir: <dir>/<study>/<cell>/rows.jsonl)")
     if out.is_dir():
-        raise KitError(f"--out {out} is a directory: name the bundle file, e.g. {out / 'bundle.tar.gz'}")
+        raise UsageError(f"--out {out} is a directory: name the bundle file, e.g. {out / 'bundle.tar.gz'}")
     if not out.parent.is_dir():
-        raise KitError(f"--out {out}: the folder {out.parent} does not exist")
+        raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
     cells, _notes, _problems = collect(dirs)  # missing dir / no results under it: KitError
     if not cells:
         raise KitError("no result cells under " + ", ".join(str(d) for d in dirs) + " (only platform notes)")

@@ -36,7 +36,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
 from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of
@@ -260,7 +260,7 @@ def verify(
     if only is not None:
         known = sorted({n for obj in baselines.values() for n in obj["sets"]})
         if only not in known:
-            raise KitError(f"no baseline set {only!r} in {bdir} (sets: {', '.join(known) or 'none'})")
+            raise UsageError(f"no baseline set {only!r} in {bdir} (sets: {', '.join(known) or 'none'})")
     ents = entries(baselines, only) if use_baselines else []
     by_key: dict[str, list[dict]] = {}
     for e in ents:
@@ -359,9 +359,9 @@ def _band_overrides(specs: list[str]) -> dict[str, tuple[float, float]]:
         try:
             lo, hi = (float(x) for x in band.split("-"))
         except ValueError:
-            raise KitError(f"--acc-band {s!r}: write [STUDY=]LO-HI, e.g. mnist-cnn=0.25-0.60") from None
+            raise UsageError(f"--acc-band {s!r}: write [STUDY=]LO-HI, e.g. mnist-cnn=0.25-0.60") from None
         if not 0 <= lo < hi <= 1:
-            raise KitError(f"--acc-band {s!r}: need 0 <= LO < HI <= 1")
+            raise UsageError(f"--acc-band {s!r}: need 0 <= LO < HI <= 1")
         out[study or "*"] = (lo, hi)
     return out
 
@@ -379,9 +379,9 @@ def make_baseline(
     d = Path(d)
     name = set_name(name or str(d))
     if not name or name in (".", ".."):
-        raise KitError("a baseline set needs a name: pass --name")
+        raise UsageError("a baseline set needs a name: pass --name")
     if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
-        raise KitError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
+        raise UsageError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
     bands = _band_overrides(acc_bands or [])
     res = verify(d, strict=False, use_baselines=False)
     bad = [v for v in res["verdicts"] if v.status == "FAIL"]

@@ -359,8 +359,9 @@ def test_cli_synth_then_list_and_an_unknown_name(tmp_path):
     assert out.returncode == 0 and f"wrote {d / 'cifar10-synthetic' / c10.ARCHIVE}" in out.stdout, out.stderr
     assert np.bincount(c10.read_archive(d / "cifar10-synthetic" / c10.ARCHIVE).y_train).tolist() == [20] * 10
     out = _cli("list", "--data-dir", str(d))
-    assert f"cifar10-synthetic  present in {d / 'cifar10-synthetic'}" in out.stdout
-    assert "cifar10            not present (`data fetch cifar10`)" in out.stdout
+    lines = {line.split()[0]: " ".join(line.split()[1:]) for line in out.stdout.splitlines()}
+    assert lines["cifar10-synthetic"] == f"present in {d / 'cifar10-synthetic'}", out.stdout
+    assert lines["cifar10"] == "not present (`data fetch cifar10`)", out.stdout
     out = _cli("synth", "nosuch")
     assert (
         out.returncode == 2
@@ -378,16 +379,20 @@ def test_cli_fetch_message_and_one_line_errors(tmp_path, server, monkeypatch):
     url, www = server
     d, run = tmp_path / "d", functools.partial(CliRunner().invoke, orchestrate.app)
     (tmp_path / "file").write_text("x")
-    for args, expect in [
-        (("synth", "cifar10", "--data-dir", str(d), "--n-test", "5"), "at least 10 train and 10 test images"),
-        (("synth", "cifar10", "--data-dir", str(d), "--seed", "-1"), "seed -1: use a seed >= 0"),
-        (("synth", "cifar10", "--data-dir", str(tmp_path / "file")), "cannot write into"),
-        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url), "plain http"),
-        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"), "could not fetch cifar-10-binary.tar.gz"),
+    for args, expect, code in [  # 2: the command line is wrong; 1: it is fine and the work failed
+        (("synth", "cifar10", "--data-dir", str(d), "--n-test", "5"), "at least 10 train and 10 test images", 2),
+        (("synth", "cifar10", "--data-dir", str(d), "--seed", "-1"), "seed -1: use a seed >= 0", 2),
+        (("synth", "cifar10", "--data-dir", str(tmp_path / "file")), "cannot write into", 1),
+        (("fetch", "cifar10", "--data-dir", str(d), "--mirror", url), "plain http", 2),
+        (
+            ("fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"),
+            "could not fetch cifar-10-binary.tar.gz",
+            1,
+        ),
     ]:
         out = run(["data", *args])
         err = [line for line in out.stderr.splitlines() if line.strip()]
-        assert out.exit_code == 2 and len(err) == 1 and err[0].startswith("error: ") and expect in err[0], (args, out.stderr)
+        assert out.exit_code == code and len(err) == 1 and err[0].startswith("error: ") and expect in err[0], (args, out.stderr)
     assert not (d / "cifar10").exists() and not (d / "cifar10-synthetic").exists()
     _serve(www, monkeypatch, official(tmp_path / "src.tar.gz")[0].read_bytes())
     out = run(["data", "fetch", "cifar10", "--data-dir", str(d), "--mirror", url, "--allow-http"])
@@ -430,3 +435,15 @@ def test_the_synthetic_set_is_learnable(tmp_path):
     with torch.no_grad():
         acc = (model(xt).argmax(1) == yt).float().mean().item()
     assert 0.3 < acc, acc
+
+
+def test_data_list_shows_the_synthetic_set_a_run_left_in_the_cache(env):
+    """A run on no data generates cifar10-synthetic into the cache dir: `data list` says so (it
+    is there, and used), instead of `not present`; a data dir's own copy is listed first."""
+    c10.load(None, "auto")  # what a cell does without CIFAR-10: the default synthetic set, into the cache
+    out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "data", "list"], capture_output=True, text=True, cwd=env)
+    lines = {line.split()[0]: " ".join(line.split()[1:]) for line in out.stdout.splitlines()}
+    assert out.returncode == 0, out.stderr
+    assert lines["cifar10-synthetic"] == f"in the cache dir: synthetic-v{c10.GENERATOR_VERSION}/cifar10-synthetic/{c10.ARCHIVE}"
+    assert lines["catsdogs-synthetic"] == "not present (`data synth catsdogs`)", out.stdout
+    assert f"cache dir: {env / 'cache'} (KIT_CACHE_DIR" in out.stdout

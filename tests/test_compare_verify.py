@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.core.cell import Cell
@@ -65,9 +66,10 @@ def all_cells(root: Path, prefix: str) -> list[Path]:
     return sorted(d for d in root.glob("*/*") if d.name.startswith(prefix))
 
 
-def add_repeats(root: Path, n: int, scale: float = 1.0) -> None:
+def add_repeats(root: Path, n: int, scale: float = 1.0, flags: str | None = None) -> None:
     """Turn every cell under ROOT into N repeats (repeat r: throughput x (1 + 0.01 r) x SCALE),
-    as `--repeats N` would have written them: own dir, cell.json, row keys and command."""
+    as `--repeats N` would have written them: own dir, cell.json, row keys and command. FLAGS
+    (when given) replaces every row's noise flags ("": a quiet run)."""
     for d in sorted(root.glob("*/*")):
         if not (d / "cell.json").exists():
             continue
@@ -82,6 +84,8 @@ def add_repeats(root: Path, n: int, scale: float = 1.0) -> None:
             out = []
             for row in rows:
                 row = {**row, "repeat": r, "cell": c.id}
+                if flags is not None:
+                    row["flags"] = flags
                 row["command"] = re.sub(r"'[^']*'", "'" + c.to_json() + "'", row["command"], count=1)
                 f = (1 + 0.01 * r) * scale
                 for k in ("samples_per_s",):
@@ -233,7 +237,7 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
     before = (bdir / "mnist-cnn.json").read_bytes()
     edit_rows(cell_dir(cpu, "numba-cpu"), lambda rows: rows[0].update(lock_hash=""))
     r = orch("verify", "--make-baseline", cpu, "--name", "mine", "--baselines-dir", bdir)
-    assert r.returncode == 2 and lines(r.stderr)[-1].startswith("error: ") and "does not pass verify" in r.stderr
+    assert r.returncode == 1 and lines(r.stderr)[-1].startswith("error: ") and "does not pass verify" in r.stderr
     assert (bdir / "mnist-cnn.json").read_bytes() == before
 
 
@@ -259,40 +263,103 @@ def test_compare_a_dir_with_itself_is_no_regression(tmp_path, cpu):
     out = tmp_path / "cmp"
     r = orch("compare", cpu, cpu, "--fail-on-regression", "5%", "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "REGRESSION" not in r.stdout and "matched 5 configuration" in r.stdout  # mnist 3, mlp float32 + float64
-    assert "no clear difference" in r.stdout  # 3 repeats each: an interval, around 1.0
+    # the summary comes first: mnist 3 + mlp float32 and float64, 3 repeats each: intervals around 1.0
+    first = lines(r.stdout)[0]
+    assert first.startswith("5 configurations: 0 faster, 0 slower, 5 not significant; geometric mean B/A 1.000x"), first
+    assert "SLOWER" not in r.stdout and "not significant" in r.stdout
     res = json.loads((out / "compare.json").read_text())
     assert {m["ratio"] for m in res["matched"]} == {1.0} and res["regressions"] == []
-    assert (out / "compare.md").read_text().startswith("# compare")
+    assert res["summary"]["count"]["not_significant"] == 5 and res["summary"]["geomean"] == 1.0
+    md = (out / "compare.md").read_text()
+    assert md.startswith("# compare") and "5 configurations: 0 faster" in md
+
+
+def _quiet(d: Path, scale: float = 1.0, flags: str = "") -> Path:
+    """D: every configuration of the CPU reference as 3 repeats (quiet unless FLAGS), throughput x SCALE."""
+    d = only_repeat0(Path(shutil.copytree(CPU, d)))
+    add_repeats(d, 3, scale=scale, flags=flags)
+    return d
+
+
+def _quiet_pair(tmp_path, scale: float, flags: str = "") -> tuple[Path, Path]:
+    """A and B: every configuration of the CPU reference as 3 quiet repeats; B's throughput x SCALE."""
+    return _quiet(tmp_path / "a"), _quiet(tmp_path / "b", scale, flags)
 
 
 def test_compare_flags_a_regression_with_repeats(tmp_path):
-    a = only_repeat0(Path(shutil.copytree(CPU, tmp_path / "a")))
-    add_repeats(a, 3)
-    b = only_repeat0(Path(shutil.copytree(CPU, tmp_path / "b")))
-    add_repeats(b, 3, scale=0.8)
+    a, b = _quiet_pair(tmp_path, 0.8)
     assert orch("verify", a).returncode == 0  # the synthetic repeats are well-formed cells
     r = orch("compare", a, b, "--fail-on-regression", "5%")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "error: regression beyond 5%" in lines(r.stderr)[-1] and "numba-cpu resident default" in lines(r.stderr)[-1]
+    err = lines(r.stderr)[-1]
+    assert err.startswith("error: regression beyond 5% in 5 configurations: mlp-scratch") and len(err) <= 120, err
+    assert "SLOWER (regression): " in r.stdout and "numba-cpu resident default" in " ".join(r.stdout.split("SLOWER")[1].split())
+    assert lines(r.stdout)[0].startswith("5 configurations: 0 faster, 5 slower, 0 not significant; geometric mean B/A 0.800x")
     row = next(x for x in lines(r.stdout) if x.startswith("mnist-cnn numba-cpu resident"))
-    assert "0.800x" in row and "regression" in row
+    assert "0.800x" in row and row.rstrip().endswith("slower")
     # without --fail-on-regression the verdict is printed, the exit is 0
     assert orch("compare", a, b).returncode == 0
     # B 2 % slower: inside the threshold
-    c = only_repeat0(Path(shutil.copytree(CPU, tmp_path / "c")))
-    add_repeats(c, 3, scale=0.98)
+    c = _quiet(tmp_path / "c", 0.98)
     r = orch("compare", a, c, "--fail-on-regression", "0.05")
-    assert r.returncode == 0 and "REGRESSION" not in r.stdout
+    assert r.returncode == 0 and "SLOWER" not in r.stdout
     row = next(x for x in lines(r.stdout) if x.startswith("mnist-cnn numba-cpu resident"))
-    assert "0.980x" in row and "no clear difference" in row
+    assert "0.980x" in row and row.rstrip().endswith("not significant")
 
 
-def test_compare_lists_what_is_only_on_one_side(tmp_path, cpu):
+def test_compare_summary_sorted_rows_width_and_json(tmp_path):
+    """pyperf/asv style: the summary line first (counts, geometric mean with its bootstrap
+    interval), the rows sorted by change, no line over 120 columns; --json carries every number."""
+    a, b = _quiet_pair(tmp_path, 1.0)
+    for i, d in enumerate(sorted(x for x in b.glob("*/*") if (x / "cell.json").exists())):
+        f = (0.7, 1.0, 1.3, 1.0, 1.0)[Cell.load(d / "cell.json").repeat * 0 + i % 5]  # one factor per configuration
+        edit_rows(d, lambda rows, f=f: [r.update({k: r[k] * f for k in ("samples_per_s",) if k in r}) for r in rows])
+        edit_rows(d, lambda rows, f=f: [r.update({k: r[k] / f for k in ("total_s", "epoch_s") if r.get(k)}) for r in rows])
+    r = orch("compare", a, b)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert all(len(x) <= 120 for x in out), max(out, key=len)
+    rows = [x for x in out if x.startswith(("mnist-cnn ", "mlp-scratch "))]
+    ratios = [float(re.search(r"(\d+\.\d+)x \[", x).group(1)) for x in rows]
+    assert len(rows) == 5 and ratios == sorted(ratios), rows
+    j = json.loads(orch("compare", a, b, "--json").stdout)
+    s = j["summary"]
+    got = [m["ratio"] for m in j["matched"]]
+    assert got == sorted(got) and s["n"] == 5 and sum(s["count"].values()) == 5
+    gm = float(np.exp(np.mean(np.log(got))))
+    assert abs(s["geomean"] - gm) < 1e-9 and s["geomean_lo"] <= gm <= s["geomean_hi"]
+    assert "bootstrap" in s["geomean_method"]
+    c = s["count"]
+    assert out[0].startswith(
+        f"5 configurations: {c['faster']} faster, {c['slower']} slower, {c['not_significant']} not significant"
+    )
+    assert f"geometric mean B/A {gm:.3f}x [95% CI {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}, bootstrap]" in out[0]
+
+
+def test_a_flagged_pair_is_never_a_regression_on_its_own(tmp_path):
+    """B 20 % slower, but every B cell carries a noise flag: shown (⚑, what it would be), not
+    called slower, not counted as a regression, and --fail-on-regression does not fail on it."""
+    a, b = _quiet_pair(tmp_path, 0.8, flags="noisy(cv=25%)")
+    r = orch("compare", a, b, "--fail-on-regression", "5%")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines(r.stdout)[0].startswith(
+        "5 configurations: 0 faster, 0 slower, 0 not significant, 5 flagged ⚑ not judged (5 would be slower)"
+    )
+    row = next(x for x in lines(r.stdout) if x.startswith("mnist-cnn numba-cpu resident"))
+    assert "0.800x" in row and "⚑ slower? not judged" in row
+    assert "not failing on 5 flagged configuration(s) that look slower" in r.stderr
+    j = json.loads(orch("compare", a, b, "--json").stdout)
+    assert j["regressions"] == [] and {m["verdict"] for m in j["matched"]} == {"flagged"}
+    assert {m["would_be"] for m in j["matched"]} == {"slower"} and len(j["flagged_slower"]) == 5
+
+
+def test_compare_counts_what_is_only_on_one_side_and_verbose_lists_it(tmp_path, cpu):
     for d in all_cells(cpu, "torch-cpu_seed"):
         shutil.rmtree(d)
     r = orch("compare", CPU, cpu)
     assert r.returncode == 0
+    assert "only in A: 1 configuration (--verbose lists them)" in r.stdout and "torch-cpu seed" not in r.stdout
+    r = orch("compare", CPU, cpu, "--verbose")
     assert "only in A (1):" in r.stdout and "- mnist-cnn torch-cpu seed default" in r.stdout
 
 
@@ -314,17 +381,17 @@ def _other_study(d: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "make,message,verify_code",
-    [
-        (lambda d: d.parent / "nope", "does not exist", 2),
-        (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 2),
-        (_newer_schema, "schema 99 is newer than this kit", 2),
-        (_partial, "did not finish", 1),
-        (_other_study, "nothing in common", 0),
+    "make,message,code,verify_code,verify_says",
+    [  # exit 2: the path typed is not there; 1: it is, and what it holds cannot be compared or verified
+        (lambda d: d.parent / "nope", "does not exist", 2, 2, "error"),
+        (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 1, 1, "error"),
+        (_newer_schema, "schema 99 is newer than this kit", 1, 1, "error"),
+        (_partial, "did not finish", 1, 1, "FAIL"),
+        (_other_study, "nothing in common", 1, 0, ""),
     ],
     ids=["missing", "empty", "newer-schema", "partial", "other-study"],
 )
-def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, verify_code):
+def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, code, verify_code, verify_says):
     a = Path(shutil.copytree(CPU, tmp_path / "a"))
     shutil.rmtree(a / "mlp-scratch")  # A: mnist-cnn only
     bad = make(cpu)
@@ -332,16 +399,16 @@ def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, ve
     out.mkdir()
     (out / "compare.json").write_text("keep")
     r = orch("compare", a, bad, "--out", out, "--fail-on-regression", "5%")
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == code, r.stdout + r.stderr
     err = lines(r.stderr)
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
     assert (out / "compare.json").read_text() == "keep" and not (out / "compare.md").exists()
     r = orch("verify", bad)
     assert r.returncode == verify_code, r.stdout + r.stderr
-    if verify_code == 2:
+    if verify_says == "error":
         err = lines(r.stderr)
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
-    elif verify_code == 1:
+    elif verify_says == "FAIL":
         assert len([x for x in lines(r.stdout) if x.startswith("FAIL")]) == 1
 
 

@@ -419,7 +419,9 @@ def test_fetch_refuses_http_unless_allowed_and_refetches_corrupt_files(tmp_path,
     def no_write(*a, **k):
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr(fetch.tempfile, "mkstemp", no_write)
+    from bench.data import archive  # the one download path (pooch) makes its temp dir there
+
+    monkeypatch.setattr(archive.tempfile, "mkdtemp", no_write)
     with pytest.raises(KitError, match="cannot write into"):
         fetch.fetch_mnist(tmp_path, mirrors=("https://127.0.0.1:9/",), timeout_s=2)
 

@@ -158,3 +158,33 @@ def test_in_a_container_errors_name_the_host_dir_not_data(tmp_path, monkeypatch,
     msg = str(err.value)
     assert "/home/me/datasets (mounted in the container at" in msg
     assert "on the host: `python orchestrate.py data fetch mnist --data-dir /home/me/datasets`" in msg
+
+
+def test_offline_fetch_is_one_line_naming_the_offline_route(tmp_path):
+    """No network (every mirror refuses: here a proxy on a closed loopback port stands in for a
+    host without a route out, for the default mirrors): one line that names the way to run from
+    a copy, exit 1 (a runtime failure, not a usage error), and no mnist/ left behind."""
+    env = {k: v for k, v in __import__("os").environ.items() if k.lower() not in ("no_proxy", "all_proxy")}
+    env.update(HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "data", "fetch", "mnist", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    err = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and len(err) == 1, out.stderr
+    assert err[0].startswith("error: could not fetch train-images-idx3-ubyte.gz: no mirror reachable"), err[0]
+    assert "ossci-datasets.s3.amazonaws.com" in err[0] and "--data-dir" in err[0] and "KIT_DATA_DIR" in err[0], err[0]
+    assert "urlopen" not in err[0] and "Traceback" not in out.stderr and "HTTPSConnectionPool" not in err[0]
+    assert not (tmp_path / "d" / "mnist").exists()
+
+
+def test_pooch_is_the_download_path_and_its_version_is_recorded():
+    from bench.core.provenance import library_versions
+
+    assert "pooch" in library_versions()
+    for mod in ("fetch", "archive", "cifar10", "tinyimagenet"):
+        src = (ROOT / "bench" / "data" / f"{mod}.py").read_text()
+        assert "urlopen" not in src and "urllib.request" not in src, mod

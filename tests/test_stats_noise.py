@@ -30,6 +30,18 @@ def test_ratio_verdicts():
     assert single.lo is None and "no verdict" in stats.verdict(single, "A", "B")
 
 
+def test_geometric_mean_of_ratios_and_its_bootstrap_interval():
+    g = stats.geomean([0.5, 2.0, 1.0])
+    assert g.median == pytest.approx(1.0) and g.n == 3 and g.lo is not None and g.hi is not None
+    assert 0.5 <= g.lo < 1.0 < g.hi <= 2.0  # the configurations are resampled: the interval spans them
+    assert stats.geomean([0.8, 0.8]).lo == stats.geomean([0.8, 0.8]).hi == pytest.approx(0.8)
+    one = stats.geomean([1.25])
+    assert one.median == pytest.approx(1.25) and one.lo is None and one.hi is None
+    assert stats.geomean([0.8, 0.9, 1.1]) == stats.geomean([0.8, 0.9, 1.1])  # a fixed random state: same interval
+    with pytest.raises(ValueError):
+        stats.geomean([1.0, 0.0])
+
+
 def test_step_flags_catch_noise_and_outliers_and_leave_steady_runs_alone():
     assert noise.step_flags([1.0, 1.01, 0.99, 1.0]) == []
     assert noise.step_flags([2.1, 1.0, 1.0, 1.0, 1.0], unit="epoch") == ["noisy(cv=40%)", "outlier(epoch 1=2.1x)"]

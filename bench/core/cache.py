@@ -52,5 +52,22 @@ def cache_dir() -> Path:
     return tmp
 
 
+def existing_cache_dir() -> Path | None:
+    """The dir cache_dir() would return, when it exists already; None otherwise. Creates nothing
+    (for listing what runs left there)."""
+    named = os.environ.get("KIT_CACHE_DIR")
+    if named:
+        return Path(named) if Path(named).is_dir() else None
+    try:
+        home = Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+        first: Path | None = home / "cnn-bench"
+    except RuntimeError:  # no home dir to be found
+        first = None
+    for d in (first, Path(tempfile.gettempdir()) / f"cnn-bench-{_uid()}"):
+        if d is not None and d.is_dir() and not d.is_symlink() and os.access(d, os.R_OK | os.X_OK):
+            return d
+    return None
+
+
 def _uid() -> int:
     return os.getuid() if hasattr(os, "getuid") else 0

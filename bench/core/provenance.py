@@ -36,6 +36,7 @@ LIBS = (
     "rich",
     "typer",
     "pillow",
+    "pooch",  # the one download path (bench/data/archive.py)
 )
 KIT_ROOT = Path(bench.__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.rows import is_regular, read_rows_checked, status_of
 
 CELL_FILES = ("rows.jsonl", "rows.partial.jsonl", "cell.json")
@@ -209,7 +209,9 @@ def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
             why.append(f"no results under {p} (expected <dir>/<study>/<cell>/rows.jsonl)")
     if not keep:
         one = why[0] if why[0].startswith("no results") else f"result dir {why[0]}"
-        raise KitError(one if len(why) == 1 else f"none of the {len(why)} paths holds results: {'; '.join(why)}")
+        # paths that are not there (or not dirs) are a usage error; dirs that hold nothing, a failed run
+        kind = KitError if any(w.startswith("no results") for w in why) else UsageError
+        raise kind(one if len(why) == 1 else f"none of the {len(why)} paths holds results: {'; '.join(why)}")
     return keep, [f"skipped: {w}" for w in why]
 
 
@@ -222,7 +224,7 @@ def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
     for d in dirs:
         d = Path(d)
         if not d.is_dir():
-            raise KitError(f"result dir {d} does not exist")
+            raise UsageError(f"result dir {d} does not exist")
         found = False
         for here, _subdirs, files in walk(d):
             if any(f in files for f in CELL_FILES):

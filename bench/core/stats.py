@@ -112,6 +112,31 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
     return Summary(med, lo, hi, q1, q3, lo_v, hi_v, min(len(av), len(bv)))
 
 
+def geomean(ratios: list[float]) -> Summary:
+    """Geometric mean of RATIOS (one per configuration, each > 0) with a 95 % interval from
+    `scipy.stats.bootstrap` over the ratios themselves (percentile method, the configurations
+    resampled: how much B differs from A across this set of configurations, not within one;
+    the statistic is the mean of the log ratios, exponentiated). No interval below 2 ratios."""
+    import math
+
+    v = [float(x) for x in ratios]
+    if not v or min(v) <= 0:
+        raise ValueError("a geometric mean needs positive ratios")
+    logs = [math.log(x) for x in v]
+    gm = math.exp(statistics.fmean(logs))
+    q1, q3 = _quartiles(v)
+    lo = hi = None
+    if len(v) >= 2:
+        import numpy as np
+
+        if max(v) == min(v):
+            lo = hi = gm
+        else:
+            llo, lhi = _bootstrap((np.asarray(logs),), lambda x, axis=-1: np.mean(x, axis=axis), paired=False)
+            lo, hi = math.exp(llo), math.exp(lhi)
+    return Summary(gm, lo, hi, q1, q3, min(v), max(v), len(v))
+
+
 def verdict(r: Summary, a: str, b: str) -> str:
     """Which side is faster, or "no clear winner" when the interval holds 1.0 (or is missing)."""
     if r.lo is None or r.hi is None:
@@ -123,4 +148,4 @@ def verdict(r: Summary, a: str, b: str) -> str:
     return "no clear winner"
 
 
-__all__ = ["CONFIDENCE", "Summary", "ratio", "summarize", "verdict"]
+__all__ = ["CONFIDENCE", "Summary", "geomean", "ratio", "summarize", "verdict"]

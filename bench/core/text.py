@@ -95,6 +95,12 @@ def safe_name(value: Any) -> str:
     return f"{safe[:60]}-{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
+def term(value: Any) -> str:
+    """VALUE for a terminal: one line, ANSI sequences and every control character (ESC
+    included) gone, so an untrusted string cannot move the cursor or recolour the screen."""
+    return _CONTROL.sub(" ", _ANSI.sub("", "" if value is None else str(value)))
+
+
 def plot_text(value: Any) -> str:
     """VALUE for a matplotlib label: one line, every `$` escaped (shown as `$`), so an
     untrusted string is never parsed as mathtext (a bad formula fails the whole figure)."""

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 
 # name -> (module, function(data_dir, mirrors, timeout_s, progress) -> list[Path], default mirrors attr)
 FETCHERS = {
@@ -83,6 +83,14 @@ def present(root: Path) -> list[str]:
     return sorted(n for n in dict.fromkeys(names) if (root / n).is_dir())
 
 
+def cached(name: str) -> list[Path]:
+    """NAME's synthetic sets that runs generated into the kit's cache dir (what a run uses when
+    the data dir holds no <name>-synthetic/), newest generator version only; creates nothing."""
+    if name not in SYNTHESIZERS:
+        return []
+    return importlib.import_module(SYNTHESIZERS[name][0]).cached_synthetic()
+
+
 def fetch_dataset(
     name: str,
     data_dir: str | os.PathLike | None,
@@ -92,7 +100,7 @@ def fetch_dataset(
 ) -> list[Path]:
     """Download NAME into <data dir>/<name>/ with checksums; KitError (one line) on failure."""
     if name not in FETCHERS:
-        raise KitError(f"unknown dataset {name!r} to fetch: choose {', '.join(FETCHERS)}")
+        raise UsageError(f"unknown dataset {name!r} to fetch: choose {', '.join(FETCHERS)}")
     mod_name, fn, default_mirrors = FETCHERS[name]
     mod = importlib.import_module(mod_name)
     return getattr(mod, fn)(
@@ -104,7 +112,7 @@ def synthesize_dataset(name: str, data_dir: str | os.PathLike | None, **kw: Any)
     """Write NAME's synthetic set under the data dir (<data dir>/<name>-synthetic/...; kw: the
     generator's sizes and seed); returns what was written. KitError (one line) on an unknown name."""
     if name not in SYNTHESIZERS:
-        raise KitError(f"unknown dataset {name!r} to synthesize: choose {', '.join(SYNTHESIZERS)}")
+        raise UsageError(f"unknown dataset {name!r} to synthesize: choose {', '.join(SYNTHESIZERS)}")
     mod_name, fn = SYNTHESIZERS[name]
     return getattr(importlib.import_module(mod_name), fn)(resolve_data_dir(data_dir), **kw)
 

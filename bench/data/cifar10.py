@@ -39,8 +39,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: cifar10.cache_dir)
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
 
 ARCHIVE = "cifar-10-binary.tar.gz"
@@ -317,11 +315,11 @@ def write_synthetic(root: str | os.PathLike, n_train: int = 6000, n_test: int = 
     """Write the synthetic set in the official binary format to ROOT/cifar10-synthetic/cifar-10-binary.tar.gz,
     byte-identical for the same arguments (gzip and tar mtimes 0, sorted members, uid/gid 0)."""
     if n_train < 10 or n_test < 10:
-        raise KitError(
+        raise UsageError(
             f"a synthetic CIFAR-10 set needs at least 10 train and 10 test images (one per class), got {n_train} and {n_test}"
         )
     if seed < 0:
-        raise KitError(f"seed {seed}: use a seed >= 0")
+        raise UsageError(f"seed {seed}: use a seed >= 0")
     target = Path(root) / SYNTH_DIR
     made = not target.exists()  # a dir this made goes again if the write fails
     try:
@@ -405,6 +403,16 @@ def _synthetic(root: Path) -> Cifar10:
         f"cifar10: no {SYNTH_DIR}/ in {shown(root)}: generated the default synthetic set into {path} ({time.perf_counter() - t0:.1f} s)"
     )
     return ds
+
+
+def cached_synthetic() -> list[Path]:
+    """The default synthetic set a run generated into the cache dir (what _synthetic reads when the
+    data dir has none), if there; creates nothing."""
+    from bench.core.cache import existing_cache_dir
+
+    cache = existing_cache_dir()
+    path = cache / f"synthetic-v{GENERATOR_VERSION}" / SYNTH_DIR / ARCHIVE if cache else None
+    return [path] if path is not None and path.is_file() else []
 
 
 _SAID: set[str] = set()
@@ -500,31 +508,16 @@ def fetch_cifar10(
 
 
 def _fetch_into(target: Path, final: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> Path:
-    errors = []
-    for mirror in mirrors:
-        url = mirror.rstrip("/") + "/" + ARCHIVE
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{ARCHIVE}.", suffix=".part", dir=target)
-        except OSError as err:
-            raise KitError(f"cannot write into {target}: {err.strerror}; pass a writable --data-dir") from None
-        try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as resp:
-                total = int(resp.headers.get("Content-Length") or 0)
-                task = progress.add_task(ARCHIVE, total=total or None) if progress else None
-                for chunk in iter(lambda: resp.read(1 << 16), b""):
-                    out.write(chunk)
-                    if progress:
-                        progress.advance(task, len(chunk))
-            got = _md5(Path(tmp))
-            if got != ARCHIVE_MD5:
-                raise KitError(f"{ARCHIVE} from {url}: MD5 mismatch (got {got}, expected {ARCHIVE_MD5})")
-            read_archive(tmp)  # decodes: the right bytes are also a readable archive
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, final)
-            return final
-        except (urllib.error.URLError, OSError, KitError) as err:
-            errors.append(f"{url}: {err}")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    raise KitError(f"could not fetch {ARCHIVE}: " + "; ".join(errors))
+    from bench.data.archive import download
+
+    def decodes(path: Path, url: str) -> None:  # the right bytes are also a readable archive
+        read_archive(path)
+
+    urls = [m.rstrip("/") + "/" + ARCHIVE for m in mirrors]
+    tmp = download(urls, target, ARCHIVE, f"md5:{ARCHIVE_MD5}", timeout_s, progress, check=decodes, dataset=REAL_DIR)
+    try:
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final

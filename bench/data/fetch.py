@@ -1,8 +1,10 @@
-"""Download MNIST from public mirrors with SHA-256 verification.
+"""Download MNIST from public mirrors with SHA-256 verification, and the checks every fetch shares.
 
-Each file goes to a temp name in the target dir, is verified (SHA-256 of its decompressed
-IDX bytes, see mnist.RAW_SHA256), and only then renamed into place; a mismatch deletes
-the temp file and raises, so nothing unverified is ever left where the reader looks.
+Each file comes through the kit's one download path (bench.data.archive.download, pooch) to a
+temp name in the target dir, is verified (SHA-256 of its decompressed IDX bytes, see
+mnist.RAW_SHA256: the mirrors' gzip bytes are not what is pinned), and only then renamed into
+place; a mismatch deletes the temp file and raises, so nothing unverified is ever left where
+the reader looks.
 """
 
 from __future__ import annotations
@@ -11,12 +13,9 @@ import contextlib
 import gzip
 import hashlib
 import os
-import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.data.mnist import RAW_SHA256
 
 MIRRORS = (
@@ -44,10 +43,10 @@ def check_mirrors(mirrors: tuple[str, ...], allow_http: bool) -> None:
         if scheme == "https" or (scheme == "http" and allow_http):
             continue
         if scheme == "http":
-            raise KitError(
+            raise UsageError(
                 f"mirror {m} is plain http: use https, or pass --allow-http (every file is SHA-256 checked either way)"
             )
-        raise KitError(f"mirror {m}: only https:// URLs are fetched")
+        raise UsageError(f"mirror {m}: only https:// URLs are fetched")
 
 
 def _valid(path: Path, want: str) -> bool:
@@ -91,38 +90,22 @@ def fetch_mnist(
 
 
 def _fetch_into(target: Path, mirrors: tuple[str, ...], timeout_s: float, progress) -> list[Path]:
+    from bench.data.archive import download
+
     done = []
     for stem, want in RAW_SHA256.items():
         final = target / f"{stem}.gz"
         if _valid(final, want):
             done.append(final)
             continue
-        errors = []
-        for mirror in mirrors:
-            url = mirror.rstrip("/") + "/" + final.name
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=target)
-            except OSError as err:
-                raise KitError(f"cannot write into {target}: {err.strerror}; pass a writable --data-dir") from None
-            try:
-                with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as resp:
-                    total = int(resp.headers.get("Content-Length") or 0)
-                    task = progress.add_task(final.name, total=total or None) if progress else None
-                    for chunk in iter(lambda: resp.read(1 << 16), b""):
-                        out.write(chunk)
-                        if progress:
-                            progress.advance(task, len(chunk))
-                got = _raw_sha256(Path(tmp))
-                if got != want:
-                    raise KitError(f"{final.name} from {url}: SHA-256 mismatch (content {got[:12]}…, expected {want[:12]}…)")
-                os.replace(tmp, final)
-                done.append(final)
-                break
-            except (urllib.error.URLError, OSError, KitError) as err:
-                errors.append(f"{url}: {err}")
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        else:
-            raise KitError(f"could not fetch {final.name}: " + "; ".join(errors))
+
+        def check(path: Path, url: str, want: str = want, name: str = final.name) -> None:
+            got = _raw_sha256(path)
+            if got != want:
+                raise KitError(f"{name} from {url}: SHA-256 mismatch (content {got[:12]}…, expected {want[:12]}…)")
+
+        urls = [m.rstrip("/") + "/" + final.name for m in mirrors]
+        tmp = download(urls, target, final.name, None, timeout_s, progress, check=check, dataset="mnist")
+        os.replace(tmp, final)
+        done.append(final)
     return done

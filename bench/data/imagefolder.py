@@ -39,6 +39,7 @@ from bench.data.images import (
     ImageDataset,
     ImageIndex,
     TreeWalk,
+    cached_trees,
     check_checksum,
     discard_tree,
     grating_image,
@@ -230,6 +231,11 @@ def _hint(root: Path) -> str:
 
 
 FAMILY = Family(REAL, SYNTHETIC, SYNTHETIC_VERSION, lambda d: d / REAL, read_folder, write_synthetic, _hint)
+
+
+def cached_synthetic() -> list[Path]:
+    """The synthetic trees runs generated into the cache dir (bench.data.cached)."""
+    return cached_trees(FAMILY)
 
 
 def load_index(params: dict, data_dir: str | os.PathLike | None) -> ImageIndex:

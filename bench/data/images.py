@@ -452,6 +452,19 @@ def synthetic_cached(fam: Family, kw: dict) -> ImageIndex:
     return fam.read(fam.write_synthetic(cache_dir() / "synthetic" / key, exist_ok=True, **kw))
 
 
+def cached_trees(fam: Family) -> list[Path]:
+    """FAM's synthetic trees of the current generator version that runs wrote into the cache dir
+    (one per set of generator arguments); creates nothing."""
+    from bench.core.cache import existing_cache_dir
+
+    cache = existing_cache_dir()
+    base = cache / "synthetic" if cache else None
+    if base is None or not base.is_dir():
+        return []
+    key = f"{fam.synthetic}-v{fam.version}"
+    return sorted(p for p in base.iterdir() if p.is_dir() and (p.name == key or p.name.startswith(key + "-")))
+
+
 def select(fam: Family, dataset: str, data_dir: str | os.PathLike | None, kw: dict) -> ImageIndex:
     """dataset: 'auto' (the real tree when the data dir holds it, else the synthetic one), the real
     name (required), or the synthetic name. 'auto' on a named data dir without the real data

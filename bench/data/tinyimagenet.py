@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.data import fetch_hint, resolve_data_dir
 from bench.data.archive import download, extract_zip
 from bench.data.fetch import check_mirrors
@@ -39,6 +39,7 @@ from bench.data.images import (
     ImageDataset,
     ImageIndex,
     TreeWalk,
+    cached_trees,
     check_checksum,
     discard_tree,
     grating_image,
@@ -245,9 +246,9 @@ def write_synthetic(
     n_test = n_classes if n_test is None else n_test
     for arg, v, low in (("n_classes", n_classes, 1), ("n_train_per_class", n_train_per_class, 1)):
         if v < low:
-            raise KitError(f"{arg} must be at least {low}, not {v}")
+            raise UsageError(f"{arg} must be at least {low}, not {v}")
     if n_val_per_class < 1 or n_test < 0 or size < 8:
-        raise KitError(f"need n_val_per_class >= 1, n_test >= 0 and size >= 8 px (got {n_val_per_class}, {n_test}, {size})")
+        raise UsageError(f"need n_val_per_class >= 1, n_test >= 0 and size >= 8 px (got {n_val_per_class}, {n_test}, {size})")
     final = Path(root) / SYNTHETIC / TREE
     started = new_tree(final, exist_ok)
     if started is None:
@@ -310,7 +311,7 @@ def fetch_tinyimagenet(
     again. A failure leaves nothing behind: no zip, no partial tree, no dir this fetch made."""
     mirrors = tuple(mirrors)
     if not allow_http and any(m.lower().startswith("http://") for m in mirrors):
-        raise KitError(
+        raise UsageError(
             f"{mirrors[0]} is plain http (the official Tiny-ImageNet site has no https): pass --allow-http "
             "(the zip is MD5-checked and its tree validated either way)"
         )
@@ -334,7 +335,7 @@ def fetch_tinyimagenet(
         if not os.access(target, os.W_OK | os.X_OK):
             raise KitError(f"cannot write into {target} (permission denied or read-only); pass a writable --data-dir")
         urls = [m.rstrip("/") + "/" + ARCHIVE for m in mirrors]
-        zip_path = download(urls, target, ARCHIVE, "md5", ARCHIVE_MD5, timeout_s, progress)
+        zip_path = download(urls, target, ARCHIVE, f"md5:{ARCHIVE_MD5}", timeout_s, progress, dataset=REAL)
         unpack = Path(tempfile.mkdtemp(prefix=f".{TREE}.", suffix=".unpack", dir=target))
         extract_zip(zip_path, unpack)
         if not (unpack / TREE).is_dir():
@@ -369,6 +370,11 @@ def _hint(root: Path) -> str:
 
 
 FAMILY = Family(REAL, SYNTHETIC, SYNTHETIC_VERSION, lambda d: d / REAL / TREE, read_tree, write_synthetic, _hint)
+
+
+def cached_synthetic() -> list[Path]:
+    """The synthetic trees runs generated into the cache dir (bench.data.cached)."""
+    return cached_trees(FAMILY)
 
 
 def load_index(params: dict, data_dir: str | os.PathLike | None) -> ImageIndex:

@@ -122,6 +122,22 @@ def _bar(on: bool) -> Iterator[tuple[Callable[[str], None] | None, Callable[[int
         yield say, update
 
 
+def cell_count(cells: list[Cell]) -> str:
+    """How CELLS break down into configurations and repeats, honestly when the studies' profiles
+    give them different repeats: '5 configurations x 3 repeats + 8 x 1 repeat'."""
+    per: dict[str, int] = {}
+    for c in cells:
+        k = c.replace(repeat=0).key
+        per[k] = per.get(k, 0) + 1
+    by: dict[int, int] = {}
+    for n in per.values():
+        by[n] = by.get(n, 0) + 1
+    groups = sorted(by.items(), key=lambda x: -x[0])  # (repeats, configurations), most repeats first
+    rep = [f"{n} repeat{'s' if n != 1 else ''}" for n, _ in groups]
+    first = f"{groups[0][1]} configuration{'s' if groups[0][1] != 1 else ''} x {rep[0]}"
+    return first + "".join(f" + {k} x {r}" for (_, k), r in zip(groups[1:], rep[1:]))
+
+
 def run_matrix(
     study_names: list[str],
     platforms: list[str],
@@ -147,12 +163,11 @@ def run_matrix(
         return 0
     data = sorted({(str(c.params.get("dataset")), str(c.params.get("dataset_sha256", ""))[:12]) for c in cells})
     data = [(n + " (the embedded default: not the real dataset)" if n == "digits" else n, h) for n, h in data]
-    configs = len({c.replace(repeat=0).key for c in cells})
     echo(
-        f"{len(cells)} cells ({configs} configurations, their repeats in rounds; {', '.join(platforms)}, profile {profile}, "
-        f"schedule {schedule}) -> {out}; "
-        f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}"
+        f"{len(cells)} cells ({cell_count(cells)}; repeats in rounds; {', '.join(platforms)}, profile {profile}, "
+        f"schedule {schedule}) -> {out}"
     )
+    echo(f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}")
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
             with _bar(bar) as (say, progress):

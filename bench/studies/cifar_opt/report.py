@@ -9,13 +9,14 @@ Host side: standard library, numpy, scipy (bench.core.stats) and matplotlib only
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import fmt, markdown
+from bench.core.tables import fmt, markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_code, plot_text, safe_name
 
@@ -528,9 +529,16 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
                 "flags": ";".join(sorted({x.flags for x in g if x.flags})),
             }
         )
-    lines = [
-        f"{r['model']:<13} {r['config']:<45} epoch {fmt(r['epoch_s'])} s  acc {fmt(r['acc_pct'])}%  "
-        + "  ".join(f"{f} {fmt(v)} ms" for f, v in lats[i].items())
+    synthetic = any(not c.first.get("dataset_real") for c in cells)
+    lines = textwrap.wrap(
+        "per configuration, median over repeats: training epoch time (s), final test accuracy (%), batch-1 "
+        "inference latency p50 (ms) per deployment form"
+        + ("; on the synthetic set, not CIFAR-10: its accuracies are not the seed's to compare" if synthetic else ""),
+        120,
+    ) if rows else []  # fmt: skip
+    lines += [
+        f"  {r['model']:<13} {r['config']:<40} epoch {sig(r['epoch_s'])} s, acc {sig(r['acc_pct'])}%, p50 "
+        + ", ".join(f"{f} {sig(v)} ms" for f, v in lats[i].items())
         + (f"  ⚑ {r['flags']}" if r["flags"] else "")
         for i, r in enumerate(rows)
     ]

@@ -225,3 +225,8 @@ class MlpScratch(Study):
         from bench.studies.mlp_scratch.report import section
 
         return section(cells, out)
+
+    def summary(self, cells) -> tuple[list[str], dict]:
+        from bench.studies.mlp_scratch.report import summary
+
+        return summary(cells)

@@ -436,3 +436,57 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "",
         ]
     return md
+
+
+def summary(cells: list[Cell]) -> tuple[list[str], dict]:
+    """What a matrix prints when it ends: per configuration and variant, the training time (the
+    timed steps only, median over repeats [95% bootstrap interval]), the time per iteration, the
+    final validation accuracy and the speed over NumPy's (paired by repeat), 3 significant digits."""
+    cells = [c for c in cells if c.status == "ok"]
+    lines: list[str] = []
+    data: list[dict] = []
+    for group in group_repeats(cells):
+        r0 = group[0].rows[0]
+        n = len(group)
+        body = []
+        ref = _per_repeat(group, REFERENCE, "total_s")
+        for v in _variants(group[0]):
+            total = _per_repeat(group, v, "total_s")
+            if not total:
+                continue
+            t = stats.summarize(list(total.values()))
+            rs = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v]
+            ms, acc = _med(rs, "per_iter_median_ms"), _med(rs, "final_val_acc")
+            ci = f" [{t.lo:.3g}-{t.hi:.3g}]" if t.lo is not None and t.hi is not None else " (n=1)"
+            speed = ""
+            if v != REFERENCE and ref:
+                r = stats.ratio(ref, total)
+                rci = f" [{r.lo:.3g}-{r.hi:.3g}]" if r.lo is not None and r.hi is not None else ""
+                speed = f"   {r.median:.3g}x NumPy's speed{rci}"
+            body.append(
+                f"  {v:<11} {t.median:.3g} s{ci}   "
+                + (f"{ms:.3g} ms/iteration" if ms is not None else "")
+                + (f"   val acc {100 * acc:.1f}%" if acc is not None else "")
+                + speed
+            )
+            data.append(
+                {
+                    "dtype": r0.get("dtype"),
+                    "variant": v,
+                    "repeats": n,
+                    "total_s": t.median,
+                    "total_s_ci": [t.lo, t.hi],
+                    "per_iter_ms": ms,
+                    "final_val_acc": acc,
+                }
+            )
+        if not body:
+            continue
+        lines.append(
+            f"{r0.get('dtype')}, {r0.get('iterations')} iterations, {n} repeat{'s' if n != 1 else ''} "
+            "(training time of the timed steps: median [95% CI] over repeats):"
+        )
+        lines += body
+        flags = [f"r{x.repeat}: {x.flags}" for x in group if x.flags]
+        lines += [f"  ⚑ flagged (noise; the report has the details): {'; '.join(flags)}"] if flags else []
+    return lines, {"configurations": data}

@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.core import noise, stats
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
-from bench.core.tables import markdown, md_row, text_table
+from bench.core.tables import markdown, md_row, sig, text_table
 from bench.core.text import md as md_text
 
 TABLE1_COLUMNS = [
@@ -285,9 +285,33 @@ def ratios_ci(cells: list[ResultCell]) -> list[dict]:
     return out
 
 
+# Table I's columns a summary line shows in 3 significant digits (the markdown table keeps fmt's)
+_SIG = ("avg_epoch_s", "avg_rss_mb", "compile_s", "max_vram_mb", "total_train_s")
+
+
 def _ratio_text(r: dict) -> str:
-    ci = f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" if r["ci_lo"] is not None else "n=1"
-    return f"{r['ratio']:.2f}x (95% CI {ci}; {r['verdict']})"
+    """'2.93x (95% CI 2.81-3.05; torch-cpu resident default faster)', 3 significant digits."""
+    if r["ci_lo"] is None or r["ci_hi"] is None:
+        return f"{sig(r['ratio'])}x (one repeat: no interval, no verdict; run --repeats 3)"
+    return f"{sig(r['ratio'])}x (95% CI {sig(r['ci_lo'])}-{sig(r['ci_hi'])}; {r['verdict']})"
+
+
+def _target_text(r: dict) -> str:
+    """' (the kit's target >= 2.0x: met)': whether the 95% interval clears the target RATIOS names."""
+    target = str(r.get("target") or "")
+    if not target.startswith(">="):
+        return ""
+    t = float(target[2:])
+    lo, hi = r.get("ci_lo"), r.get("ci_hi")
+    if lo is None or hi is None:
+        return ""  # one repeat: nothing to hold against it
+    if lo >= t:
+        state = "met"
+    elif hi < t:
+        state = "not met"
+    else:
+        state = "undecided, the 95% CI holds it"
+    return f" (the kit's target {target}x: {state})"
 
 
 def _flag_lines(rows: list[dict], esc: Callable[[object], str] = str) -> list[str]:
@@ -387,15 +411,22 @@ def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
     """What a matrix prints when it ends: Table I over repeats and the ratios with intervals."""
     summ = summary_table(cells)
     cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 6, 7, 10, 12, 14)]
-    lines = ["Table I (this run; median over repeats, 95% bootstrap CI)", *text_table(summ, cols)] if summ else []
-    lines += [x for x in _flag_lines(summ) if x]
+    shown = [
+        {**{k: sig(v) if k in _SIG and isinstance(v, float) else v for k, v in r.items()}, "median_samples_per_s": f"{r['median_samples_per_s']:,.0f}"}
+        for r in summ
+    ]  # fmt: skip
+    lines = ["Table I (this run; median over repeats, 95% bootstrap CI)", *text_table(shown, cols)] if summ else []
+    flagged = [r for r in summ if r["flags"]]
+    if flagged:
+        lines.append(
+            f"⚑ flagged (bench.core.noise: CV over timed epochs > {noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the "
+            "median, throttling or a shared GPU):"
+        )
+        lines += [f"  {r['platform'].rstrip(' ⚑')}: {r['flags']}" for r in flagged]
     rat = ratios_ci(cells)
     if rat:
-        lines += ["", "ratios of median throughput (same session, paired by repeat)"]
-        lines += [
-            f"  {r['numerator']} / {r['denominator']}: {_ratio_text(r)}" + (f" (target {r['target']})" if r["target"] else "")
-            for r in rat
-        ]
+        lines += ["", "ratios of median throughput (same session, paired by repeat; > 1: the first is faster)"]
+        lines += [f"  {r['numerator']} / {r['denominator']}: {_ratio_text(r)}" + _target_text(r) for r in rat]
     cells_d = {
         key(c) + (f" r{c.repeat}" if c.repeat else ""): (
             {"status": c.status, "reason": c.reason}

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import csv
 import statistics
+import textwrap
 from pathlib import Path
 
 from bench.core.resultset import ResultCell as Cell
 from bench.core.stats import ratio
-from bench.core.tables import fmt, markdown
+from bench.core.tables import markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, md_reason, plot_text
 from bench.studies.profile import claims, seed
@@ -769,11 +770,23 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         if not ep:
             continue
         ips, jpi = _med(ep, "samples_per_s"), _med(ep, "j_per_img")
-        ov = next((r.get("sampler_cost") for r in _rows(c, "overhead")), None)
-        lines.append(
-            f"{_label(c):<48} {fmt(ips)} img/s"
-            + (f", {jpi:.3f} J/img" if jpi else "")
-            + (f", sampler cost {ov:+.2%}" if isinstance(ov, float) else "")
-        )
+        over = next(iter(_rows(c, "overhead")), {})
+        ov = over.get("sampler_cost")
+        pairs = [p for p in over.get("sampler_cost_pairs") or [] if isinstance(p, (int, float))]
+        cost = ""
+        if isinstance(ov, float):
+            cost = f", sampler cost {ov:+.1%}"
+            if len(pairs) > 1:
+                lo, hi = min(pairs), max(pairs)
+                cost += f" (pairs {lo:+.1%} to {hi:+.1%}" + (": no measurable cost)" if lo <= 0 <= hi else ")")
+        lines.append(f"  {_label(c):<44} {sig(ips)} img/s" + (f", {sig(jpi)} J/img" if jpi else "") + cost)
         data[c.first.get("cell") or c.dir.name] = {"img_per_s": ips, "j_per_img": jpi, "sampler_cost": ov}
+    if lines:
+        lines[:0] = textwrap.wrap(
+            "per cell: training throughput (img/s, median over timed epochs); energy per image above the idle "
+            "baseline (J/img, where the energy counter is readable); the telemetry sampler's cost: step time "
+            "with it on over off, minus 1 (median over pairs of blocks; below 0 the blocks with the sampler ran "
+            "faster: noise, not a cost)",
+            120,
+        )
     return lines, data

@@ -11,6 +11,7 @@ Host side: standard library, numpy and matplotlib only (rows and system.json; no
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -19,7 +20,7 @@ from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.study import number
-from bench.core.tables import fmt, markdown
+from bench.core.tables import fmt, markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text
 from bench.studies.roofline import seed
@@ -789,12 +790,20 @@ def claims_section(groups: list[list[Cell]]) -> list[str]:
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:
     cells = [c for c in cells if c.status == "ok"]
     rows = perf_table(group_repeats(cells))
-    lines = [
-        f"{r['model']:<14} {r['config']:<24} train {fmt(r['train_ips'])} img/s  val {fmt(r['val_ips'])} img/s  "
-        f"{fmt(r['tf_train'])} TFLOP/s  {fmt(r['frac'])}% of roof"
+    lines = textwrap.wrap(
+        "per configuration, median over repeats: training and validation throughput (img/s), the training FLOP/s "
+        "achieved (TFLOP/s), and that as % of the roof (the most the device's measured peaks allow at the "
+        "model's arithmetic intensity)",
+        120,
+    ) if rows else []  # fmt: skip
+    lines += [
+        f"  {r['model']:<14} {r['config']:<24} train {sig(r['train_ips'])} img/s, val {sig(r['val_ips'])} img/s, "
+        f"{sig(r['tf_train'])} TFLOP/s, {sig(r['frac'], 2)}% of roof"
         for r in rows
     ]
     ends = [
-        f"sweep {_p(c)['model']} {_p(c)['precision']}: {e.get('sweep_stop_reason')}" for c in cells for e in _ok(c, "sweep_end")
+        f"batch-size sweep {_p(c)['model']} {_p(c)['precision']} ended: {e.get('sweep_stop_reason')}"
+        for c in cells
+        for e in _ok(c, "sweep_end")
     ]
     return lines + ends, {"configurations": rows}
