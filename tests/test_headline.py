@@ -111,8 +111,13 @@ def test_two_workloads_are_never_compared():
 
 def test_a_comparison_without_cells_says_what_is_missing():
     st = studies()["profile"]
-    rows, missing = headline.rows(st, [c for c in _cells("H100-80GB-HBM3-profile") if c.study == "profile"])
+    cells = [c for c in _cells("H100-80GB-HBM3-profile") if c.study == "profile"]
+    rows, missing = headline.rows(st, cells)
     assert any(r.comparison.startswith("GPU: batch 128 over batch 64") for r in rows)
+    assert any(r.comparison.startswith("GPU over CPU") for r in rows)  # the reference holds both sides
+    assert any("2 GPUs (DDP) over 1" in m and "gpus=2" in m for m in missing)  # a one-GPU host
+    gpu_only = [c for c in cells if c.first.get("backend") != "torch-cpu"]
+    _, missing = headline.rows(st, gpu_only)
     assert any("GPU over CPU" in m and "backend=torch-cpu" in m for m in missing)
 
 
