@@ -10,7 +10,10 @@ compile / CUDA graphs / Optuna; accuracy, epoch time, latency, memory, size; 3 s
     inference.py  deployment forms: fp32, quantize_dynamic, PT2E int8, CUDA graph; latency, size
     protocol.py   one cell: trials, epochs, inference
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
-    report.py     tables and the seed's Figs. 1-4, the seed's claims beside ours, Pareto plots
+    report.py     tables and the seed's Figs. 1-4, the searches (budget, distance from chance), Pareto plots
+    crossdevice.py  GPU over CPU: each seed configuration's GPU side beside its CPU side, with intervals
+    claims.py     the seed's claims, each with our measurement and a verdict
+    readout.py    reading result cells for those three: names, per-seed values, forms
 
 Importing this package imports no torch.
 """
