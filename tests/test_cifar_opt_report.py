@@ -225,5 +225,18 @@ def test_the_report_section_from_the_references(tmp_path):
     # each search: its budget and how far its best trial was from chance
     assert "budget 8 trials x 1 epoch(s) on 4,000 images, scored on 1,000 held out" in section
     assert "pts from the chance limit 12.8 %" in section
-    assert "- CPU (AMD EPYC, 2 cores): 5,000 training / 1,000 test images, 5 epochs" in section
+    assert "- CPU (AMD EPYC, 2 cores): 5,000 training / 1,000 test images, 5 epoch(s)" in section
     assert (out / "cifar-opt_fig4_latency.png").stat().st_size > 0
+
+
+def test_the_report_says_what_each_side_ran_and_what_was_cut():
+    from bench.studies.cifar_opt.report import _sizes
+
+    cpu = _seeds("torch-cpu", "default", "one", CPU, 500.0, n_train=1000)
+    gpu = _seeds("torch-cuda", "default", "one", GPU, 2500.0)
+    lines = _sizes(_groups(cpu, gpu))
+    cpu_line = next(x for x in lines if x.startswith("- CPU"))
+    assert "1,000 training" in cpu_line and "Fewer than the seed's 5,000 training images" in cpu_line
+    assert "about 15 min on 2 cores and 8 min on a 16-core Xeon" in cpu_line and "CPU_DEFAULT" in cpu_line
+    gpu_line = next(x for x in lines if x.startswith("- CUDA"))
+    assert "5,000 training" in gpu_line and "Fewer" not in gpu_line

@@ -138,8 +138,8 @@ def _gpu_over_cpu(groups, cross):
     slow = [
         r for r in formed if r["train_ratio"].median <= 1.0 or (r["train_ratio"].lo is not None and r["train_ratio"].lo <= 1.0)
     ]
-    lows = min(r["train_ratio"].median for r in formed)
-    ours = f"GPU {lows:.1f}x to {max(r['train_ratio'].median for r in formed):.1f}x the CPU's training img/s"
+    lo, hi = min(r["train_ratio"].median for r in formed), max(r["train_ratio"].median for r in formed)
+    ours = f"GPU {lo:.1f}x" + (f" to {hi:.1f}x" if hi > lo else "") + " the CPU's training img/s"
     evidence = f"{len(formed)} GPU / CPU row(s) of the table above" + (f"; not formed: {', '.join(missing)}" if missing else "")
     return ours, FAILS if slow else HOLDS, evidence
 
