@@ -261,8 +261,8 @@ EPYC2 = Host("2-core AMD EPYC (the constants' machine)", {m: 1.0 for m in MODELS
 # cores 60,327 vs 16,406 img/s = 3.7x (resident pipeline); one core's Python 6,604 vs 5,606 img/s =
 # 1.2x (the seed pipeline): the cells' starts. Compiles: 1.5x, assumed (inductor compiles its C++ in
 # parallel; export and lowering are one core's Python). Unmeasured for cifar-opt's batch-32 steps:
-# at 2.5x (compile and start 1x) the CPU default profile would take ~10 min, hence the split
-# commands in results/reference/README.md.
+# at 2.5x (compile and start 1x) the CPU default profile would take ~10 min; one model per command
+# (`--only model=...`) halves it where a command has a 10-minute limit.
 XEON16 = Host("16-core Xeon (the H100 host)", {m: 3.7 for m in MODELS}, compile=1.5, open=1.2)
 
 
