@@ -99,3 +99,24 @@ def test_the_cost_model_gives_the_references_wall_times_back(ref):
     assert len(model) == (2 if ref.startswith("cpu") else 6)
     for key, m in model.items():
         assert abs(m - measured[key]) <= 0.25 * measured[key], (key, m, measured[key])
+
+
+def test_every_headline_comparison_forms_from_the_default_matrices(study):
+    """The headline pairs two cells only when every param but the free ones is equal: the cut CPU
+    profile (fewer images, epochs, calls) and the search budgets must not keep a pair apart."""
+    from bench.core import headline
+    from bench.core.resultset import ResultCell
+
+    cells = study.matrix("cpu", "default") + study.matrix("cuda", "default")
+    facets = [
+        headline.facets(
+            study,
+            ResultCell(Path(f"/r/{c.name}"), [{"backend": c.backend, "variant": c.variant}], {}, spec=json.loads(c.to_json())),
+        )
+        for c in cells
+    ]
+    for comp in study.comparisons:
+        for model in ("resnet18", "mobilenet_v2"):
+            a = {headline._join(f, comp) for f in facets if headline._matches(f, comp.a) and f["model"] == model}
+            b = {headline._join(f, comp) for f in facets if headline._matches(f, comp.b) and f["model"] == model}
+            assert a and b and a & b, (comp.name, model)
