@@ -179,6 +179,13 @@ def test_a_symlinked_cell_dir_is_refused_and_nothing_written_through_it(study, t
     assert not any(elsewhere.iterdir()), "the journal was written through the symlinked cell dir"
 
 
+def _ctx(tmp_path):
+    """What the cell entry point hands open(): one process, no ranks."""
+    from bench.core.study import RunContext
+
+    return RunContext(out=tmp_path, cell_dir=tmp_path, data_dir=None, run_id="test")
+
+
 # ---- 3. an interrupted trial does not use up the budget ---------------------------------------
 
 
@@ -204,7 +211,7 @@ def test_an_interrupted_trial_does_not_use_up_the_budget(study, tiny, tmp_path, 
     assert len(first.study.get_trials(deepcopy=False)) == 1
 
     again = Search(cfg, tiny.x_train, tiny.y_train, tmp_path, _make(cfg))
-    run = CellRun(cfg, None, _split(tiny), {}, 1, 1, _make(cfg), search=again)  # type: ignore[arg-type]
+    run = CellRun(cfg, _ctx(tmp_path), _split(tiny), {}, 1, 1, _make(cfg), search=again)
     rows = run.step(0)  # the one trial step: runs a trial, lists the interrupted one, picks
     trial_rows = [r for r in rows if r.get("phase") == "trial"]
     ran = [r for r in trial_rows if r["trial"] != 0]
@@ -234,7 +241,7 @@ def test_a_trainer_epoch_of_zero_steps_is_one_line(study, tiny, pipeline):
     assert "0 steps" in _one_line(err)
 
 
-def test_the_protocol_refuses_an_epoch_of_zero_steps(study, tiny):
+def test_the_protocol_refuses_an_epoch_of_zero_steps(study, tiny, tmp_path):
     """Whatever a backend's trainer does: an epoch that ran no step is never an ok row."""
     from bench.studies.cifar_opt.protocol import CellRun
 
@@ -248,7 +255,7 @@ def test_the_protocol_refuses_an_epoch_of_zero_steps(study, tiny):
         evaluate=lambda: 0.1,
         memory=lambda: {},
     )
-    run = CellRun(_cfg(study), None, _split(tiny), {}, 1, 0, _make(_cfg(study)), trainer=stub)  # type: ignore[arg-type]
+    run = CellRun(_cfg(study), _ctx(tmp_path), _split(tiny), {}, 1, 0, _make(_cfg(study)), trainer=stub)  # type: ignore[arg-type]
     with pytest.raises(KitError) as err:
         run.step(0)
     assert "0 steps" in _one_line(err)

@@ -1,7 +1,10 @@
 """One cifar-opt cell: open() loads the subsample, builds the trainer and warms it up;
 then the steps are
 
-    trials    (variant optuna only) one Optuna trial per step (search.py)
+    trials    (variant optuna only) one Optuna trial per step (search.py), each with its own
+              RSS and GPU-allocator peaks; after the last, what the search left is given back
+              (release_memory: garbage, cuBLAS's per-stream workspaces, cached blocks, freed
+              heap pages) and the peak counters zeroed, so the trained model's memory is its own
     epochs    one per step: training timed as a whole (device synced, RSS sampled, the
               GPU allocator's peak reset), then evaluation on the test subsample timed
               apart (eval_s, never inside epoch_s)
@@ -26,16 +29,10 @@ import numpy as np
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
-from bench.studies.cifar_opt.config import Settings, parse_variant, settings, variant_kind
-from bench.studies.cifar_opt.trainer import Split, Trainer, TrainerData, zero_steps
+from bench.studies.cifar_opt.config import Settings, chance_limit, parse_variant, settings, variant_kind
+from bench.studies.cifar_opt.trainer import Split, Trainer, TrainerData, release_memory, zero_steps
 
 MakeTrainer = Callable[[Split, int, float, "str | None"], Trainer]  # (split, batch, lr, variant): the backend's create()
-
-
-def chance_limit(n_test: int) -> float:
-    """Test accuracy at or below this is 'at chance' for 10 balanced classes: 10% plus three
-    binomial standard deviations of N_TEST draws."""
-    return 0.1 + 3 * math.sqrt(0.1 * 0.9 / max(n_test, 1))
 
 
 @dataclass
@@ -55,6 +52,8 @@ class CellRun:
     warmup_s: float = 0.0
     heap_mb: float | None = None
     last_acc: float | None = None
+    released: dict = field(default_factory=dict)
+    search_peaks: dict = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -95,6 +94,7 @@ class CellRun:
     def _ensure_trainer(self) -> Trainer:
         if self.trainer is None:  # optuna: build with the pick, warm up, before the first clock
             bs, lr = self.pick["batch_size_picked"], self.pick["lr_picked"]
+            self.released = release_memory(self.cfg.device)  # the search's leftovers are not this model's
             self.trainer = self.make(self.split, bs, lr, "default")
             self.warmup_s = self.trainer.warmup()
             self.heap_mb = self.trainer.python_heap_peak_mb()
@@ -102,18 +102,35 @@ class CellRun:
 
     def step(self, i: int) -> list[dict]:
         if i < self.n_trials:
-            row = self.search.trial(i)
-            rows = [{**self.base(), **row, "status": "ok"}]
+            row = {**self.trial_with_peaks(i), "status": "ok"}
+            rows = [{**self.base(), **row}]
             if i == 0:  # the journal's interrupted (FAIL) trials: listed once, not counted against `trials`
                 rows += [{**self.base(), **r, "status": "ok"} for r in self.search.uncounted]
             if i == self.n_trials - 1:
-                self.pick = self.search.pick()
+                self.pick = {**self.search.pick(), **self.search_peaks}
                 rows.append({**self.base(), **self.pick, "status": "ok"})
             return rows
         e = i - self.n_trials
         if e < self.cfg.epochs:
             return [self.epoch(e + 1)]
         return self.inference()
+
+    def trial_with_peaks(self, i: int) -> dict:
+        """Run trial I with its own memory peaks: process RSS (sampled) and the GPU allocator's peak."""
+        import torch
+
+        from bench.measure.memory import RSSSampler
+        from bench.measure.torchdev import memory_peaks, reset_peak
+
+        dev = torch.device(self.cfg.device)
+        reset_peak(dev)
+        with RSSSampler() as rss:
+            row = self.search.trial(i)
+        gpu = memory_peaks(dev).get("gpu_alloc_peak_mb")
+        for key, v in (("search_rss_peak_mb", rss.peak_mb), ("search_gpu_alloc_peak_mb", gpu)):
+            if v is not None:
+                self.search_peaks[key] = max(v, self.search_peaks.get(key, 0.0))
+        return {**row, "trial_rss_peak_mb": rss.peak_mb, "trial_gpu_alloc_peak_mb": gpu}
 
     def epoch(self, epoch: int) -> dict:
         from bench.measure.memory import RSSSampler
@@ -157,6 +174,7 @@ class CellRun:
             "rss_mean_mb": rss.mean_mb,
             "python_heap_peak_mb": self.heap_mb,
             **tr.memory(),
+            **({f"after_search_{k}": v for k, v in self.released.items()} if epoch == 1 else {}),
         }
 
     def inference(self) -> list[dict]:
@@ -185,6 +203,7 @@ class CellRun:
             "normalise_std": tr.std if tr else None,
             "n_params": sum(p.numel() for p in tr.model.parameters()) if tr else None,
             "search": self.pick or None,
+            "released_after_search": self.released or None,
             "training_seed": self.cfg.seed,
         }
 

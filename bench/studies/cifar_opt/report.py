@@ -1,7 +1,9 @@
-"""cifar-opt's report section: training and inference tables (medians over repeats, each
-repeat one of the seed's 3 seeds), same-host ratios with intervals, the seed's claims
-beside ours, Figs. 1-4 as the seed drew them (epoch time, accuracy, peak memory,
-latency per model and configuration) and the Optuna Pareto plots.
+"""cifar-opt's report section: what each side ran (and what was cut), training and
+inference tables (medians over repeats, each repeat one of the seed's 3 seeds), same-host
+ratios and GPU-over-CPU ratios (a GPU configuration beside a CPU one, per model, each with
+its 95 % interval), the seed's claims with a verdict each, Figs. 1-4 as the seed drew them
+(epoch time, accuracy, peak memory, latency per model and configuration) and the Optuna
+searches (budget, distance from chance, Pareto plots).
 
 Host side: standard library, numpy, scipy (bench.core.stats) and matplotlib only.
 """
@@ -11,90 +13,27 @@ from __future__ import annotations
 import statistics
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown, sig
+from bench.core.text import Md, md_code, plot_text, safe_name
 from bench.core.text import md as md_text
-from bench.core.text import md_code, plot_text, safe_name
-
-SEED_NAMES = {
-    ("cpu", "default"): "CPU Default",
-    ("cpu", "quant-dynamic"): "CPU Quantized (dynamic, Linear only)",
-    ("cpu", "optuna"): "CPU Tuned (Optuna)",
-    ("cpu", "int8"): "CPU int8 (PT2E static) [kit]",
-    ("cpu", "compile"): "CPU compile [kit]",
-    ("cuda", "default"): "GPU Default",
-    ("cuda", "amp"): "GPU AMP (fp16)",
-    ("cuda", "optuna"): "GPU Tuned (Optuna)",
-    ("cuda", "tuned"): "GPU tuned: bf16+cl+compile+graphs [kit]",
-    ("mps", "default"): "MPS Default",
-    ("mps", "optuna"): "MPS Tuned (Optuna)",
-}
-PLATFORM = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
-# What seed 002 says in words (it prints no tables): claim, its figure, and how ours is read.
-SEED_CLAIMS = [
-    ("GPU Default epoch time, ResNet-18 (HPC / P100)", "< 20 s", "cuda", "resnet18", "default", "epoch_s", "s"),
-    ("GPU Default epoch time, MobileNetV2 (HPC / P100)", "< 15 s", "cuda", "mobilenet_v2", "default", "epoch_s", "s"),
-    ("GPU inference latency (HPC / P100), all configs", "< 5 ms", "cuda", None, None, "latency_p50_ms", "ms"),
-    ("CPU inference latency, all configs", "> 13 ms", "cpu", None, None, "latency_p50_ms", "ms"),
-    ("CPU Quantized peak memory", "~145 MB", "cpu", None, "quant-dynamic", "rss_peak_mb", "MB"),
-    ("GPU Tuned accuracy (ResNet-18 and MobileNetV2)", "~70 %", "cuda", None, "optuna", "test_acc", "%"),
-]
-REAL_ONLY = ("test_acc",)  # claims whose check needs the real CIFAR-10
-
-
-def _label(c: Cell) -> str:
-    r = c.first
-    plat = PLATFORM.get(str(r.get("backend")), "?")
-    v = str(r.get("variant"))
-    name = SEED_NAMES.get((plat, v), f"{plat.upper()} {v} [kit]")
-    extra = []
-    pipe = next((x.get("pipeline") for x in c.rows if x.get("pipeline")), "loader")
-    if pipe != "loader":
-        extra.append(f"pipeline {pipe}")
-    bs = (c.spec.get("params") or {}).get("batch_size")
-    if bs and bs != 32 and v != "optuna":
-        extra.append(f"batch {bs}")
-    return name + (f" ({', '.join(extra)})" if extra else "")
-
-
-def _rows(c: Cell, phase: str) -> list[dict]:
-    return [r for r in c.rows if r.get("phase") == phase and r.get("status") == "ok"]
-
-
-def _per_repeat(
-    group: list[Cell], phase: str, key: str, agg: Callable = statistics.median, form: str | None = None
-) -> dict[int, float]:
-    out = {}
-    for c in group:
-        vals = [
-            r[key] for r in _rows(c, phase) if isinstance(r.get(key), (int, float)) and (form is None or r.get("form") == form)
-        ]
-        if vals:
-            out[c.repeat] = float(agg(vals))
-    return out
-
-
-def _last(vals: list) -> float:
-    return float(vals[-1])
-
-
-def _med(d: dict[int, float], scale: float = 1.0) -> float | None:
-    return statistics.median(d.values()) * scale if d else None
-
-
-def _ci(d: dict[int, float], f: str = "{:.2f}", scale: float = 1.0) -> str:
-    if not d:
-        return ""
-    s = stats.summarize([v * scale for v in d.values()])
-    return f"{f.format(s.median)} [{s.interval(f)}]" if s.lo is not None else f.format(s.median)
-
-
-def _where(c: Cell) -> str:
-    return f"{c.first.get('host')} · {c.device}"
+from bench.studies.cifar_opt import claims, crossdevice
+from bench.studies.cifar_opt.claims import SEED_CLAIMS, seed_claims  # noqa: F401  (the seed's claims live there)
+from bench.studies.cifar_opt.config import CPU_DEFAULT, chance_limit
+from bench.studies.cifar_opt.readout import PLATFORM, SEED_N_TRAIN, n_train, param, platform, real_data
+from bench.studies.cifar_opt.readout import ci as _ci
+from bench.studies.cifar_opt.readout import forms as _forms
+from bench.studies.cifar_opt.readout import label as _label
+from bench.studies.cifar_opt.readout import last as _last
+from bench.studies.cifar_opt.readout import med as _med
+from bench.studies.cifar_opt.readout import per_repeat as _per_repeat
+from bench.studies.cifar_opt.readout import rows as _rows
+from bench.studies.cifar_opt.readout import where as _where
 
 
 def training_table(groups: list[list[Cell]]) -> list[dict]:
@@ -110,6 +49,7 @@ def training_table(groups: list[list[Cell]]) -> list[dict]:
                 "model": c.first.get("model") or (c.spec.get("params") or {}).get("model"),
                 "config": _label(c) + (" ⚑" if any(x.flags for x in g) else ""),
                 "batch": "/".join(dict.fromkeys(str(_rows(x, "epoch")[0].get("batch_size")) for x in g if _rows(x, "epoch"))),
+                "images": n_train(g),
                 "epoch_s": _ci(_per_repeat(g, "epoch", "epoch_s")),
                 "img_s": _med(_per_repeat(g, "epoch", "samples_per_s")),
                 "acc": _ci(acc, "{:.1f}", 100) if acc else "n/a (synthetic-gpu)",
@@ -128,6 +68,7 @@ TRAIN_COLS = [
     ("model", "model"),
     ("config", "configuration"),
     ("batch", "batch (per seed if they differ)"),
+    ("images", "images per epoch"),
     ("epoch_s", "epoch s [95% CI]"),
     ("img_s", "img/s"),
     ("acc", "test acc % [95% CI]"),
@@ -137,15 +78,6 @@ TRAIN_COLS = [
     ("compile_s", "warm-up/compile s"),
     ("n", "seeds"),
 ]
-
-
-def _forms(g: list[Cell]) -> list[str]:
-    seen: list[str] = []
-    for c in g:
-        for r in _rows(c, "inference"):
-            if r["form"] not in seen:
-                seen.append(r["form"])
-    return seen
 
 
 def inference_table(groups: list[list[Cell]]) -> list[dict]:
@@ -293,123 +225,157 @@ RATIO_COLS = [
 ]
 
 
-def seed_claims(groups: list[list[Cell]]) -> list[dict]:
-    out = []
-    for claim, theirs, plat, model, variant, key, unit in SEED_CLAIMS:
-        vals = []
-        real = True
-        for g in groups:
-            c = g[0]
-            if PLATFORM.get(str(c.first.get("backend"))) != plat or (model and c.first.get("model") != model):
-                continue
-            if variant and c.first.get("variant") != variant:
-                continue
-            phase = "inference" if key.startswith("latency") else "epoch"
-            agg = max if key.endswith("_mb") else _last if key == "test_acc" else statistics.median
-            d = _per_repeat(g, phase, key, agg)
+@dataclass(frozen=True)
+class Figure:
+    fname: str
+    title: str
+    phase: str
+    key: str
+    agg: Callable
+    scale: float = 1.0
+    gpu_key: str | None = None  # read instead of KEY for GPU cells (their memory is the allocator's)
+    per_seed_epoch: bool = False  # scale to the seed's 5,000-image epoch (CPU default cells train on 1,000)
+
+
+FIGURES = [
+    Figure(
+        "cifar-opt_fig1_epoch_time.png",
+        "Fig. 1: average epoch time (s) per 5,000 training images (the seed's epoch)",
+        "epoch",
+        "epoch_s",
+        statistics.median,
+        per_seed_epoch=True,
+    ),
+    Figure("cifar-opt_fig2_accuracy.png", "Fig. 2: test accuracy (%)", "epoch", "test_acc", _last, 100.0),
+    Figure(
+        "cifar-opt_fig3_peak_memory.png",
+        "Fig. 3: peak memory while training (MB): process RSS; GPU allocator where a GPU ran",
+        "epoch",
+        "rss_peak_mb",
+        max,
+        gpu_key="gpu_alloc_peak_mb",
+    ),
+    Figure(
+        "cifar-opt_fig4_latency.png",
+        "Fig. 4: batch-1 inference latency p50 (ms), per deployment form",
+        "inference",
+        "latency_p50_ms",
+        statistics.median,
+    ),
+]
+
+
+def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, list[float]]]:
+    """(bar label, values over seeds) for one panel."""
+    bars = []
+    for g in groups:
+        c = g[0]
+        if c.first.get("model") != mdl:
+            continue
+        k = spec.gpu_key if spec.gpu_key and PLATFORM.get(str(c.first.get("backend"))) != "cpu" else spec.key
+        factor, note = spec.scale, ""
+        n = n_train(g)
+        if spec.per_seed_epoch and n and n != SEED_N_TRAIN:
+            factor *= SEED_N_TRAIN / n
+            note = f" (x{SEED_N_TRAIN / n:g}: {n:,} images)"
+        for f in _forms(g) if spec.phase == "inference" else [None]:
+            d = _per_repeat(g, spec.phase, k, spec.agg, form=f)
             if d:
-                vals.append(statistics.median(d.values()) * (100 if key == "test_acc" else 1))
-                real = real and bool(c.first.get("dataset_real"))
-        ours = f"{min(vals):.3g}–{max(vals):.3g} {unit}" if len(vals) > 1 else f"{vals[0]:.3g} {unit}" if vals else "not run here"
-        note = "needs real CIFAR-10 to check" if key in REAL_ONLY and not real else ""
-        if vals and key not in REAL_ONLY:
-            note = "different hardware and data: read as an order of magnitude"
-        out.append({"claim": claim, "seed": theirs, "ours": ours, "note": note})
-    return out
+                name = (
+                    f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if k != spec.key else "") + note
+                )
+                bars.append((plot_text(name), [x * factor for x in d.values()]))
+    return bars
 
 
-def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
-    """The seed's Figs. 1-4: one bar per configuration, a panel per model, medians with min-max whiskers."""
+def figure(groups: list[list[Cell]], spec: Figure):
+    """One of the seed's Figs. 1-4: a panel per model, a bar per configuration (and form), the
+    median over seeds with min-max whiskers, on a linear axis from 0 with each bar's value
+    written beside it. Returns the matplotlib Figure (not saved)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    specs: list[tuple[str, str, str, str, Callable, float, str | None]] = [
-        ("cifar-opt_fig1_epoch_time.png", "Fig. 1: average epoch time (s)", "epoch", "epoch_s", statistics.median, 1.0, None),
-        ("cifar-opt_fig2_accuracy.png", "Fig. 2: test accuracy (%)", "epoch", "test_acc", _last, 100.0, None),
-        (
-            "cifar-opt_fig3_peak_memory.png",
-            "Fig. 3: peak memory (MB): process RSS; GPU allocator where a GPU ran",
-            "epoch",
-            "rss_peak_mb",
-            max,
-            1.0,
-            "gpu_alloc_peak_mb",
-        ),
-        (
-            "cifar-opt_fig4_latency.png",
-            "Fig. 4: batch-1 inference latency p50 (ms), per deployment form",
-            "inference",
-            "latency_p50_ms",
-            statistics.median,
-            1.0,
-            None,
-        ),
-    ]
     models = sorted({str(g[0].first.get("model")) for g in groups})
-    synthetic = not all(g[0].first.get("dataset_real") for g in groups)
-    lines = []
-    for fname, title, phase, key, agg, scale, alt in specs:
-        n_bars = max(
-            1,
-            max(
-                sum(len(_forms(g)) if phase == "inference" else 1 for g in groups if g[0].first.get("model") == m) for m in models
-            ),
+    panels = {m: _bars(groups, spec, m) for m in models}
+    n_bars = max([1, *(len(b) for b in panels.values())])
+    fig, axes = plt.subplots(len(models), 1, figsize=(10, len(models) * (1.2 + 0.32 * n_bars)), squeeze=False)
+    for ax, mdl in zip(axes[:, 0], models):
+        bars = panels[mdl]
+        meds = [statistics.median(v) for _, v in bars]
+        los = [m - min(v) for m, (_, v) in zip(meds, bars)]
+        his = [max(v) - m for m, (_, v) in zip(meds, bars)]
+        ys = list(range(len(bars)))
+        ax.barh(ys, meds, xerr=[los, his], color=[plt.get_cmap("tab10")(i % 10) for i in ys], capsize=3)
+        for y, m, h in zip(ys, meds, his):
+            ax.annotate(fmt(m), (m + h, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.set_yticks(ys, [name for name, _ in bars], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(plot_text(mdl), fontsize=10)
+        ax.set_xscale("linear")
+        ax.set_xlim(0, max([m + h for m, h in zip(meds, his)] or [1.0]) * 1.2)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(spec.title, fontsize=11)
+    fig.tight_layout()
+    if spec.key == "test_acc" and not all(real_data(g) for g in groups):
+        fig.text(
+            0.5,
+            -0.02,
+            "NOT CIFAR-10: synthetic data; accuracies check training works, not the seed's claims",
+            ha="center",
+            color="tab:red",
         )
-        fig, axes = plt.subplots(len(models), 1, figsize=(10, len(models) * (1.0 + 0.32 * n_bars)), squeeze=False)
-        for ax, model in zip(axes[:, 0], models):
-            names, meds, los, his = [], [], [], []
-            for g in groups:
-                c = g[0]
-                if c.first.get("model") != model:
-                    continue
-                k = alt if alt and PLATFORM.get(str(c.first.get("backend"))) != "cpu" else key
-                forms = _forms(g) if phase == "inference" else [None]
-                for f in forms:
-                    d = _per_repeat(g, phase, k, agg, form=f)
-                    if not d:
-                        continue
-                    v = [x * scale for x in d.values()]
-                    names.append(
-                        plot_text(f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else ""))
-                        + (" [GPU]" if k == alt else "")
-                    )
-                    meds.append(statistics.median(v))
-                    los.append(statistics.median(v) - min(v))
-                    his.append(max(v) - statistics.median(v))
-            ys = range(len(names))
-            ax.barh(list(ys), meds, xerr=[los, his], color=[plt.get_cmap("tab10")(i % 10) for i in ys], capsize=3)
-            for y, m in zip(ys, meds):
-                ax.annotate(fmt(m), (m, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
-            ax.set_yticks(list(ys), names, fontsize=7)
-            ax.invert_yaxis()
-            ax.set_title(plot_text(model), fontsize=10)
-            ax.margins(x=0.15)
-            if phase == "inference":
-                ax.set_xscale("log")
-                ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        fig.suptitle(title, fontsize=11)
-        fig.tight_layout()
-        if synthetic and key == "test_acc":
-            fig.text(
-                0.5,
-                -0.02,
-                "NOT CIFAR-10: synthetic data; accuracies check training works, not the seed's claims",
-                ha="center",
-                color="tab:red",
-            )
-        tmp = out / f".{fname}.tmp.png"
+    return fig
+
+
+def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    lines = []
+    for spec in FIGURES:
+        fig = figure(groups, spec)
+        tmp = out / f".{spec.fname}.tmp.png"
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
         plt.close(fig)
-        tmp.replace(out / fname)
-        lines.append(f"![{title}]({fname})")
+        tmp.replace(out / spec.fname)
+        lines.append(f"![{spec.title}]({spec.fname})")
     return lines
 
 
+def _num(v, default=None):
+    """V when it is a finite number (not a bool), else DEFAULT: the cells are untrusted input."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+    return v if ok else default
+
+
+def _search_facts(c: Cell, pick: dict, trials: list[dict]) -> dict:
+    """The search's budget and how far its best trial got from chance (from the pick row; cells
+    made before it said so: from the trial rows and the cell's parameters)."""
+    n_train_ = int(_num(param(c, "n_train"), SEED_N_TRAIN))
+    frac = float(_num(param(c, "val_fraction"), 0.2))
+    n_val = int(_num(pick.get("search_val_images"), 10 * max(1, round(frac * (n_train_ // 10)))))
+    accs = [float(r["trial_val_acc"]) for r in trials]
+    best = _num(pick.get("best_val_acc"), max(accs) if accs else None)
+    chance = float(_num(pick.get("chance_val_acc"), chance_limit(n_val)))
+    return {
+        "trials": _num(pick.get("search_trials"), _num(param(c, "trials"))),
+        "epochs": _num(pick.get("search_trial_epochs"), _num(param(c, "trial_epochs"), 1)),
+        "budget_s": _num(pick.get("search_budget_s"), _num(param(c, "trial_budget_s"), 0.0)),
+        "n_fit": int(_num(pick.get("search_train_images"), n_train_ - n_val)),
+        "n_val": n_val,
+        "ran": len(trials),
+        "search_s": _num(pick.get("search_s")),
+        "best": best,
+        "chance": chance,
+        "above": _num(pick.get("trials_above_chance"), sum(a > chance for a in accs)),
+        "peak_mb": _num(pick.get("search_gpu_alloc_peak_mb")) or _num(pick.get("search_rss_peak_mb")),
+        "peak_what": "GPU allocator" if _num(pick.get("search_gpu_alloc_peak_mb")) else "process RSS",
+    }
+
+
 def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
+    """One line per Optuna search: its budget, its distance from chance, its pick, its Pareto plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -437,6 +403,8 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             fr = sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if r["trial"] in front)
             if fr:
                 ax.plot(*zip(*fr), color="tab:red", lw=1, label="Pareto front")
+            f = _search_facts(c, pick, trials)
+            ax.axhline(f["chance"] * 100, color="tab:blue", ls=":", lw=1, label="chance limit")
             ax.set_xlabel("epoch time (s)")
             ax.set_ylabel("validation accuracy (%)")
             ax.set_title(
@@ -452,13 +420,70 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             plt.close(fig)
             tmp.replace(out / fname)
             journal = f"{c.dir.name}/{pick['journal']}"
+            budget = f"{md_text(f['trials'])} trials x {md_text(f['epochs'])} epoch(s) on {f['n_fit']:,} images, scored on {f['n_val']:,} held out"
+            if f["budget_s"]:
+                budget += f", no trial started after {float(f['budget_s']):g} s"
+            ran = f"{f['ran']} ran" + (f" in {float(f['search_s']):.0f} s" if isinstance(f["search_s"], (int, float)) else "")
+            if isinstance(f["best"], (int, float)):
+                gap = (f["best"] - f["chance"]) * 100
+                dist = (
+                    f"best trial {f['best'] * 100:.1f} % validation accuracy, {gap:+.1f} pts from the chance limit "
+                    f"{f['chance'] * 100:.1f} % ({md_text(f['above'])} of {f['ran']} trials above it)"
+                )
+                if gap <= 0:
+                    dist += "; **no trial above chance: the pick is as good as a random one**"
+            else:
+                dist = "no trial completed"
+            mem = (
+                f"; the search's peak memory {float(f['peak_mb']):,.0f} MB ({f['peak_what']}), not counted in the training table"
+                if isinstance(f["peak_mb"], (int, float))
+                else ""
+            )
             lines.append(
-                f"- {md_text(_where(c))} {md_text(c.first.get('model'))} repeat {c.repeat}: picked trial "
-                f"{md_text(pick['picked_trial'])} (batch {md_text(pick['batch_size_picked'])}, lr {pick['lr_picked']:.3g}) "
-                f"of {md_text(pick['trials_complete'])} complete; objective {md_text(pick['objective'])}; "
+                f"- {md_text(_where(c))} {md_text(c.first.get('model'))} seed {c.repeat}: budget {budget}; {ran}; {dist}; "
+                f"picked trial {md_text(pick['picked_trial'])} (batch {md_text(pick['batch_size_picked'])}, "
+                f"lr {pick['lr_picked']:.3g}); objective {md_text(pick['objective'])}{mem}; "
                 f"journal {md_code(journal)} ![Pareto]({fname})"
             )
     return lines
+
+
+def _sizes(groups: list[list[Cell]]) -> list[str]:
+    """What each platform's cells ran: images, epochs, batch, latency calls; and what was cut from the seed's."""
+    seen: dict[tuple, set[str]] = {}
+    for g in groups:
+        c = g[0]
+        key = (
+            platform(c),
+            n_train(g) or param(c, "n_train"),
+            param(c, "n_test"),
+            param(c, "epochs"),
+            param(c, "latency_calls"),
+        )
+        seen.setdefault(key, set()).add(c.device)
+    out = []
+    for (plat, ntr, nte, ep, calls), devices in sorted(seen.items(), key=lambda kv: str(kv[0])):
+        line = (
+            f"- {md_text(plat.upper())} ({md_text(', '.join(sorted(devices)))}): {md_text(_count(ntr))} training / "
+            f"{md_text(_count(nte))} test images, {md_text(ep)} epoch(s), {md_text(_count(calls))} batch-1 latency calls"
+        )
+        if isinstance(ntr, int) and ntr < SEED_N_TRAIN:
+            why = (
+                " so that the CPU default profile (Default, Quantized, Tuned x 2 models x 3 seeds) takes about 15 min "
+                "on 2 cores and 8 min on a 16-core Xeon (bench/studies/cifar_opt/config.py, CPU_DEFAULT)"
+                if plat == "cpu" and ntr == CPU_DEFAULT["n_train"]
+                else ""
+            )
+            line += (
+                f". Fewer than the seed's {SEED_N_TRAIN:,} training images{why}; Fig. 1 and the claims scale epoch times "
+                f"to {SEED_N_TRAIN:,} images, throughputs need no scaling"
+            )
+        out.append(line)
+    return out
+
+
+def _count(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else fmt(v)
 
 
 def section(cells: list[Cell], out: Path) -> list[str]:
@@ -469,11 +494,13 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     groups = group_repeats(cells)
     data = sorted({(str(c.first.get("dataset")), bool(c.first.get("dataset_real"))) for c in cells})
     md = [
-        "ResNet-18 and MobileNetV2 (torchvision, num_classes=10, 32x32 input) on a stratified "
-        f"{md_text(cells[0].first.get('n_train'))}/{md_text(cells[0].first.get('n_test'))} subsample, SGD momentum 0.9, weight decay 1e-4. "
+        "ResNet-18 and MobileNetV2 (torchvision, num_classes=10, 32x32 input) on a stratified subsample of CIFAR-10, "
+        "batch 32 (the Tuned configurations: their search's pick), SGD momentum 0.9, weight decay 1e-4. "
         "Each repeat is a fresh process with its own training seed (the seed's 3 seeds); tables give medians over "
         "them with a 95% bootstrap interval. Epoch time excludes evaluation and warm-up/compile (own column). "
-        "Latency: batch 1, one synced call at a time after warm-up, forms of one cell interleaved.",
+        "Latency: batch 1, one synced call at a time after warm-up, forms of one cell interleaved. What each side ran:",
+        "",
+        *_sizes(groups),
         "",
         "Data: " + ", ".join(f"{md_text(n)} ({'real' if r else 'synthetic: NOT CIFAR-10'})" for n, r in data) + ".",
         "",
@@ -490,12 +517,27 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     rat = ratios(groups)
     if rat:
         md += ["#### Same-host ratios", "", markdown(rat, RATIO_COLS), ""]
+    cross = crossdevice.cross_device(groups)
+    if cross:
+        md += [
+            "#### GPU over CPU (the seed's configurations side by side)",
+            "",
+            "How many times faster the GPU configuration is than the CPU one, per model: training img/s GPU ÷ CPU "
+            "and batch-1 latency CPU ÷ GPU, medians over seeds with a 95% bootstrap interval (paired by seed only "
+            "when both sides ran in one run). A row whose side is missing names the command that makes it.",
+            "",
+            markdown([{**r, "note": _note(r)} for r in cross], crossdevice.COLS),
+            "",
+        ]
+    verdicts = seed_claims(groups, cross)
     md += [
-        "#### Seed 002's claims beside ours",
+        "#### Seed 002's claims, with a verdict each",
         "",
-        markdown(
-            seed_claims(groups), [("claim", "seed's claim"), ("seed", "seed"), ("ours", "ours (medians)"), ("note", "note")]
-        ),
+        f"{md_text(claims.tally(verdicts))}. Verdicts: holds / does not hold (our measurement, on our hardware) / "
+        "needs real data (an accuracy claim, and these cells ran on synthetic data) / not measured here (no cell of "
+        "the configurations it needs).",
+        "",
+        markdown(verdicts, claims.COLS),
         "",
     ]
     flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
@@ -506,6 +548,19 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     if par:
         md += ["", "#### Optuna searches (the seed's Tuned)", "", *par]
     return md
+
+
+def _note(r: dict) -> Md | str:
+    """A missing side's note carries its command as code; every other note is plain text."""
+    if not r.get("missing"):
+        return str(r["note"])
+    cmd = crossdevice.command(r["missing"], *_missing_what(r))
+    return Md(f"run {md_code(cmd)}, then report both dirs")
+
+
+def _missing_what(r: dict) -> tuple[str, str]:
+    pair = next(p for p in crossdevice.PAIRS if p.name == r["pair"])
+    return (pair.cpu_variant if r["missing"] == "cpu" else pair.gpu_variant), str(r["model"])
 
 
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:

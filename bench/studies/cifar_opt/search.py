@@ -35,7 +35,7 @@ import numpy as np
 
 from bench.core.errors import KitError
 from bench.core.rows import is_regular, open_nofollow
-from bench.studies.cifar_opt.config import MIN_BATCH, SEED_BATCHES, Settings
+from bench.studies.cifar_opt.config import MIN_BATCH, SEED_BATCHES, Settings, chance_limit
 from bench.studies.cifar_opt.trainer import Split, Trainer, zero_steps
 
 LR_RANGE = (1e-4, 1e-1)  # log-uniform
@@ -299,6 +299,8 @@ class Search:
             raise KitError("every Optuna trial was pruned or failed: nothing to pick (see the trial rows)")
         front = self.study.best_trials if self.cfg.objective == "pareto" else [self.study.best_trial]
         best = max(front, key=lambda t: (t.values[0], -t.user_attrs.get("epoch_s", 0.0)))
+        n_val = len(self.train.y_eval)
+        chance = chance_limit(n_val)
         return {
             "phase": "search",
             "picked_trial": best.number,
@@ -309,4 +311,14 @@ class Search:
             "trials_not_counted": sum(t.state == optuna.trial.TrialState.FAIL for t in trials),
             "objective": self.cfg.objective,
             "journal": self.path.name,
+            # the budget, and how far the search got from a random pick
+            "search_trials": self.cfg.trials,
+            "search_trial_epochs": self.cfg.trial_epochs,
+            "search_budget_s": self.cfg.trial_budget_s,
+            "search_train_images": len(self.train.y_train),
+            "search_val_images": n_val,
+            "search_s": time.perf_counter() - self.t0,
+            "best_val_acc": float(best.values[0]),
+            "chance_val_acc": chance,
+            "trials_above_chance": sum(t.values[0] > chance for t in complete),
         }
