@@ -31,7 +31,7 @@ HOW = {
     ".venv/bin/python -m bench matrix --platform cpu --profile smoke --schedule interleaved": "run",
     ".venv/bin/python orchestrate.py report results/mine results/reference/*": "run",
     ".venv/bin/python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%": "run",
-    ".venv/bin/python orchestrate.py verify results/mine": "run",
+    ".venv/bin/python orchestrate.py verify results/mine --allow-unbaselined": "run",
     ".venv/bin/python orchestrate.py reference cpu --data-dir /path/to/datasets": "long: hours on 2 cores, a clean tree only",
     ".venv/bin/python orchestrate.py doctor": "run",
     ".venv/bin/python orchestrate.py base": "engine",
