@@ -542,6 +542,35 @@ def slurm_cmd(
     raise typer.Exit(1 if left else 0)
 
 
+@app.command("k8s")
+def k8s_cmd(
+    job_dir: JobDirArg,
+    image: Annotated[str, typer.Option(help="the image the pods run: the one the job dir was planned with (--image)")],
+    cpus: Annotated[str, typer.Option(help="cores per pod (requests = limits: Guaranteed QoS)")] = "4",
+    memory: Annotated[str, typer.Option(help="memory per pod (requests = limits)")] = "16Gi",
+    results_pvc: Annotated[str, typer.Option(help="PersistentVolumeClaim for the results (subPath: the job's name)")] = (
+        "cnn-bench-results"
+    ),
+    data_pvc: Annotated[str, typer.Option(help="PersistentVolumeClaim holding the datasets (mounted read-only at /data)")] = (
+        "cnn-bench-data"
+    ),
+    shm: Annotated[str, typer.Option(help="size of /dev/shm (a memory emptyDir)")] = "1Gi",
+    parallelism: Annotated[int | None, typer.Option(help="pods of one shape at once (default: all)", min=1)] = None,
+    namespace: Annotated[str | None, typer.Option(help="metadata.namespace of every object")] = None,
+) -> None:
+    """Write Kubernetes manifests for JOB_DIR: a ConfigMap of the specs and one Indexed Job per resource shape."""
+    from host.cluster import k8s
+
+    job = _job(job_dir)
+    try:
+        docs = k8s.manifests(job, image, cpus, memory, results_pvc, data_pvc, shm, parallelism, namespace)
+        path = k8s.write(job, docs)
+    except KitError as err:
+        fail(str(err))
+    jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+    typer.echo(f"{path}: ConfigMap {docs[0]['metadata']['name']}, Indexed Jobs {', '.join(jobs)}: kubectl apply -f {path}")
+
+
 try:  # image commands (doctor, base, build), when that part of the kit is present
     from host.docker_cli import register as _register_docker
 except ImportError:

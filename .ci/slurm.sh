@@ -5,8 +5,8 @@
 #                             # slurmctld and the slurmds in the background, wait until the nodes are idle
 #   bash .ci/slurm.sh down    # stop the daemons `up` started, by the pids in their pid files
 #
-# `up` reuses a Slurm that already answers (sinfo) and then starts nothing, so `down` stops
-# nothing either: only what `up` started is stopped. Everything but /etc/slurm/slurm.conf lives
+# `up` reuses a Slurm that already answers (sinfo) and then starts nothing; `down` stops what
+# the last `up` that started something recorded ($KIT_SLURM_STATE/started), and nothing else. Everything but /etc/slurm/slurm.conf lives
 # under $KIT_SLURM_STATE (default /tmp/cnn-bench-slurm): spool, state, logs, pid files. The
 # config is written only where none exists or where it is this script's own (its first line).
 # Two nodes, n1 and n2, on this one host (KIT_SLURM_NODES; Debian builds Slurm with
