@@ -425,11 +425,13 @@ def follow(job: Job, subs: list[dict], echo: Echo, poll_s: float = 3.0) -> dict[
                 if j != job_id:
                     continue
                 new = got.get(t)
-                if new is None:  # neither lists it: gone before we looked (no accounting here)
-                    if (j, t) in states or time.monotonic() - t0 > 30:
-                        new = TaskState("UNKNOWN", "Slurm lists the task no more", "", "", f"{j}_{t}")
-                    else:
+                if new is None:  # neither squeue nor sacct lists it (a cluster without accounting)
+                    seen = states.get((j, t))
+                    if seen is None and time.monotonic() - t0 < 30:
                         continue  # just submitted: squeue may not list it yet
+                    was = seen.state if seen else "submitted"
+                    why = f"it left the queue while {was} (scancel?), and this cluster keeps no accounting (sacct) to say how"
+                    new = TaskState("UNKNOWN", why, seen.node if seen else "", seen.job_id if seen else "", f"{j}_{t}")
                 old = states.get((j, t))
                 if old is None or old.state != new.state:
                     states[(j, t)] = new
