@@ -54,14 +54,31 @@ def plan(job: Path, *args: str) -> dict:
 
 # a matrix with every single-node shape: cpu cells, one-GPU cells, and two-GPU cells (DDP ranks)
 SHAPES = ("cpu", "cuda", "--study", "mnist-cnn", "--profile", "smoke", "--only", "pipeline=resident", "--set", "devices=0,1")
+SMOKE = ("cpu", "--study", "mnist-cnn", "--profile", "smoke")
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> dict[str, Path]:
+    """Plans made once (by the CLI) for the tests that only read them or change a copy."""
+    top = tmp_path_factory.mktemp("plans")
+    out = {"shapes": top / "shapes", "nodes": top / "nodes", "smoke": top / "smoke"}
+    plan(out["shapes"], *SHAPES)
+    plan(out["nodes"], *SHAPES, "--nodes", "2")
+    plan(out["smoke"], *SMOKE)
+    return out
+
+
+def copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
 
 
 # ---------------------------------------------------------------------------- plan
-def test_plan_writes_one_spec_per_cell_grouped_by_shape(tmp_path: Path) -> None:
+def test_plan_writes_one_spec_per_cell_grouped_by_shape(planned: dict[str, Path], tmp_path: Path) -> None:
     from bench.core.cell import Cell
 
-    job = tmp_path / "job"
-    m = plan(job, *SHAPES)
+    job = copy(planned["shapes"], tmp_path / "job")
+    m = json.loads((job / "manifest.json").read_text())
     shapes = {c["shape"] for c in m["cells"]}
     assert shapes == {"cpu", "gpu1", "gpu2"}, m["shapes"]
     assert m["shapes"]["gpu2"]["ranks"] == 2 and m["shapes"]["cpu"]["gpus"] == 0
@@ -79,9 +96,9 @@ def test_plan_writes_one_spec_per_cell_grouped_by_shape(tmp_path: Path) -> None:
     assert (job / "manifest.json").read_text() == before
 
 
-def test_plan_nodes_makes_cells_of_ranks_span_nodes_and_other_work(tmp_path: Path) -> None:
-    one = plan(tmp_path / "one", *SHAPES)
-    two = plan(tmp_path / "two", *SHAPES, "--nodes", "2")
+def test_plan_nodes_makes_cells_of_ranks_span_nodes_and_other_work(planned: dict[str, Path], tmp_path: Path) -> None:
+    one = json.loads((planned["shapes"] / "manifest.json").read_text())
+    two = json.loads((planned["nodes"] / "manifest.json").read_text())
     assert {c["shape"] for c in two["cells"]} == {"cpu", "gpu1", "gpu2-2nodes"}
     ids_one = {c["id"] for c in one["cells"] if c["shape"] == "gpu2"}
     ids_two = {c["id"] for c in two["cells"] if c["shape"] == "gpu2-2nodes"}
@@ -94,10 +111,8 @@ def test_plan_nodes_makes_cells_of_ranks_span_nodes_and_other_work(tmp_path: Pat
 
 
 # ---------------------------------------------------------------------------- untrusted job dirs
-def _bad_jobs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    """name -> (job dir, a word its error line must name)."""
-    base = tmp_path / "good"
-    plan(base, "cpu", "--study", "mnist-cnn", "--profile", "smoke")
+def _bad_jobs(base: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (job dir, a word its error line must name): copies of BASE, spoilt."""
     out = {}
 
     def copy(name: str) -> Path:
@@ -130,8 +145,8 @@ def _bad_jobs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return out
 
 
-def test_a_job_dir_that_cannot_be_trusted_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
-    for n, (what, (job, word)) in enumerate(_bad_jobs(tmp_path).items()):
+def test_a_job_dir_that_cannot_be_trusted_is_one_line_and_nothing_is_written(planned: dict[str, Path], tmp_path: Path) -> None:
+    for n, (what, (job, word)) in enumerate(_bad_jobs(planned["smoke"], tmp_path).items()):
         other = (["slurm", str(job)], ["k8s", str(job), "--image", "x"])[n % 2]  # the other commands read it the same way
         for cmd in (["slurm", str(job), "--submit"], other):
             r = orch(*cmd)
@@ -139,9 +154,8 @@ def test_a_job_dir_that_cannot_be_trusted_is_one_line_and_nothing_is_written(tmp
             assert not (job / "slurm").exists() and not (job / "k8s").exists(), (what, cmd)
 
 
-def test_no_sbatch_on_path_is_one_line_and_nothing_submitted(tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    plan(job, "cpu", "--study", "mnist-cnn", "--profile", "smoke")
+def test_no_sbatch_on_path_is_one_line_and_nothing_submitted(planned: dict[str, Path], tmp_path: Path) -> None:
+    job = copy(planned["smoke"], tmp_path / "job")
     empty = tmp_path / "bin"
     empty.mkdir()
     r = orch("slurm", str(job), "--submit", env={"PATH": str(empty)})
@@ -157,9 +171,9 @@ def test_compress() -> None:
     assert compress([3]) == "3" and compress([4, 2, 3, 2]) == "2-4"
 
 
-def test_one_array_script_per_shape_with_the_clusters_options(tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    m = plan(job, *SHAPES, "--nodes", "2")
+def test_one_array_script_per_shape_with_the_clusters_options(planned: dict[str, Path], tmp_path: Path) -> None:
+    job = copy(planned["nodes"], tmp_path / "job")
+    m = json.loads((job / "manifest.json").read_text())
     env = {"KIT_SLURM_PARTITION": "gpu-a100", "KIT_SLURM_ACCOUNT": "proj42", "KIT_SLURM_TIME": "00:30:00"}
     r = orch("slurm", str(job), "--cpus-per-task", "3", "--max-running", "2", "--exclusive", "--sbatch-arg=--qos=high", env=env)
     assert r.returncode == 0, r.stderr
@@ -182,14 +196,12 @@ def test_one_array_script_per_shape_with_the_clusters_options(tmp_path: Path) ->
     assert 'exec "${cell[@]}" -m bench cell' in scripts["cpu"] and "apptainer" not in scripts["cpu"]
 
 
-def _container_job(tmp_path: Path, image: str = "registry.example/cnn-bench/cpu:t1"):
-    """A job dir whose plan is an image's, as read back (the planning itself, which asks the
-    image for its environment, is tested where a Docker engine is: test_pod_contract...)."""
+def _container_job(base: Path, tmp_path: Path, image: str = "registry.example/cnn-bench/cpu:t1"):
+    """A copy of plan BASE as a plan made for an image, as read back (the planning itself, which
+    asks the image for its environment, is tested where a Docker engine is: test_pod_contract...)."""
     from host.cluster.jobdir import load
 
-    job = tmp_path / "cjob"
-    plan(job, *SHAPES)
-    j = load(job)
+    j = load(copy(base, tmp_path / "cjob"))
     j.manifest["environment"] = {
         "runtime": "container",
         "label": j.cells[0].env,
@@ -199,11 +211,11 @@ def _container_job(tmp_path: Path, image: str = "registry.example/cnn-bench/cpu:
     return j
 
 
-def test_apptainer_scripts_for_a_plan_made_for_an_image(tmp_path: Path) -> None:
+def test_apptainer_scripts_for_a_plan_made_for_an_image(planned: dict[str, Path], tmp_path: Path) -> None:
     from bench.core.errors import KitError
     from host.cluster import slurm as S
 
-    j = _container_job(tmp_path)
+    j = _container_job(planned["shapes"], tmp_path)
     sif = tmp_path / "cpu.sif"
     with pytest.raises(KitError, match="--sif"):
         S.script(j, j.shapes["cpu"], j.shapes["cpu"].tasks, S.Options())
@@ -213,7 +225,7 @@ def test_apptainer_scripts_for_a_plan_made_for_an_image(tmp_path: Path) -> None:
     assert "cell=(apptainer exec --cleanenv --nv --bind " in gpu
     assert '"$JOB/specs:/specs:ro","$JOB/task-$i:/results"' in cpu and 'spec="/specs/$i.json"; out=/results' in cpu
     assert 'export "APPTAINERENV_$v=${!v}"' in cpu and "SLURM_ARRAY_TASK_ID" in cpu  # the task's ids reach the rows
-    native = _container_job(tmp_path / "n")
+    native = _container_job(planned["shapes"], tmp_path / "n")
     native.manifest["environment"] = {"runtime": "native", "label": "x", "python": sys.executable, "image": None}
     with pytest.raises(KitError, match="drop --sif"):
         S.script(native, native.shapes["cpu"], [0], S.Options(sif=sif))
@@ -229,11 +241,11 @@ def _validate(doc: dict) -> None:
         kv.validate(doc, version, strict=True)
 
 
-def test_k8s_manifests_validate_against_kubernetes_schemas(tmp_path: Path) -> None:
+def test_k8s_manifests_validate_against_kubernetes_schemas(planned: dict[str, Path], tmp_path: Path) -> None:
     kv = pytest.importorskip("kubernetes_validate")
     from host.cluster import k8s
 
-    j = _container_job(tmp_path)
+    j = _container_job(planned["shapes"], tmp_path)
     docs = k8s.manifests(j, "registry.example/cnn-bench/cpu:t1", cpus="2", memory="6Gi", namespace="bench")
     path = k8s.write(j, docs)
     assert list(yaml.safe_load_all(path.read_text())) == docs
@@ -266,54 +278,28 @@ def test_k8s_manifests_validate_against_kubernetes_schemas(tmp_path: Path) -> No
         kv.validate(bad, "1.33", strict=True)
 
 
-def test_k8s_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+def test_k8s_refuses_what_it_cannot_run(planned: dict[str, Path], tmp_path: Path) -> None:
     from bench.core.errors import KitError
     from host.cluster import k8s
 
-    native = tmp_path / "native"
-    plan(native, "cpu", "--study", "mnist-cnn", "--profile", "smoke")
+    native = copy(planned["smoke"], tmp_path / "native")
     one_line_error(orch("k8s", str(native), "--image", "cnn-bench/cpu:x"), "not an image", "--image")
     assert not (native / "k8s").exists()
-    multi = _container_job(tmp_path)
+    multi = _container_job(planned["shapes"], tmp_path)
     multi.shapes["gpu2"].nodes = 2
     with pytest.raises(KitError, match="Slurm"):
         k8s.manifests(multi, "registry.example/cnn-bench/cpu:t1")
 
 
 # ---------------------------------------------------------------------------- a real Slurm
-def _slurm_answers() -> bool:
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """A Slurm that answers: the one here, else the two-node one .ci/slurm.sh brings up (and
-    stops again). Skipped only where none can be installed (not root, or apt fails)."""
-    if _slurm_answers():
-        yield "running"
-        return
-    if os.geteuid() != 0:
-        pytest.skip("no Slurm answers here, and bringing one up (.ci/slurm.sh) needs root")
-    r = subprocess.run(["bash", str(ROOT / ".ci" / "slurm.sh"), "up"], capture_output=True, text=True, timeout=600)
-    if r.returncode == 2 and "apt-get install" in r.stderr:
-        pytest.skip(f"slurm is not installable here: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    yield "started"
-    subprocess.run(["bash", str(ROOT / ".ci" / "slurm.sh"), "down"], capture_output=True, timeout=120)
-
-
 def _queued() -> set[str]:
     r = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%F"], capture_output=True, text=True, timeout=30)
     return set(r.stdout.split())
 
 
 @pytest.mark.slow
-def test_a_partition_that_does_not_exist_is_one_line_and_nothing_submitted(slurm_cluster, tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    plan(job, "cpu", "--study", "mnist-cnn", "--profile", "smoke")
+def test_a_partition_that_does_not_exist_is_one_line_and_nothing_submitted(slurm_cluster, planned, tmp_path: Path) -> None:
+    job = copy(planned["smoke"], tmp_path / "job")
     before = _queued()
     one_line_error(
         orch("slurm", str(job), "--submit", "--partition", "no-such-partition"), "invalid partition", "nothing was submitted"
@@ -428,11 +414,11 @@ def cpu_image() -> str:
 
 
 @pytest.mark.docker
-def test_an_image_tag_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+def test_an_image_tag_that_does_not_exist_is_one_line(planned: dict[str, Path], tmp_path: Path) -> None:
     _engine_or_skip()
     one_line_error(orch("plan", str(tmp_path / "j"), "cpu", "--image", "cnn-bench/cpu:no-such-tag", cwd=tmp_path), "not found")
     assert not (tmp_path / "j").exists()
-    j = _container_job(tmp_path)
+    j = _container_job(planned["shapes"], tmp_path)
     from bench.core.errors import KitError
     from host.cluster import k8s
 

@@ -271,7 +271,7 @@ def load(job: Path) -> Job:
     """The job dir JOB, checked: KitError (one line) for one from another kit version, a broken
     manifest, a spec that is missing, edited (its id is not the one the plan gave it) or made for
     another environment than the plan's."""
-    job = Path(job)
+    job = Path(job).absolute()  # the scripts and manifests name it from any node's working dir
     manifest = _manifest(job)
     label = manifest["environment"]["label"]
     cells: list[Cell] = []
