@@ -37,11 +37,16 @@ install() {
   [ "$(id -u)" = 0 ] || { say "needs root to install ${pkgs[*]}"; return 2; }
   say "installing ${pkgs[*]}"
   # no daemon may start from the packages' scripts (there is no init system here anyway)
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-  { apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; }; } \
-    || { rm -f /usr/sbin/policy-rc.d; say "apt-get install ${pkgs[*]} failed"; return 2; }
-  rm -f /usr/sbin/policy-rc.d
+  local rcd=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && rcd=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; } \
+    || rc=$?
+  [ -z "$rcd" ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || { say "apt-get install ${pkgs[*]} failed (exit $rc)"; return 2; }
 }
 
 write_conf() {
