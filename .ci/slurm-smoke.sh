@@ -3,7 +3,8 @@
 #
 #   bash .ci/slurm-smoke.sh
 #
-# 1. bring up a two-node Slurm on this host from Debian packages (.ci/slurm.sh up)
+# 1. bring up a one-node Slurm on this host from Debian packages (.ci/slurm.sh up): each task
+#    bound to its own core (the tests bring up two nodes for the cells that span nodes)
 # 2. plan the smoke matrices of mlp-scratch and mnist-cnn, native, on real MNIST
 #    ($KIT_CI_DATA_DIR) into the job dir results/ci-slurm (4 cells)
 # 3. `orchestrate.py slurm --submit` (one job array), in the background; once the first
@@ -29,7 +30,7 @@ if timeout 5 sinfo -h >/dev/null 2>&1; then
   say "a Slurm answers already: using it (and leaving it running)"
 else
   trap 'bash .ci/slurm.sh down' EXIT  # only what this script started
-  bash .ci/slurm.sh up
+  KIT_SLURM_NODES=1 bash .ci/slurm.sh up
   started=1
 fi
 say "slurm up (started here: $started)"

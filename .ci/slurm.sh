@@ -12,7 +12,9 @@
 # Two nodes, n1 and n2, on this one host (KIT_SLURM_NODES; Debian builds Slurm with
 # multiple-slurmd: one slurmd per node, each on its own port), each with an equal share of the
 # host's cores: arrays spread over nodes, and a cell of several nodes (srun + torchrun's
-# rendezvous) runs for real. No accounting daemon: `sacct` has no job states here, and `orchestrate.py slurm` reads them
+# rendezvous) runs for real. One node (KIT_SLURM_NODES=1) binds each task to the cores it was
+# given (task/affinity, as clusters do); several nodes cannot (each slurmd would hand out the
+# same core ids of this one host), so their tasks share the host's cores (task/none). No accounting daemon: `sacct` has no job states here, and `orchestrate.py slurm` reads them
 # from `scontrol show job` instead (MinJobAge keeps finished jobs there for an hour).
 # Facts this follows (package names, the cgroup plugins this VM's kernel refuses, timings):
 # ../shared/notes/slurm.md. Measured on the project's 2-core VM: install 9 s, up 3-5 s.
@@ -72,7 +74,7 @@ SlurmdPidFile=$STATE/slurmd-%n.pid
 SlurmctldLogFile=$STATE/slurmctld.log
 SlurmdLogFile=$STATE/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=$([ "$NODES" = 1 ] && echo task/affinity || echo task/none)
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 AccountingStorageType=accounting_storage/none
