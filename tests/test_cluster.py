@@ -471,3 +471,42 @@ def test_pod_contract_each_completion_index_runs_its_cell(cpu_image: str, tmp_pa
     v = orch("verify", str(job), "--allow-unbaselined")
     assert v.returncode == 0, v.stdout[-3000:]
     assert f"{len(m['cells'])} cells" in v.stdout
+
+
+def test_under_a_scheduler_a_cells_gpu_ids_are_positions_in_its_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm may hand a task physical GPUs 2,3 (CUDA_VISIBLE_DEVICES=2,3): a cell of devices 0,1
+    then binds those two, not the host's 0 and 1, and is not skipped for lacking them."""
+    from bench.core.cell import Cell
+    from bench.core.machine import allocated_gpus
+    from bench.core.study import devices_missing
+
+    cell = Cell("mnist-cnn", "torch-cuda", devices=("0", "1"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv("KIT_GPU_ALLOCATION", raising=False)
+    assert allocated_gpus(["0", "1"]) == ["0", "1"] and "needs GPUs 0,1" in (devices_missing(cell) or "")
+    monkeypatch.setenv("KIT_GPU_ALLOCATION", "1")
+    assert allocated_gpus(["0", "1"]) == ["2", "3"] and allocated_gpus(["1"]) == ["3"]
+    assert devices_missing(cell) is None
+    assert "needs GPUs" in (devices_missing(Cell("mnist-cnn", "torch-cuda", devices=("0", "1", "2"))) or "")
+
+
+def test_a_cell_of_several_nodes_needs_ranks_and_a_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.core.cell import Cell
+    from bench.core.errors import KitError
+    from bench.core.registry import get_study
+    from bench.run.ranks import torchrun_argv
+
+    monkeypatch.delenv("KIT_RDZV_ENDPOINT", raising=False)
+    with pytest.raises(KitError, match="spans 2 nodes"):
+        torchrun_argv(1, Path("cell.json"), Path("out"), None, nodes=2)
+    monkeypatch.setenv("KIT_RDZV_ENDPOINT", "n1:29400")
+    monkeypatch.setenv("KIT_NNODES", "7")  # the cell's own count wins
+    argv = torchrun_argv(1, Path("cell.json"), Path("out"), None, nodes=2)
+    assert "--nnodes=2" in argv and "--rdzv-endpoint=n1:29400" in argv and "--standalone" not in argv
+    study = get_study("mnist-cnn")
+    one = study.cell("torch-cpu", pipeline="resident")
+    with pytest.raises(KitError, match="runs as ranks"):
+        study.validate(one.replace(nodes=2))
+    study.validate(one.replace(devices=("cpu",), nodes=2))
+    assert one.replace(nodes=2).id != one.id and Cell.from_json(one.replace(nodes=2).to_json()).nodes == 2
+    assert "nodes" not in json.loads(one.to_json())  # a one-node cell's spec (and id) as before

@@ -103,7 +103,7 @@ def scheduler_info() -> dict:
     """The cluster scheduler this process runs under, from its environment ({} for none): Slurm
     (SLURM_JOB_ID: the job, the array task, the node) or a Kubernetes Indexed Job
     (JOB_COMPLETION_INDEX; the kit's Jobs add the job, node and pod names). system.json holds it
-    all; rows carry ROW_KEYS of it (`orchestrate.py slurm` and `k8s` write such tasks)."""
+    all; rows carry SCHEDULER_ROW_KEYS of it (`orchestrate.py slurm` and `k8s` write such tasks)."""
     e = os.environ
     if e.get("SLURM_JOB_ID"):
         array, task = e.get("SLURM_ARRAY_JOB_ID"), e.get("SLURM_ARRAY_TASK_ID")

@@ -145,11 +145,12 @@ class RankRun:
 
     def open(self, study: Study, ctx: RunContext) -> RankRun:
         d = self.cell_dir
+        spec = d / "ranks-cell.json"
+        argv = torchrun_argv(self.world, spec, ctx.out, ctx.data_dir, self.cell.nodes)  # before any file: it may refuse
         d.mkdir(parents=True, exist_ok=True)
         for name in (CTL, ROWS, LOG):
             (d / name).unlink(missing_ok=True)
         (d / CTL).touch()
-        spec = d / "ranks-cell.json"
         R.atomic_write_text(spec, self.cell.to_json(indent=2) + "\n")
         gpu = any(x != "cpu" for x in self.cell.devices)
         env = {
@@ -161,7 +162,6 @@ class RankRun:
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
         log = open(d / LOG, "ab")  # noqa: SIM115 - the ranks write it for as long as they run
-        argv = torchrun_argv(self.world, spec, ctx.out, ctx.data_dir, self.cell.nodes)
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             self.ready = self._wait("ready", None, READY_TIMEOUT_S)
