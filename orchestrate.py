@@ -38,7 +38,7 @@ data_app = typer.Typer(
     epilog="Example: python orchestrate.py data fetch mnist --data-dir data",
 )
 app.add_typer(data_app, name="data", rich_help_panel="Data")
-RUN, RESULTS, IMAGES = "Run", "Results (from any hosts)", "Images"
+RUN, RESULTS, IMAGES, CLUSTER = "Run", "Results (from any hosts)", "Images", "Clusters (Slurm, Kubernetes)"
 
 
 class Runtime(str, Enum):
@@ -519,6 +519,139 @@ def verify(
     typer.echo(res["summary"])
     if res["failed"]:
         raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------------------- clusters (host/cluster/)
+JobDirArg = Annotated[Path, typer.Argument(help="a job dir made by `orchestrate.py plan`")]
+
+
+def _job(job_dir: Path):
+    from host.cluster.jobdir import load
+
+    try:
+        return load(job_dir)
+    except KitError as err:
+        fail(str(err))
+
+
+@app.command("plan", rich_help_panel=CLUSTER, epilog="Example: python orchestrate.py plan /shared/jobs/run1 cpu --profile smoke")
+def plan_cmd(
+    job_dir: Annotated[Path, typer.Argument(help="the job dir to write (on a filesystem the cluster's nodes share)")],
+    platforms: Annotated[list[str] | None, typer.Argument(help="cpu | cuda (default: both)")] = None,
+    study: StudyOpt = None,
+    profile: ProfileOpt = Profile.auto,
+    set_: SetOpt = None,
+    only: OnlyOpt = None,
+    data_dir: DataOpt = None,
+    repeats: RepeatsOpt = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            help="resolve the cells for this Docker image (what a SIF or a Kubernetes Job runs); default: this Python's venv"
+        ),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help="nodes each cell of ranks (--set devices=...) spans (srun + torchrun)")] = 1,
+) -> None:
+    """Resolve a matrix (the options of `run`) into a job dir for a cluster: specs/NNNN.json (one cell each)
+    and manifest.json (the cells by resource shape, the data checksums resolved)."""
+    import shlex
+
+    from host import plan as hplan
+    from host.cluster.jobdir import CLUSTER_PLATFORMS, plan
+
+    req = _request(study, profile, set_, only, Schedule.sequential, False, None, repeats)
+    wanted = platforms or list(CLUSTER_PLATFORMS)
+    try:
+        root = hplan.check_data_dir(data_dir)
+        hplan.validate(req, wanted, root)
+        info = plan(job_dir, req, wanted, root, image, nodes, shlex.join(["orchestrate.py", *sys.argv[1:]]))
+    except KitError as err:
+        fail(str(err))
+    shapes = ", ".join(f"{n} {k}" for k, n in info["shapes"].items())
+    state = "planned" if info["fresh"] else "up to date: it holds this plan already"
+    typer.echo(f"{job_dir}: {info['cells']} cells ({shapes}); {state}")
+
+
+@app.command(
+    "slurm", rich_help_panel=CLUSTER, epilog="Example: python orchestrate.py slurm /shared/jobs/run1 --submit --partition gpu"
+)
+def slurm_cmd(
+    job_dir: JobDirArg,
+    submit: Annotated[
+        bool, typer.Option(help="submit every cell without a finished result, follow the jobs, then report")
+    ] = False,
+    follow: Annotated[bool, typer.Option(help="follow the latest submission (after Ctrl-C), then report")] = False,
+    partition: Annotated[str | None, typer.Option(envvar="KIT_SLURM_PARTITION", help="sbatch --partition")] = None,
+    account: Annotated[str | None, typer.Option(envvar="KIT_SLURM_ACCOUNT", help="sbatch --account")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time", envvar="KIT_SLURM_TIME", help="sbatch --time per task")] = None,
+    cpus_per_task: Annotated[int, typer.Option(envvar="KIT_SLURM_CPUS", help="cores per task (per node)", min=1)] = 4,
+    mem: Annotated[str | None, typer.Option(envvar="KIT_SLURM_MEM", help="sbatch --mem per node, e.g. 16G")] = None,
+    exclusive: Annotated[bool, typer.Option(envvar="KIT_SLURM_EXCLUSIVE", help="whole nodes per task (timings)")] = False,
+    max_running: Annotated[int | None, typer.Option(envvar="KIT_SLURM_MAX_RUNNING", help="array throttle %K", min=1)] = None,
+    sif: Annotated[
+        Path | None, typer.Option(envvar="KIT_SLURM_SIF", help="Apptainer image for a plan made with --image (README)")
+    ] = None,
+    sbatch_arg: Annotated[list[str] | None, typer.Option(help="one more #SBATCH option, e.g. --qos=high (repeatable)")] = None,
+    poll_s: Annotated[float, typer.Option(help="seconds between squeue polls", min=0.2)] = 3.0,
+) -> None:
+    """Write one sbatch array script per resource shape of JOB_DIR (each task: one cell, its own results
+    dir); --submit submits them, follows the jobs, and reports."""
+    from bench.core.lock import results_lock
+    from host.cluster import slurm as S
+
+    job = _job(job_dir)
+    opts = S.Options(partition, account, time_limit, cpus_per_task, mem, exclusive, max_running, sif, list(sbatch_arg or []))
+    if opts.sif is not None and not opts.sif.is_file():
+        fail(f"--sif {opts.sif}: no such file (build it: docker save + apptainer build, README)")
+    try:
+        if not (submit or follow):
+            for shape, path in S.write_scripts(job, opts).items():
+                typer.echo(f"{shape}: {path} ({len(job.shapes[shape].tasks)} tasks): sbatch {path}")
+            return
+        with results_lock(job.dir):  # one submitter and follower per job dir
+            subs = S.submit(job, opts, typer.echo) if submit else S.latest(job)
+            if follow and not subs:
+                fail(f"{job.dir} has no submission to follow: --submit")
+            S.follow(job, subs, typer.echo, poll_s)
+    except KitError as err:
+        fail(str(err))
+    except KeyboardInterrupt:
+        typer.echo(f"stopped following; Slurm runs on: `orchestrate.py slurm {job.dir} --follow` follows again", err=True)
+        raise typer.Exit(130) from None
+    _report([job.dir], job.dir / "report")
+    left = [i for i in range(len(job.cells)) if not job.finished(i)]
+    if left:
+        typer.echo(f"slurm: {len(left)} of {len(job.cells)} cells without a finished result: `--submit` again runs them")
+    raise typer.Exit(1 if left else 0)
+
+
+@app.command("k8s", rich_help_panel=CLUSTER, epilog="Example: python orchestrate.py k8s /shared/jobs/run1 --image cnn-bench:cpu")
+def k8s_cmd(
+    job_dir: JobDirArg,
+    image: Annotated[str, typer.Option(help="the image the pods run: the one the job dir was planned with (--image)")],
+    cpus: Annotated[str, typer.Option(help="cores per pod (requests = limits: Guaranteed QoS)")] = "4",
+    memory: Annotated[str, typer.Option(help="memory per pod (requests = limits)")] = "16Gi",
+    results_pvc: Annotated[str, typer.Option(help="PersistentVolumeClaim for the results (subPath: the job's name)")] = (
+        "cnn-bench-results"
+    ),
+    data_pvc: Annotated[str, typer.Option(help="PersistentVolumeClaim holding the datasets (mounted read-only at /data)")] = (
+        "cnn-bench-data"
+    ),
+    shm: Annotated[str, typer.Option(help="size of /dev/shm (a memory emptyDir)")] = "1Gi",
+    parallelism: Annotated[int | None, typer.Option(help="pods of one shape at once (default: all)", min=1)] = None,
+    namespace: Annotated[str | None, typer.Option(help="metadata.namespace of every object")] = None,
+) -> None:
+    """Write Kubernetes manifests for JOB_DIR: a ConfigMap of the specs and one Indexed Job per resource shape."""
+    from host.cluster import k8s
+
+    job = _job(job_dir)
+    try:
+        docs = k8s.manifests(job, image, cpus, memory, results_pvc, data_pvc, shm, parallelism, namespace)
+        path = k8s.write(job, docs)
+    except KitError as err:
+        fail(str(err))
+    jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+    typer.echo(f"{path}: ConfigMap {docs[0]['metadata']['name']}, Indexed Jobs {', '.join(jobs)}: kubectl apply -f {path}")
 
 
 try:  # image commands (doctor, base, build), when that part of the kit is present

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +24,31 @@ def real_mnist_dir() -> Path:
     if d is None:
         pytest.skip("real MNIST not found (set KIT_DATA_DIR to a dir holding mnist/; CI uses ../shared/datasets)")
     return d
+
+
+# ---- a Slurm to submit to (tests/test_cluster.py, the README's cluster commands) ---------
+def _slurm_answers() -> bool:
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A Slurm that answers: the one here, else the two-node one .ci/slurm.sh brings up (and
+    stops again). Skipped only where none can be installed (not root, or apt fails)."""
+    if _slurm_answers():
+        yield "running"
+        return
+    if os.geteuid() != 0:
+        pytest.skip("no Slurm answers here, and bringing one up (.ci/slurm.sh) needs root")
+    r = subprocess.run(["bash", str(ROOT / ".ci" / "slurm.sh"), "up"], capture_output=True, text=True, timeout=600)
+    if r.returncode == 2 and "apt-get install" in r.stderr:
+        pytest.skip(f"slurm is not installable here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    yield "started"
+    subprocess.run(["bash", str(ROOT / ".ci" / "slurm.sh"), "down"], capture_output=True, timeout=120)
 
 
 @pytest.fixture

@@ -44,6 +44,22 @@ HOW = {
     ".venv/bin/python -m bench matrix cifar-opt --profile default --only model=resnet18 --out results/mine": (
         "long: hours on 2 cores (the smoke of the same cells: tests/test_cifar_opt.py)"
     ),
+    # Run on a cluster: against the local Slurm (.ci/slurm.sh), the image this checkout builds as TAG
+    ".venv/bin/python orchestrate.py plan results/job cpu --study mnist-cnn --profile smoke": "slurm",
+    ".venv/bin/python orchestrate.py slurm results/job --submit --partition debug --cpus-per-task 1": "slurm",
+    "docker save cnn-bench/cpu:TAG -o cpu.tar && apptainer build cpu.sif docker-archive://cpu.tar": (
+        "apptainer: not installable here (no Debian package); its `apptainer exec` line in the scripts runs below"
+    ),
+    ".venv/bin/python orchestrate.py plan results/job-sif cpu --study mnist-cnn --profile smoke --image cnn-bench/cpu:TAG": (
+        "slurm-image"
+    ),
+    ".venv/bin/python orchestrate.py slurm results/job-sif --submit --sif cpu.sif": "slurm-image",
+    ".venv/bin/python orchestrate.py plan results/job-k8s cpu --study mnist-cnn --profile smoke --image cnn-bench/cpu:TAG": "k8s",
+    ".venv/bin/python orchestrate.py k8s results/job-k8s --image cnn-bench/cpu:TAG --results-pvc my-results": "k8s",
+    "kubectl apply -f results/job-k8s/k8s/job-k8s.yaml": (
+        "kubernetes: no cluster here; the file it applies is written below, schema-checked, and its pod run by docker "
+        "(tests/test_cluster.py::test_pod_contract_each_completion_index_runs_its_cell)"
+    ),
 }
 
 
@@ -154,8 +170,8 @@ def _clone(tmp_path: Path) -> Path:
     return work
 
 
-def _sh(line: str, work: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in __import__("os").environ.items() if k != "KIT_DATA_DIR"}
+def _sh(line: str, work: Path, timeout: int = 1200, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KIT_DATA_DIR"} | (env_extra or {})
     cmd = line.replace(".venv/bin/python", sys.executable)
     return subprocess.run(cmd, shell=True, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -196,3 +212,79 @@ def test_the_readme_container_commands_run_as_written(tmp_path):
     assert rows and {r["status"] for r in rows} <= {"ok", "skipped"}
     assert {r["study"] for r in rows} == {"mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile"}
     assert all(r["image_id"] != "native" for r in rows) and not any(r["dataset_real"] for r in rows)
+
+
+# ---- Run on a cluster ---------------------------------------------------------------------
+def _lines(how: str, tag: str = "") -> list[str]:
+    return [ln.replace("cnn-bench/cpu:TAG", tag) for ln in LINES if HOW[ln] == how]
+
+
+@pytest.mark.slow
+def test_the_readme_slurm_commands_run_as_written(slurm_cluster, tmp_path):
+    """plan + slurm --submit, verbatim in a fresh copy, against the local Slurm: every cell
+    runs as an array task and records its job, task and node; the report is written."""
+    work = _clone(tmp_path)
+    for line in _lines("slurm"):
+        r = _sh(line, work)
+        assert r.returncode == 0, (line, r.stdout[-2000:], r.stderr[-2000:])
+    job = work / "results" / "job"
+    rows = [r for p in job.glob("task-*/mnist-cnn/*/rows.jsonl") for r in read_rows(p)]
+    assert len({r["cell"] for r in rows}) == 3 and {r["status"] for r in rows} == {"ok"}
+    assert {r["scheduler"] for r in rows} == {"slurm"} and all(r["scheduler_task"] for r in rows)
+    assert (job / "report" / "REPORT.md").is_file() and (job / "slurm" / "cpu.sbatch").is_file()
+
+
+def _image_or_build() -> str:
+    from bench.core.errors import KitError
+    from host import engine, images
+
+    if engine.engine_ok():
+        pytest.skip(f"no Docker engine: {engine.engine_ok()}")
+    try:
+        return engine.find_image("cpu")[0]
+    except KitError:
+        ca = Path("/etc/ssl/certs/ca-certificates.crt")
+        images.build("cpu", ca_cert=ca if ca.is_file() else None, tag_latest=False, prune=False)
+        return engine.find_image("cpu")[0]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_readme_apptainer_commands_run_as_far_as_this_host_allows(slurm_cluster, tmp_path):
+    """plan --image and slurm --sif, verbatim (TAG: this checkout's cpu image) against the local
+    Slurm. There is no Apptainer here to build or run a SIF: each task runs its script up to
+    `apptainer exec`, fails there, and becomes an error row with Slurm's FAILED."""
+    tag = _image_or_build()
+    work = _clone(tmp_path)
+    (work / "cpu.sif").write_bytes(b"not a SIF: no apptainer here to build one")
+    plan_line, slurm_line = _lines("slurm-image", tag)
+    r = _sh(plan_line, work)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _sh(slurm_line, work, env_extra={"KIT_SLURM_CPUS": "1"})  # the local nodes have one core each
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    job = work / "results" / "job-sif"
+    rows = [r for p in job.glob("task-*/mnist-cnn/*/rows.jsonl") for r in read_rows(p)]
+    assert rows and all(r["status"] == "error" and "FAILED" in r["reason"] for r in rows)
+    logs = " ".join(p.read_text() for p in (job / "slurm" / "logs").glob("*.out"))
+    assert "exec: apptainer: not found" in logs
+    assert "apptainer exec --cleanenv --bind" in (job / "slurm" / "cpu.sbatch").read_text()
+
+
+@pytest.mark.docker
+def test_the_readme_kubernetes_commands_run_as_written(tmp_path):
+    """plan --image and k8s, verbatim (TAG: this checkout's cpu image): the file `kubectl apply`
+    names is written and every object in it passes Kubernetes' own schema."""
+    kv = pytest.importorskip("kubernetes_validate")
+    import yaml
+
+    tag = _image_or_build()
+    work = _clone(tmp_path)
+    for line in _lines("k8s", tag):
+        r = _sh(line, work)
+        assert r.returncode == 0, (line, r.stdout[-2000:], r.stderr[-2000:])
+    applied = next(ln for ln in LINES if ln.startswith("kubectl apply -f ")).split()[-1]
+    docs = list(yaml.safe_load_all((work / applied).read_text()))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
+    assert docs[1]["spec"]["template"]["spec"]["volumes"][2]["persistentVolumeClaim"]["claimName"] == "my-results"
+    for d in docs:
+        kv.validate(d, kv.latest_version(), strict=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.core.errors import KitError
 
-_FIELDS = ("study", "backend", "variant", "params", "devices", "seed", "repeat", "env", "name")
+_FIELDS = ("study", "backend", "variant", "params", "devices", "seed", "repeat", "env", "nodes", "name")
 
 
 def _canonical(value: Any) -> Any:
@@ -67,6 +67,8 @@ class Cell:
     env: str = ""  # the environment the matrix resolved it in (provenance.environment_label()): the
     # runtime, the image or the libraries that time the work; another environment is another cell.
     # "" (a spec written by hand, or made before environments were told apart): any environment
+    nodes: int = 1  # hosts a many-device cell spans (its devices on each; a cluster scheduler starts it on
+    # every one with a rendezvous: bench/run/ranks.py); 1: one host
     name: str = field(default="", compare=False)  # readable id prefix; not part of the identity
 
     def __post_init__(self) -> None:
@@ -82,14 +84,17 @@ class Cell:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise KitError(f"cell {f} must be an integer >= 0 (got {v!r})")
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or not 1 <= self.nodes <= 1024:
+            raise KitError(f"cell nodes must be an integer from 1 to 1024 (got {self.nodes!r})")
         object.__setattr__(self, "devices", check_devices(self.devices))
         object.__setattr__(self, "params", _canonical(self.params))
 
     # ---- identity
     def spec(self) -> dict:
-        """Every field that defines the work (not `name`; `env` only when set, so specs made
-        before it keep their ids), canonical."""
-        return _canonical({k: v for k, v in asdict(self).items() if k != "name" and (k != "env" or v)})
+        """Every field that defines the work (not `name`; `env` only when set and `nodes` only
+        above 1, so specs made before them keep their ids), canonical."""
+        skip = {"name"} | ({"env"} if not self.env else set()) | ({"nodes"} if self.nodes == 1 else set())
+        return _canonical({k: v for k, v in asdict(self).items() if k not in skip})
 
     @property
     def key(self) -> str:

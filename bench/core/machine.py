@@ -118,3 +118,17 @@ def visible_gpus() -> list[str]:
     if env is not None:
         return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
     return [g["index"] for g in nvidia_smi_gpus()]
+
+
+def allocated_gpus(ids: list[str]) -> list[str]:
+    """The GPUs a cell's GPU IDS name, as this process must bind them. Under a cluster
+    scheduler (KIT_GPU_ALLOCATION=1, set by the kit's Slurm scripts and Kubernetes Jobs) the ids
+    are positions in the task's allocation, the GPUs the scheduler left visible (Slurm's
+    CUDA_VISIBLE_DEVICES may name physical GPUs 2,3): a cell of devices 0,1 runs on the
+    allocation's first two. Elsewhere the ids are the host's own."""
+    if os.environ.get("KIT_GPU_ALLOCATION") != "1":
+        return list(ids)
+    have = visible_gpus()
+    if all(i.isdigit() and int(i) < len(have) for i in ids):
+        return [have[int(i)] for i in ids]
+    return list(ids)  # more than allocated: devices_missing says so

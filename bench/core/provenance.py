@@ -100,6 +100,52 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+def scheduler_info() -> dict:
+    """The cluster scheduler this process runs under, from its environment ({} for none): Slurm
+    (SLURM_JOB_ID: the job, the array task, the node) or a Kubernetes Indexed Job
+    (JOB_COMPLETION_INDEX; the kit's Jobs add the job, node and pod names). system.json holds it
+    all; rows carry SCHEDULER_ROW_KEYS of it (`orchestrate.py slurm` and `k8s` write such tasks)."""
+    e = os.environ
+    if e.get("SLURM_JOB_ID"):
+        array, task = e.get("SLURM_ARRAY_JOB_ID"), e.get("SLURM_ARRAY_TASK_ID")
+        return {
+            "scheduler": "slurm",
+            "job": e["SLURM_JOB_ID"],
+            "task": f"{array}_{task}" if array and task else e["SLURM_JOB_ID"],  # as squeue and sacct name it
+            "node": e.get("SLURMD_NODENAME") or socket.gethostname(),
+            "array_job_id": array,
+            "array_task_id": task,
+            "partition": e.get("SLURM_JOB_PARTITION"),
+            "cluster": e.get("SLURM_CLUSTER_NAME"),
+            "nodelist": e.get("SLURM_JOB_NODELIST"),
+            "cpus_on_node": e.get("SLURM_CPUS_ON_NODE"),
+            "gpus": e.get("SLURM_JOB_GPUS") or e.get("SLURM_STEP_GPUS"),
+        }
+    if e.get("JOB_COMPLETION_INDEX") is not None:
+        job = e.get("KIT_K8S_JOB") or "?"
+        return {
+            "scheduler": "kubernetes",
+            "job": job,
+            "task": f"{job}/{e['JOB_COMPLETION_INDEX']}",
+            "node": e.get("KIT_K8S_NODE") or socket.gethostname(),
+            "completion_index": e["JOB_COMPLETION_INDEX"],
+            "pod": e.get("KIT_K8S_POD") or e.get("HOSTNAME"),
+        }
+    return {}
+
+
+# what every row of a cell run under a scheduler carries (scheduler_info's keys, prefixed)
+SCHEDULER_ROW_KEYS = ("scheduler", "job", "task", "node")
+
+
+def scheduler_row_fields(info: dict | None = None) -> dict:
+    """{scheduler, scheduler_job, scheduler_task, scheduler_node} for a row ({} outside a scheduler)."""
+    info = scheduler_info() if info is None else info
+    if not info:
+        return {}
+    return {("scheduler" if k == "scheduler" else f"scheduler_{k}"): info.get(k) for k in SCHEDULER_ROW_KEYS}
+
+
 def thread_settings() -> dict:
     t: dict = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
     torch = sys.modules.get("torch")
@@ -236,6 +282,9 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
         "dataset": dataset,
         "config": config,
     }
+    sched = scheduler_info()
+    if sched:
+        info["scheduler"] = sched
     if extra:
         info.update(extra)
     return info

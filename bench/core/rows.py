@@ -87,6 +87,12 @@ TYPES = {
     "dataset": str,
     "dataset_real": bool,
     "command": str,
+    # under a cluster scheduler only (bench.core.provenance.scheduler_row_fields): slurm | kubernetes,
+    # the job, the task (Slurm: <array job>_<task>, as squeue names it), the node
+    "scheduler": str,
+    "scheduler_job": str,
+    "scheduler_task": str,
+    "scheduler_node": str,
 }
 
 

@@ -190,6 +190,8 @@ class Study:
         no more than the backend's max_devices (which GPUs this host has is cell_unavailable's)."""
         spec = self.backend_spec(cell.backend)
         devs = cell.devices
+        if cell.nodes > 1 and not self.world_size(cell):
+            raise KitError(f"nodes={cell.nodes}: only a cell that runs as ranks (devices=..., DDP) spans several nodes")
         if not devs:
             return
         if len(devs) > spec.max_devices:
@@ -369,7 +371,7 @@ def numbers_missing(rows: list[dict], need: dict[str, tuple[str, ...]]) -> str |
 
 def devices_missing(cell: Cell) -> str | None:
     """Why the GPUs CELL names are not all here (None: they are, or it names none)."""
-    need = [d for d in cell.devices if d != "cpu"]
+    need = machine.allocated_gpus([d for d in cell.devices if d != "cpu"])
     if not need:
         return None
     have = machine.visible_gpus()

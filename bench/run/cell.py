@@ -36,6 +36,7 @@ from bench.core import noise, provenance
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.machine import allocated_gpus
 from bench.core.registry import get_study
 from bench.core.study import RunContext, devices_missing
 from bench.core.text import one_line
@@ -74,6 +75,7 @@ def common_fields(cell: Cell, run_id: str, command: str, device: str | None, dat
         "dataset": ds.get("name"),
         "dataset_real": ds.get("real"),
         "command": command,
+        **provenance.scheduler_row_fields(),  # under Slurm or Kubernetes: the job, task and node
     }
 
 
@@ -84,13 +86,16 @@ def disk_full_message(out: Path, cell: Cell) -> str:
     )
 
 
-def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> dict:
-    """The row a cell that could not finish leaves (also written by the scheduler after a kill)."""
+def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None) -> dict:
+    """The row a cell that could not finish leaves (also written by the scheduler after a kill,
+    and by `orchestrate.py slurm` for a task Slurm cancelled: EXTRA holds that task's scheduler keys)."""
     row = common_fields(cell, R.new_run_id(), reproduce_command(cell, out, data_dir), None, None)
-    return R.ordered({**row, "status": status, "reason": reason, "created": time.time()})
+    return R.ordered({**row, **(extra or {}), "status": status, "reason": reason, "created": time.time()})
 
 
-def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error") -> None:
+def settle_failure(
+    cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None
+) -> None:
     """rows.jsonl after a failure: finished steps kept (marked incomplete) + one row with
     STATUS (error, or interrupted for Ctrl-C and a stop) and the reason."""
     partial = cell_dir / "rows.partial.jsonl"
@@ -103,7 +108,7 @@ def settle_failure(cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir:
                 continue  # a line cut by the kill
             if isinstance(r, dict):
                 done.append({**r, "status": "incomplete"})
-    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir, status)])
+    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir, status, extra)])
 
 
 def _follow_parent() -> None:
@@ -182,12 +187,12 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     platform = study.platform_of(cell)
 
     reason = devices_missing(cell)  # before binding: the ids are the scheduler's (the host's) view
-    gpus = [d for d in cell.devices if d != "cpu"]
+    gpus = allocated_gpus([d for d in cell.devices if d != "cpu"])  # under a cluster scheduler: of its allocation
     if gpus and not reason:  # the cell's GPUs become this process's devices 0..N-1, before any CUDA call
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     reason = reason or study.cell_unavailable(cell)
     if reason:
-        _clear(cell_dir)
+        clear_results(cell_dir)
         R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
         row = common_fields(cell, run_id, command, provenance.device_name("cpu"), None)
         R.write_json(
@@ -204,7 +209,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     world = study.world_size(cell)
     run = open_ranks(study, cell, ctx, world) if world else study.open(cell, ctx)  # KitError propagates: nothing written
     open_s = time.perf_counter() - t0
-    _clear(cell_dir)
+    clear_results(cell_dir)
     R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
     base = common_fields(cell, run_id, command, provenance.device_name(platform), run.dataset)
     proto.send(READY, {"steps": run.steps, "warmup_s": run.warmup_s, "open_s": open_s})
@@ -269,7 +274,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     return 0 if status in ("ok", "skipped") else 1
 
 
-def _clear(cell_dir: Path) -> None:
+def clear_results(cell_dir: Path) -> None:
     """A (re)run starts clean: no rows from an earlier run of this cell may mix with its own."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("rows.jsonl", "rows.csv", "rows.partial.jsonl", "system.json"):

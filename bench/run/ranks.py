@@ -48,12 +48,18 @@ def collective_timeout(cell: Cell) -> float:
     return float(cell.params.get("collective_timeout_s", DEFAULT_COLLECTIVE_TIMEOUT_S))
 
 
-def torchrun_argv(world: int, spec: Path, out: Path, data_dir: str | None) -> list[str]:
-    """The launch of this host's ranks: standalone, or the rendezvous the environment names."""
+def torchrun_argv(world: int, spec: Path, out: Path, data_dir: str | None, nodes: int = 1) -> list[str]:
+    """The launch of this host's ranks: standalone, or the rendezvous the environment names. A
+    cell of NODES > 1 hosts needs that rendezvous (a cluster scheduler sets it: orchestrate.py slurm)."""
     argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}", "--max_restarts=0"]
+    if nodes > 1 and not os.environ.get("KIT_RDZV_ENDPOINT"):
+        raise KitError(
+            f"this cell spans {nodes} nodes: it runs under a cluster scheduler that starts it on each with "
+            "KIT_RDZV_ENDPOINT set (orchestrate.py slurm writes such jobs)"
+        )
     if os.environ.get("KIT_RDZV_ENDPOINT"):
         argv += [
-            f"--nnodes={os.environ.get('KIT_NNODES', '1')}",
+            f"--nnodes={nodes if nodes > 1 else os.environ.get('KIT_NNODES', '1')}",
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={os.environ['KIT_RDZV_ENDPOINT']}",
             f"--rdzv-id={os.environ.get('KIT_RDZV_ID', 'cnn-bench')}",
@@ -139,11 +145,12 @@ class RankRun:
 
     def open(self, study: Study, ctx: RunContext) -> RankRun:
         d = self.cell_dir
+        spec = d / "ranks-cell.json"
+        argv = torchrun_argv(self.world, spec, ctx.out, ctx.data_dir, self.cell.nodes)  # before any file: it may refuse
         d.mkdir(parents=True, exist_ok=True)
         for name in (CTL, ROWS, LOG):
             (d / name).unlink(missing_ok=True)
         (d / CTL).touch()
-        spec = d / "ranks-cell.json"
         R.atomic_write_text(spec, self.cell.to_json(indent=2) + "\n")
         gpu = any(x != "cpu" for x in self.cell.devices)
         env = {
@@ -155,7 +162,6 @@ class RankRun:
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
         log = open(d / LOG, "ab")  # noqa: SIM115 - the ranks write it for as long as they run
-        argv = torchrun_argv(self.world, spec, ctx.out, ctx.data_dir)
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             self.ready = self._wait("ready", None, READY_TIMEOUT_S)
@@ -318,12 +324,46 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
         tdist.destroy_process_group()
 
 
+def join(cell: Cell, out: Path, data_dir: str | None) -> int:
+    """Another node's share of a cell of several nodes (Cell.nodes > 1): this host's ranks under
+    torchrun, joining the rendezvous of the environment (KIT_RDZV_ENDPOINT), while the cell
+    process runs on the first node (`python -m bench cell`). OUT is on a filesystem every node
+    shares: whichever rank is 0 reads the gate from, and writes rank 0's rows to, the cell's dir
+    there. Returns torchrun's exit code."""
+    import tempfile
+
+    from bench.core.machine import allocated_gpus
+    from bench.core.registry import get_study
+
+    study = get_study(cell.study)
+    study.validate(cell)
+    world = study.world_size(cell)
+    if cell.nodes < 2 or not world:
+        raise KitError(f"--node joins a cell of several nodes; {cell.id} runs on one (nodes={cell.nodes})")
+    gpus = allocated_gpus([d for d in cell.devices if d != "cpu"])
+    env = {**os.environ, "KIT_RANK_DEVICE": "cuda" if gpus else "cpu", "KIT_RANK_CELL_DIR": str(cell.dir(out))}
+    env.pop("KIT_CELL_PID", None)  # the cell process runs on another node: no pid of it here to watch
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    with tempfile.TemporaryDirectory(prefix="cnn-bench-node-") as tmp:
+        spec = Path(tmp) / "cell.json"
+        spec.write_text(cell.to_json(indent=2) + "\n", encoding="utf-8")
+        argv = torchrun_argv(world, spec, out, data_dir, cell.nodes)
+        return subprocess.call(argv, env=env)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.run.ranks", description="one rank of a many-device cell")
     ap.add_argument("spec")
     ap.add_argument("--out", required=True)
     ap.add_argument("--data-dir")
+    ap.add_argument("--node", action="store_true", help="start this node's ranks of a cell of several nodes (not a rank)")
     a = ap.parse_args(argv)
+    if a.node:
+        try:
+            raise SystemExit(join(Cell.load(Path(a.spec)), Path(a.out), a.data_dir))
+        except KitError as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
     sys.stdout = sys.stderr  # the log is the ranks'; only ranks.jsonl carries results
     try:
         run_rank(Cell.load(Path(a.spec)), Path(a.out), a.data_dir)
