@@ -325,6 +325,7 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
                     "ratio": r.median,
                     "ratio_lo": r.lo,
                     "ratio_hi": r.hi,
+                    "ratio_interval": r.kind,  # "ci" (95% bootstrap), "range" (fewer than 6 repeats a side), "none"
                     "verdict": "flagged" if flagged and plain in ("faster", "slower") else plain,
                     "would_be": plain,  # the verdict without the flags (= verdict unless flagged)
                     "flagged": flagged,
@@ -341,7 +342,8 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
         "threshold": threshold,
         "definition": (
             f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "
-            f"[lo, hi] with the sets resampled independently; slower (a regression): hi < {1 - threshold:g} (B slower "
+            f"[lo, hi] with the sets resampled independently (ratio_interval 'ci'; with fewer than 6 repeats a side "
+            f"'range': min(B)/max(A) to max(B)/min(A)); slower (a regression): hi < {1 - threshold:g} (B slower "
             f"by more than {threshold:.0%} with the whole interval beyond it); faster: lo > {1 + threshold:g}; otherwise "
             "not significant; a side with one repeat has no interval and no verdict; flagged: a noise flag on either "
             "side, and the interval would say slower or faster: not judged until a quiet rerun; geometric mean: of "
@@ -374,8 +376,13 @@ def summary(matched: list[dict]) -> dict:
         "geomean": g.median if g else None,
         "geomean_lo": g.lo if g else None,
         "geomean_hi": g.hi if g else None,
+        "geomean_interval": g.kind if g else None,
         "geomean_n": len(ratios),
-        "geomean_method": "scipy.stats.bootstrap over the per-configuration ratios (percentile, 95%), mean of log ratios",
+        "geomean_method": (
+            "scipy.stats.bootstrap over the per-configuration ratios (percentile, 95%), mean of log ratios"
+            if g is None or g.kind != "range"
+            else "range of the per-configuration ratios (fewer than 6: too few for a 95% bootstrap interval)"
+        ),
     }
 
 
@@ -441,7 +448,7 @@ def _acc(v: float | None) -> str:
 
 def _ratio(m: dict) -> str:
     ci = "n=1" if m["ratio_lo"] is None else f"{m['ratio_lo']:.3f}-{m['ratio_hi']:.3f}"
-    return f"{m['ratio']:.3f}x [{ci}]"
+    return f"{m['ratio']:.3f}x [{ci}{' R' if m.get('ratio_interval') == 'range' else ''}]"
 
 
 def _verdict(m: dict) -> str:
@@ -465,11 +472,12 @@ def summary_line(res: dict) -> str:
         parts.append(f"{c['one_repeat']} with one repeat (no verdict)")
     line = f"{n} configuration{'s' if n != 1 else ''}: " + ", ".join(parts)
     if s["geomean"] is not None:
-        ci = (
-            f" [95% CI {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}, bootstrap]"
-            if s["geomean_lo"] is not None
-            else " (one ratio: no interval)"
-        )
+        if s["geomean_lo"] is None:
+            ci = " (one ratio: no interval)"
+        elif s.get("geomean_interval") == "range":
+            ci = f" [range {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}: {s['geomean_n']} ratios, too few for a 95% CI]"
+        else:
+            ci = f" [95% CI {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}, bootstrap]"
         line += f"; geometric mean B/A {s['geomean']:.3f}x{ci}"
     return line
 
@@ -515,7 +523,7 @@ def table(res: dict, width: int = WIDTH) -> str:
     t.add_column("unit", no_wrap=True)
     t.add_column("A", justify="right", no_wrap=True)
     t.add_column("B", justify="right", no_wrap=True)
-    t.add_column("B/A [95% CI]", justify="right", no_wrap=True)
+    t.add_column("B/A [interval]", justify="right", no_wrap=True)
     t.add_column("verdict", no_wrap=True)
     labels, _ = shared_params([m["config"] for m in res["matched"]])
     for m, label in zip(res["matched"], labels):
@@ -567,7 +575,8 @@ def text(res: dict, verbose: bool = False, width: int = WIDTH) -> str:
                 lines += _wrap(term(f"note: {m['config']}: {note}"), width)
     lines += [x for line in _lists(res, "- ", term, verbose) for x in (_wrap(line, width) if line else [""])]
     lines += _wrap(
-        f"B/A: median throughput of B over A's (> 1: B faster) with its 95% bootstrap interval; slower / faster: the "
+        f"B/A: median throughput of B over A's (> 1: B faster) with its 95% bootstrap interval (from 6 repeats a "
+        "side; R: fewer, the range min(B)/max(A)-max(B)/min(A) instead); slower / faster: the "
         f"whole interval beyond {res['threshold']:.0%} of 1.0; geometric mean: of every B/A above, its interval from "
         "scipy.stats.bootstrap resampling those ratios (percentile); --json for every number, --out for compare.md",
         width,
@@ -607,9 +616,9 @@ def markdown(res: dict) -> str:
     head = [
         "configuration",
         "unit",
-        "A median (95% CI)",
-        "B median (95% CI)",
-        "B/A (95% CI)",
+        "A median (interval)",
+        "B median (interval)",
+        "B/A (interval)",
         "verdict",
         "acc A",
         "acc B",

@@ -8,7 +8,7 @@ render time, like the sections below it.
 
 from __future__ import annotations
 
-from bench.core import headline
+from bench.core import headline, stats
 from bench.core.resultset import ResultCell
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
@@ -40,15 +40,18 @@ def build(registry: dict, cells: list[ResultCell], notes: list[dict]) -> tuple[l
         "## Headline: how much faster, and does the seed's figure hold?",
         "",
         "One row per comparison a seed made. **Ours** is the ratio of the two sides' throughputs "
-        "(the study's own unit; above 1x the first side is faster): median over repeats, with the 95 % "
-        "bootstrap interval over repeats, paired by repeat where both sides ran in one run. "
+        "(the study's own unit; above 1x the first side is faster): median over repeats, paired by repeat where both sides ran in one run, "
+        "with its **interval**: the 95 % bootstrap interval from 6 repeats a side, and below that the range of "
+        "the repeats (of the per-repeat ratios where paired), marked *range*: a percentile bootstrap over fewer "
+        "values cannot be a 95 % interval, and the range of n repeats holds the true median with probability "
+        "1 - 2^(1-n) (75 % at 3). "
         "**Verdict** reads the interval (a ratio whose interval holds 1x is no clear difference). "
         "**Seed** is the seed's own figure for the same two setups; the rows below say what ran.",
         "",
     ]
     if rows:
         md += [
-            md_row(["#", "study", "comparison", "ours", "95% interval", "repeats", "verdict", "seed", "ours vs seed", "data"]),
+            md_row(["#", "study", "comparison", "ours", "interval", "repeats", "verdict", "seed", "ours vs seed", "data"]),
             md_sep(10),
         ]
         for i, r in enumerate(rows, 1):
@@ -59,7 +62,9 @@ def build(registry: dict, cells: list[ResultCell], notes: list[dict]) -> tuple[l
                         r.study,
                         r.comparison,
                         _ratio(r.ratio.median),
-                        "–" if r.ratio.lo is None or r.ratio.hi is None else f"{_ratio(r.ratio.lo)}–{_ratio(r.ratio.hi)}",
+                        "–"
+                        if r.ratio.lo is None or r.ratio.hi is None
+                        else f"{_ratio(r.ratio.lo)}–{_ratio(r.ratio.hi)}" + (" (range)" if r.ratio.kind == "range" else ""),
                         r.ratio.n,
                         r.verdict,
                         _seed(r),
@@ -91,11 +96,12 @@ def build(registry: dict, cells: list[ResultCell], notes: list[dict]) -> tuple[l
     one = [str(i) for i, r in enumerate(rows, 1) if r.ratio.lo is None]
     if one:
         trust.append(f"Rows {', '.join(one)} rest on one repeat a side: no interval, no verdict; rerun with `--repeats 3`.")
-    few = [str(i) for i, r in enumerate(rows, 1) if r.ratio.lo is not None and r.ratio.n < 5]
+    few = [r for r in rows if r.ratio.kind == "range"]
     if few:
+        cover = ", ".join(f"{i} ({r.ratio.n}: {r.ratio.coverage:.0%})" for i, r in enumerate(rows, 1) if r in few)
         trust.append(
-            f"Rows {', '.join(few)} have fewer than 5 repeats a side: a percentile bootstrap over so few "
-            "values is close to their range, not a true 95 % interval."
+            f"Rows {cover} have fewer than {stats.MIN_CI_REPEATS} repeats a side: their interval is the range of "
+            "the repeats, with the confidence in brackets, and a verdict needs the whole range on one side of 1x."
         )
     flagged = [str(i) for i, r in enumerate(rows, 1) if r.flagged]
     if flagged:
@@ -124,6 +130,7 @@ def build(registry: dict, cells: list[ResultCell], notes: list[dict]) -> tuple[l
                 "ratio": r.ratio.median,
                 "lo": r.ratio.lo,
                 "hi": r.ratio.hi,
+                "interval": r.ratio.kind,  # "ci" (95% bootstrap), "range" (fewer than 6 repeats a side), "none"
                 "repeats": r.ratio.n,
                 "verdict": r.verdict,
                 "seed": r.seed,

@@ -328,12 +328,16 @@ def test_compare_summary_sorted_rows_width_and_json(tmp_path):
     assert got == sorted(got) and s["n"] == 5 and sum(s["count"].values()) == 5
     gm = float(np.exp(np.mean(np.log(got))))
     assert abs(s["geomean"] - gm) < 1e-9 and s["geomean_lo"] <= gm <= s["geomean_hi"]
-    assert "bootstrap" in s["geomean_method"]
+    assert "range" in s["geomean_method"] and s["geomean_interval"] == "range"  # 5 ratios: below 6, no 95% CI
+    assert (s["geomean_lo"], s["geomean_hi"]) == (pytest.approx(min(got)), pytest.approx(max(got)))
     c = s["count"]
     assert out[0].startswith(
         f"5 configurations: {c['faster']} faster, {c['slower']} slower, {c['not_significant']} not significant"
     )
-    assert f"geometric mean B/A {gm:.3f}x [95% CI {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}, bootstrap]" in out[0]
+    assert f"geometric mean B/A {gm:.3f}x [range {s['geomean_lo']:.3f}-{s['geomean_hi']:.3f}: 5 ratios, too few" in " ".join(
+        out[:2]
+    )
+    assert "95% CI" not in out[0]
 
 
 def test_a_flagged_pair_is_never_a_regression_on_its_own(tmp_path):

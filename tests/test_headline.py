@@ -131,3 +131,19 @@ def test_versus_seed_reads_the_interval():
     assert headline.versus_seed(r, (9.0, 10.5)).startswith("agrees")
     assert headline.versus_seed(r, None) == "seed gave no figure"
     assert headline.verdict(r) == "faster"
+
+
+def test_no_95_percent_interval_from_fewer_repeats_than_the_threshold(merged):
+    """Below stats.MIN_CI_REPEATS repeats a side the interval is the range and says so: in the
+    headline's rows and everywhere REPORT.md prints a ratio's interval."""
+    import json
+
+    from bench.core import stats
+
+    rows = json.loads((merged / "report.json").read_text())["headline"]["rows"]
+    assert rows and all(
+        r["interval"] == ("range" if r["repeats"] < stats.MIN_CI_REPEATS else "ci") for r in rows if r["lo"] is not None
+    )
+    md = (merged / "REPORT.md").read_text()
+    assert not re.search(r"95% CI [\d.]+-[\d.]+", md)  # the old '8.05x (95% CI 3.86-12.79; ...)'
+    assert "| interval |" in md and "(range)" in md and "(range of 3)" in md

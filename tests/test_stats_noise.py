@@ -25,15 +25,36 @@ def test_ratio_verdicts():
     assert stats.verdict(stats.ratio({0: 1.0, 1: 2.0, 2: 3.0}, {0: 4.0, 1: 5.0, 2: 6.0}), "A", "B") == "B faster"
     # the H100 situation of issue 9: which one wins flips from repeat to repeat
     flip = stats.ratio({0: 1.50e6, 1: 1.02e6, 2: 1.40e6}, {0: 1.08e6, 1: 1.16e6, 2: 1.10e6})
-    assert flip.lo < 1.0 < flip.hi and stats.verdict(flip, "numba-cuda", "torch-cuda tuned") == "no clear winner"
+    said = stats.verdict(flip, "numba-cuda", "torch-cuda tuned")
+    assert flip.lo < 1.0 < flip.hi and said.startswith("no clear winner") and "too few for a 95% CI" in said
     single = stats.ratio({0: 2.0}, {0: 1.0})
     assert single.lo is None and "no verdict" in stats.verdict(single, "A", "B")
 
 
+def test_below_six_repeats_the_interval_is_the_range_and_says_so():
+    """[min, max] of n repeats holds the median with probability 1 - 2^(1-n): below 95 % until n = 6,
+    so fewer repeats give the range, called the range, never a '95% CI'."""
+    assert [round(stats.range_coverage(n), 4) for n in (2, 3, 5, 6)] == [0.5, 0.75, 0.9375, 0.9688]
+    assert stats.MIN_CI_REPEATS == 6 and stats.range_coverage(5) < 0.95 <= stats.range_coverage(6)
+    three = stats.summarize([10.0, 30.0, 20.0])
+    assert (three.kind, three.lo, three.hi) == ("range", 10.0, 30.0) and three.coverage == 0.75
+    assert three.interval("{:.0f}") == "10–30 (range of 3)" and three.tag == "range of 3 (75%)"
+    assert three.bracket("{:.0f}") == " [10–30, range of 3]"
+    six = stats.summarize([10.0, 30.0, 20.0, 12.0, 25.0, 18.0])
+    assert six.kind == "ci" and six.coverage == 0.95 and "range" not in six.interval() and six.tag == "95% CI"
+    # paired: the range of the per-repeat ratios; unpaired: min(A)/max(B) to max(A)/min(B)
+    paired = stats.ratio({0: 2.0, 1: 3.0, 2: 4.0}, {0: 1.0, 1: 2.0, 2: 1.0})
+    assert paired.kind == "range" and (paired.lo, paired.hi) == (1.5, 4.0)
+    apart = stats.ratio({0: 2.0, 1: 3.0, 2: 4.0}, {0: 1.0, 1: 2.0, 2: 1.0}, paired=False)
+    assert (apart.lo, apart.hi) == (1.0, 4.0) and "n=3, too few" in stats.verdict(apart, "A", "B")
+    assert stats.summarize([5.0]).kind == "none" and stats.summarize([5.0]).bracket() == ""
+
+
 def test_geometric_mean_of_ratios_and_its_bootstrap_interval():
     g = stats.geomean([0.5, 2.0, 1.0])
-    assert g.median == pytest.approx(1.0) and g.n == 3 and g.lo is not None and g.hi is not None
-    assert 0.5 <= g.lo < 1.0 < g.hi <= 2.0  # the configurations are resampled: the interval spans them
+    assert g.median == pytest.approx(1.0) and g.n == 3 and (g.lo, g.hi, g.kind) == (0.5, 2.0, "range")  # too few
+    g = stats.geomean([0.5, 2.0, 1.0, 0.8, 1.2, 1.5])
+    assert g.kind == "ci" and 0.5 <= g.lo < 1.0 < g.hi <= 2.0  # the configurations are resampled: the interval spans them
     assert stats.geomean([0.8, 0.8]).lo == stats.geomean([0.8, 0.8]).hi == pytest.approx(0.8)
     one = stats.geomean([1.25])
     assert one.median == pytest.approx(1.25) and one.lo is None and one.hi is None

@@ -1,6 +1,6 @@
 """The report's first table: for each comparison a seed made (GPU over CPU, a framework over
 a hand-written kernel, tuned over default, 2 GPUs over 1), the ratio of our throughputs with
-its 95 % interval, a verdict, the seed's own figure beside it, and the data it ran on.
+its interval (95 % bootstrap, or the range below `stats.MIN_CI_REPEATS` repeats), a verdict, the seed's own figure beside it, and the data it ran on.
 
 A study declares its comparisons (`Study.comparisons`): two sets of facets a cell must have
 (backend, variant, platform, `gpus`, or any of its params), the seed's figure, and the
@@ -166,7 +166,7 @@ def verdict(r: stats.Summary) -> str:
         return "faster"
     if r.hi < 1.0:
         return "slower"
-    return "no clear difference"
+    return stats.undecided(r, "no clear difference")
 
 
 def _data(cells: list[ResultCell]) -> tuple[str, bool]:

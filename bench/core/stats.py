@@ -9,6 +9,18 @@ same intervals. A ratio of two cells pairs repeat i of A with repeat i of B when
 the same repeats (an interleaved run ran them side by side, so they shared the machine's
 noise), and resamples them independently otherwise.
 
+How many repeats a 95 % interval needs (MIN_CI_REPEATS = 6), derived: a percentile
+bootstrap of a median only ever returns values between the smallest and the largest repeat,
+and [min, max] of n independent repeats holds the true median with probability 1 - 2^(1-n)
+(each repeat falls below the median with probability 1/2; the interval misses only when all
+fall on one side): 50 % at n=2, 75 % at 3, 87.5 % at 4, 93.75 % at 5, 96.9 % at 6. Below 6
+repeats no method built on the repeats alone can be a 95 % interval, so the summary gives
+the range of the repeats instead and says so (`kind` "range", `coverage` its exact confidence
+for the median: a distribution-free order-statistic interval, e.g. Conover, *Practical
+Nonparametric Statistics*, 3rd ed., sec. 3.2). A ratio's range is the range of its paired
+per-repeat ratios, or, unpaired, min(A)/max(B) to max(A)/min(B): a verdict from a range needs
+every pair (or the two ranges) on one side of 1.0.
+
 With a single repeat there is no interval: the summary says so instead of inventing one.
 """
 
@@ -18,6 +30,7 @@ import statistics
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
+MIN_CI_REPEATS = 6  # fewer: the range of the repeats, called the range (module docstring)
 RESAMPLES = 9999
 _SEED = 20261122
 
@@ -32,11 +45,46 @@ class Summary:
     min: float
     max: float
     n: int  # repeats
+    kind: str = "ci"  # "ci": 95 % bootstrap interval; "range": min-max of the repeats (n < MIN_CI_REPEATS); "none"
+
+    @property
+    def coverage(self) -> float | None:
+        """The interval's confidence for the true median: 0.95, or 1 - 2^(1-n) for a range."""
+        if self.kind == "none" or self.lo is None:
+            return None
+        return CONFIDENCE if self.kind == "ci" else range_coverage(self.n)
+
+    @property
+    def tag(self) -> str:
+        """What the interval is, for a label: '95% CI', 'range of 3 (75%)', 'n=1'."""
+        if self.lo is None or self.hi is None:
+            return f"n={self.n}, no interval"
+        if self.kind == "range":
+            return f"range of {self.n} ({range_coverage(self.n):.0%})"
+        return "95% CI"
 
     def interval(self, fmt: str = "{:,.0f}") -> str:
+        """'lo–hi' for a 95 % interval, 'lo–hi (range of 3)' for a range, 'n=1, no interval'."""
         if self.lo is None or self.hi is None:
             return "n=1, no interval"
-        return f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        text = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        return text if self.kind == "ci" else f"{text} (range of {self.n})"
+
+    def bracket(self, fmt: str = "{:.3g}") -> str:
+        """' [lo–hi]' for a 95 % interval, ' [lo–hi, range of 3]' for a range, '' without one."""
+        if self.lo is None or self.hi is None:
+            return ""
+        inner = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        return f" [{inner}]" if self.kind == "ci" else f" [{inner}, range of {self.n}]"
+
+
+def range_coverage(n: int) -> float:
+    """Probability that [min, max] of N independent repeats holds the true median."""
+    return 1.0 - 2.0 ** (1 - n)
+
+
+def _kind(n: int) -> str:
+    return "none" if n < 2 else ("range" if n < MIN_CI_REPEATS else "ci")
 
 
 def _quartiles(v: list[float]) -> tuple[float, float]:
@@ -72,19 +120,19 @@ def summarize(values: list[float]) -> Summary:
     med = statistics.median(v)
     q1, q3 = _quartiles(v)
     lo = hi = None
-    if len(v) >= 2:
+    kind = _kind(len(v))
+    if kind == "range" or (kind == "ci" and max(v) == min(v)):
+        lo, hi = min(v), max(v)
+    elif kind == "ci":
         import numpy as np
 
-        if max(v) == min(v):
-            lo = hi = med
-        else:
-            lo, hi = _bootstrap((np.asarray(v),), lambda x, axis=-1: np.median(x, axis=axis), paired=False)
-    return Summary(med, lo, hi, q1, q3, min(v), max(v), len(v))
+        lo, hi = _bootstrap((np.asarray(v),), lambda x, axis=-1: np.median(x, axis=axis), paired=False)
+    return Summary(med, lo, hi, q1, q3, min(v), max(v), len(v), kind)
 
 
 def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) -> Summary:
-    """median(A) / median(B) with a 95 % interval; A and B map repeat -> value (larger = faster
-    for throughputs). Paired by repeat when both hold the same repeats, unless PAIRED is False
+    """median(A) / median(B) with a 95 % interval (a range below MIN_CI_REPEATS on either side);
+    A and B map repeat -> value (larger = faster for throughputs). Paired by repeat when both hold the same repeats, unless PAIRED is False
     (two runs, e.g. two hosts: repeat i of one shared nothing with repeat i of the other)."""
     import numpy as np
 
@@ -100,7 +148,11 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
     else:
         q1 = q3 = lo_v = hi_v = med
     lo = hi = None
-    if len(av) >= 2 and len(bv) >= 2:
+    n = min(len(av), len(bv))
+    kind = _kind(n)
+    if kind == "range":
+        lo, hi = (lo_v, hi_v) if paired else (min(av) / max(bv), max(av) / min(bv))
+    elif kind == "ci":
 
         def stat(x, y, axis=-1):
             return np.median(x, axis=axis) / np.median(y, axis=axis)
@@ -109,14 +161,15 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
             lo = hi = med
         else:
             lo, hi = _bootstrap((np.asarray(av), np.asarray(bv)), stat, paired=paired)
-    return Summary(med, lo, hi, q1, q3, lo_v, hi_v, min(len(av), len(bv)))
+    return Summary(med, lo, hi, q1, q3, lo_v, hi_v, n, kind)
 
 
 def geomean(ratios: list[float]) -> Summary:
     """Geometric mean of RATIOS (one per configuration, each > 0) with a 95 % interval from
-    `scipy.stats.bootstrap` over the ratios themselves (percentile method, the configurations
-    resampled: how much B differs from A across this set of configurations, not within one;
-    the statistic is the mean of the log ratios, exponentiated). No interval below 2 ratios."""
+        `scipy.stats.bootstrap` over the ratios themselves (percentile method, the configurations
+        resampled: how much B differs from A across this set of configurations, not within one;
+        the statistic is the mean of the log ratios, exponentiated); the range of the ratios below
+    MIN_CI_REPEATS of them, no interval below 2."""
     import math
 
     v = [float(x) for x in ratios]
@@ -126,26 +179,35 @@ def geomean(ratios: list[float]) -> Summary:
     gm = math.exp(statistics.fmean(logs))
     q1, q3 = _quartiles(v)
     lo = hi = None
-    if len(v) >= 2:
+    kind = _kind(len(v))
+    if kind == "range" or (kind == "ci" and max(v) == min(v)):
+        lo, hi = min(v), max(v)
+    elif kind == "ci":
         import numpy as np
 
-        if max(v) == min(v):
-            lo = hi = gm
-        else:
-            llo, lhi = _bootstrap((np.asarray(logs),), lambda x, axis=-1: np.mean(x, axis=axis), paired=False)
-            lo, hi = math.exp(llo), math.exp(lhi)
-    return Summary(gm, lo, hi, q1, q3, min(v), max(v), len(v))
+        llo, lhi = _bootstrap((np.asarray(logs),), lambda x, axis=-1: np.mean(x, axis=axis), paired=False)
+        lo, hi = math.exp(llo), math.exp(lhi)
+    return Summary(gm, lo, hi, q1, q3, min(v), max(v), len(v), kind)
 
 
 def verdict(r: Summary, a: str, b: str) -> str:
-    """Which side is faster, or "no clear winner" when the interval holds 1.0 (or is missing)."""
+    """Which side is faster, or "no clear winner" when the interval (or range) holds 1.0; with a
+    range that holds it, also that n is too small for an interval."""
     if r.lo is None or r.hi is None:
         return "one repeat: no verdict (run --repeats 3)"
     if r.lo > 1.0:
         return f"{a} faster"
     if r.hi < 1.0:
         return f"{b} faster"
-    return "no clear winner"
+    return undecided(r, "no clear winner")
 
 
-__all__ = ["CONFIDENCE", "Summary", "geomean", "ratio", "summarize", "verdict"]
+def undecided(r: Summary, what: str) -> str:
+    """WHAT, plus why a range cannot say more: 'no clear winner (range holds 1.0; n=3, too few for
+    a 95% CI: 6)'."""
+    if r.kind != "range":
+        return what
+    return f"{what} (range holds 1.0; n={r.n}, too few for a 95% CI: {MIN_CI_REPEATS})"
+
+
+__all__ = ["CONFIDENCE", "MIN_CI_REPEATS", "Summary", "geomean", "range_coverage", "ratio", "summarize", "undecided", "verdict"]

@@ -152,8 +152,8 @@ COLS = [
     ("pair", "GPU / CPU configuration"),
     ("gpu", "GPU (run)"),
     ("cpu", "CPU, cores (run)"),
-    ("train", "training img/s, GPU ÷ CPU [95% CI]"),
-    ("latency", "batch-1 p50 latency, CPU ÷ GPU [95% CI] (forms)"),
+    ("train", "training img/s, GPU ÷ CPU [interval]"),
+    ("latency", "batch-1 p50 latency, CPU ÷ GPU [interval] (forms)"),
     ("n", "seeds"),
     ("note", "note"),
 ]

@@ -119,7 +119,7 @@ def run_labels(g: list[Cell]) -> set[str]:
 
 
 def ratio_text(r: stats.Summary, f: str = "{:.2f}") -> str:
-    """'12.30x [11.02–13.40]', or '12.30x (n=1: no interval)'."""
+    """'12.30x [11.02–13.40]' (a 95% CI), '12.30x [11.02–13.40, range of 3]', or '12.30x (one seed: no interval)'."""
     if r.lo is None or r.hi is None:
         return f"{f.format(r.median)}x (one seed: no interval)"
-    return f"{f.format(r.median)}x [{f.format(r.lo)}–{f.format(r.hi)}]"
+    return f"{f.format(r.median)}x{r.bracket(f)}"

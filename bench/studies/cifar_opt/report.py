@@ -69,9 +69,9 @@ TRAIN_COLS = [
     ("config", "configuration"),
     ("batch", "batch (per seed if they differ)"),
     ("images", "images per epoch"),
-    ("epoch_s", "epoch s [95% CI]"),
+    ("epoch_s", "epoch s [interval]"),
     ("img_s", "img/s"),
-    ("acc", "test acc % [95% CI]"),
+    ("acc", "test acc % [interval]"),
     ("rss", "peak RSS MB"),
     ("heap", "tracemalloc peak MB"),
     ("gpu", "GPU alloc peak MB"),
@@ -109,7 +109,7 @@ INFER_COLS = [
     ("model", "model"),
     ("config", "configuration"),
     ("form", "form"),
-    ("p50", "batch-1 p50 ms [95% CI]"),
+    ("p50", "batch-1 p50 ms [interval]"),
     ("p90", "p90 ms"),
     ("p99", "p99 ms"),
     ("thr", "batched img/s"),
@@ -125,7 +125,7 @@ def _ratio_line(what: str, a: dict[int, float], b: dict[int, float], a_name: str
     if not a or not b:
         return None
     r = stats.ratio(a, b)
-    ci = f"{r.lo:.2f}–{r.hi:.2f}" if r.lo is not None else "n=1"
+    ci = r.interval("{:.2f}") if r.lo is not None else "n=1"
     return {"what": what, "ratio": f"{r.median:.2f}x", "ci": ci, "verdict": stats.verdict(r, a_name, b_name), "target": target}
 
 
@@ -219,7 +219,7 @@ def ratios(groups: list[list[Cell]]) -> list[dict]:
 RATIO_COLS = [
     ("what", "comparison (same host, same run)"),
     ("ratio", "ratio of medians"),
-    ("ci", "95% CI"),
+    ("ci", "interval"),
     ("verdict", "verdict"),
     ("target", "target"),
 ]

@@ -63,8 +63,8 @@ def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
     r = stats.ratio(base, mine)
     if r.lo is None or r.hi is None:
         return f"{r.median:.1f}x (n=1)"
-    tie = ", no clear winner" if r.lo <= 1.0 <= r.hi else ""
-    return f"{r.median:.1f}x [{r.lo:.1f}–{r.hi:.1f}{tie}]"
+    tie = " (no clear winner)" if r.lo <= 1.0 <= r.hi else ""
+    return f"{r.median:.1f}x{r.bracket('{:.1f}')}{tie}"
 
 
 def _ms_with_speedup(base: float | None, mine: float | None) -> str:
@@ -82,7 +82,7 @@ def table3(group: list[Cell]) -> list[str]:
     plain = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
     head = ["variant"]
     for _, name in TOTALS:
-        head += [name, "95% CI", "Speedup vs NumPy [95% CI]"]
+        head += [name, "interval", "Speedup vs NumPy [interval]"]
     head += ["Per iteration (ms, median; speedup)", "Forward (ms; speedup)", "Backward + update (ms; speedup)"]
     head += ["Final train acc", "Final val acc"]
     out = [md_row(head), md_sep(len(head))]
@@ -457,11 +457,11 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
             t = stats.summarize(list(total.values()))
             rs = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v]
             ms, acc = _med(rs, "per_iter_median_ms"), _med(rs, "final_val_acc")
-            ci = f" [{t.lo:.3g}-{t.hi:.3g}]" if t.lo is not None and t.hi is not None else " (n=1)"
+            ci = t.bracket() or " (n=1)"
             speed = ""
             if v != REFERENCE and ref:
                 r = stats.ratio(ref, total)
-                rci = f" [{r.lo:.3g}-{r.hi:.3g}]" if r.lo is not None and r.hi is not None else ""
+                rci = r.bracket()
                 speed = f"   {r.median:.3g}x NumPy's speed{rci}"
             body.append(
                 f"  {v:<11} {t.median:.3g} s{ci}   "
@@ -484,7 +484,7 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
             continue
         lines.append(
             f"{r0.get('dtype')}, {r0.get('iterations')} iterations, {n} repeat{'s' if n != 1 else ''} "
-            "(training time of the timed steps: median [95% CI] over repeats):"
+            "(training time of the timed steps: median [95% CI, or the range below 6 repeats] over repeats):"
         )
         lines += body
         flags = [f"r{x.repeat}: {x.flags}" for x in group if x.flags]

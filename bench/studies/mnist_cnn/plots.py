@@ -155,7 +155,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         ax.annotate(f"{sm.median:,.0f}", (c_hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats)")
+    ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats, their range below 6)")
     ax.set_title("Throughput by configuration")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     if rows:

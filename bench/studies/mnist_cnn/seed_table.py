@@ -207,11 +207,11 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         "rows our torch-* `seed` pipeline (per-sample transforms through a DataLoader). Ours: medians over "
         "repeats (fresh processes). Avg Throughput = mean over epochs of samples / epoch time, as the seed's "
         "(no interval: a mean of epochs that share one process); Median Throughput = median over epochs, "
-        "and its 95% CI is the bootstrap over repeats of that median: the interval belongs to the value "
-        "beside it. Total train time is over the epochs run (see Epochs).",
+        "and its interval is over repeats of that median (a 95% bootstrap CI from 6 repeats, the range of "
+        "the repeats below, marked so): the interval belongs to the value beside it. Total train time is over the epochs run (see Epochs).",
         "",
         "| Platform | Source | Device | What ran | Epochs | Repeats | Avg Epoch Time (s) | Total Train Time (s) "
-        "| Avg Throughput (samples/s) | Median Throughput (samples/s) | its 95% CI | Final Test Acc (%) "
+        "| Avg Throughput (samples/s) | Median Throughput (samples/s) | its interval | Final Test Acc (%) "
         "| Max Test Acc (%) | Avg Proc RAM (MB) | Max GPU VRAM (MB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -276,9 +276,10 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         "",
         "GPU over CPU for each framework, and Numba over PyTorch on one device. Seed 000's from its Table I "
         "(average epoch times; its average throughputs in brackets; one run, no interval); ours: ratio of "
-        "median throughputs of one host's cells, paired by repeat, with a 95% bootstrap interval.",
+        "median throughputs of one host's cells, paired by repeat, with a 95% bootstrap interval (from 6 repeats; "
+        "below, the range of the per-repeat ratios, marked so).",
         "",
-        "| Comparison | Setups | Seed 000 | Ours | 95% CI | Verdict | Numerator / denominator | Host (setup) |",
+        "| Comparison | Setups | Seed 000 | Ours | interval | Verdict | Numerator / denominator | Host (setup) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     sp = speedups(cells)

@@ -589,7 +589,7 @@ def scaling(cells: list[Cell]) -> list[str]:
                 ("ips", "img/s"),
                 ("base", "1-GPU img/s"),
                 ("eff", "scaling efficiency"),
-                ("ci", "95% interval"),
+                ("ci", "interval"),
             ]
             + [(k, ("GPU " + k[-1] + (" mem MB" if k.startswith("mem") else " util %"))) for k in gpu_cols],
         ),

@@ -52,7 +52,7 @@ def _x(v: float) -> str:
 
 
 def _ratio_text(s: Summary) -> str:
-    return _x(s.median) + (f" [{s.lo:.3g}-{s.hi:.3g}]" if s.lo is not None and s.hi is not None else "")
+    return _x(s.median) + s.bracket()
 
 
 def _above(a: Summary, b: Summary) -> bool | None:

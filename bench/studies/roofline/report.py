@@ -379,9 +379,9 @@ SPEEDUP_COLS = [
     ("batch", "batch"),
     ("pair", "devices (first / second)"),
     ("loader", "loader: ours"),
-    ("loader_ci", "loader: 95% interval"),
+    ("loader_ci", "loader: interval"),
     ("synthetic", "synthetic-gpu: ours"),
-    ("synthetic_ci", "synthetic-gpu: 95% interval"),
+    ("synthetic_ci", "synthetic-gpu: interval"),
     ("n", "repeats (first / second)"),
     ("seed", "seed Table 8 (fp32, its loader)"),
 ]
