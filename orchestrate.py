@@ -178,10 +178,14 @@ RepeatsOpt = Annotated[
     int | None,
     typer.Option(help="fresh-process repeats of every cell, interleaved across cells (default: 1 for smoke, else 3)"),
 ]
+LabelOpt = Annotated[
+    str | None,
+    typer.Option(help="this run's label in every table and plot (recorded in system.json; default: the results dir's name)"),
+]
 CaOpt = Annotated[Path | None, typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
 
 
-def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None):
+def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None, label=None):
     from bench.core.registry import select
     from host.plan import MatrixRequest
 
@@ -193,7 +197,14 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=Non
 
     if repeats is not None and not 1 <= repeats <= MAX_REPEATS:
         usage(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats}")
-    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats)
+    if label is not None:
+        from bench.core.provenance import check_run_label
+
+        try:
+            label = check_run_label(label)
+        except KitError as err:
+            usage(str(err))
+    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats, label)
 
 
 def _execute(
@@ -296,12 +307,13 @@ def run(
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
     repeats: RepeatsOpt = None,
+    label: LabelOpt = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label)
     out = out or default_out()
     notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
@@ -352,12 +364,13 @@ def all_cmd(
     rerun: Annotated[bool, typer.Option(help="rerun cells already done")] = False,
     timeout_s: Annotated[float | None, typer.Option(help="per-cell time limit (s)")] = None,
     repeats: RepeatsOpt = None,
+    label: LabelOpt = None,
     ca_cert: CaOpt = None,
 ) -> None:
     """Run every platform this host can run, then write the report."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label)
     out = out or default_out()
     notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)

@@ -94,11 +94,21 @@ def matrix(
         int | None,
         typer.Option(help="fresh-process repeats of every cell, interleaved across cells (default: 1 for smoke, else 3)"),
     ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(help="this run's label in every table and plot (system.json run_label; default: the results dir's name)"),
+    ] = None,
 ) -> None:
     """Resolve the studies' matrices for PLATFORM(s) and run every cell, each in its own process."""
+    from bench.core.provenance import RUN_LABEL_ENV, check_run_label
     from bench.run.matrix import run_matrix
 
     out = out or default_out()
+    if label is not None:
+        try:
+            os.environ[RUN_LABEL_ENV] = check_run_label(label)  # every cell process inherits it
+        except KitError as err:
+            fail(str(err), 2)
     check_writable(out)
     try:
         code = run_matrix(

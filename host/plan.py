@@ -32,6 +32,7 @@ class MatrixRequest:
     rerun: bool = False
     timeout_s: float | None = None
     repeats: int | None = None  # None: the profile's default (bench.run.matrix.DEFAULT_REPEATS)
+    label: str | None = None  # the run's label (bench matrix --label): system.json run_label
 
     def args(self, platforms: list[str], out: str, data_dir: str | None) -> list[str]:
         """The matrix command's arguments (after `python -m bench`)."""
@@ -51,6 +52,8 @@ class MatrixRequest:
             a += ["--timeout-s", str(self.timeout_s)]
         if self.repeats is not None:  # 0 and 1 are values too: never dropped as falsy
             a += ["--repeats", str(self.repeats)]
+        if self.label:
+            a += ["--label", self.label]
         return a
 
 

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import bench
+from bench.core.errors import KitError
 from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
 
 LIBS = (
@@ -257,6 +258,17 @@ def _image_lock_hash() -> str:
         return "unknown"
 
 
+RUN_LABEL_ENV = "KIT_RUN_LABEL"  # `bench matrix --label` sets it for its cells; system.json's run_label
+
+
+def check_run_label(label: str) -> str:
+    """A run label as tables and plots print it: 1-60 printable characters, no line breaks."""
+    text = label.strip()
+    if not text or len(text) > 60 or not text.isprintable():
+        raise KitError(f"--label {label[:80]!r}: give 1-60 printable characters (it names this run in every table)")
+    return text
+
+
 def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | None = None) -> dict:
     import psutil
 
@@ -285,6 +297,9 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
     sched = scheduler_info()
     if sched:
         info["scheduler"] = sched
+    label = os.environ.get(RUN_LABEL_ENV, "").strip()
+    if label and len(label) <= 60 and label.isprintable():
+        info["run_label"] = label
     if extra:
         info.update(extra)
     return info

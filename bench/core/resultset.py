@@ -109,11 +109,13 @@ class ResultCell:
     @property
     def config_key(self) -> str:
         """What repeats of one configuration share: the cell spec without its repeat, plus the
-        host and device it ran on (one configuration on two hosts is two groups)."""
+        host and device it ran on and the run (one configuration on two hosts, or in two runs of
+        one host, is two groups: repeat 0 of one run is not repeat 0 of another)."""
         spec = dict(self.spec) if self.spec else {k: self.first.get(k) for k in ("study", "backend", "variant", "seed")}
         spec.pop("repeat", None)
         spec.pop("name", None)
-        return json.dumps({"spec": spec, "host": self.first.get("host"), "device": self.device}, sort_keys=True, default=str)
+        where = {"host": self.first.get("host"), "device": self.device, "run": self.run_label}
+        return json.dumps({"spec": spec, **where}, sort_keys=True, default=str)
 
     @property
     def environment(self) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import stats
+from bench.core import palette, stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown, sig
@@ -265,9 +265,12 @@ FIGURES = [
 ]
 
 
-def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, list[float]]]:
-    """(bar label, values over seeds) for one panel."""
-    bars = []
+def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, list[float], str]]:
+    """(bar label, values over seeds, device family) for one panel; a configuration of two runs
+    is two bars named apart by their run."""
+    from bench.core.labels import distinct
+
+    bars, runs = [], []
     for g in groups:
         c = g[0]
         if c.first.get("model") != mdl:
@@ -284,8 +287,10 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
                 name = (
                     f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if k != spec.key else "") + note
                 )
-                bars.append((plot_text(name), [x * factor for x in d.values()]))
-    return bars
+                bars.append((plot_text(name), [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
+                runs.append(plot_text(c.run_label))
+    names = distinct([b[0] for b in bars], runs)
+    return [(n, v, fam) for n, (_, v, fam) in zip(names, bars)]
 
 
 def figure(groups: list[list[Cell]], spec: Figure):
@@ -303,14 +308,15 @@ def figure(groups: list[list[Cell]], spec: Figure):
     fig, axes = plt.subplots(len(models), 1, figsize=(10, len(models) * (1.2 + 0.32 * n_bars)), squeeze=False)
     for ax, mdl in zip(axes[:, 0], models):
         bars = panels[mdl]
-        meds = [statistics.median(v) for _, v in bars]
-        los = [m - min(v) for m, (_, v) in zip(meds, bars)]
-        his = [max(v) - m for m, (_, v) in zip(meds, bars)]
+        meds = [statistics.median(v) for _, v, _ in bars]
+        los = [m - min(v) for m, (_, v, _) in zip(meds, bars)]
+        his = [max(v) - m for m, (_, v, _) in zip(meds, bars)]
         ys = list(range(len(bars)))
-        ax.barh(ys, meds, xerr=[los, his], color=[plt.get_cmap("tab10")(i % 10) for i in ys], capsize=3)
+        shade = palette.colors([(i, fam) for i, (_, _, fam) in enumerate(bars)])  # colour = device family
+        ax.barh(ys, meds, xerr=[los, his], color=[shade[i] for i in ys], capsize=3)
         for y, m, h in zip(ys, meds, his):
             ax.annotate(fmt(m), (m + h, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
-        ax.set_yticks(ys, [name for name, _ in bars], fontsize=7)
+        ax.set_yticks(ys, [name for name, _, _ in bars], fontsize=7)
         ax.invert_yaxis()
         ax.set_title(plot_text(mdl), fontsize=10)
         ax.set_xscale("linear")

@@ -214,7 +214,8 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bench.core import noise
+    from bench.core import noise, palette
+    from bench.core.labels import distinct
 
     groups = group_repeats([c for c in cells if c.status == "ok"])
     multi_dev = len({g[0].device for g in groups}) > 1
@@ -231,10 +232,20 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
                 label += plot_text(f" ({c.device})")
             if multi_ds:
                 label += plot_text(f", {c.first.get('dataset')}")
-            label = noise.mark(label, ";".join(x.flags for x in g if x.flags))
-            series.append((g, v, label + (f", n={len(g)}" if len(g) > 1 else "")))
+            series.append((g, v, label))
     if not series:
         return None
+    # one configuration from two runs is two series, named apart by their run (then iterations)
+    unique = distinct(
+        [lab for _, _, lab in series],
+        [plot_text(g[0].run_label) for g, _, _ in series],
+        [f"{g[0].first.get('iterations')} iterations" for g, _, _ in series],
+    )
+    series = [
+        (g, v, noise.mark(u, ";".join(x.flags for x in g if x.flags)) + (f", n={len(g)}" if len(g) > 1 else ""))
+        for (g, v, _), u in zip(series, unique)
+    ]
+    shade = palette.colors([(i, palette.family(g[0].device, g[0].first.get("backend"))) for i, (g, _, _) in enumerate(series)])
 
     # the reference per dataset: NumPy float64 if it ran, else the first NumPy series, else the first
     def _rank(s) -> int:
@@ -257,7 +268,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
             cur = _curve(g, v, key)
             xs = list(cur)
             st = {
-                "color": plt.get_cmap("tab10")(i % 10),
+                "color": shade[i],  # the device family's shade (bench.core.palette)
                 "marker": _MARKERS[i % len(_MARKERS)],
                 "ls": _LINESTYLES.get(v, "-."),
                 "markevery": _markevery(len(xs), i, len(series)),

@@ -38,13 +38,14 @@ def _epochs(c: ResultCell) -> list[dict]:
     return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
 
 
-# every series gets its own colour AND marker (ten colours x eleven markers before a repeat),
-# so lines stay apart in greyscale print and for colour-blind readers
+# every series gets its device family's colour (bench.core.palette: CPUs blue, NVIDIA GPUs green,
+# the same in every plot) in its own shade AND its own marker, so lines stay apart in greyscale
+# print and for colour-blind readers
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
 
 
-def _style(i: int) -> dict:
-    return {"color": plt.get_cmap("tab10")(i % 10), "marker": _MARKERS[i % len(_MARKERS)]}
+def _style(i: int, color: str) -> dict:
+    return {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
 
 
 def _series(group: list[ResultCell], key: str, scale: float = 1.0) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -67,7 +68,8 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     """Seed 000's Fig. 1 over repeats: one series per configuration (median over repeats, the
     min-max band shaded), legends outside the axes, a difference-to-reference panel under the
     accuracy curves, and throughput as medians with 95 % interval whiskers (no bars)."""
-    from bench.core import noise, stats
+    from bench.core import noise, palette, stats
+    from bench.core.labels import distinct
     from bench.core.resultset import group_repeats
 
     cells = [c for c in cells if c.status == "ok" and _epochs(c)]
@@ -75,10 +77,21 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     groups = group_repeats(cells)
     multi = len({c.device for c in cells}) > 1
 
-    def _name(g: list[ResultCell]) -> str:
+    def _base(g: list[ResultCell]) -> str:
         c = g[0]
-        name = f"{label(c)} ({c.device})" if multi else label(c)
-        name = noise.mark(name, ";".join(x.flags for x in g if x.flags))
+        return f"{label(c)} ({c.device})" if multi else label(c)
+
+    # a configuration in two runs (a rerun, another host, a smoke beside a default run) is two
+    # series: their names carry the run, then the data and epochs, only where they would collide
+    eps = [f"{len(_epochs(g[0]))} epochs" for g in groups]
+    unique = distinct(
+        [_base(g) for g in groups], [g[0].run_label for g in groups], [g[0].first.get("dataset") for g in groups], eps
+    )
+    names = {id(g): u for g, u in zip(groups, unique)}
+    shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in groups])
+
+    def _name(g: list[ResultCell]) -> str:
+        name = noise.mark(names[id(g)], ";".join(x.flags for x in g if x.flags))
         return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
 
     paths = []
@@ -89,7 +102,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         fig, ax = plt.subplots(figsize=(9, 4.5))
         for i, g in enumerate(groups):
             xs, med, lo, hi = _series(g, key)
-            st = _style(i)
+            st = _style(i, shade[id(g)])
             ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
             if len(g) > 1:
                 ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
@@ -117,7 +130,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     fig, (ax, dx) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for i, g in enumerate(groups):
         xs, med, lo, hi = _series(g, "test_acc", 100)
-        st = _style(i)
+        st = _style(i, shade[id(g)])
         ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
         if len(g) > 1:
             ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
@@ -144,7 +157,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     rows = []
     for i, g in enumerate(groups):
         per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
-        rows.append((_name(g), stats.summarize(per), _style(i)))
+        rows.append((_name(g), stats.summarize(per), _style(i, shade[id(g)])))
     rows.sort(key=lambda t: t[1].median)
     fig, ax = plt.subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
     for y, (_, sm, st) in enumerate(rows):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.core import noise, stats
+from bench.core.labels import qualify
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
 from bench.core.tables import markdown, md_row, sig, text_table
@@ -18,6 +19,8 @@ from bench.core.text import md as md_text
 TABLE1_COLUMNS = [
     ("platform", "Platform"),
     ("device", "Device"),
+    ("run", "Run"),
+    ("repeat", "Repeat"),
     ("avg_epoch_s", "Avg Epoch Time (s)"),
     ("total_train_s", "Total Train Time (s)"),
     ("avg_samples_per_s", "Avg Throughput (samples/s)"),
@@ -43,7 +46,6 @@ TABLE1_CSV = [k for k, _ in TABLE1_COLUMNS if k != "spread_samples_per_s"] + [
     "backend",
     "pipeline",
     "variant",
-    "repeat",
     "cell",
 ]
 # (numerator, denominator, the target an earlier issue set): ratios of median throughput, same session
@@ -63,6 +65,7 @@ RATIOS = [
 SUMMARY_COLUMNS = [
     ("platform", "Platform"),
     ("device", "Device"),
+    ("run", "Run"),
     ("repeats", "Repeats"),
     ("median_samples_per_s", "Median Throughput (samples/s)"),
     ("ci_samples_per_s", "interval"),
@@ -82,6 +85,7 @@ SUMMARY_COLUMNS = [
 SUMMARY_CSV = [
     "platform",
     "device",
+    "run",
     "host",
     "backend",
     "pipeline",
@@ -141,6 +145,7 @@ def table1_row(cell: ResultCell) -> dict:
     return {
         "platform": label(cell),
         "device": cell.device,
+        "run": cell.run_label,
         "avg_epoch_s": statistics.fmean(r["epoch_s"] for r in ep),
         "total_train_s": sum(r["epoch_s"] for r in ep),
         "avg_samples_per_s": statistics.fmean(tput),
@@ -174,23 +179,8 @@ def shown(rows: list[dict]) -> list[dict]:
 
 def table1(cells: list[ResultCell]) -> list[dict]:
     rows = [table1_row(c) for c in cells if c.status == "ok" and epochs(c)]
-    return sorted(rows, key=lambda r: (r["device"], -r["median_samples_per_s"]))
-
-
-def ratios(cells: list[ResultCell]) -> list[dict]:
-    """RATIOS among cells that ran on one host (the ratio of two hosts' numbers is not one session's)."""
-    by: dict[tuple[str, str], float] = {}
-    for c in cells:
-        ep = epochs(c)
-        if c.status == "ok" and ep:
-            by[(str(c.first.get("host")), key(c))] = statistics.median(r["samples_per_s"] for r in ep)
-    out = []
-    for host in sorted({h for h, _ in by}):
-        for num, den, target in RATIOS:
-            a, b = by.get((host, num)), by.get((host, den))
-            if a and b:
-                out.append({"host": host, "numerator": num, "denominator": den, "target": target, "ratio": a / b})
-    return out
+    rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
+    return qualify(rows, ("platform", "device", "run", "repeat"), "platform", [r["cell"] for r in rows])
 
 
 def _ok(cells: list[ResultCell]) -> list[ResultCell]:
@@ -208,6 +198,7 @@ def summary_row(group: list[ResultCell]) -> dict:
     return {
         "platform": noise.mark(first["platform"], ";".join(flags)),
         "device": first["device"],
+        "run": group[0].run_label,
         "host": first["host"],
         "backend": first["backend"],
         "pipeline": first["pipeline"],
@@ -244,7 +235,10 @@ def summary_row(group: list[ResultCell]) -> dict:
 
 def summary_table(cells: list[ResultCell]) -> list[dict]:
     rows = [summary_row(g) for g in group_repeats(_ok(cells))]
-    return sorted(rows, key=lambda r: (r["device"], -r["median_samples_per_s"]))
+    rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
+    return qualify(
+        rows, ("platform", "device", "run"), "platform", [r["dataset"] for r in rows], [f"{r['epochs']} epochs" for r in rows]
+    )
 
 
 def _session(c: ResultCell) -> str:
@@ -253,7 +247,7 @@ def _session(c: ResultCell) -> str:
     (every parameter but the pipeline, which the ratios compare)."""
     params = {k: v for k, v in (c.spec.get("params") or {}).items() if k not in ("pipeline", "dataset_sha256")}
     setup = ", ".join(f"{k}={params[k]}" for k in ("dataset", "epochs", "batch_size", "limit_train") if k in params)
-    return f"{c.first.get('host')} {c.environment} ({setup or c.first.get('dataset')})"
+    return f"{c.run_label}: {c.first.get('host')} {c.environment} ({setup or c.first.get('dataset')})"
 
 
 def ratios_ci(cells: list[ResultCell]) -> list[dict]:

@@ -138,6 +138,7 @@ def ours(cells: list[ResultCell]) -> list[dict]:
             {
                 **med,
                 "max_vram_mb": max(vr) if vr else None,
+                "run": group[0].run_label,
                 "platform": next(k for k, v in SETUPS.items() if v == key),
                 "config": " ".join(key),
                 "session": sess,
@@ -244,7 +245,7 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
                 md_row(
                     [
                         name,
-                        f"ours: {r['config']}",
+                        f"ours: {r['config']} ({r['run']})",
                         r["device"],
                         r["setup"],
                         f"{r['epochs']:g}",

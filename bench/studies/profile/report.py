@@ -17,6 +17,7 @@ import statistics
 import textwrap
 from pathlib import Path
 
+from bench.core.labels import distinct
 from bench.core.resultset import ResultCell as Cell
 from bench.core.stats import ratio
 from bench.core.tables import markdown, sig
@@ -430,6 +431,12 @@ def short_kernel(name: str) -> str:
     return name[:cut] + ("<...>" if name[cut] == "<" else "(...)") if cut > 0 else name
 
 
+def _template_args(name: str, width: int = 48) -> str:
+    """The template arguments of a kernel's name, shortened: what tells two instances apart."""
+    inner = name[name.find("<") + 1 : name.rfind(">")] if "<" in name and ">" in name else name
+    return inner if len(inner) <= width else inner[: width - 3] + "..."
+
+
 def op_level(prof: dict, level: str, k: int | None = None) -> tuple[list[dict], str]:
     """One level of a cell's profile.json, sorted, and the time key it is sorted by.
 
@@ -473,14 +480,17 @@ def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
                 continue
             if level in ("op", "kernel") and not any(_num(o.get("self_device_ms")) for o in ops):
                 continue
+            # two kernels of one template differ in their arguments only: those tell them apart
+            names = [short_kernel(str(o.get("name"))) if level == "kernel" else str(o.get("name")) for o in ops]
+            names = distinct(names, [_template_args(str(o.get("name"))) for o in ops])
             rows = [
                 {
                     **o,
-                    "name": short_kernel(str(o.get("name"))) if level == "kernel" else o.get("name"),
+                    "name": name,
                     "dev_share": f"{o['self_device_share']:.1%}" if isinstance(o.get("self_device_share"), (int, float)) else "",
                     "cpu_share": f"{o['self_cpu_share']:.1%}" if isinstance(o.get("self_cpu_share"), (int, float)) else "",
                 }
-                for o in ops
+                for o, name in zip(ops, names)
             ]
             cols = (
                 [("name", "kernel"), ("calls", "calls"), ("self_device_ms", "device ms"), ("dev_share", "of device time")]

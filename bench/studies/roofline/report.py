@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bench.core import stats
+from bench.core import palette, stats
+from bench.core.labels import qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.study import number
@@ -151,22 +152,24 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
                 "seed_epoch": f"{sd}: {se[0]} / {se[1]} s" if se else "",
                 "seed_util": f"{sd}: GPU {fmt(su[0]) or 'N/A'} %, CPU {su[1]} %" if su else "",
                 "n": len(g),
+                "run": c.run_label,
             }
         )
-    return out
+    return qualify(out, ("model", "device", "config", "batch"), "device", [r["run"] for r in out])  # two runs: two rows
 
 
 def gap_table(groups: list[list[Cell]]) -> list[dict]:
-    """Real loader vs synthetic-gpu, training img/s, per model, device and precision."""
+    """Real loader vs synthetic-gpu, training img/s, per model, device, precision and run (the two
+    pipelines of one run side by side, never one run's loader over another's synthetic-gpu)."""
     by: dict[tuple, dict[str, float | None]] = {}
     for g in groups:
         p = _p(g[0])
         if _ok(g[0], "train"):
-            by.setdefault((p["model"], g[0].device, p["precision"], p["batch"]), {})[p["pipeline"]] = _med(
+            by.setdefault((p["model"], g[0].device, p["precision"], p["batch"], g[0].run_label), {})[p["pipeline"]] = _med(
                 g, "train", "img_per_s"
             )
     out = []
-    for (m, dev, prec, b), v in by.items():
+    for (m, dev, prec, b, run), v in by.items():
         lo, syn = v.get("loader"), v.get("synthetic-gpu")
         out.append(
             {
@@ -177,9 +180,10 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
                 "loader": lo,
                 "synthetic": syn,
                 "ratio": (lo / syn) if lo and syn else None,
+                "run": run,
             }
         )
-    return out
+    return qualify(out, ("model", "device", "precision", "batch"), "device", [r["run"] for r in out])
 
 
 def sweep_table(groups: list[list[Cell]]) -> list[dict]:
@@ -215,6 +219,7 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                     "mem": med(rows, "gpu_alloc_peak_mb") or med(rows, "rss_peak_mb"),
                     "n": len(rows),
                     "note": "NaN loss ⚑" if any(r.get("loss_finite") is False for r in rows) else "",
+                    "run": c.run_label,
                 }
             )
         stops = sorted({f"{e.get('sweep_stop')}: {e.get('sweep_stop_reason')}" for e in ends})
@@ -225,9 +230,11 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                 "precision": p["precision"],
                 "batch": ends[0].get("sweep_stop_batch") or "",
                 "note": "end: " + "; ".join(stops),
+                "run": c.run_label,
             }
         )
-    return out
+    keys = ("model", "device", "precision", "batch", "note")
+    return qualify(out, keys, "device", [r["run"] for r in out])
 
 
 def roofs_table(roofs: dict[str, dict]) -> list[dict]:
@@ -413,7 +420,6 @@ POINT_PHASES = ("train", "val", "sweep")
 FillStyle = Literal["full", "left", "right", "bottom", "top", "none"]
 PREC_STYLE: dict[str, tuple[str, FillStyle]] = {"fp32": ("-", "full"), "tf32": ("--", "left"), "bf16-cl": (":", "none")}
 MARKERS = {("train", "loader"): "o", ("train", "synthetic-gpu"): "D", ("val", "loader"): "s", ("val", "synthetic-gpu"): "p"}
-DEVICE_COLORS = ("k", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink")
 
 
 @dataclass(frozen=True)
@@ -538,6 +544,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
 
     md = []
     devices = sorted({c.device for c in cells})
+    fam = {c.device: palette.family(c.device, c.first.get("backend")) for c in cells}
     for i, dev in enumerate(devices):
         mine = [c for c in cells if c.device == dev]
         fig, ax = plt.subplots(figsize=(11, 6))
@@ -545,13 +552,16 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
         lines = roof_lines(mine)
         for line in lines:
             _draw_roof(ax, line, xs)
+        # one device per figure: its models in the shades of its family (bench.core.palette)
+        present = [m for m in MODELS if any(_p(c)["model"] == m for c in mine)]
+        present += sorted({str(_p(c)["model"]) for c in mine} - set(present))
+        model_colors = palette.colors([(m, fam[dev]) for m in present])
         for c in mine:
-            _points(ax, c, COLORS.get(str(_p(c)["model"]), "tab:gray"))
+            _points(ax, c, model_colors.get(str(_p(c)["model"]), "tab:gray"))
         _axes(ax)
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
         ax.set_ylabel("achieved FLOP/s")
         ax.set_title(f"roofline: {plot_text(dev)}: every point under the roof of its precision", fontsize=10)
-        model_colors = {m: COLORS[m] for m in MODELS if any(_p(c)["model"] == m for c in mine)}
         roofs = [(line.label(), PREC_STYLE.get(line.precision, ("-.",))[0], "k") for line in lines]
         ax.legend(handles=legend_handles(model_colors, roofs, _precisions(mine)), fontsize=7, ncol=3,
                   loc="upper center", bbox_to_anchor=(0.5, -0.12))  # fmt: skip
@@ -561,7 +571,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
         md += [f"![roofline: {md_alt(dev)}]({name})", ""]
     models = [m for m in MODELS if any(_p(c)["model"] == m for c in cells)]
     if models:
-        dev_color = {d: DEVICE_COLORS[j % len(DEVICE_COLORS)] for j, d in enumerate(devices)}
+        dev_color = palette.colors([(d, fam[d]) for d in devices])  # colour = device, as in every plot
         fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.8), squeeze=False)
         for ax, m in zip(axes[0], models):
             mine = [c for c in cells if _p(c)["model"] == m]
