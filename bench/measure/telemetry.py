@@ -5,6 +5,15 @@ A sampler thread reads these every `interval_s` between `start()` and `stop()`; 
 is a flat dict kept in system.json and read by bench.core.noise for the row flags. Every
 source is optional: what cannot be read is recorded as unavailable with the reason, never
 guessed.
+
+Cost (issue 26; `python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, psutil 7.2.2, 91
+processes): a sample reads psutil.cpu_freq() (here /proc/cpuinfo: 39.8 us of CPU; where cpufreq is
+in sysfs, one file per logical CPU) and, on a GPU, NVML (not measured on this CPU host). Which of
+the GPU's processes are this run's (_ours) takes a scan of every /proc/PID: 1,550 us of CPU a call
+here (3.1 ms a second at 2 Hz, growing with the host's process count, every file read a GIL release
+the training thread pays for), and it ran every sample, since NVML lists the cell itself. Now a PID
+is judged once, at first sight (a sibling cell that starts later is a new PID, judged then): the
+scan runs when a new process appears on the GPU, not twice a second.
 """
 
 from __future__ import annotations
@@ -114,6 +123,7 @@ class Telemetry:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: _Nvml | None = None
+        self._ours: dict[int, bool] = {}  # NVML's PIDs judged so far: this run's or not
         self._throttle0 = _thermal_throttle_count()
         if gpu:
             try:
@@ -151,8 +161,13 @@ class Telemetry:
                     s.update(self._nvml.sample())
                 except Exception as err:  # noqa: BLE001 - keep what we have, note the failure once
                     self.notes.setdefault("gpu_sample", f"{type(err).__name__}: {err}")
-                if s.get("pids"):  # which of them are this run's, judged now: a sibling cell that ends later is still ours
-                    s["ours"] = sorted(_ours(s["pids"]) & set(s["pids"]))
+                # which of them are this run's, judged at first sight: a sibling cell that ends later is still ours
+                if s.get("pids"):
+                    new = [p for p in s["pids"] if p not in self._ours]
+                    if new:  # the process scan only for a PID not judged before (see the module docstring)
+                        mine = _ours(new)
+                        self._ours.update({p: p in mine for p in new})
+                    s["ours"] = sorted(p for p in s["pids"] if self._ours[p])
             self.samples.append(s)
             self._stop.wait(self.interval_s)
 
