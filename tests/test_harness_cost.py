@@ -42,3 +42,22 @@ def test_telemetry_judges_each_gpu_pid_once(monkeypatch) -> None:
     t.stop()
     assert scans == [[100], [101, 900]]  # one scan per new PID set, not one a sample
     assert t.samples[0]["ours"] == [100] and t.samples[-1]["ours"] == [100, 101]
+
+
+def test_a_forked_child_reads_its_own_rss_not_its_parents() -> None:
+    import os
+
+    from bench.measure import memory
+
+    memory._read_rss()  # the parent's file is open before the fork, as in a cell with DataLoader workers
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child grows by ~80 MB; a reader of the parent's file would not see it
+        grow = b"\x01" * (80 * 2**20)  # touched pages: resident
+        ok = abs(memory._read_rss() - psutil.Process().memory_info().rss) <= 8 * 2**20 and len(grow) > 0
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"1"

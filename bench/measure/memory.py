@@ -24,18 +24,25 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _statm_reader():
-    """A reader of this process's RSS in bytes: one pread of a kept-open /proc/self/statm (Linux),
-    else psutil's memory_info(); (reader, how), the fd closed with the interpreter."""
+    """A reader of this process's RSS in bytes: one pread of a kept-open /proc/<pid>/statm (Linux),
+    else psutil's memory_info(); (reader, how), the fd closed with the interpreter. The open file
+    names the process that opened it, so a forked child (a DataLoader worker, a fork-started
+    rank) opens its own on first use instead of reading its parent's."""
     try:
-        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        os.close(os.open("/proc/self/statm", os.O_RDONLY))
     except OSError:
         proc = psutil.Process()
         return (lambda: proc.memory_info().rss), "psutil memory_info()"
+    opened: dict[int, int] = {}  # pid -> fd
 
     def read() -> int:
+        pid = os.getpid()
+        fd = opened.get(pid)
+        if fd is None:
+            fd = opened[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
         return int(os.pread(fd, 128, 0).split()[1]) * _PAGE  # statm: size resident shared ... (pages)
 
-    return read, "os.pread(/proc/self/statm)"
+    return read, "os.pread(/proc/<pid>/statm)"
 
 
 _read_rss, RSS_HOW = _statm_reader()
