@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The kit's training cell against timm's benchmark.py train loop on a GPU host, natively with the
+# host's own packages (from the repo root; timm's wheel in ./.whl: `pip download --no-deps timm==1.0.31 -d .whl`):
+#   bash scripts/gpu_peer.sh   # resnet18 and resnet50 at 64 px, batch 128 (launch-bound), tf32 and bf16-cl,
+#                              # 3 repeats, each side in its own process, interleaved (lab/peer_check.py)
+# Writes $OUT/peer_check.json and $OUT/peer_check.log (default results/gpu-out); commit them under
+# results/reference/<gpu>-peer-check/.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/results/gpu-out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  rm -rf /tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv,noheader
+python3 -c "import sys, torch, timm; print('python', sys.version.split()[0], 'torch', torch.__version__, 'timm', timm.__version__)"
+timeout 450 python3 -m lab.peer_check --models resnet18 resnet50 --batches 128 --precisions tf32 bf16-cl \
+  --repeats 3 --device cuda --out /tmp/peer 2>&1 | tee "$OUT/peer_check.log" | tail -20
+cp /tmp/peer/peer_check.json "$OUT/" 2>/dev/null || echo "no peer_check.json (see the log)"
