@@ -328,6 +328,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"  kit/peer {kit / peer:.3f}  [{time.monotonic() - t0:.0f} s]",
                     flush=True,
                 )
+                write(out, info, configs, got, None, done=False)  # a run cut short keeps every finished pair
     except RuntimeError as err:
         write(out, info, configs, got, str(err))
         fail(str(err), 1)
@@ -339,7 +340,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nwrote {out / 'peer_check.json'}")
 
 
-def write(out: Path, info: dict, configs: list[Config], got: dict, error: str | None) -> list[dict]:
+def write(out: Path, info: dict, configs: list[Config], got: dict, error: str | None, done: bool = True) -> list[dict]:
+    """OUT/peer_check.json, atomically: status ok (every pair ran), incomplete (written after each
+    pair while the run goes on, so a run killed by a time limit keeps what it measured) or error."""
     import statistics
 
     from bench.core.rows import atomic_write_text
@@ -364,7 +367,8 @@ def write(out: Path, info: dict, configs: list[Config], got: dict, error: str | 
                 repeats=len(both),
             )
             table.append(entry)
-    doc = {"meta": info, "status": "error" if error else "ok", "error": error, "configs": table}
+    status = "error" if error else ("ok" if done else "incomplete")
+    doc = {"meta": info, "status": status, "error": error, "configs": table}
     atomic_write_text(out / "peer_check.json", json.dumps(doc, indent=1) + "\n")
     return table
 

@@ -16,6 +16,6 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv,noheader
 python3 -c "import sys, torch, timm; print('python', sys.version.split()[0], 'torch', torch.__version__, 'timm', timm.__version__)"
-timeout 450 python3 -m lab.peer_check --models resnet18 resnet50 --batches 128 --precisions tf32 bf16-cl \
+timeout "${PEER_TIMEOUT:-450}" python3 -m lab.peer_check --models ${PEER_MODELS:-resnet18 resnet50} --batches 128 --precisions tf32 bf16-cl \
   --repeats 3 --device cuda --out /tmp/peer 2>&1 | tee "$OUT/peer_check.log" | tail -20
 cp /tmp/peer/peer_check.json "$OUT/" 2>/dev/null || echo "no peer_check.json (see the log)"
