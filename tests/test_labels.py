@@ -172,3 +172,20 @@ def test_label_names_the_run_in_system_json_and_the_report(tmp_path):
     assert systems and {s.get("run_label") for s in systems} == {"laptop, before the fix"}
     cells, _, _ = collect([out])
     assert cells and {c.run_label for c in cells} == {"laptop, before the fix"}
+
+
+def test_no_plot_of_the_merged_references_names_two_series_alike(monkeypatch, tmp_path):
+    """Every figure the report draws over every committed reference: no legend and no bar axis
+    holds one label twice."""
+    from bench.core.resultset import holding_results
+    from host.report import build_report
+
+    figs = _figures(monkeypatch)
+    dirs, _ = holding_results(sorted(REF.glob("*")))
+    build_report(dirs, tmp_path / "report")
+    assert len(figs) >= 10
+    dup = []
+    for fig in figs:
+        for labels in _texts(fig):
+            dup += [(fig.get_suptitle() or fig.axes[0].get_title(), x) for x, n in Counter(labels).items() if n > 1 and x]
+    assert not dup, dup[:5]
