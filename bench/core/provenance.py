@@ -297,9 +297,11 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
     sched = scheduler_info()
     if sched:
         info["scheduler"] = sched
-    label = os.environ.get(RUN_LABEL_ENV, "").strip()
-    if label and len(label) <= 60 and label.isprintable():
-        info["run_label"] = label
+    if os.environ.get(RUN_LABEL_ENV):
+        try:  # the one rule `--label` is held to; a bad value from the environment records no label
+            info["run_label"] = check_run_label(os.environ[RUN_LABEL_ENV])
+        except KitError:
+            pass
     if extra:
         info.update(extra)
     return info
