@@ -96,9 +96,8 @@ def build(registry: dict, cells: list[ResultCell], notes: list[dict]) -> tuple[l
     one = [str(i) for i, r in enumerate(rows, 1) if r.ratio.lo is None]
     if one:
         trust.append(f"Rows {', '.join(one)} rest on one repeat a side: no interval, no verdict; rerun with `--repeats 3`.")
-    few = [r for r in rows if r.ratio.kind == "range"]
-    if few:
-        cover = ", ".join(f"{i} ({r.ratio.n}: {r.ratio.coverage:.0%})" for i, r in enumerate(rows, 1) if r in few)
+    cover = ", ".join(f"{i} ({r.ratio.n}: {r.ratio.coverage:.0%})" for i, r in enumerate(rows, 1) if r.ratio.kind == "range")
+    if cover:
         trust.append(
             f"Rows {cover} have fewer than {stats.MIN_CI_REPEATS} repeats a side: their interval is the range of "
             "the repeats, with the confidence in brackets, and a verdict needs the whole range on one side of 1x."
