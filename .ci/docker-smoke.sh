@@ -110,6 +110,14 @@ image_line() {
 
 step "install docker.io + debootstrap" install_packages
 step "start dockerd" start_engine
+disk_room() {  # the cpu and cuda images take about 9 GB, their build cache as much again
+  local root free_gb
+  root=$(docker info --format '{{.DockerRootDir}}')
+  free_gb=$(df -Pk "$root" | awk 'NR==2 {print int($4 / 1048576)}')
+  echo "$free_gb GB free under $root"
+  [ "$free_gb" -ge 12 ] || { echo "docker-smoke: $free_gb GB free under $root, the images and their build need about 12 GB: free some (docker builder prune -af; docker image prune -af) and rerun" >&2; return 1; }
+}
+step "disk room for the images" disk_room
 step "host python env" python_env
 [ -d "$DATA_DIR/mnist" ] || { echo "docker-smoke: $DATA_DIR/mnist missing (set KIT_CI_DATA_DIR)" >&2; exit 1; }
 mkdir -p "$OUT"

@@ -43,6 +43,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     host) size="about 630 MB: the orchestrator and the report only, no torch" ;;
     *) size="about 1 GB: torch for Apple silicon" ;;
   esac
+  case "$target" in dev|cpu|cuda) need_gb=9 ;; host) need_gb=1 ;; *) need_gb=2 ;; esac  # the install + pip's unpacking
+  free_gb=$(df -Pk .venv | awk 'NR==2 {print int($4 / 1048576)}')
+  if [ -n "$free_gb" ] && [ "$free_gb" -lt "$need_gb" ]; then
+    echo "error: $free_gb GB free on the disk that holds .venv ($(df -P .venv | awk 'NR==2 {print $6}')); installing $lock needs about $need_gb GB: free some (an old Docker build cache: docker builder prune -af) and rerun" >&2
+    exit 2
+  fi
   echo "installing $lock into .venv: $n packages, hash-checked, $size; pip prints each one (a few minutes the first time)"
   # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
   set +e
