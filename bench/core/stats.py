@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 CONFIDENCE = 0.95
 MIN_CI_REPEATS = 6  # fewer: the range of the repeats, called the range (module docstring)
+# how reports name the interval they print beside a median or a ratio
+INTERVAL_TEXT = f"a 95% bootstrap interval from {MIN_CI_REPEATS} repeats, below that the range of the repeats"
 RESAMPLES = 9999
 _SEED = 20261122
 
@@ -210,4 +212,15 @@ def undecided(r: Summary, what: str) -> str:
     return f"{what} (range holds 1.0; n={r.n}, too few for a 95% CI: {MIN_CI_REPEATS})"
 
 
-__all__ = ["CONFIDENCE", "MIN_CI_REPEATS", "Summary", "geomean", "range_coverage", "ratio", "summarize", "undecided", "verdict"]
+__all__ = [
+    "CONFIDENCE",
+    "INTERVAL_TEXT",
+    "MIN_CI_REPEATS",
+    "Summary",
+    "geomean",
+    "range_coverage",
+    "ratio",
+    "summarize",
+    "undecided",
+    "verdict",
+]

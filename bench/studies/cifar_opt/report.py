@@ -503,7 +503,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "ResNet-18 and MobileNetV2 (torchvision, num_classes=10, 32x32 input) on a stratified subsample of CIFAR-10, "
         "batch 32 (the Tuned configurations: their search's pick), SGD momentum 0.9, weight decay 1e-4. "
         "Each repeat is a fresh process with its own training seed (the seed's 3 seeds); tables give medians over "
-        "them with a 95% bootstrap interval. Epoch time excludes evaluation and warm-up/compile (own column). "
+        f"them with {stats.INTERVAL_TEXT}. Epoch time excludes evaluation and warm-up/compile (own column). "
         "Latency: batch 1, one synced call at a time after warm-up, forms of one cell interleaved. What each side ran:",
         "",
         *_sizes(groups),
@@ -529,7 +529,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "#### GPU over CPU (the seed's configurations side by side)",
             "",
             "How many times faster the GPU configuration is than the CPU one, per model: training img/s GPU ÷ CPU "
-            "and batch-1 latency CPU ÷ GPU, medians over seeds with a 95% bootstrap interval (paired by seed only "
+            f"and batch-1 latency CPU ÷ GPU, medians over seeds with {stats.INTERVAL_TEXT} (paired by seed only "
             "when both sides ran in one run). A row whose side is missing names the command that makes it.",
             "",
             markdown([{**r, "note": _note(r)} for r in cross], crossdevice.COLS),

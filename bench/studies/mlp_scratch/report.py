@@ -393,7 +393,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "the whole training loop including the accuracy records every 10 iterations (a validation forward "
         "pass and host reads, as the seed's loop printed them), the seed's \"entire training process\" "
         "(warm-up and data upload excluded in both). Every speedup is NumPy's median over repeats / the "
-        "variant's, paired by repeat, with its 95% bootstrap interval; NumPy's own row reads 1.0x. The op "
+        f"variant's, paired by repeat, with {stats.INTERVAL_TEXT}; NumPy's own row reads 1.0x. The op "
         "table comes from a separate run with a device sync around every op, so its numbers add up to more "
         "than the plain per-iteration time.",
         "",

@@ -349,7 +349,7 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
         "One row per configuration over its repeats (each a fresh process, run in rounds across "
         "cells). Per repeat: throughput = median over epochs of samples / epoch time (training only, "
         "padded samples included), epoch time = mean over epochs. The table gives the median over "
-        "repeats with a 95% bootstrap interval (scipy.stats.bootstrap, percentile, resampling "
+        f"repeats with {stats.INTERVAL_TEXT} (scipy.stats.bootstrap, percentile, resampling "
         "repeats), the IQR and the range. RAM is the process RSS sampled every 10 ms during "
         "training; VRAM is the allocator's peak. ⚑ marks a flagged cell (listed below the table).",
         "",

@@ -119,7 +119,7 @@ def gpu_over_cpu(sp: list[Speedup]) -> Verdict:
     claim = "GPUs outperform CPUs by ~10x on light models up to ~50x on compute-heavy ones (7.1 #1, 7.3, Table 8)"
     rule = (
         "holds when every model's GPU/CPU training img/s ratio (fp32, the loader: the seed's set-up) lies in 10-50x "
-        "(its 95 % interval overlaps it); the size of a ratio belongs to the two devices, not to GPUs and CPUs"
+        "(its interval, 95 % CI or the range below 6 repeats, overlaps it); the size of a ratio belongs to the two devices, not to GPUs and CPUs"
     )
     pairs = _gpu_cpu(sp) or _gpu_cpu(sp, "synthetic-gpu")
     if not pairs:
@@ -143,7 +143,7 @@ def heavy_gains_most(sp: list[Speedup]) -> Verdict:
     )
     rule = (
         "holds when resnet50's GPU/CPU ratio (fp32, loader) is above every other model's and both light models' are "
-        "below both ResNets'; above means the 95 % intervals do not overlap (unclear when they do; medians with 1 repeat)"
+        "below both ResNets'; above means the intervals do not overlap (unclear when they do; medians with 1 repeat)"
     )
     pairs = _gpu_cpu(sp) or _gpu_cpu(sp, "synthetic-gpu")
     usable = {k: by for k, by in pairs.items() if "resnet50" in by and any(m in by for m in LIGHT)}

@@ -748,7 +748,8 @@ def speedup_section(sp: list[Speedup]) -> list[str]:
         "Training img/s of the first device over the second's, same model, precision and batch (scenario A), in both "
         "pipelines: `loader` (the seed's set-up: JPEGs decoded by DataLoader workers on the host's CPU) and "
         "`synthetic-gpu` (one batch kept on the device: the hardware alone). **Ours** is the ratio of the medians over "
-        "repeats; its 95 % interval is a bootstrap over repeats (`bench.core.stats.ratio`), paired by repeat only where "
+        "repeats; its interval (`bench.core.stats.ratio`) is a 95 % bootstrap from 6 repeats a side, below that the range "
+        'of the repeats ("range of 3"), paired by repeat only where '
         'both sides ran in one run; one repeat gives none ("n=1, no interval"). Precision: '
         + ", ".join(precs)
         + (
@@ -779,7 +780,7 @@ def claims_section(groups: list[list[Cell]]) -> list[str]:
         "#### Does the seed's claim hold? (verdicts on these devices)",
         "",
         "Each verdict is computed from the cells of this report (`bench/studies/roofline/claims.py`): holds, does not "
-        "hold, unclear (the 95 % intervals overlap), needs real data, not measured here, or figures, not a claim. "
+        "hold, unclear (the intervals overlap), needs real data, not measured here, or figures, not a claim. "
         "A verdict resting on one repeat says so. They test the claims on OUR "
         "devices, not the seed's (a T4, an M3 Pro, a 4-vCPU e2-standard-4): a ratio's size belongs to the two devices "
         "compared; which model gains most, and which side of a ridge point a model lies, carry over.",
