@@ -55,7 +55,7 @@ REASON = (
 SOURCES = [
     ("cpu-2core-epyc", "mnist-cnn", None),
     ("cpu-2core-epyc", "mlp-scratch", None),
-    ("cpu-2core-epyc-cifar-opt", "cifar-opt", ("torch-cpu_resnet18_int8-",)),
+    ("cpu-2core-epyc-cifar-opt-default", "cifar-opt", ("torch-cpu_resnet18_int8-",)),
     ("H100-80GB-HBM3-cifar-opt", "cifar-opt", ("torch-cuda_mobilenet_v2_optuna-21f6aca9b96a",)),
     (
         "H100-80GB-HBM3-roofline",

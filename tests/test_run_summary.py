@@ -20,7 +20,7 @@ REF = Path(__file__).resolve().parent.parent / "results" / "reference"
 REFS = {
     "mnist-cnn": REF / "cpu-2core-epyc",
     "mlp-scratch": REF / "cpu-2core-epyc",
-    "cifar-opt": REF / "cpu-2core-epyc-cifar-opt",
+    "cifar-opt": REF / "cpu-2core-epyc-cifar-opt-default",
     "roofline": REF / "cpu-2core-epyc-roofline",
     "profile": REF / "H100-80GB-HBM3-profile",
 }

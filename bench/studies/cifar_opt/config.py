@@ -208,7 +208,7 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
 # ---- what a cell costs ----------------------------------------------------------------------
 # For the run's ETA (Study.estimate: seconds on the 2-core AMD EPYC, a GPU cell's on the H100) and
 # for the budgets above (`wall_s`). Measured, unless marked assumed:
-#   CPU, 2-core EPYC (results/reference/cpu-2core-epyc-cifar-opt: the int8 cells, 5,000 images,
+#   CPU, 2-core EPYC (the int8-only reference of a89117a, in git history; 5,000 images,
 #   batch 32, loader, torch 2.14): 12.9 and 14.0 s per epoch (ResNet-18, MobileNetV2); eval_s
 #   0.42 and 0.47 s per 1,000 test images; compile of the forms (form_prep_s) 10.6 and 21.7 s
 #   (fp32), 7.1 and 11.9 s (PT2E int8); compiled batch-1 p50 1.5 and 2.4 ms. The cell's wall
@@ -230,9 +230,12 @@ GPU_CALL_MS = {"resnet18": 1.7, "mobilenet_v2": 3.1}
 GPU_EVAL_MS = 0.05
 AMP_COST = {"resnet18": 0.97, "mobilenet_v2": 1.22}  # fp16 autocast's epoch over fp32's (the H100: AMP no faster here)
 RESIDENT_SPEEDUP = 8.0  # the GPU-resident pipeline (and compile/graphs) over the loader: ~9x measured for `tuned`
-# per-image cost at batch B over batch 32: GPU from the H100 trials; CPU assumed (no batch sweep measured yet)
+# per-image cost at batch B over batch 32: GPU from the H100 trials; CPU from the 2-core EPYC's 36 Optuna
+# trials (results/reference/cpu-2core-epyc-cifar-opt-default: 800-image trial epochs less the loader's
+# start and the 200 scored images, median per batch; MobileNetV2's depthwise layers gain nothing past 64)
 BATCH_COST = {
-    "cpu": {8: 1.8, 16: 1.3, 32: 1.0, 64: 0.9, 128: 0.85},
+    "cpu": {8: 2.4, 16: 1.54, 32: 1.0, 64: 0.76, 128: 0.63},  # ResNet-18
+    "cpu:mobilenet_v2": {8: 1.69, 16: 1.26, 32: 1.0, 64: 0.77, 128: 0.93},
     "resnet18": {16: 1.70, 32: 1.0, 64: 0.56, 128: 0.37},
     "mobilenet_v2": {16: 2.07, 32: 1.0, 64: 0.59, 128: 0.30},
 }
@@ -242,6 +245,9 @@ EPOCH_OPEN_S = {"cpu": 0.3, "cuda": 0.3, "mps": 0.3}  # the loader's workers sta
 # a trial's wall past its epochs: its trainer, one warm-up step; on a GPU also cuDNN's autotune of
 # each new batch shape (the H100 trials: about 1 s a trial for ResNet-18, 2 s for MobileNetV2)
 TRIAL_OPEN_S = {"cpu": 0.5, "resnet18": 1.0, "mobilenet_v2": 2.0}
+# a CPU trial's image over a trained epoch's image at one batch (the 2-core EPYC's 36 trials: MobileNetV2's
+# trials ran 1.5x its Default cells' epochs, ResNet-18's 0.95x; measured, cause not found)
+CPU_TRIAL_COST = {"mobilenet_v2": 1.5}
 
 
 @dataclass(frozen=True)
@@ -272,7 +278,7 @@ def wall_s(cfg: Settings, host: Host = EPYC2, pick: int | None = None) -> dict[s
     kind, opts = variant_kind(cfg.variant), parse_variant(cfg.variant)
     gpu = cfg.device != "cpu"
     speed = host.train.get(cfg.model, 1.0) if not gpu else 1.0
-    per_batch = BATCH_COST[cfg.model if gpu else "cpu"]
+    per_batch = BATCH_COST[cfg.model] if gpu else BATCH_COST.get(f"cpu:{cfg.model}", BATCH_COST["cpu"])
     if gpu:
         img_ms = GPU_TRAIN_MS.get(cfg.model, 0.5) / (RESIDENT_SPEEDUP if cfg.pipeline != "loader" else 1.0)
         img_ms *= AMP_COST.get(cfg.model, 1.0) if "fp16" in opts else 1.0
@@ -291,7 +297,8 @@ def wall_s(cfg: Settings, host: Host = EPYC2, pick: int | None = None) -> dict[s
     if kind == "optuna":
         n_val = 10 * max(1, round(cfg.val_fraction * (cfg.n_train // 10)))
         n_fit = cfg.n_train - n_val
-        trial = cfg.trial_epochs * (epoch_open + (n_fit * img_ms * mean_cost + n_val * eval_ms) / 1e3) + trial_open
+        trial_img_ms = img_ms * (1.0 if gpu else CPU_TRIAL_COST.get(cfg.model, 1.0))
+        trial = cfg.trial_epochs * (epoch_open + (n_fit * trial_img_ms * mean_cost + n_val * eval_ms) / 1e3) + trial_open
         trials = cfg.trials * trial
         if cfg.trial_budget_s:  # the search stops starting trials past the budget: at most one more runs
             trials = min(trials, cfg.trial_budget_s + trial)
