@@ -4,6 +4,7 @@
                              [--image-size 64] [--steps 50] [--warmup 10] [--repeats 3] [--device cuda|cpu]
                              [--out DIR]
     python -m lab.peer_check --tiny      (resnet18, 32 px, batch 4, 2 steps after 3 warm-up, CPU fp32, 1 repeat: CI)
+    python -m lab.peer_check --peer bare (the other side: the kit's own training loop without the kit)
 
 kit: the roofline study's scenario A training cell for the same torchvision model, input size, batch
 and precision, on synthetic-gpu data (one fixed batch on the device), run as a scheduled cell runs:
@@ -26,6 +27,13 @@ timm.create_model's; its classes are the kit tree's; warm-up and timed steps are
 (--warmup, --steps); fp32 on CUDA turns TF32 off as the kit's fp32 does (benchmark.py has no IEEE
 fp32 train mode). tf32 = `--precision float32` there; bf16-cl = `--amp --amp-dtype bfloat16
 --channels-last`.
+
+--peer bare: the other side is the kit's roofline training loop restated without the kit (no bench
+import, no cell, no sampler threads, torch's own thread count): the same torchvision model, seeded
+as the cell seeds it, SGD lr 0.01 momentum 0.9, TF32 as the cell sets it, cudnn.benchmark on, one
+fixed batch on the device, the step of bench/studies/roofline/trainer.py (autocast, cross entropy,
+backward, step, zero_grad(set_to_none), the loss summed on the device) and the pass timed as a whole
+with one sync at each end. kit / bare is then what the harness costs, process against process.
 
 Each repeat runs every configuration in turn, the order rotated, kit first on even repeats and peer
 first on odd ones (A B, B A, ...); the table gives kit / peer per configuration with the interval of
@@ -62,6 +70,7 @@ class Config:
     warmup: int  # untimed training steps first
     classes: int  # the head's outputs (the kit tree's classes)
     device: str  # cuda | cpu
+    peer_kind: str = "timm"  # the other side: timm (its benchmark.py's train loop) | bare (the kit's loop, no kit)
 
     @property
     def name(self) -> str:
@@ -141,8 +150,66 @@ def peer_run(cfg: Config) -> dict:
     }
 
 
+def bare_run(cfg: Config) -> dict:
+    """The roofline cell's training pass with no kit around it (see the module docstring)."""
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+
+    cuda = cfg.device == "cuda"
+    torch.backends.cudnn.benchmark = True
+    if cuda:  # set_tf32: on for tf32 only
+        torch.backends.cuda.matmul.allow_tf32 = cfg.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = cfg.precision == "tf32"
+    bf16 = cfg.precision == "bf16-cl"
+    fmt = torch.channels_last if bf16 else torch.contiguous_format
+    torch.manual_seed(0)  # the cell's seed
+    model = torchvision.models.get_model(cfg.model, weights=None, num_classes=cfg.classes).to(cfg.device).to(memory_format=fmt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(cfg.batch, 3, cfg.image_size, cfg.image_size, generator=g).to(cfg.device).contiguous(memory_format=fmt)
+    y = torch.randint(0, cfg.classes, (cfg.batch,), generator=g).to(cfg.device)
+    loss_sum = torch.zeros((), device=cfg.device)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    def step() -> None:
+        nonlocal loss_sum
+        with torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_sum += loss.detach().float()
+
+    model.train()
+    for _ in range(cfg.warmup):
+        step()
+    sync()
+    loss_sum.zero_()
+    t0 = time.perf_counter()
+    for _ in range(cfg.steps):
+        step()
+    loss = float(loss_sum.item()) / cfg.steps  # the one host sync, as the cell's
+    elapsed = time.perf_counter() - t0
+    return {
+        "img_per_s": cfg.steps * cfg.batch / elapsed,
+        "elapsed_s": elapsed,
+        "train_loss": loss,
+        "pid": os.getpid(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "optimizer": "SGD(lr=0.01, momentum=0.9)",
+        "kit_imported": any(m == "bench" or m.startswith("bench.") for m in sys.modules),  # must stay False
+    }
+
+
 def _peer_child(spec: str) -> None:
-    print(PEER_TAG + json.dumps(peer_run(Config(**json.loads(spec)))), flush=True)
+    cfg = Config(**json.loads(spec))
+    print(PEER_TAG + json.dumps(bare_run(cfg) if cfg.peer_kind == "bare" else peer_run(cfg)), flush=True)
 
 
 # ---- the two sides, each a process of its own --------------------------------------------------
@@ -234,6 +301,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--classes", type=int, default=200, help="the head's outputs (Tiny-ImageNet's 200)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh-process repeats of each side")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--peer", choices=("timm", "bare"), default="timm", help="the other side (default timm)")
     ap.add_argument("--out", type=Path, default=Path("results/lab/peer_check"))
     ap.add_argument("--tiny", action="store_true", help="the CI preset: " + ", ".join(f"{k}={v}" for k, v in TINY.items()))
     ap.add_argument("--peer-child", help=argparse.SUPPRESS)
@@ -267,7 +335,7 @@ def check(a: argparse.Namespace) -> list[Config]:
         if not torch.cuda.is_available():
             fail("--device cuda: torch sees no CUDA GPU here (use --device cpu, or --tiny)")
     return [
-        Config(m, b, p, a.image_size, a.steps, a.warmup, a.classes, a.device)
+        Config(m, b, p, a.image_size, a.steps, a.warmup, a.classes, a.device, a.peer)
         for m in a.models
         for b in a.batches
         for p in a.precisions
@@ -287,7 +355,11 @@ def meta(a: argparse.Namespace, argv: list[str]) -> dict:
         "device": dev,
         "host": platform.node(),
         "torch": torch.__version__,
-        "peer_source": "timm benchmark.py --bench train @ huggingface/pytorch-image-models aa4b585 (restated; see lab/peer_check.py)",
+        "peer_source": (
+            "timm benchmark.py --bench train @ huggingface/pytorch-image-models aa4b585 (restated; see lab/peer_check.py)"
+            if a.peer == "timm"
+            else "bare: the kit's roofline training loop without the kit (lab/peer_check.py bare_run)"
+        ),
         "options": {k: v for k, v in vars(a).items() if k not in ("out", "peer_child")},
     }
 
@@ -333,7 +405,9 @@ def main(argv: list[str] | None = None) -> None:
         write(out, info, configs, got, str(err))
         fail(str(err), 1)
     table = write(out, info, configs, got, None)
-    print(f"\n{info['device']}, {a.image_size} px, {a.steps} steps after {a.warmup} warm-up, {a.repeats} repeat(s)")
+    print(
+        f"\n{info['device']}, {a.image_size} px, {a.steps} steps after {a.warmup} warm-up, {a.repeats} repeat(s); peer: {info['peer_source']}"
+    )
     print(f"{'configuration':<26} {'kit img/s':>11} {'peer img/s':>11} {'kit/peer':>9}  interval")
     for t in table:
         print(f"{t['config']:<26} {t['kit_img_per_s']:>11,.1f} {t['peer_img_per_s']:>11,.1f} {t['ratio']:>9.3f}  {t['interval']}")

@@ -57,3 +57,20 @@ def test_bad_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> No
     assert r.returncode == 2
     assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "peer_check.json").exists()
+
+
+@pytest.mark.slow
+def test_tiny_against_the_bare_loop(tmp_path: Path) -> None:
+    """--peer bare: the kit's own loop without the kit, in a process of its own that imports no bench."""
+    r = peer_check("--tiny", "--peer", "bare", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "peer_check.json").read_text())
+    assert doc["status"] == "ok" and doc["meta"]["options"]["peer"] == "bare"
+    assert doc["meta"]["peer_source"].startswith("bare:")
+    (cfg,) = doc["configs"]
+    kit, bare = cfg["kit"]["0"], cfg["peer"]["0"]
+    assert cfg["peer_kind"] == "bare" and bare["optimizer"] == "SGD(lr=0.01, momentum=0.9)" and "timm" not in bare
+    assert bare["kit_imported"] is False
+    assert bare["img_per_s"] > 0 and bare["train_loss"] > 0 and bare["pid"] == bare["process_pid"] != kit["pid"]
+    assert cfg["ratio"] == pytest.approx(kit["img_per_s"] / bare["img_per_s"])
+    assert "peer: bare" in r.stdout
