@@ -176,13 +176,12 @@ def bare_run(cfg: Config) -> dict:
             torch.cuda.synchronize()
 
     def step() -> None:
-        nonlocal loss_sum
         with torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=bf16):
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss_sum += loss.detach().float()
+        loss_sum.add_(loss.detach().float())
 
     model.train()
     for _ in range(cfg.warmup):

@@ -234,10 +234,12 @@ RESIDENT_SPEEDUP = 8.0  # the GPU-resident pipeline (and compile/graphs) over th
 # trials (results/reference/cpu-2core-epyc-cifar-opt-default: 800-image trial epochs less the loader's
 # start and the 200 scored images, median per batch; MobileNetV2's depthwise layers gain nothing past 64)
 BATCH_COST = {
-    "cpu": {8: 2.4, 16: 1.54, 32: 1.0, 64: 0.76, 128: 0.63},  # ResNet-18
-    "cpu:mobilenet_v2": {8: 1.69, 16: 1.26, 32: 1.0, 64: 0.77, 128: 0.93},
     "resnet18": {16: 1.70, 32: 1.0, 64: 0.56, 128: 0.37},
     "mobilenet_v2": {16: 2.07, 32: 1.0, 64: 0.59, 128: 0.30},
+}
+CPU_BATCH_COST = {  # another model on a CPU: ResNet-18's
+    "resnet18": {8: 2.4, 16: 1.54, 32: 1.0, 64: 0.76, 128: 0.63},
+    "mobilenet_v2": {8: 1.69, 16: 1.26, 32: 1.0, 64: 0.77, 128: 0.93},
 }
 COMPILE_S = {"cpu": 12.0, "cuda": 30.0, "mps": 10.0}  # a compiled training step (warm-up)
 OPEN_S = {"cpu": 8.0, "cuda": 11.0, "mps": 10.0}
@@ -278,7 +280,7 @@ def wall_s(cfg: Settings, host: Host = EPYC2, pick: int | None = None) -> dict[s
     kind, opts = variant_kind(cfg.variant), parse_variant(cfg.variant)
     gpu = cfg.device != "cpu"
     speed = host.train.get(cfg.model, 1.0) if not gpu else 1.0
-    per_batch = BATCH_COST[cfg.model] if gpu else BATCH_COST.get(f"cpu:{cfg.model}", BATCH_COST["cpu"])
+    per_batch = BATCH_COST[cfg.model] if gpu else CPU_BATCH_COST.get(cfg.model, CPU_BATCH_COST["resnet18"])
     if gpu:
         img_ms = GPU_TRAIN_MS.get(cfg.model, 0.5) / (RESIDENT_SPEEDUP if cfg.pipeline != "loader" else 1.0)
         img_ms *= AMP_COST.get(cfg.model, 1.0) if "fp16" in opts else 1.0

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.core.stats import Summary
+from bench.core.stats import MIN_CI_REPEATS, Summary
 from bench.core.study import number
 from bench.studies.roofline import seed
 from bench.studies.roofline.report import MODELS, SEED_DEVICE, Cell, Speedup, _ok, _p, gap_table
@@ -119,7 +119,7 @@ def gpu_over_cpu(sp: list[Speedup]) -> Verdict:
     claim = "GPUs outperform CPUs by ~10x on light models up to ~50x on compute-heavy ones (7.1 #1, 7.3, Table 8)"
     rule = (
         "holds when every model's GPU/CPU training img/s ratio (fp32, the loader: the seed's set-up) lies in 10-50x "
-        "(its interval, 95 % CI or the range below 6 repeats, overlaps it); the size of a ratio belongs to the two devices, not to GPUs and CPUs"
+        f"(its interval, a 95 % CI or the range below {MIN_CI_REPEATS} repeats, overlaps it); the size of a ratio belongs to the two devices, not to GPUs and CPUs"
     )
     pairs = _gpu_cpu(sp) or _gpu_cpu(sp, "synthetic-gpu")
     if not pairs:

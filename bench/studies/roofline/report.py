@@ -748,8 +748,7 @@ def speedup_section(sp: list[Speedup]) -> list[str]:
         "Training img/s of the first device over the second's, same model, precision and batch (scenario A), in both "
         "pipelines: `loader` (the seed's set-up: JPEGs decoded by DataLoader workers on the host's CPU) and "
         "`synthetic-gpu` (one batch kept on the device: the hardware alone). **Ours** is the ratio of the medians over "
-        "repeats; its interval (`bench.core.stats.ratio`) is a 95 % bootstrap from 6 repeats a side, below that the range "
-        'of the repeats ("range of 3"), paired by repeat only where '
+        f'repeats with {stats.INTERVAL_TEXT} (`bench.core.stats.ratio`; "range of 3"), paired by repeat only where '
         'both sides ran in one run; one repeat gives none ("n=1, no interval"). Precision: '
         + ", ".join(precs)
         + (
