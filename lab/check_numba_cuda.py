@@ -217,9 +217,13 @@ def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int
     phase = {name: [_ms(st[j], st[j + 1]) for st in stamps] for j, name in enumerate(("forward_ms", "backward_ms", "step_ms"))}
     for v in phase.values():
         assert min(v) >= 0, "negative phase duration"
+    kernel = kernel_times(net, pool, lr, mom, n_ph) if variant in ("split", "tiled") else {}
+    graph = graph_times(net, pool, lr, mom, steps, repeats) if variant != "naive" and not K.simulated() else {}
     med = statistics.median(step_ms)
     return dict(
         variant=variant,
+        kernel_us_median=kernel,
+        **graph,
         batch=batch,
         steps=steps,
         warmup=warmup,
@@ -238,6 +242,74 @@ def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int
         phase_ms_samples=phase,
         loss_mean_over_timed_steps=loss_sum / (repeats * steps * batch),
         device_bytes=net.device_bytes(),
+    )
+
+
+def kernel_times(net, pool, lr: float, mom: float, n: int) -> dict:
+    """The split variant's six launches one by one, events between them: median us each."""
+    names = ("conv_fwd", "fc1", "head", "dense_bwd", "conv_bwd", "sgd")
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    from numba import cuda
+
+    cuda.synchronize()
+    rows = []
+    k, m = net._k3, net.batch
+    for i in range(n):
+        x, y = pool[i % len(pool)]
+        st = [_stamp()]
+        k["conv_fwd"](x, m, net.S, net.act, net.am)
+        st.append(_stamp())
+        k["fc1"](m, net.S, net.act)
+        st.append(_stamp())
+        k["head"](m, y, net.S, net.act, net.logits, net.preds, net.loss_sum)
+        st.append(_stamp())
+        k["dense_bwd"](m, net.S, net.act, net.dp2, net.n_gemm_blocks)
+        st.append(_stamp())
+        k["conv_bwd"](x, m, net.S, net.act, net.am, net.dp2)
+        st.append(_stamp())
+        net._k_sgd(net.S, np.float32(lr), np.float32(mom))
+        st.append(_stamp())
+        rows.append(st)
+    cuda.synchronize()
+    for st in rows:
+        for j, name in enumerate(names):
+            samples[name].append(_ms(st[j], st[j + 1]) * 1e3)
+    net.epoch_loss_sum()
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def graph_times(net, pool, lr: float, mom: float, steps: int, repeats: int) -> dict:
+    """The same train_steps recorded once as a CUDA graph (DeviceNet.capture_steps) and replayed
+    `repeats` times: device time per step between events around each replay, and the host's
+    time to enqueue a replay."""
+    from numba import cuda
+
+    batches = [pool[i % len(pool)] for i in range(steps)]
+    t0 = time.perf_counter()
+    g = net.capture_steps(batches, lr, mom)
+    capture_s = time.perf_counter() - t0
+    g.replay()  # a first replay uploads the graph
+    cuda.synchronize()
+    per_step, enqueue = [], []
+    for _ in range(repeats):
+        cuda.synchronize()
+        s0 = _stamp()
+        g.replay()
+        t1 = time.perf_counter()
+        s1 = _stamp()
+        s1[0].synchronize()
+        per_step.append(_ms(s0, s1) / steps)
+        enqueue.append((t1 - s0[1]) * 1e3)
+    net.epoch_loss_sum()
+    med = statistics.median(per_step)
+    return dict(
+        graph_capture_s=capture_s,
+        graph_step_ms_median=med,
+        graph_step_ms_min=min(per_step),
+        graph_step_ms_max=max(per_step),
+        graph_step_ms_samples=per_step,
+        graph_samples_per_s=net.batch / (med * 1e-3),
+        graph_replay_enqueue_ms_samples=enqueue,
     )
 
 
@@ -299,6 +371,18 @@ def main(argv=None) -> int:
             row["timing"] = time_variant(variant, a.batch, steps, min(a.warmup, steps), a.repeats, a.seed, a.max_blocks)
             t = row["timing"]
             print(f"[{variant}] {t['step_ms_median'] * 1e3:.1f} us/step, {t['samples_per_s']:,.0f} samples/s", flush=True)
+            if "graph_step_ms_median" in t:
+                print(
+                    f"[{variant}] as a CUDA graph of {steps} steps: {t['graph_step_ms_median'] * 1e3:.1f} us/step"
+                    f" [{t['graph_step_ms_min'] * 1e3:.1f}..{t['graph_step_ms_max'] * 1e3:.1f}],"
+                    f" {t['graph_samples_per_s']:,.0f} samples/s (capture {t['graph_capture_s']:.2f} s)",
+                    flush=True,
+                )
+            if t.get("kernel_us_median"):
+                print(
+                    f"[{variant}] per launch, us: " + ", ".join(f"{k} {v:.1f}" for k, v in t["kernel_us_median"].items()),
+                    flush=True,
+                )
         results.append(row)
 
     head = (

@@ -2,12 +2,15 @@
 # Run on a GPU host from the repo root, natively with the host's own packages:
 #   bash scripts/gpu_run.sh check      # numba-cuda kernel variants vs reference (lab/) + torch-cuda variants, 3 epochs
 #   bash scripts/gpu_run.sh reference  # orchestrate.py reference gpu: every cell, cpu+cuda, full, 3 repeats, interleaved
+#   bash scripts/gpu_run.sh numba      # numba-cuda variants 2-4 (fast, split, tiled): ncu summary of 2 and 4,
+#                                      # check + timing (lab/check_numba_cuda), then the mnist-cnn cells default and
+#                                      # graph on real MNIST, 10 epochs, 3 repeats interleaved
 # Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
 # (default ./results/gpu-out); the reference run also leaves results/reference/<gpu-name>/.
 # Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
 # PYTHONPATH; every version actually used lands in each cell's system.json.
 set -uo pipefail
-mode=${1:?usage: gpu_run.sh check|reference}
+mode=${1:?usage: gpu_run.sh check|reference|numba}
 export PYTHONUNBUFFERED=1 KIT_DATA_DIR=${KIT_DATA_DIR:-$PWD/.data}
 OUT=${OUT:-$PWD/results/gpu-out}
 mkdir -p "$OUT"
@@ -29,6 +32,19 @@ case "$mode" in
     timeout 330 python3 -m bench matrix mnist-cnn --platform cuda --profile full --only backend=torch-cuda \
       --set epochs=3 --schedule interleaved --out /tmp/sweep 2>&1 | tee "$OUT/sweep.log"
     tar czf "$OUT/sweep.tgz" -C /tmp sweep
+    ;;
+  numba)
+    for v in fast tiled; do
+      timeout 90 ncu --target-processes all -k 'regex:k_forward|k_backward|k3_|k4_' --launch-count 7 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        python3 -m lab.check_numba_cuda --variants "$v" --steps 2 --warmup 1 --repeats 1 > "$OUT/ncu-$v.txt" 2>&1 \
+        || echo "ncu $v: exit $? (see ncu-$v.txt)"
+    done
+    timeout 150 python3 -m lab.check_numba_cuda --variants fast,split,tiled --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
+    timeout "${CELLS_TIMEOUT:-300}" python3 -m bench matrix mnist-cnn --platform cuda --profile full --only backend=numba-cuda \
+      --only 'variant=default|graph' --set dataset=mnist --repeats 3 --schedule interleaved --data-dir "$KIT_DATA_DIR" \
+      --out /tmp/numba 2>&1 | tee "$OUT/numba_cells.log"
+    tar czf "$OUT/numba_cells.tgz" -C /tmp numba
     ;;
   reference)
     # orchestrate.py reference gpu: every cell (cpu + cuda, profile full), 3 repeats, interleaved,

@@ -85,10 +85,11 @@ class MnistCnn(Study):
         "numba-cuda": BackendSpec(
             _B + "numba_cuda",
             "cuda",
-            ("default", "naive", "seed"),
+            ("default", "naive", "graph", "seed"),
             family="numba",
             pipelines=("resident",),
-            about="hand-written numba.cuda kernels, 3 launches a step (naive: 30; seed: GPU forward, dense backprop on the CPU)",
+            about="hand-written numba.cuda kernels, 3 launches a step (naive: 30; graph: 6, batched dense layers, "
+            "an epoch as one CUDA graph; seed: GPU forward, dense backprop on the CPU)",
         ),
         "torch-mps": BackendSpec(
             _B + "torch_mps", "mps", family="torch", pipelines=BOTH, about="Apple GPUs, natively (docker/mps/run.sh)"

@@ -58,6 +58,7 @@ FULL_EXTRA = {
     "cuda": [
         ("torch-cuda", "resident", "graphs"),
         ("torch-cuda", "resident", "graphs+bf16"),
+        ("numba-cuda", "resident", "graph"),
         ("numba-cuda", "resident", "seed"),
     ],
 }

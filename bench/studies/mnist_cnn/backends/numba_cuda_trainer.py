@@ -1,7 +1,14 @@
-"""The numba-cuda trainer (variant default/naive): the kernels of
+"""The numba-cuda trainer (variants default, naive, graph): the kernels of
 bench.studies.mnist_cnn.kernels.numba_cuda_cnn driven for the mnist-cnn protocol, and the
 check against torch every numba-cuda trainer runs before anything is timed
-(equivalence_check). backends/numba_cuda.py picks the trainer for a cell."""
+(equivalence_check). backends/numba_cuda.py picks the trainer for a cell.
+
+Variant -> kernels: default -> "fast" (variant 2, 3 launches a step), naive -> "naive" (variant
+1), graph -> "tiled" (variant 4, 6 launches a step) with each timed epoch's launches (the batch
+gathers too) recorded once as a CUDA graph (kernels/numba_cuda_graph.py) and replayed with one
+host call; the graph is captured in warmup() and again whenever the net is rebuilt, outside every
+timed epoch. The CUDA simulator cannot capture graphs: there the graph variant launches eagerly,
+and its rows say so (cuda_graph)."""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from typing import Any
 import numpy as np
 
 CHECK_RTOL = 1e-4  # largest relative error (norm-wise) against torch-CPU before timing
+KERNELS = {"default": "fast", "naive": "naive", "graph": "tiled"}  # cell variant -> DeviceNet variant
+SIM_MAX_BLOCKS = 4  # grid cap under the CUDA simulator (a Python thread per GPU thread); kernels are grid-stride
 
 
 class _HostMark:
@@ -35,7 +44,11 @@ class NumbaCudaTrainer:
 
         self.cuda, self.K, self.cfg = cuda, K, cfg
         self.params0 = params
-        self.kernel_variant = "fast" if cfg.variant == "default" else "naive"
+        self.kernel_variant = KERNELS[cfg.variant]
+        self.use_graph = cfg.variant == "graph" and not K.simulated()
+        self.max_blocks = SIM_MAX_BLOCKS if K.simulated() else None
+        self._graph: Any = None
+        self._graph_steps = 0
         t0 = time.perf_counter()
         self.x_host = scale_u8(data.x_train, cfg.input_scale)
         self.x_train = cuda.to_device(self.x_host)
@@ -49,6 +62,7 @@ class NumbaCudaTrainer:
         self.h2d_setup_s = time.perf_counter() - t0
         from bench.studies.mnist_cnn.kernels.numba_cuda_gather import gather
 
+        self._gather_kernel = gather
         self._gather = gather[(bs * 784 + 255) // 256, 256]
         self.net: Any = None  # the DeviceNet, made in warmup()
         self._event = _HostMark if K.simulated() else cuda.event
@@ -63,7 +77,7 @@ class NumbaCudaTrainer:
         n = min(64, self.cfg.batch_size)
         xh = np.ascontiguousarray(self.x_host[:n])
         yh = self.y_train.copy_to_host()[:n]
-        return equivalence_check(self.K, self.params0, xh, yh, self.kernel_variant)
+        return equivalence_check(self.K, self.params0, xh, yh, self.kernel_variant, self.max_blocks)
 
     def warmup(self) -> float:
         """Compile every kernel (first calls), check against torch, then start from the seed's
@@ -77,32 +91,66 @@ class NumbaCudaTrainer:
                 f"numba-cuda disagrees with torch on this GPU: {self.check['equiv_worst']} "
                 f"relative error {self.check['equiv_max_rel_err']:.2e} > {CHECK_RTOL}"
             )
-        warm = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
+        warm = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant, max_blocks=self.max_blocks)
         order = self.cuda.to_device(np.arange(self.cfg.batch_size, dtype=np.int64) % self.x_train.shape[0])
         self._gather(self.x_train, self.y_train, order, 0, self.xb, self.yb)
         warm.train_step(self.xb, self.yb, self.cfg.lr, self.cfg.momentum)
         warm.epoch_loss_sum()
         warm.predict(self.x_test[: self.cfg.batch_size])
         self.cuda.synchronize()
-        self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
-        self.cuda.synchronize()
+        self._new_net()
         return time.perf_counter() - t0
+
+    def _new_net(self) -> None:
+        """A fresh DeviceNet from the seed's weights; for the graph variant, the timed epoch's
+        launches captured on it (the order buffer is refilled before each replay)."""
+        from bench.studies.mnist_cnn.protocol import epoch_order
+
+        self._graph = None  # it reads the old net's buffers: never replayed again
+        self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant, max_blocks=self.max_blocks)
+        if self.use_graph:
+            cuda, bs = self.cuda, self.cfg.batch_size
+            n = len(epoch_order(int(self.x_train.shape[0]), bs, self.cfg.seed, 0, self.cfg.last_batch))
+            self._order_graph = cuda.to_device(np.zeros(n, np.int64))
+            self._graph_steps = n // bs
+            grid = (bs * 784 + 255) // 256
+
+            def gather(i: int, stream) -> None:
+                self._gather_kernel[grid, 256, stream](self.x_train, self.y_train, self._order_graph, i * bs, self.xb, self.yb)
+
+            self._graph = self.net.capture_steps([(self.xb, self.yb)] * self._graph_steps, self.cfg.lr, self.cfg.momentum, gather)
+        self.cuda.synchronize()
 
     def train_epoch(self, order: np.ndarray, timer) -> dict:
         cuda, net, bs = self.cuda, self.net, self.cfg.batch_size
         n_steps = len(order) // bs
         ev = [self._event() for _ in range(2)]
-        ev[0].record()
-        order_dev = cuda.to_device(order)
-        ev[1].record()
+        timed = not getattr(timer, "enabled", False)
         marks = []  # per step: events at the boundaries data|forward|backward|step
-        if not getattr(timer, "enabled", False):  # a timed epoch: launches only, no events in the loop
+        if timed and self._graph is not None:  # the graph variant: one replay is the epoch
+            if n_steps != self._graph_steps or len(order) != self._order_graph.shape[0]:
+                from bench.core.errors import KitError
+
+                raise KitError(
+                    f"an epoch of {len(order)} samples, but the captured graph holds {self._graph_steps} steps of {bs}"
+                )
+            ev[0].record()
+            self._order_graph.copy_to_device(np.ascontiguousarray(order, np.int64))
+            ev[1].record()
+            self._graph.replay()
+        elif timed:  # a timed epoch: launches only, no events in the loop
+            ev[0].record()
+            order_dev = cuda.to_device(order)
+            ev[1].record()
             for s in range(n_steps):
                 self._gather(self.x_train, self.y_train, order_dev, s * bs, self.xb, self.yb)
                 net.forward(self.xb, self.yb)
                 net.backward()
                 net.step(self.cfg.lr, self.cfg.momentum)
         else:  # the profiling pass: events at every phase boundary
+            ev[0].record()
+            order_dev = cuda.to_device(order)
+            ev[1].record()
             for s in range(n_steps):
                 e = [self._event() for _ in range(5)]
                 e[0].record()
@@ -124,12 +172,26 @@ class NumbaCudaTrainer:
                 phases[name] += ms / 1e3
         if not marks:
             phases = {}
-        self._fields = {**phases, "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3, "h2d_setup_s": self.h2d_setup_s, **self.check}
+        self._fields = {
+            **phases,
+            "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3,
+            "h2d_setup_s": self.h2d_setup_s,
+            **self.check,
+            "kernel_variant": self.kernel_variant,
+            "cuda_graph": self._graph_note(),
+        }
         return {
             "train_loss": loss_sum / (n_steps * bs),
             "batch_size_used": int(self.xb.shape[0]),
             "batch_sizes_seen": [int(self.xb.shape[0])],
         }
+
+    def _graph_note(self) -> str:
+        if self.use_graph:
+            return f"epoch: {self._graph_steps} steps x {self.K.LAUNCHES_PER_STEP[self.kernel_variant] + 1} launches, one replay"
+        if self.cfg.variant == "graph":
+            return "no: the CUDA simulator cannot capture graphs (launched eagerly)"
+        return "no"
 
     def phase_fields(self, timer) -> dict:
         return self._fields
@@ -138,8 +200,7 @@ class NumbaCudaTrainer:
         return None  # the state to return to is always the seed's: a fresh DeviceNet from params0
 
     def restore(self, snap) -> None:
-        self.net = self.K.DeviceNet(self.params0, self.cfg.batch_size, variant=self.kernel_variant)
-        self.cuda.synchronize()
+        self._new_net()
 
     def compile_kind(self) -> str:
         return "cold (numba.cuda kernels are compiled in every process; no on-disk cache)"
