@@ -968,6 +968,12 @@ def k_loss_head(m, y, S, act, logits, loss_sum):
 DS = 4  # samples per block of k3_head
 GT_FC1 = D1 // TILE  # 4 output tiles of fc1 per 32-sample tile
 GT_DP2 = (N_P2 + TILE - 1) // TILE  # 13 column tiles of dp2 per 32-sample tile
+# shared-array sizes must be plain constants for the GPU compiler (an expression types as a
+# run-time int64 there, although the simulator takes it)
+SH_TILE = TILE * TS
+SH_HEAD_H = DS * D1
+SH_HEAD_RED = DS * K * 33
+SH_HEAD_L = DS * 16
 
 
 @_jit(device=True)
@@ -1105,8 +1111,8 @@ def k3_fc1(m, S, act):
     """h = ReLU(p2 W1^T + b1) into act rows: 32x32 tiles (32 samples x 32 outputs), grid-stride."""
     t = cuda.threadIdx.x
     P = S[0]
-    As = cuda.shared.array(TILE * TS, np.float32)
-    Bs = cuda.shared.array(TILE * TS, np.float32)
+    As = cuda.shared.array(SH_TILE, np.float32)
+    Bs = cuda.shared.array(SH_TILE, np.float32)
     zero = np.float32(0.0)
     units = ((m + TILE - 1) // TILE) * GT_FC1
     for u in range(cuda.blockIdx.x, units, cuda.gridDim.x):
@@ -1136,10 +1142,10 @@ def k3_head(m, y, S, act, logits, preds, loss_sum):
     lane = t % 32
     wp = t // 32
     P = S[0]
-    hs = cuda.shared.array(DS * D1, np.float32)
-    red = cuda.shared.array(DS * K * 33, np.float32)
-    ls = cuda.shared.array(DS * 16, np.float32)
-    ds = cuda.shared.array(DS * 16, np.float32)
+    hs = cuda.shared.array(SH_HEAD_H, np.float32)
+    red = cuda.shared.array(SH_HEAD_RED, np.float32)
+    ls = cuda.shared.array(SH_HEAD_L, np.float32)
+    ds = cuda.shared.array(SH_HEAD_L, np.float32)
     zero = np.float32(0.0)
     inv_m = np.float32(1.0) / np.float32(m)
     groups = (m + DS - 1) // DS
@@ -1193,8 +1199,8 @@ def k3_dense_bwd(m, S, act, dp2, n_wgrad_blocks):
     t = cuda.threadIdx.x
     P = S[0]
     G = S[1]
-    As = cuda.shared.array(TILE * TS, np.float32)
-    Bs = cuda.shared.array(TILE * TS, np.float32)
+    As = cuda.shared.array(SH_TILE, np.float32)
+    Bs = cuda.shared.array(SH_TILE, np.float32)
     zero = np.float32(0.0)
     tx = t % 32
     ty = t // 32
@@ -1318,6 +1324,7 @@ def k3_conv_bwd(x, m, S, act, am, dp2):
 #   conv2 dW:    a thread per (co, ci, half of the rows), 9 sums, rolling windows: 4 loads per 9 FMA
 #   dp1:         a thread per (ci, 2x2 output block), 4x4 dconv2 patch per co: 25 loads per 36 FMA
 DC4 = C2 * DC_C + 32  # dc2 plus a zero tail: a 4x4 patch at the map's last block reads one row past it
+SH_ACC2H = 2 * 1168
 
 
 @_jit(device=True)
@@ -1543,7 +1550,7 @@ def k4_conv_bwd(x, m, S, act, am, dp2):
     dc2 = cuda.shared.array(DC4, np.float32)
     o1s = cuda.shared.array(1352, np.int16)
     g2s = cuda.shared.array(400, np.float32)
-    acc2h = cuda.shared.array(2 * 1168, np.float32)
+    acc2h = cuda.shared.array(SH_ACC2H, np.float32)
     acc1 = cuda.shared.array((3, 80), np.float32)
     zero = np.float32(0.0)
     for i in range(t, 2 * 1168, TPB):
