@@ -217,12 +217,10 @@ def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int
     phase = {name: [_ms(st[j], st[j + 1]) for st in stamps] for j, name in enumerate(("forward_ms", "backward_ms", "step_ms"))}
     for v in phase.values():
         assert min(v) >= 0, "negative phase duration"
-    kernel = kernel_times(net, pool, lr, mom, n_ph) if variant in ("split", "tiled") else {}
     graph = graph_times(net, pool, lr, mom, steps, repeats) if variant != "naive" and not K.simulated() else {}
     med = statistics.median(step_ms)
     return dict(
         variant=variant,
-        kernel_us_median=kernel,
         **graph,
         batch=batch,
         steps=steps,
@@ -243,39 +241,6 @@ def time_variant(variant: str, batch: int, steps: int, warmup: int, repeats: int
         loss_mean_over_timed_steps=loss_sum / (repeats * steps * batch),
         device_bytes=net.device_bytes(),
     )
-
-
-def kernel_times(net, pool, lr: float, mom: float, n: int) -> dict:
-    """The split variant's six launches one by one, events between them: median us each."""
-    names = ("conv_fwd", "fc1", "head", "dense_bwd", "conv_bwd", "sgd")
-    samples: dict[str, list[float]] = {k: [] for k in names}
-    from numba import cuda
-
-    cuda.synchronize()
-    rows = []
-    k, m = net._k3, net.batch
-    for i in range(n):
-        x, y = pool[i % len(pool)]
-        st = [_stamp()]
-        k["conv_fwd"](x, m, net.S, net.act, net.am)
-        st.append(_stamp())
-        k["fc1"](m, net.S, net.act)
-        st.append(_stamp())
-        k["head"](m, y, net.S, net.act, net.logits, net.preds, net.loss_sum)
-        st.append(_stamp())
-        k["dense_bwd"](m, net.S, net.act, net.dp2, net.n_gemm_blocks)
-        st.append(_stamp())
-        k["conv_bwd"](x, m, net.S, net.act, net.am, net.dp2)
-        st.append(_stamp())
-        net._k_sgd(net.S, np.float32(lr), np.float32(mom))
-        st.append(_stamp())
-        rows.append(st)
-    cuda.synchronize()
-    for st in rows:
-        for j, name in enumerate(names):
-            samples[name].append(_ms(st[j], st[j + 1]) * 1e3)
-    net.epoch_loss_sum()
-    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def graph_times(net, pool, lr: float, mom: float, steps: int, repeats: int) -> dict:

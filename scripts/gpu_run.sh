@@ -2,7 +2,7 @@
 # Run on a GPU host from the repo root, natively with the host's own packages:
 #   bash scripts/gpu_run.sh check      # numba-cuda kernel variants vs reference (lab/) + torch-cuda variants, 3 epochs
 #   bash scripts/gpu_run.sh reference  # orchestrate.py reference gpu: every cell, cpu+cuda, full, 3 repeats, interleaved
-#   bash scripts/gpu_run.sh numba      # numba-cuda variants 2-4 (fast, split, tiled): ncu summary of 2 and 4,
+#   bash scripts/gpu_run.sh numba      # numba-cuda variants 2-5 (fast, split, tiled, splitk): ncu summary of 2 and 5,
 #                                      # check + timing (lab/check_numba_cuda), then the mnist-cnn cells default and
 #                                      # graph on real MNIST, 10 epochs, 3 repeats interleaved
 # Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
@@ -34,13 +34,13 @@ case "$mode" in
     tar czf "$OUT/sweep.tgz" -C /tmp sweep
     ;;
   numba)
-    for v in ${NCU_VARIANTS-fast tiled}; do
+    for v in ${NCU_VARIANTS-fast splitk}; do
       timeout 90 ncu --target-processes all -k 'regex:k_forward|k_backward|k3_|k4_' --launch-count 7 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         python3 -m lab.check_numba_cuda --variants "$v" --steps 2 --warmup 1 --repeats 1 > "$OUT/ncu-$v.txt" 2>&1 \
         || echo "ncu $v: exit $? (see ncu-$v.txt)"
     done
-    timeout 150 python3 -m lab.check_numba_cuda --variants fast,split,tiled --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
+    timeout 150 python3 -m lab.check_numba_cuda --variants "${CHECK_VARIANTS:-fast,split,tiled,splitk}" --out "$OUT/numba_cuda_check.json" 2>&1 | tee "$OUT/numba_cuda_check.log"
     timeout "${CELLS_TIMEOUT:-300}" python3 -m bench matrix mnist-cnn --platform cuda --profile full --only backend=numba-cuda \
       --only 'variant=default|graph' --set dataset=mnist --repeats 3 --schedule interleaved --data-dir "$KIT_DATA_DIR" \
       --out /tmp/numba 2>&1 | tee "$OUT/numba_cells.log"

@@ -116,8 +116,9 @@ def _jit(*args, **kwargs):
     return lambda f: f
 
 
-VARIANTS = ("naive", "fast", "split", "tiled")  # variants 1, 2, 3, 4
-LAUNCHES_PER_STEP = {"naive": 30, "fast": 3, "split": 6, "tiled": 6}
+VARIANTS = ("naive", "fast", "split", "tiled", "splitk")  # variants 1 to 5
+LAUNCHES_PER_STEP = {"naive": 30, "fast": 3, "split": 6, "tiled": 6, "splitk": 6}
+FC1_KSPLIT = 4  # variant 5: fc1's 13 input chunks shared by 4 blocks per tile (4 x the blocks, a third the chain)
 
 # ------------------------------------------------------------------ sizes (compile-time constants)
 C1, H1, Q1 = 8, 26, 13  # conv1 channels, conv1 output side, pool1 output side
@@ -965,6 +966,7 @@ def k_loss_head(m, y, S, act, logits, loss_sum):
 # become batched 32x32-tile GEMMs that read W1 once per tile instead of once per sample, each
 # with the next chunk's operands loaded into registers while the current one is multiplied.
 # Six launches per step; DeviceNet.capture_steps() records them in a CUDA graph.
+TILE_VARIANTS = ("split", "tiled", "splitk")  # variants 3-5: the dense layers as batched tiles
 DS = 4  # samples per block of k3_head
 GT_FC1 = D1 // TILE  # 4 output tiles of fc1 per 32-sample tile
 GT_DP2 = (N_P2 + TILE - 1) // TILE  # 13 column tiles of dp2 per 32-sample tile
@@ -1107,22 +1109,37 @@ def k3_conv_fwd(x, m, S, act, am):
 
 
 @_jit(max_registers=MAX_REGS)
-def k3_fc1(m, S, act):
-    """h = ReLU(p2 W1^T + b1) into act rows: 32x32 tiles (32 samples x 32 outputs), grid-stride."""
+def k3_fc1(m, S, act, ksplit, hpre):
+    """fc1 as 32x32 tiles (32 samples x 32 outputs), grid-stride over tiles x KSPLIT. ksplit 1:
+    h = ReLU(p2 W1^T + b1) straight into act rows. ksplit > 1 (variant 5): each unit sums every
+    ksplit-th 32-wide chunk of the 400 inputs and adds it atomically into hpre (zero on entry;
+    k3_head adds the bias, applies the ReLU and zeroes hpre again)."""
     t = cuda.threadIdx.x
     P = S[0]
     As = cuda.shared.array(SH_TILE, np.float32)
     Bs = cuda.shared.array(SH_TILE, np.float32)
     zero = np.float32(0.0)
-    units = ((m + TILE - 1) // TILE) * GT_FC1
+    units = ((m + TILE - 1) // TILE) * GT_FC1 * ksplit
     for u in range(cuda.blockIdx.x, units, cuda.gridDim.x):
-        nt = u // GT_FC1
+        ks = u % ksplit
+        tile = u // ksplit
+        nt = tile // GT_FC1
         i0 = nt * TILE
-        j0 = (u - nt * GT_FC1) * TILE
-        c0, c1, c2, c3 = _gemm_tile(0, i0, j0, 0, N_P2, TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
+        j0 = (tile - nt * GT_FC1) * TILE
+        c0, c1, c2, c3 = _gemm_tile(0, i0, j0, ks * TILE, N_P2, ksplit * TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
         o = j0 + t % 32
-        b = P[O_F1B + o]
         n = i0 + t // 32
+        if ksplit > 1:
+            if n < m:
+                cuda.atomic.add(hpre, (n, o), c0)
+            if n + 8 < m:
+                cuda.atomic.add(hpre, (n + 8, o), c1)
+            if n + 16 < m:
+                cuda.atomic.add(hpre, (n + 16, o), c2)
+            if n + 24 < m:
+                cuda.atomic.add(hpre, (n + 24, o), c3)
+            continue
+        b = P[O_F1B + o]
         if n < m:
             act[n, A_H + o] = max(c0 + b, zero)
         if n + 8 < m:
@@ -1134,10 +1151,11 @@ def k3_fc1(m, S, act):
 
 
 @_jit(max_registers=MAX_REGS)
-def k3_head(m, y, S, act, logits, preds, loss_sum):
+def k3_head(m, y, S, act, logits, preds, loss_sum, pre, hpre):
     """fc2, softmax cross-entropy, dlogits and dh = W2^T dlogits (masked by fc1's ReLU) for DS
     samples per block (grid-stride over groups): a warp per (sample, class) logit, lanes over
-    the 128 inputs, partial sums reduced through shared memory."""
+    the 128 inputs, partial sums reduced through shared memory. pre != 0: fc1 left its sums in
+    hpre (split-K): h = ReLU(hpre + b1) is written to the act rows here and hpre zeroed."""
     t = cuda.threadIdx.x
     lane = t % 32
     wp = t // 32
@@ -1154,9 +1172,15 @@ def k3_head(m, y, S, act, logits, preds, loss_sum):
         cuda.syncthreads()  # the last group's readers are done
         for e in range(t, DS * D1, TPB):
             s = e // D1
+            o = e - s * D1
             v = zero
             if n0 + s < m:
-                v = act[n0 + s, A_H + e - s * D1]
+                if pre != 0:
+                    v = max(hpre[n0 + s, o] + P[O_F1B + o], zero)
+                    hpre[n0 + s, o] = zero
+                    act[n0 + s, A_H + o] = v
+                else:
+                    v = act[n0 + s, A_H + o]
             hs[e] = v
         cuda.syncthreads()
         for q in range(wp, DS * K, TPB // 32):
@@ -1664,10 +1688,12 @@ class DeviceNet:
             # k_backward derives the conv blocks' count as gridDim - n_gemm_blocks
             self.n_conv_blocks = cap((n + samples_per_block - 1) // samples_per_block)
             self._grid.update(fwd=cap(n), bwd=self.n_gemm_blocks + self.n_conv_blocks, head=cap(n))
-        if variant in ("split", "tiled"):
+        if variant in TILE_VARIANTS:
             self.dp2 = self._alloc((n, N_P2), np.float32, zero=True)
+            self.ksplit = FC1_KSPLIT if variant == "splitk" else 1
+            self.hpre = self._alloc((n, D1), np.float32, zero=True) if self.ksplit > 1 else self.dp2  # dp2: never read
             n_tiles = (n + TILE - 1) // TILE
-            self._grid.update(conv_fwd=cap(n), fc1=cap(n_tiles * GT_FC1), head3=cap((n + DS - 1) // DS),
+            self._grid.update(conv_fwd=cap(n), fc1=cap(n_tiles * GT_FC1 * self.ksplit), head3=cap((n + DS - 1) // DS),
                               dense_bwd=self.n_gemm_blocks + cap(n_tiles * GT_DP2), conv_bwd=cap(n))
         self.stream = 0
         self._configure()
@@ -1731,7 +1757,7 @@ class DeviceNet:
             self._k_bwd = k_backward[g["bwd"], TPB, st]
             self._k_head = k_loss_head[g["head"], D1, st]
         if "conv_fwd" in g:
-            tiled = self.variant == "tiled"
+            tiled = self.variant in ("tiled", "splitk")
             self._k3 = {
                 "conv_fwd": (k4_conv_fwd if tiled else k3_conv_fwd)[g["conv_fwd"], TPB, st],
                 "fc1": k3_fc1[g["fc1"], TPB, st],
@@ -1806,12 +1832,12 @@ class DeviceNet:
         self._m = mm
         self._x_last = x_dev  # conv1's weight gradient reads x in backward
         self._have_head = y_dev is not None
-        if self.variant in ("split", "tiled") and y_dev is not None:  # training: conv, fc1 tiles, head groups
+        if self.variant in TILE_VARIANTS and y_dev is not None:  # training: conv, fc1 tiles, head groups
             self._y_dtype = y_dev.dtype
             k = self._k3
             k["conv_fwd"](x_dev, mm, self.S, self.act, self.am)
-            k["fc1"](mm, self.S, self.act)
-            k["head"](mm, y_dev, self.S, self.act, self.logits, self.preds, self.loss_sum)
+            k["fc1"](mm, self.S, self.act, self.ksplit, self.hpre)
+            k["head"](mm, y_dev, self.S, self.act, self.logits, self.preds, self.loss_sum, 1 if self.ksplit > 1 else 0, self.hpre)
             return self.logits if mm == self.batch else self.logits[:mm]
         if self.variant != "naive":  # fast, and split without labels (k_forward does inference)
             if y_dev is not None:
@@ -1856,7 +1882,7 @@ class DeviceNet:
         if self.variant == "fast":
             self._k_bwd(self._x_last, mm, self.S, self.act, self.am, self.n_gemm_blocks)
             return
-        if self.variant in ("split", "tiled"):
+        if self.variant in TILE_VARIANTS:
             self._k3["dense_bwd"](mm, self.S, self.act, self.dp2, self.n_gemm_blocks)
             self._k3["conv_bwd"](self._x_last, mm, self.S, self.act, self.am, self.dp2)
             return
