@@ -5,7 +5,8 @@
 #                              # 3 repeats, each side in its own process, interleaved (lab/peer_check.py)
 #   PEER=bare bash scripts/gpu_peer.sh   # the same against the kit's loop without the kit (kit / bare: the
 #                              # harness's cost; issue 26's >= 0.97 at batch 128 bf16-cl)
-# PEER_MODELS, PEER_BATCHES (default 128), PEER_PRECISIONS (tf32 bf16-cl), PEER_STEPS (50), PEER_TIMEOUT (450 s).
+# PEER_MODELS, PEER_BATCHES (default 128), PEER_PRECISIONS (tf32 bf16-cl), PEER_STEPS (50), PEER_REPEATS (3),
+# PEER_TIMEOUT (450 s).
 # Writes $OUT/peer_check.json and $OUT/peer_check.log (default results/gpu-out); commit them under
 # results/reference/<gpu>-peer-check/.
 set -uo pipefail
@@ -23,5 +24,5 @@ name=peer_check${PEER:+-$PEER}
 # shellcheck disable=SC2086  # the lists split into arguments on purpose
 timeout "${PEER_TIMEOUT:-450}" python3 -m lab.peer_check --peer "${PEER:-timm}" --models ${PEER_MODELS:-resnet18 resnet50} \
   --batches ${PEER_BATCHES:-128} --precisions ${PEER_PRECISIONS:-tf32 bf16-cl} --steps "${PEER_STEPS:-50}" \
-  --repeats 3 --device cuda --out /tmp/peer 2>&1 | tee "$OUT/$name.log" | tail -20
+  --repeats "${PEER_REPEATS:-3}" --device cuda --out /tmp/peer 2>&1 | tee "$OUT/$name.log" | tail -20
 cp /tmp/peer/peer_check.json "$OUT/$name.json" 2>/dev/null || echo "no peer_check.json (see the log)"
