@@ -46,6 +46,23 @@ before timing it):
                     one atomic add per weight per block into G.
      k_sgd_state  grid 211 over S: v = m*v + g; p -= lr*v; g = 0 (so the next backward's
                   atomics start from zero).
+  3 "split": the dense layers leave the per-sample blocks (variant 2 read all of W1, 200 KB,
+     from L2 twice per sample). 6 launches: k3_conv_fwd (variant 2's conv part, a block per
+     sample), k3_fc1 (h = ReLU(p2 W1^T + b1) as 32x32 tiles over the batch), k3_head (fc2,
+     softmax-CE, dlogits, dh; 4 samples a block), k3_dense_bwd (dp2 = dh W1 as 32x32 tiles,
+     beside variant 2's dense weight-gradient tiles), k3_conv_bwd (variant 2's conv blocks,
+     dp2 read back), SGD. Every tile GEMM (_gemm_tile) loads the next 32-row chunk of both
+     operands into registers before multiplying the current one.
+  4 "tiled": 3 with register-blocked convolutions (a 4x4 input patch per 2x2 conv outputs in
+     both forward convs and in dp1; rolling 3-wide windows for conv2's weight gradient: see the
+     variant 4 section).
+  5 "splitk": 4 with fc1 split 4 ways over its 400 inputs (256 blocks instead of 64, a chain of
+     4 chunks instead of 13), summed atomically into hpre; k3_head adds the bias, applies the
+     ReLU and zeroes hpre for the next step.
+  Variants 3-5 issue 6 launches a step from Python (host-bound when launched one by one: the
+  numba launch costs 40-70 us); DeviceNet.capture_steps() records a run of steps as one CUDA
+  graph (kernels/numba_cuda_graph.py, through torch), and the mnist-cnn cell variant `graph`
+  replays each epoch (118 gathers + steps) as one graph.
   Every kernel is grid-stride, so a grid cap (DeviceNet(max_blocks=...), used by the
   simulator tests) changes the speed, never the result.
 
@@ -71,6 +88,28 @@ step = train_step between CUDA events, median of 5 repeats (spread in brackets):
   sparse gather for dp1/conv2 grads, 57 GEMM blocks, no register cap: 743 us/step (H100);
   dense haloed dconv2: 425 us (H200); + register cap 64, 1 sample per block, 4-way batch split
   of the GEMMs: 296 us (H100). Device memory of a batch-512 net: fast 5.5 MiB, naive 37.6 MiB.
+
+Variants 3-5 (`bash scripts/gpu_run.sh numba` at f5174de, the same H100 kind, NumPy 2.3.5;
+results/reference/H100-80GB-HBM3-numba-graph/): 200 train_steps captured as one CUDA graph,
+5 replays, us per step between events around a replay [min..max]:
+
+    variant  graph us/step        samples/s    (eager, launched one by one: us/step)
+    fast     292.3 [292.0..293.2]  1,751,797    297
+    split    272.9 [272.5..273.3]  1,876,438    287
+    tiled    209.3 [209.1..209.3]  2,446,352    299 (host-bound)
+    splitk   198.3 [198.1..198.3]  2,582,505    437 (host-bound)
+
+  Where splitk's 198 us go (ncu, steady state: launches 61-72 of a check, at ncu's locked
+  clocks, so 1.24x the graph's time in all): k4_conv_fwd 41 us, k3_fc1 27.5, k3_head 11.6,
+  k3_dense_bwd 52, k4_conv_bwd 110, SGD 4. The conv kernels look issue-bound (SM throughput
+  62-66 %, 38-44 % occupancy at 64 registers and 4 blocks an SM); k3_dense_bwd
+  runs at 64 % SM throughput on GEMMs whose multiply-adds need a few us (which instructions
+  fill it, the operand loads' index arithmetic or the atomics, was not measured).
+  Floors: 0.689 GFLOP a step (torch.utils.flop_counter over the same net at batch 512,
+  matmul/conv only) is 10 us at the H100's 67 TFLOP/s fp32 datasheet rate; 6-7 graph nodes a
+  step at a few us each make a launch floor of roughly 15-20 us (an estimate, not measured). 198 us is 19x the FLOP floor: the 3M samples/s
+  (170 us) of issue 26 is not reached; the next cuts to try are conv_bwd's instruction count
+  and dense_bwd's, with a source-level ncu profile (SourceCounters) first.
   NumPy >= 2.5 breaks numba-cuda 0.30.4's import (np.row_stack is gone): pin NumPy < 2.5.
 """
 from __future__ import annotations
