@@ -40,6 +40,16 @@ first on odd ones (A B, B A, ...); the table gives kit / peer per configuration 
 bench.core.stats.ratio (paired by repeat). The synthetic tree (at --image-size) and the device's
 measured roofs are cached under OUT/cache-<size>px (KIT_CACHE_DIR for the kit's cells). Writes
 OUT/peer_check.json (options, versions, every repeat of both sides with its pid) and prints a table.
+
+Measured (issue 26; NVIDIA H100 80GB HBM3, torch 2.11, 64 px; results/reference/
+H100-80GB-HBM3-peer-check-long/ has every pair and command): kit / timm 0.92-1.21 by
+configuration at batch 128 and 512 (tf32 1.07-1.18, bf16-cl 0.92-1.21); kit / bare at bf16-cl
+batch 128: ResNet-18 0.965 [0.855-1.042, 95 % bootstrap over 8 pairs], ResNet-50 0.939
+[0.875-0.998, range of 4]. No lower end reaches 0.97: one side's own fresh processes differ
+by 5-23 % at 400 timed steps (timm's and the bare loop's too), which is the noise floor of a
+process-against-process comparison on that host; longer windows (400 steps against 50) did not
+shrink it. The host-side suspects tested on the CPU (the RSS sampler, telemetry's process
+scans; lab/sampler_cost.py) cost microseconds per second after the earlier fixes.
 """
 
 from __future__ import annotations
