@@ -138,19 +138,17 @@ class NumbaCudaTrainer:
             self._order_graph.copy_to_device(np.ascontiguousarray(order, np.int64))
             ev[1].record()
             self._graph.replay()
-        elif timed:  # a timed epoch: launches only, no events in the loop
+        else:
             ev[0].record()
             order_dev = cuda.to_device(order)
             ev[1].record()
+        if timed and self._graph is None:  # a timed epoch: launches only, no events in the loop
             for s in range(n_steps):
                 self._gather(self.x_train, self.y_train, order_dev, s * bs, self.xb, self.yb)
                 net.forward(self.xb, self.yb)
                 net.backward()
                 net.step(self.cfg.lr, self.cfg.momentum)
-        else:  # the profiling pass: events at every phase boundary
-            ev[0].record()
-            order_dev = cuda.to_device(order)
-            ev[1].record()
+        elif not timed:  # the profiling pass: events at every phase boundary
             for s in range(n_steps):
                 e = [self._event() for _ in range(5)]
                 e[0].record()
