@@ -1,7 +1,10 @@
 """`orchestrate.py report DIR...`: merge result dirs from any hosts into one REPORT.md.
 
-It opens with the headline (host/headline.py): one row per comparison a seed made, the
-ratio with its interval beside the seed's figure, then what to trust about it. Then it
+It opens with the headline (host/answers.py): one row per comparison a seed made and host
+(or pair of hosts) that ran it, the ratio with its interval and verdict beside the seed's
+figure, then what to trust about it. Every claim is judged once (bench.core.answers), and the
+headline, each study's table of its seed's claims and report.json's `claims` are rendered
+from that one list. Then it
 loops over the study registry: each study renders its own section from its
 own cells (tables, figures), and every section lists the cells that did not run, with
 the reason, and the platforms a host skipped. A study's cells never land in another's
@@ -68,11 +71,12 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
             f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.",
             "",
         ]
-    from host.headline import build as headline
+    from bench.core.answers import judge_all
+    from host import answers as ans
 
-    head, head_summary = headline(registry, cells, notes)
-    md += head
-    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "headline": head_summary}
+    judged = judge_all(registry, cells)
+    md += ans.headline(judged) + ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
+    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "claims": ans.as_json(judged)}
     for name, study in registry.items():
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
@@ -80,6 +84,7 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
         md += [f"## {study.title or name}", ""]
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, out) if ok else ["_no finished cells_", ""]
+        md += ans.study_section(name, judged)
         md += _not_run(mine, notes, name)
         summary["studies"][name] = {
             "cells": len(mine),

@@ -102,21 +102,25 @@ def test_the_cost_model_gives_the_references_wall_times_back(ref):
 
 
 def test_every_headline_comparison_forms_from_the_default_matrices(study):
-    """The headline pairs two cells only when every param but the free ones is equal: the cut CPU
-    profile (fewer images, epochs, calls) and the search budgets must not keep a pair apart."""
-    from bench.core import headline
+    """A pair forms only when every param but the free ones is equal: the cut CPU profile (fewer
+    images, epochs, calls) and the search budgets must not keep a pair apart."""
+    from bench.core import answers
+    from bench.core.claims import Ratio
     from bench.core.resultset import ResultCell
 
     cells = study.matrix("cpu", "default") + study.matrix("cuda", "default")
-    facets = [
-        headline.facets(
-            study,
-            ResultCell(Path(f"/r/{c.name}"), [{"backend": c.backend, "variant": c.variant}], {}, spec=json.loads(c.to_json())),
-        )
-        for c in cells
-    ]
-    for comp in study.comparisons:
+    results = []
+    for i, c in enumerate(cells):
+        rows = [{"backend": c.backend, "variant": c.variant, "status": "ok", "phase": "epoch", "epoch_s": 1.0}]
+        results.append(ResultCell(Path(f"/r/run/{study.name}/{c.name}-{i}"), rows, {}, spec=json.loads(c.to_json())))
+    formed = 0
+    for claim in study.claims:
+        if not (claim.headline and isinstance(claim.rule, Ratio)):
+            continue
         for model in ("resnet18", "mobilenet_v2"):
-            a = {headline._join(f, comp) for f in facets if headline._matches(f, comp.a) and f["model"] == model}
-            b = {headline._join(f, comp) for f in facets if headline._matches(f, comp.b) and f["model"] == model}
-            assert a and b and a & b, (comp.name, model)
+            mine = [r for r in results if r.spec["params"]["model"] == model]
+            a, b = {**claim.rule.a, "model": model}, {**claim.rule.b, "model": model}
+            rule = Ratio(a, b, metric=lambda rows, part: 1.0, free=claim.rule.free)
+            assert answers.ratio_findings(study, mine, rule), (claim.id, model)
+            formed += 1
+    assert formed >= 10

@@ -93,9 +93,9 @@ def test_the_cpus_default_is_a_reduced_protocol_at_the_seeds_size_that_takes_min
 
 
 def test_the_cpus_default_cell_pairs_with_the_gpus_seed_cell_in_the_headline():
-    """Only work-amount parameters (bench.core.headline.WORK_AMOUNT) may differ between the CPU's
+    """Only work-amount parameters (bench.core.claims.SPEED_FREE) may differ between the CPU's
     reduced cell and the GPU's run of the seed's setup, or 'GPU over CPU' cannot be formed."""
-    from bench.core.headline import ALWAYS_FREE, WORK_AMOUNT
+    from bench.core.claims import ALWAYS_FREE, SPEED_FREE
     from bench.core.registry import get_study
 
     st = get_study("profile")
@@ -105,7 +105,7 @@ def test_the_cpus_default_cell_pairs_with_the_gpus_seed_cell_in_the_headline():
         for c in st.matrix("cuda", "default")
         if c.variant == "finetune" and c.params["pipeline"] == "loader" and c.params["batch_size"] == 64 and not c.devices
     )
-    free = set(ALWAYS_FREE) | set(WORK_AMOUNT)
+    free = set(ALWAYS_FREE) | set(SPEED_FREE)
     assert {k for k in cpu.params.keys() | gpu.params.keys() if cpu.params.get(k) != gpu.params.get(k)} <= free
 
 

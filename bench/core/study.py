@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from bench.core import machine
 from bench.core.cell import Cell
+from bench.core.claims import Claim
 from bench.core.errors import KitError
-from bench.core.headline import Comparison
 
 if TYPE_CHECKING:
     from bench.core.resultset import ResultCell
@@ -238,9 +238,9 @@ class Study:
     # True where a repeat also changes the training seed (cell.seed + cell.repeat: the seeds'
     # "3 seeds"): then each repeat has a loss curve of its own, and a baseline keeps them apart
     repeat_is_seed: ClassVar[bool] = False
-    # the comparisons its seed made (GPU over CPU, framework over hand-written, tuned over
-    # default, 2 GPUs over 1), for the report's headline (bench.core.headline)
-    comparisons: ClassVar[tuple[Comparison, ...]] = ()
+    # every claim its seed makes that a measurement can check (bench.core.claims), judged by
+    # bench.core.answers; those marked `headline` open the report
+    claims: ClassVar[tuple[Claim, ...]] = ()
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         """Row backend -> this repeat's throughput in `throughput_unit` (larger = faster).

@@ -26,11 +26,11 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
-from bench.core.headline import WORK_AMOUNT, Comparison
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.cifar_opt.backends import Trainer
+from bench.studies.cifar_opt.claims import CLAIMS
 from bench.studies.cifar_opt.config import (
     CPU_VARIANTS,
     DATASETS,
@@ -53,7 +53,6 @@ MAX_RANKS = 16  # devices one cell may name (DDP ranks: GPUs of one host, or glo
 ONE_DEVICE = ("compile", "graphs")  # options that run on one device only (a compiled or captured step under DDP: not here)
 GPU_ONLY = ("fp16", "graphs")
 MAX_INFER_BATCH = 4096  # the int8 PT2E export's dynamic batch dimension goes up to this
-SEARCH_BUDGET = ("trial_epochs", "trial_budget_s")  # how long a search ran (with `trials`, a WORK_AMOUNT param)
 
 
 @register_study
@@ -218,52 +217,7 @@ class CifarOpt(Study):
     # seed 002 prints no tables: "GPU-based training consistently delivered faster average
     # epoch times"; "AMP typically reduced training time by 5-20%"; "on the Lenovo (Intel Core
     # i7), quantization led to a 32% reduction in training time for ResNet18"
-    comparisons = (
-        Comparison(
-            "GPU Default over CPU Default (training img/s)",
-            {"backend": "torch-cuda", "variant": "default"},
-            {"backend": "torch-cpu", "variant": "default"},
-            None,
-            "GPU faster (no figure)",
-            free=WORK_AMOUNT,
-        ),
-        Comparison(
-            "GPU AMP over GPU Default",
-            {"backend": "torch-cuda", "variant": "amp"},
-            {"backend": "torch-cuda", "variant": "default"},
-            (1 / 0.95, 1 / 0.80),
-            "5-20 % less training time",
-            free=WORK_AMOUNT,
-        ),
-        Comparison(
-            "CPU Quantized over CPU Default (training img/s)",
-            {"backend": "torch-cpu", "variant": "int8"},
-            {"backend": "torch-cpu", "variant": "default"},
-            1 / 0.68,
-            "32 % less training time (ResNet-18, Intel i7)",
-            free=WORK_AMOUNT,
-            note="post-training quantization: the Quantized cell trains exactly as Default, so 1.0x is what to expect",
-        ),
-        Comparison(
-            "GPU Tuned (Optuna) over GPU Default",
-            {"backend": "torch-cuda", "variant": "optuna"},
-            {"backend": "torch-cuda", "variant": "default"},
-            free=(*WORK_AMOUNT, *SEARCH_BUDGET),
-        ),
-        Comparison(
-            "GPU Tuned (Optuna) over CPU Tuned (Optuna) (training img/s)",
-            {"backend": "torch-cuda", "variant": "optuna"},
-            {"backend": "torch-cpu", "variant": "optuna"},
-            free=(*WORK_AMOUNT, *SEARCH_BUDGET),
-            note="each side trains at the batch its own search picked",
-        ),
-        Comparison(
-            "GPU kit-tuned (bf16, channels-last, compile, graphs) over GPU Default",
-            {"backend": "torch-cuda", "variant": "tuned"},
-            {"backend": "torch-cuda", "variant": "default"},
-            free=(*WORK_AMOUNT, "pipeline"),
-        ),
-    )
+    claims = CLAIMS  # claims.py: every claim of seed 002 that a measurement can check
     throughput_unit = "img/s"
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
-from bench.core.headline import Comparison
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, number, ok_rows
 from bench.studies.mlp_scratch.backends import Trainer
+from bench.studies.mlp_scratch.claims import CLAIMS
 from bench.studies.mlp_scratch.config import (
     FIXED_ITER_S,
     GPU_ITER_S,
@@ -152,10 +152,7 @@ class MlpScratch(Study):
 
     # ---- what compare and verify read
     # seed 001's Table 3: 500 iterations in 42.3 s (NumPy) and 15.1 s (CuPy); no hardware named
-    comparisons = (
-        Comparison("GPU (CuPy) over CPU (NumPy)", {"backend": "cupy"}, {"backend": "numpy"}, 42.3 / 15.1, "42.3 s / 15.1 s"),
-        Comparison("CuPy tuned (fused, graphed) over CuPy as written", {"backend": "cupy-tuned"}, {"backend": "cupy"}),
-    )
+    claims = CLAIMS  # claims.py: every claim of seed 001 that a measurement can check
     throughput_unit = "iterations/s"
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:

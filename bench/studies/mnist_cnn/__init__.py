@@ -17,10 +17,10 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
-from bench.core.headline import WORK_AMOUNT, Comparison
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.studies.mnist_cnn.backends import Trainer
+from bench.studies.mnist_cnn.claims import CLAIMS
 from bench.studies.mnist_cnn.config import (
     DATASET_SIZES,
     DATASETS,
@@ -44,7 +44,6 @@ MAX_RANKS = 16  # devices one torch cell may name: GPUs of one host, or gloo ran
 
 # a seed setup is its settings too (its Numba code: its own init, input scaling and SGD; its
 # PyTorch: torch's), run over 3 or 10 epochs: the seed-setup comparisons let those differ
-SEED_SETUP_FREE = (*WORK_AMOUNT, "init", "input_scale", "sgd")
 
 
 @register_study
@@ -177,67 +176,7 @@ class MnistCnn(Study):
     # Seed 000's objectives as throughput ratios (its Table I: 71,758 / 30,501 / 6,948 / 6,645 /
     # 5,340 samples/s); "seed setup" = its own Numba (dense-layer backprop) and PyTorch
     # (per-sample DataLoader) setups, "kit setup" = every layer trained on resident data
-    comparisons = (
-        Comparison(
-            "Numba: GPU over CPU (seed setup)",
-            {"backend": "numba-cuda", "variant": "seed"},
-            {"backend": "numba-cpu", "variant": "seed"},
-            71758 / 30501,
-            "71,758 / 30,501 samples/s",
-            free=SEED_SETUP_FREE,
-        ),
-        Comparison(
-            "PyTorch: CUDA over CPU (seed setup)",
-            {"backend": "torch-cuda", "pipeline": "seed"},
-            {"backend": "torch-cpu", "pipeline": "seed"},
-            6948 / 5340,
-            "6,948 / 5,340 samples/s",
-            free=SEED_SETUP_FREE,
-        ),
-        Comparison(
-            "PyTorch: MPS over CPU (seed setup)",
-            {"backend": "torch-mps", "pipeline": "seed"},
-            {"backend": "torch-cpu", "pipeline": "seed"},
-            6645 / 5340,
-            "6,645 / 5,340 samples/s",
-            free=SEED_SETUP_FREE,
-        ),
-        Comparison(
-            "CPU: Numba over PyTorch (seed setup)",
-            {"backend": "numba-cpu", "variant": "seed", "pipeline": "resident"},
-            {"backend": "torch-cpu", "variant": "default", "pipeline": "seed"},
-            30501 / 5340,
-            "30,501 / 5,340 samples/s",
-            free=SEED_SETUP_FREE,
-        ),
-        Comparison(
-            "CUDA: Numba over PyTorch (seed setup)",
-            {"backend": "numba-cuda", "variant": "seed", "pipeline": "resident"},
-            {"backend": "torch-cuda", "variant": "default", "pipeline": "seed"},
-            71758 / 6948,
-            "71,758 / 6,948 samples/s",
-            free=SEED_SETUP_FREE,
-        ),
-        Comparison(
-            "Numba: GPU over CPU (kit setup)",
-            {"backend": "numba-cuda", "variant": "default"},
-            {"backend": "numba-cpu", "variant": "default"},
-            71758 / 30501,
-            "seed setup's 71,758 / 30,501",
-        ),
-        Comparison(
-            "PyTorch: CUDA over CPU (kit setup)",
-            {"backend": "torch-cuda", "variant": "default", "pipeline": "resident"},
-            {"backend": "torch-cpu", "variant": "default", "pipeline": "resident"},
-            6948 / 5340,
-            "seed setup's 6,948 / 5,340",
-        ),
-        Comparison(
-            "PyTorch tuned CUDA over PyTorch CPU (kit setup)",
-            {"backend": "torch-cuda", "variant": "tuned", "pipeline": "resident"},
-            {"backend": "torch-cpu", "variant": "default", "pipeline": "resident"},
-        ),
-    )
+    claims = CLAIMS  # claims.py: every claim of seed 000 that a measurement can check
 
     # ---- what compare and verify read
     throughput_unit = "samples/s"

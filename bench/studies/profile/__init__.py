@@ -24,11 +24,11 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
-from bench.core.headline import WORK_AMOUNT, Comparison
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
+from bench.studies.profile.claims import CLAIMS
 from bench.studies.profile.config import (
     DATASETS,
     NO_LINEAR_HEAD,
@@ -159,33 +159,7 @@ class Profile(Study):
 
     # ---- what compare and verify read
     # seed 004: 20 epochs took 13 h on the CPU, 2 h on the GPUs at batch 64, 1 h 15 min at 128
-    comparisons = (
-        Comparison(
-            "GPU over CPU (DenseNet-121 fine-tune)",
-            {"backend": "torch-cuda", "variant": "finetune"},
-            {"backend": "torch-cpu", "variant": "finetune"},
-            13 / 2,
-            "13 h / 2 h (batch 64)",
-            free=WORK_AMOUNT,
-        ),
-        Comparison(
-            "GPU: batch 128 over batch 64",
-            {"backend": "torch-cuda", "batch_size": 128},
-            {"backend": "torch-cuda", "batch_size": 64},
-            2 / 1.25,
-            "2 h / 1 h 15 min",
-        ),
-        Comparison(
-            "2 GPUs (DataParallel) over 1",
-            {"backend": "torch-cuda", "gpus": 2, "parallel": "dp"},
-            {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
-        ),
-        Comparison(
-            "2 GPUs (DDP) over 1",
-            {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
-            {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
-        ),
-    )
+    claims = CLAIMS  # claims.py: every claim of seed 004 that a measurement can check
     throughput_unit = "img/s"
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.core.claims import WORK_AMOUNT, faster
 from bench.core.resultset import ResultCell as Cell
 from bench.studies.profile import seed
 from bench.studies.profile.readout import (
@@ -230,3 +231,42 @@ def table(cells: list[Cell]) -> list[dict]:
         verdict, evidence = VERDICT_OF[key](cells)
         out.append({"key": key, "claim": claim, "verdict": verdict, "evidence": evidence, "read_from": read_from, "needs": needs})
     return out
+
+
+CLAIMS = (
+    faster(
+        "gpu-over-cpu",
+        "GPU over CPU (DenseNet-121 fine-tune)",
+        {"backend": "torch-cuda", "variant": "finetune"},
+        {"backend": "torch-cpu", "variant": "finetune"},
+        "Table 2",
+        13 / 2,
+        "13 h / 2 h (batch 64)",
+    ),
+    faster(
+        "b128-over-b64",
+        "GPU: batch 128 over batch 64",
+        {"backend": "torch-cuda", "batch_size": 128},
+        {"backend": "torch-cuda", "batch_size": 64},
+        "Table 2",
+        2 / 1.25,
+        "2 h / 1 h 15 min",
+        free=WORK_AMOUNT,
+    ),
+    faster(
+        "dp-over-one",
+        "2 GPUs (DataParallel) over 1",
+        {"backend": "torch-cuda", "gpus": 2, "parallel": "dp"},
+        {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
+        "Sec. 4",
+        free=WORK_AMOUNT,
+    ),
+    faster(
+        "ddp-over-one",
+        "2 GPUs (DDP) over 1",
+        {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
+        {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
+        "the kit",
+        free=WORK_AMOUNT,
+    ),
+)

@@ -24,11 +24,11 @@ from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
-from bench.core.headline import WORK_AMOUNT, Comparison
 from bench.core.registry import register_study
 from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.roofline.backends import Trainer
+from bench.studies.roofline.claims import CLAIMS
 from bench.studies.roofline.config import (
     DATASETS,
     MODELS,
@@ -160,17 +160,7 @@ class Roofline(Study):
 
     # ---- what compare and verify read
     # seed 003's Table 8 (GPU/CPU, Scenario A throughputs): "10-50x depending on model complexity"
-    comparisons = tuple(
-        Comparison(
-            f"GPU over CPU, {model} (fp32, scenario A)",
-            {"backend": "torch-cuda", "variant": "fp32", "model": model, "pipeline": "loader", "scenario": "A"},
-            {"backend": "torch-cpu", "variant": "fp32", "model": model, "pipeline": "loader", "scenario": "A"},
-            seed,
-            f"Table 8: {seed}x",
-            free=WORK_AMOUNT,
-        )
-        for model, seed in (("resnet18", 35.5), ("mobilenet_v2", 21.4), ("resnet50", 29.2), ("squeezenet1_1", 14.2))
-    )
+    claims = CLAIMS  # claims.py: every claim of seed 003 that a measurement can check
     throughput_unit = "img/s"
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 

@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bench.core.claims import faster
 from bench.core.stats import MIN_CI_REPEATS, Summary
 from bench.core.study import number
 from bench.studies.roofline import seed
@@ -503,3 +504,18 @@ def verdicts(groups: list[list[Cell]], sp: list[Speedup]) -> list[Verdict]:
 
 
 __all__ = ["VERDICTS", "Verdict", "verdicts"]
+
+
+# seed 003's Table 8 (GPU/CPU, Scenario A throughputs): "10-50x depending on model complexity"
+CLAIMS = tuple(
+    faster(
+        f"gpu-over-cpu-{model}",
+        f"GPU over CPU, {model} (fp32, scenario A)",
+        {"backend": "torch-cuda", "variant": "fp32", "model": model, "pipeline": "loader", "scenario": "A"},
+        {"backend": "torch-cpu", "variant": "fp32", "model": model, "pipeline": "loader", "scenario": "A"},
+        "Table 8",
+        seed,
+        f"Table 8: {seed}x",
+    )
+    for model, seed in (("resnet18", 35.5), ("mobilenet_v2", 21.4), ("resnet50", 29.2), ("squeezenet1_1", 14.2))
+)

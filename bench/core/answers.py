@@ -1,0 +1,581 @@
+"""The answer engine: sides, pairs and verdicts for every claim a study declares.
+
+A *side* is the cells of one configuration in one run, one per repeat, whose facets (backend,
+variant, platform, gpus and every param: `facets`) match what a claim asks for. Several cells
+of one run matching one side at one repeat is an error of the declaration (the last one read
+would silently win): the claim is listed as not judged, with the cells named.
+
+A *pair* is chosen, not found. For a Ratio, every A side meets every B side of the same
+workload (the params both share, besides the claim's free ones), and the candidates rank:
+
+    0 same run              the repeats were interleaved: paired by repeat
+    1 same host and environment (another run)
+    2 same host             another environment (library versions, runtime, image)
+    3 across hosts
+
+Hosts are told apart by what they are (CPU model and cores, GPU model and count), never by
+hostname: every VM calls itself `vm`. A claim may span hosts only where its sides run on
+different platforms (GPU over CPU: "this GPU against that CPU"); a comparison on one device
+(a framework over a kernel, AMP over fp32) stays on one host. Each (host, host) scope gets
+its best pair (rank, then fewer cells predating a fix that changes numbers, more repeats,
+fewer flagged cells); the others ride along as "other runs". A claim's answers are one per
+workload and scope, same-host scopes first; the first is its primary answer.
+
+Every pair says what differs between its sides: the host, the timing libraries' versions,
+runtime or image, the data, and any work-amount param (epochs, images).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.core import claims as C
+from bench.core import fixes, stats
+
+if TYPE_CHECKING:
+    from bench.core.resultset import ResultCell
+    from bench.core.study import Study
+
+RANKS = ("same run", "same host and environment", "same host", "across hosts")
+ACROSS = {"run": 0, "host": 2, "hosts": 3}
+
+
+class DeclarationError(Exception):
+    """A claim that does not fit the results it is judged on (one line: the study and claim are added)."""
+
+
+# ---- what a cell is: facets, host, environment ---------------------------------------------
+def facets(study: Study, c: ResultCell, part: str | None = None) -> dict[str, Any]:
+    """What a claim can match on: backend (PART: the row backend, where one cell holds several,
+    e.g. mlp-scratch's numpy+cupy), variant, platform, cell_platform (the cell's: a NumPy run
+    inside mlp-scratch's GPU cell is cpu in a cuda cell), gpus (devices the cell used, at least
+    1 on a GPU platform, 0 on a CPU), and every param of the cell's spec (a param the cell
+    predates reads as the study's default)."""
+    given = c.spec.get("params")
+    params: dict[str, Any] = {**_defaults(study), **(given if isinstance(given, dict) else {})}
+    backend = part or str(c.first.get("backend"))
+    spec = study.backends.get(backend)
+    platform = spec.platform if spec else "?"
+    devs = c.spec.get("devices") or params.get("devices") or []
+    n = len(devs) if isinstance(devs, list) else len([d for d in str(devs).split(",") if d])
+    out: dict[str, Any] = dict(params)
+    whole = [study.backends[b].platform for b in str(c.spec.get("backend") or backend).split("+") if b in study.backends]
+    cell_platform = next((p for p in whole if p != "cpu"), whole[0] if whole else platform)
+    out.update(
+        backend=backend,
+        variant=str(c.first.get("variant")),
+        platform=platform,
+        cell_platform=cell_platform,
+        gpus=0 if platform == "cpu" else max(1, n),
+    )
+    return out
+
+
+def known_facets(study: Study) -> set[str]:
+    return set(_defaults(study)) | {"backend", "variant", "platform", "cell_platform", "gpus"}
+
+
+def _defaults(study: Study) -> dict:
+    try:
+        return study.config_defaults()
+    except Exception:  # noqa: BLE001 - a study without a Config compares on what its cells say
+        return {}
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine by what it is. KEY compares; LABEL reads."""
+
+    key: str
+    label: str
+
+
+def host_of(c: ResultCell) -> Host:
+    s = c.system
+    cpu = str(s.get("cpu_model") or "unknown CPU")
+    cores = s.get("cpu_logical_cores") or s.get("cpu_affinity")
+    got = s.get("gpu")
+    gpu: dict = got if isinstance(got, dict) else {}
+    gname = str(gpu.get("name") or "") if gpu.get("name") != "Apple MPS" else "Apple GPU"
+    count = s.get("gpu_count")
+    key = json.dumps([cpu, cores, gname, count], default=str)
+    short_cpu = cpu.replace("(R)", "").replace(" Processor", "").replace("  ", " ")
+    label = f"{cores}-core {short_cpu}" if cores else short_cpu
+    if gname:
+        g = gname.removeprefix("NVIDIA ")
+        label = (f"{count}x {g}" if isinstance(count, int) and count > 1 else g) + f" host ({label})"
+    return Host(key, label)
+
+
+def env_of(c: ResultCell) -> dict[str, str]:
+    """What the numbers depend on besides the work: runtime, image or Python, timing libraries."""
+    from bench.core.provenance import TIMING_LIBS
+
+    s = c.system
+    got = s.get("libraries")
+    libs: dict = got if isinstance(got, dict) else {}
+    img = str(s.get("image_id") or c.first.get("image_id") or "native")
+    out = {"runtime": str(s.get("runtime") or "native")}
+    if img != "native":
+        out["image"] = img[:19]
+    py = s.get("python")
+    if isinstance(py, str) and img == "native":
+        out["python"] = py.split()[0]
+    for k in TIMING_LIBS:
+        if isinstance(libs.get(k), str):
+            out[k] = libs[k]
+    return out
+
+
+def _data(c: ResultCell) -> tuple[str, bool]:
+    real = next((x.get("dataset_real") for x in c.rows if "dataset_real" in x), None)
+    name = str(c.first.get("dataset") or (c.spec.get("params") or {}).get("dataset") or "?")
+    return name, real is True
+
+
+# ---- sides ---------------------------------------------------------------------------------
+@dataclass
+class Side:
+    run: str
+    part: str  # the row backend it measured
+    workload: dict  # the params a partner must share
+    facets: dict  # the first cell's facets
+    family: str = ""  # its backend's family (torch, numba, numpy, cupy)
+    cells: list = field(default_factory=list)  # one per repeat
+    per: dict = field(default_factory=dict)  # repeat -> value
+
+    @property
+    def first(self) -> ResultCell:
+        return self.cells[0]
+
+    @property
+    def host(self) -> Host:
+        return host_of(self.first)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return env_of(self.first)
+
+    @property
+    def data(self) -> tuple[str, bool]:
+        names = {_data(c) for c in self.cells}
+        real = all(r for _, r in names)
+        return ", ".join(sorted({n for n, _ in names})), real
+
+    @property
+    def flagged(self) -> int:
+        return sum(1 for c in self.cells if c.flags)
+
+    @property
+    def stale(self) -> list[fixes.Fix]:
+        """The fixes that change numbers which any of its cells predates."""
+        seen: dict[str, fixes.Fix] = {}
+        for c in self.cells:
+            for f in fixes.missing(c):
+                seen[f.commit] = f
+        return list(seen.values())
+
+    @property
+    def dirty(self) -> bool:
+        return any(c.unclean_source for c in self.cells)
+
+    @property
+    def context(self) -> bool:
+        """Every cell came from a reference added for context (the main job's report)."""
+        return all(getattr(c, "context", False) for c in self.cells)
+
+    def describe(self, keys: dict) -> str:
+        bits = [self.part, str(self.first.first.get("variant"))]
+        bits += [f"{k}={v}" for k, v in keys.items() if k not in ("backend", "variant", "platform")]
+        return f"{' '.join(bits)} on {self.first.device} [{self.run}, n={len(self.per)}]"
+
+
+def _workload(f: dict, skip: set[str]) -> dict:
+    return {k: v for k, v in f.items() if k not in skip}
+
+
+def _key(d: dict) -> str:
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | None) -> list[Side]:
+    """The sides of WANT among CELLS (ok cells only), each with its per-repeat metric: one per
+    run and workload (every param but WANT's and ALWAYS_FREE)."""
+    bad = set(want) - known_facets(study)
+    if bad:
+        raise DeclarationError(f"a side names {', '.join(sorted(bad))}, which no cell of {study.name} has")
+    skip = set(want) | set(C.ALWAYS_FREE) | {"platform", "cell_platform", "gpus"}
+    out: dict[tuple[str, str], Side] = {}
+    for c in cells:
+        if c.status != "ok":
+            continue
+        values = study.throughput(c.rows) if metric is None else None
+        parts = list(values) if values is not None else sorted({str(r.get("backend")) for r in c.ok_rows})
+        for part in parts:
+            f = facets(study, c, part)
+            if not all(f.get(k) == v for k, v in want.items()):
+                continue
+            v = values.get(part) if values is not None else metric(c.rows, part)  # type: ignore[misc]
+            if v is None or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+                continue
+            work = _workload(f, skip)
+            spec = study.backends.get(part)
+            new = Side(run=c.run_label, part=part, workload=work, facets=f, family=spec.family if spec else "")
+            s = out.setdefault((c.run_label, _key(work)), new)
+            if c.repeat in s.per:
+                other = next(x for x in s.cells if x.repeat == c.repeat)
+                raise DeclarationError(
+                    f"two cells of run {c.run_label} match one side ({_text(want)}) at repeat {c.repeat}: "
+                    f"{other.dir.name} ({other.first.get('backend')}) and {c.dir.name} ({c.first.get('backend')}); "
+                    "the claim needs a facet that tells them apart"
+                )
+            if s.cells and env_of(c) != s.env:
+                raise DeclarationError(
+                    f"the cells of run {c.run_label} on one side ({_text(want)}) disagree on their environment: "
+                    f"{_env_text(s.env)} against {_env_text(env_of(c))}"
+                )
+            s.cells.append(c)
+            s.per[c.repeat] = float(v)
+    return list(out.values())
+
+
+def _text(f: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in f.items())
+
+
+def _env_text(env: dict) -> str:
+    return " ".join(f"{k} {v}" for k, v in env.items())
+
+
+# ---- findings ------------------------------------------------------------------------------
+@dataclass
+class Finding:
+    """One measured value a claim rests on, with the sides it came from."""
+
+    value: stats.Summary
+    sides: tuple  # (A, B) for a ratio, (side,) for a level
+    rank: int  # RANKS index (0 for a level)
+    what: str = ""  # which condition of a Measured claim ("resnet50 above mobilenet_v2")
+    unit: str = "x"
+    exact: bool = False  # a count, not a timing: the value decides alone
+    expect: C.Expect | None = None  # a Measured condition's own region (else the claim's)
+    split: dict = field(default_factory=dict)  # the workload params that tell this answer apart
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.host.key for s in self.sides))
+
+    @property
+    def scope_label(self) -> str:
+        return " / ".join(dict.fromkeys(s.host.label for s in self.sides))
+
+    @property
+    def pairing(self) -> str:
+        return RANKS[self.rank] if len(self.sides) > 1 else "one side"
+
+    @property
+    def differs(self) -> list[str]:
+        """What differs between the sides besides what the claim compares."""
+        if len(self.sides) < 2:
+            return []
+        a, b = self.sides[0], self.sides[1]
+        out = []
+        if a.host.key != b.host.key:
+            out.append(f"host: {a.host.label} / {b.host.label}")
+        ea, eb = a.env, b.env
+        libs = FAMILY_LIBS.get(a.family, ()) + FAMILY_LIBS.get(b.family, ())
+        for k in sorted(set(ea) | set(eb)):
+            if ea.get(k) != eb.get(k) and (k in ("runtime", "image", "python") or k in libs):
+                out.append(f"{k}: {ea.get(k, '-')} / {eb.get(k, '-')}")
+        da, db = a.data, b.data
+        if da != db:
+            out.append(f"data: {da[0]}{'' if da[1] else ' (synthetic)'} / {db[0]}{'' if db[1] else ' (synthetic)'}")
+        for k in C.WORK_AMOUNT:
+            va, vb = a.facets.get(k), b.facets.get(k)
+            if va != vb and k not in ALWAYS_SKIP:
+                out.append(f"{k}: {va} / {vb}")
+        return out
+
+    @property
+    def stale(self) -> list[fixes.Fix]:
+        seen: dict[str, fixes.Fix] = {}
+        for s in self.sides:
+            for f in s.stale:
+                seen[f.commit] = f
+        return list(seen.values())
+
+    @property
+    def n(self) -> str:
+        return " / ".join(str(len(s.per)) for s in self.sides)
+
+    def order(self) -> tuple:
+        """Best first: an interval at all (2+ repeats a side), then rank, fewer fixes predated, no
+        dirty tree, more repeats, fewer flags."""
+        return (
+            self.value.lo is None and not self.exact,
+            self.rank,
+            len(self.stale),
+            any(s.dirty for s in self.sides),
+            -min(len(s.per) for s in self.sides),
+            sum(s.flagged for s in self.sides),
+        )
+
+
+ALWAYS_SKIP = {"n_test"}
+# the libraries that time a backend family's work: a pair names a version that differs only
+# where one of its sides runs on it
+FAMILY_LIBS = {
+    "torch": ("torch", "torchvision"),
+    "numba": ("numba", "numba-cuda", "numpy"),
+    "numpy": ("numpy",),
+    "cupy": ("cupy-cuda12x", "cupy-cuda13x", "numpy"),
+}  # held-out images: they change no rate a claim reads
+
+
+def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[Finding]:
+    """Every pair of RULE's sides the cells form, within what RULE.across allows."""
+    a_sides = sides(study, cells, rule.a, rule.metric)
+    b_sides = sides(study, cells, rule.b, rule.metric)
+    if {(id(c), s.part) for s in a_sides for c in s.cells} & {(id(c), s.part) for s in b_sides for c in s.cells}:
+        raise DeclarationError("both sides resolve to the same cells: the sides need facets that tell them apart")
+    skip = set(rule.a) | set(rule.b) | set(rule.free)
+    span = ACROSS.get(rule.across) if rule.across else None
+    out = []
+    for a in a_sides:
+        for b in b_sides:
+            work = _workload(a.workload, skip)
+            if _key(work) != _key(_workload(b.workload, skip)):
+                continue
+            rank = _rank(a, b)
+            limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
+            if rank > limit:
+                continue
+            value = stats.ratio(a.per, b.per, paired=rank == 0)
+            out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work))
+    return out
+
+
+def _rank(a: Side, b: Side) -> int:
+    if a.run == b.run:
+        return 0
+    if a.host.key != b.host.key:
+        return 3
+    return 1 if a.env == b.env else 2
+
+
+def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list[Finding]:
+    skip = set(rule.side) | set(rule.free)
+    return [
+        Finding(
+            value=stats.summarize(list(s.per.values())), sides=(s,), rank=0, unit=rule.unit, split=_workload(s.workload, skip)
+        )
+        for s in sides(study, cells, rule.side, rule.metric)
+    ]
+
+
+def conditions(*items: tuple[str, C.Ratio | C.Level, C.Expect | None]) -> C.Measured:
+    """A claim that holds when every (what, rule, expect) does: "Numba CUDA > Numba CPU > PyTorch
+    CUDA", each a Ratio (or Level) with its own region (None: the claim's)."""
+
+    def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
+        out = []
+        for what, rule, expect in items:
+            got = ratio_findings(study, cells, rule) if isinstance(rule, C.Ratio) else level_findings(study, cells, rule)
+            for f in got:
+                f.what, f.expect, f.split = what, expect, {}
+            out += got
+        return out
+
+    return C.Measured(measure, tuple(what for what, _, _ in items))
+
+
+# ---- answers -------------------------------------------------------------------------------
+@dataclass
+class Answer:
+    """A claim's verdict for one workload in one scope (a host, or a pair of hosts)."""
+
+    study: str
+    claim: C.Claim
+    verdict: str
+    why: str = ""  # why this verdict (the policy's reason, what is missing, the declaration's fault)
+    findings: list[Finding] = field(default_factory=list)  # what it rests on (best pair per condition)
+    split: dict = field(default_factory=dict)  # the workload params that tell this answer apart (model=resnet18)
+    primary: bool = True  # the claim's first answer for this workload
+    others: list[tuple[float, str]] = field(default_factory=list)  # (value, where) of the same scope's other runs
+
+    @property
+    def label(self) -> str:
+        split = ", ".join(f"{k}={v}" for k, v in self.split.items())
+        return f"{self.claim.text} ({split})" if split else self.claim.text
+
+    @property
+    def value(self) -> stats.Summary | None:
+        return self.findings[0].value if len(self.findings) == 1 else None
+
+    @property
+    def scope_label(self) -> str:
+        return " / ".join(dict.fromkeys(f.scope_label for f in self.findings))
+
+    @property
+    def same_host(self) -> bool:
+        return all(len(f.scope) == 1 for f in self.findings)
+
+    def key(self) -> str:
+        """What identifies this answer across reports: claim, workload, scope."""
+        scope = sorted({k for f in self.findings for k in f.scope})
+        return json.dumps([self.study, self.claim.id, self.split, scope], sort_keys=True, default=str)
+
+
+def findings_of(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Finding]:
+    rule = claim.rule
+    if isinstance(rule, C.Ratio):
+        return ratio_findings(study, cells, rule)
+    if isinstance(rule, C.Level):
+        return level_findings(study, cells, rule)
+    return list(rule.fn(study, cells))
+
+
+def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]:
+    """CLAIM's answers on CELLS: one per workload and scope, same-host first (module docstring)."""
+    try:
+        found = findings_of(study, cells, claim)
+    except DeclarationError as err:
+        return [Answer(study.name, claim, C.NOT_JUDGED, f"{study.name}: {claim.id}: {err}")]
+    found = [f for f in found if not all(s.context for s in f.sides)]
+    if not found:
+        return [Answer(study.name, claim, C.NOT_HERE, missing(study, cells, claim))]
+    measured = isinstance(claim.rule, C.Measured)
+    if not measured:  # a Measured claim names its own splits
+        _name_splits(found)
+    # a Ratio or Level answers per workload and scope; a Measured claim per workload, its
+    # conditions each taking their best finding wherever it ran (a ranking may span hosts)
+    by: dict[tuple, dict[str, list[Finding]]] = {}
+    for f in found:
+        key = (_key(f.split), () if measured else f.scope)
+        by.setdefault(key, {}).setdefault(f.what, []).append(f)
+    answers = []
+    for conditions in by.values():
+        best: list[Finding] = []
+        others: list[tuple[float, str]] = []
+        for cands in conditions.values():
+            cands.sort(key=Finding.order)
+            best.append(cands[0])
+            if not measured:
+                others += [(f.value.median, " / ".join(s.describe({}) for s in f.sides)) for f in cands[1:]]
+        verdict, why = verdict_of(claim, best)
+        lacking = [w for w in getattr(claim.rule, "conditions", ()) if w not in conditions]
+        if lacking and verdict != C.FAILS:
+            verdict = C.combine([verdict, C.NOT_HERE]) if verdict == C.HOLDS else verdict
+            why = "; ".join(x for x in (why, f"not measured here: {', '.join(lacking)}") if x)
+        answers.append(Answer(study.name, claim, verdict, why, best, dict(best[0].split), others=others))
+    answers.sort(
+        key=lambda a: (json.dumps(a.split, sort_keys=True, default=str), not a.same_host, min(f.order() for f in a.findings))
+    )
+    seen: set[str] = set()
+    for a in answers:
+        k = json.dumps(a.split, sort_keys=True, default=str)
+        a.primary = k not in seen
+        seen.add(k)
+    return answers
+
+
+def _name_splits(found: list[Finding]) -> None:
+    """The workload params that differ between a claim's findings name each answer (model=...);
+    a finding's `split` holds its comparable workload until here."""
+    works = [f.split for f in found]
+    keys = sorted({k for w in works for k in w})
+    varying = [k for k in keys if len({json.dumps(w.get(k), default=str) for w in works}) > 1]
+    for f, w in zip(found, works):
+        f.split = {k: w.get(k) for k in varying}
+
+
+def verdict_of(claim: C.Claim, best: list[Finding]) -> tuple[str, str]:
+    """The one policy, over the findings an answer rests on."""
+    if claim.needs.real_data and not all(s.data[1] for f in best for s in f.sides):
+        data = sorted({s.data[0] for f in best for s in f.sides if not s.data[1]})
+        return C.NEEDS_REAL, f"ran on {', '.join(data)} (synthetic): the claim is about the real data"
+    if claim.comparable:
+        return C.NOT_COMPARABLE, claim.comparable
+    if claim.seed_hw:
+        devices = sorted({s.first.device for f in best for s in f.sides})
+        if not all(any(h.lower() in d.lower() for h in claim.seed_hw) for d in devices):
+            return C.NOT_COMPARABLE, f"the seed's figure is for {' / '.join(claim.seed_hw)}; ours ran on {', '.join(devices)}"
+    verdicts, whys = [], []
+    for f in best:
+        v, why = C.decide(f.value, f.expect or claim.region, f.exact)
+        verdicts.append(v)
+        if why:
+            whys.append(f"{f.what}: {why}" if f.what else why)
+    return C.combine(verdicts), "; ".join(dict.fromkeys(whys))
+
+
+def missing(study: Study, cells: list[ResultCell], claim: C.Claim) -> str:
+    """Why no finding formed: which side has no finished cell, or that their workloads differ."""
+    rule = claim.rule
+    need = f" (needs {claim.needs.gpus} GPUs)" if claim.needs.gpus else ""
+    need += f" (needs {claim.needs.what})" if claim.needs.what else ""
+    wants = [rule.a, rule.b] if isinstance(rule, C.Ratio) else [rule.side] if isinstance(rule, C.Level) else []
+    ok = [c for c in cells if c.status == "ok"]
+    why = []
+    for want in wants:
+        if not any(all(facets(study, c, p).get(k) == v for k, v in want.items()) for c in ok for p in _parts(c)):
+            why.append("no finished cell with " + _text(want))
+    if not why:
+        why.append(
+            "the cells that ran do not form it" if not wants else "the sides never ran the same workload on hosts it may pair"
+        )
+    return "; ".join(why) + need
+
+
+def _parts(c: ResultCell) -> list[str]:
+    return sorted({str(r.get("backend")) for r in c.ok_rows}) or [str(c.first.get("backend"))]
+
+
+def judge_all(registry: dict[str, Study], cells: list[ResultCell]) -> list[Answer]:
+    """Every declared claim of every study that has cells here, in declaration order."""
+    out: list[Answer] = []
+    for name, study in registry.items():
+        mine = [c for c in cells if c.study == name]
+        if not mine or not getattr(study, "claims", ()):
+            continue
+        for claim in study.claims:
+            out += judge(study, mine, claim)
+    return out
+
+
+def tally(answers: list[Answer]) -> dict[str, dict[str, int]]:
+    """study -> TALLY category -> claims, each claim counted once by its combined primary verdict."""
+    per: dict[tuple[str, str], list[str]] = {}
+    for a in answers:
+        if a.primary and not a.claim.kit:
+            per.setdefault((a.study, a.claim.id), []).append(a.verdict)
+    out: dict[str, dict[str, int]] = {}
+    for (study, _), verdicts in per.items():
+        cat = C.TALLY[C.combine(verdicts) if len(verdicts) > 1 else verdicts[0]]
+        out.setdefault(study, {})
+        out[study][cat] = out[study].get(cat, 0) + 1
+    return out
+
+
+__all__ = [
+    "RANKS",
+    "Answer",
+    "DeclarationError",
+    "Finding",
+    "Host",
+    "Side",
+    "env_of",
+    "facets",
+    "findings_of",
+    "host_of",
+    "judge",
+    "judge_all",
+    "conditions",
+    "level_findings",
+    "ratio_findings",
+    "sides",
+    "tally",
+    "verdict_of",
+]

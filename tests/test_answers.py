@@ -1,0 +1,314 @@
+"""The answer engine (bench/core/claims.py, bench/core/answers.py, host/answers.py): one verdict
+policy, pairs chosen by run, then host and environment, then host, then across hosts; every
+claim every study declares renders with a verdict in the vocabulary; a declaration that does not
+fit the results is one line and 'not judged'; and the merged report of the committed references
+holds no claim with two verdicts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.core import answers as A
+from bench.core import claims as C
+from bench.core import stats
+from bench.core.registry import studies
+from bench.core.resultset import collect
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference"
+KIT_STUDIES = [n for n, st in studies().items() if type(st).__module__.startswith("bench.")]
+
+
+# ---- the one policy --------------------------------------------------------------------------
+def _summary(lo, hi, n=3, kind="range", median=None):
+    med = median if median is not None else (lo + hi) / 2
+    return stats.Summary(med, lo, hi, lo, hi, lo, hi, n, kind)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "verdict"),
+    [(1.1, 1.3, C.HOLDS), (0.7, 0.9, C.FAILS), (0.95, 1.05, C.UNDECIDED), (1.0, 1.2, C.UNDECIDED), (0.8, 1.0, C.FAILS)],
+)
+def test_an_interval_decides_only_where_all_of_it_lies_on_one_side(lo, hi, verdict):
+    assert C.decide(_summary(lo, hi), C.FASTER)[0] == verdict
+
+
+def test_one_repeat_gives_no_verdict_and_a_range_says_what_would_decide_it():
+    one = stats.Summary(2.0, None, None, 2.0, 2.0, 2.0, 2.0, 1, "none")
+    assert C.decide(one, C.FASTER)[0] == C.FEW
+    assert C.decide(one, C.FASTER, exact=True)[0] == C.HOLDS  # a count decides alone
+    verdict, why = C.decide(_summary(0.9, 1.2), C.FASTER)
+    assert verdict == C.UNDECIDED and "range of 3" in why and f"{stats.MIN_CI_REPEATS} repeats" in why
+    verdict, why = C.decide(_summary(0.9, 1.2, n=8, kind="ci"), C.FASTER)
+    assert verdict == C.UNDECIDED and "95% interval" in why
+
+
+def test_a_band_holds_inside_and_fails_outside():
+    band = C.between(1.05, 1.25)
+    assert C.decide(_summary(1.1, 1.2), band)[0] == C.HOLDS
+    assert C.decide(_summary(0.9, 1.0), band)[0] == C.FAILS
+    assert C.decide(_summary(1.3, 1.5), band)[0] == C.FAILS
+    assert C.decide(_summary(1.2, 1.3), band)[0] == C.UNDECIDED
+
+
+def test_conditions_combine_one_failure_fails_all():
+    assert C.combine([C.HOLDS, C.HOLDS]) == C.HOLDS
+    assert C.combine([C.HOLDS, C.FAILS, C.UNDECIDED]) == C.FAILS
+    assert C.combine([C.HOLDS, C.UNDECIDED]) == C.UNDECIDED
+    assert C.combine([C.HOLDS, C.NOT_HERE]) == C.NOT_HERE
+    assert C.combine([]) == C.NOT_HERE
+
+
+def test_versus_seed_reads_the_interval():
+    r = stats.ratio({0: 10.0, 1: 11.0, 2: 12.0}, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert C.versus_seed(r, 11.0).startswith("agrees")
+    assert C.versus_seed(r, 30.0).startswith("differs")
+    assert C.versus_seed(r, (9.0, 10.5)).startswith("agrees")
+    assert C.versus_seed(r, None) == "seed gave no figure"
+
+
+# ---- sides and pairs on the committed references -----------------------------------------------
+def _cells(*names):
+    cells, _, _ = collect([REF / n for n in names])
+    return cells
+
+
+def _answers(study, cells, claim_id):
+    st = studies()[study]
+    claim = next(c for c in st.claims if c.id == claim_id)
+    return A.judge(st, [c for c in cells if c.study == study], claim)
+
+
+def test_a_ratio_is_paired_by_repeat_only_within_one_run():
+    cells = _cells("H100-80GB-HBM3")
+    [a] = [x for x in _answers("mnist-cnn", cells, "kit-torch-cuda-over-cpu") if x.primary]
+    assert a.findings[0].pairing == "same run" and a.same_host
+    # the rerun has no CPU cell: its GPU cells meet the EPYC's CPU cells across hosts, unpaired
+    cross = _answers("mnist-cnn", _cells("H100-80GB-HBM3-rerun", "cpu-2core-epyc"), "kit-torch-cuda-over-cpu")
+    assert cross and all(x.findings[0].pairing == "across hosts" and not x.same_host for x in cross)
+    f = cross[0].findings[0]
+    assert f.value.lo is not None and f.value.lo <= f.value.median <= f.value.hi
+    assert any(d.startswith("host: ") for d in f.differs) and any(d.startswith("torch: 2.11.0 / 2.14.1") for d in f.differs)
+
+
+def test_the_primary_pair_is_same_host_where_one_exists():
+    """Row 3 of the old headline: numba-cpu on the H100 host's Xeon over torch-cpu on the EPYC (33.3x)
+    was chosen by a flag count; the same host's pair (28.3x) comes first now, and a pair that spans
+    hosts is never formed for a comparison on one kind of device."""
+    cells = _cells("H100-80GB-HBM3", "H100-80GB-HBM3-seed-setups", "cpu-2core-epyc", "h100-seed-variants")
+    got = _answers("mnist-cnn", cells, "cpu-numba-over-torch")
+    first = got[0]
+    assert first.primary and first.same_host and first.findings[0].value.lo is not None
+    assert 24 <= first.findings[0].value.median <= 31
+    assert all(x.same_host for x in got)  # CPU over CPU: never across hosts
+
+
+def test_two_cells_of_one_run_on_one_side_are_an_error_of_the_declaration():
+    """mlp-scratch's NumPy runs in two cells of one run (the CPU cell and inside the GPU cell): a
+    side naming only backend=numpy matched both, and the last read silently won."""
+    st = studies()["mlp-scratch"]
+    cells = [c for c in _cells("H100-80GB-HBM3") if c.study == "mlp-scratch"]
+    loose = C.faster("loose", "loose", {"backend": "cupy"}, {"backend": "numpy"}, "test")
+    [a] = A.judge(st, cells, loose)
+    assert a.verdict == C.NOT_JUDGED and "two cells of run H100-80GB-HBM3 match one side" in a.why
+    # the declared claim names the NumPy runs inside the GPU cell: Table 3's pair, one run
+    [got] = A.judge(st, cells, st.claims[0])
+    assert got.findings[0].pairing == "same run" and 19.0 <= got.findings[0].value.median <= 19.6
+
+
+@pytest.mark.parametrize(
+    ("claim", "words"),
+    [
+        (C.faster("typo", "typo", {"backend": "torch-cuda", "modle": "x"}, {"backend": "torch-cpu"}, "test"), "modle"),
+        (C.faster("same", "same", {"backend": "torch-cpu"}, {"backend": "torch-cpu"}, "test"), "same cells"),
+    ],
+)
+def test_a_bad_declaration_is_one_line_and_not_judged(claim, words):
+    st = studies()["mnist-cnn"]
+    cells = [c for c in _cells("H100-80GB-HBM3") if c.study == "mnist-cnn"]
+    [a] = A.judge(st, cells, claim)
+    assert a.verdict == C.NOT_JUDGED and words in a.why and "\n" not in a.why and a.why.startswith("mnist-cnn: ")
+
+
+def test_cells_of_one_side_that_disagree_on_their_environment_are_not_judged():
+    st = studies()["mnist-cnn"]
+    cells = [c for c in _cells("H100-80GB-HBM3") if c.study == "mnist-cnn"]
+    moved = []
+    for c in cells:
+        c = copy.copy(c)
+        if c.first.get("backend") == "torch-cpu" and c.repeat == 1:
+            c.system = {**c.system, "libraries": {**c.system.get("libraries", {}), "torch": "9.9.9"}}
+        moved.append(c)
+    claim = next(x for x in st.claims if x.id == "kit-torch-cuda-over-cpu")
+    [a] = A.judge(st, moved, claim)
+    assert a.verdict == C.NOT_JUDGED and "disagree on their environment" in a.why and "9.9.9" in a.why
+
+
+def test_two_workloads_are_never_compared():
+    moved = []
+    for c in _cells("H100-80GB-HBM3"):
+        c = copy.copy(c)
+        if c.first.get("backend") == "torch-cpu":
+            c.spec = {**c.spec, "params": {**c.spec["params"], "batch_size": 256}}
+        moved.append(c)
+    [a] = _answers("mnist-cnn", moved, "kit-torch-cuda-over-cpu")
+    assert a.verdict == C.NOT_HERE and "never ran the same workload" in a.why
+
+
+def test_a_claim_without_cells_says_what_is_missing():
+    cells = _cells("H100-80GB-HBM3-profile")
+    [a] = _answers("profile", cells, "ddp-over-one")
+    assert a.verdict == C.NOT_HERE and "gpus=2" in a.why
+
+
+def test_a_reference_older_than_a_fix_that_changes_numbers_is_marked():
+    from bench.core import fixes
+
+    cells = [c for c in _cells("H100-80GB-HBM3") if c.study == "mnist-cnn"]
+    old = {f.short for c in cells for f in fixes.missing(c)}
+    assert {"e991be0", "b3f32e2"} <= old  # made at 63437a1, before the interleaving fix
+    new = [c for c in _cells("H100-80GB-HBM3-numba-graph") if c.study == "mnist-cnn"]
+    assert not {f.short for c in new for f in fixes.missing(c)}
+
+
+# ---- every declared claim ------------------------------------------------------------------
+@pytest.mark.parametrize("name", KIT_STUDIES)
+def test_every_claim_is_well_formed(name):
+    st = studies()[name]
+    ids = [c.id for c in st.claims]
+    assert ids and len(ids) == len(set(ids)), "claim ids are unique in a study"
+    for c in st.claims:
+        assert re.fullmatch(r"[a-z0-9][a-z0-9_-]*", c.id) and c.text and c.where
+        rule = c.rule
+        sides = [rule.a, rule.b] if isinstance(rule, C.Ratio) else [rule.side] if isinstance(rule, C.Level) else []
+        for side in sides:
+            assert set(side) <= A.known_facets(st), (c.id, set(side) - A.known_facets(st))
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    out = tmp_path_factory.mktemp("merged")
+    # exactly the README's command: the glob names README.md, baselines/ and report folders too
+    r = subprocess.run(
+        [sys.executable, "orchestrate.py", "report", *sorted(map(str, REF.glob("*"))), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def test_every_claim_of_every_study_renders_with_a_verdict_of_the_vocabulary(merged):
+    got = json.loads((merged / "report.json").read_text())["claims"]
+    for name in KIT_STUDIES:
+        declared = {c.id for c in studies()[name].claims}
+        assert {c["id"] for c in got if c["study"] == name} == declared, name
+    assert all(c["verdict"] in C.VERDICTS for c in got)
+    judged = [c for c in got if c["verdict"] in C.DECIDED]
+    assert len(judged) > 40
+    for c in got:
+        if c["lo"] is not None:
+            assert c["lo"] <= c["value"] <= c["hi"]
+
+
+def test_no_answer_has_two_verdicts_anywhere_in_the_report(merged):
+    """One list renders the headline, each study's claims table and report.json: every answer
+    (claim, workload, hosts) appears with one verdict wherever it is printed."""
+    got = json.loads((merged / "report.json").read_text())["claims"]
+    keys = [json.dumps([c["study"], c["id"], c["split"], c["scope"]], sort_keys=True) for c in got]
+    assert len(keys) == len(set(keys))
+    md = (merged / "REPORT.md").read_text()
+    verdict_of = {}
+    for line in md.splitlines():
+        cells = [x.strip() for x in line.strip("|").split("|")]
+        for c in got:
+            label = c["text"].replace(">", "&gt;")
+            if len(cells) > 4 and any(x.endswith(label) for x in cells[:3]) and c["scope"] and c["scope"] in cells:
+                words = next(x for x in cells if any(x.startswith(v) for v in C.VERDICTS))
+                verdict_of.setdefault((c["study"], c["id"], json.dumps(c["split"]), c["scope"]), set()).add(words.rstrip("†‡⚑"))
+    assert verdict_of and all(len(v) == 1 for v in verdict_of.values()), [k for k, v in verdict_of.items() if len(v) > 1]
+
+
+def test_the_report_opens_with_the_headline_and_counts_each_seeds_claims(merged):
+    md = (merged / "REPORT.md").read_text()
+    sections = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert sections[0].startswith("Headline"), sections[:3]
+    head = md.split("\n## ")[1]
+    table = [x for x in head.splitlines() if x.startswith("| ") and not x.startswith("| #")]
+    assert len(table) >= 20
+    assert "### What to trust" in head and "synthetic data" in head
+    assert any("roofline" in x and "35.5x" in x for x in table)  # the seed's Table 8 beside ours
+    for name in KIT_STUDIES:
+        doc = studies()[name].seed_doc
+        assert re.search(rf"^- seed {doc} \({name}\): \d+ claims: ", head, flags=re.M), name
+    # a row whose sides ran on two hosts names both and what differs
+    cross = [x for x in head.splitlines() if re.match(r"\d+\. ", x) and "(across hosts)" in x]
+    assert cross and all("what differs: host: " in x for x in cross)
+
+
+def test_the_merged_page_has_a_table_of_contents_and_stays_small(merged):
+    html = (merged / "REPORT.html").read_text()
+    toc = re.search(r'<nav class="toc">(.*?)</nav>', html, flags=re.S)
+    assert toc and html.index('<nav class="toc">') < html.index("<h2")
+    links = re.findall(r'href="#([a-z0-9-]+)"', toc.group(1))
+    ids = re.findall(r'<h[23] id="([a-z0-9-]+)"', html)
+    assert links == ids and len(ids) == len(set(ids)) > 10  # every section linked, ids unique
+    assert len(html.encode()) < 2_000_000, "the merged references' page must stay under 2 MB"
+    inlined = re.findall(r'src="data:image/png;base64,', html)
+    assert len(inlined) == len(list(merged.glob("*.png")))  # each figure once
+
+
+def test_every_headline_rows_primary_pair_is_same_host_where_one_exists(merged):
+    got = [c for c in json.loads((merged / "report.json").read_text())["claims"] if c["headline"] and c["findings"]]
+    by: dict[tuple, list[dict]] = {}
+    for c in got:
+        by.setdefault((c["study"], c["id"], json.dumps(c["split"], sort_keys=True)), []).append(c)
+    for rows in by.values():
+        first = next(r for r in rows if r["primary"])
+        if any(f["pairing"] != "across hosts" for r in rows for f in r["findings"]):
+            assert all(f["pairing"] != "across hosts" for f in first["findings"]), first["text"]
+
+
+def test_the_layering_holds():
+    """No module below bench/studies imports a study (the registry finds them); host/ names no
+    study; the claims engine imports no study and no report."""
+    import ast
+
+    studies_pkg = {p.name for p in (ROOT / "bench" / "studies").iterdir() if p.is_dir() and not p.name.startswith("_")}
+    for path in [*(ROOT / "bench").rglob("*.py"), *(ROOT / "host").rglob("*.py")]:
+        rel = path.relative_to(ROOT)
+        if rel.parts[:2] == ("bench", "studies"):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            mods = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for m in mods:
+                assert not m.startswith("bench.studies."), f"{rel} imports {m}"
+        if rel.parts[0] == "host":
+            text = path.read_text()
+            for s in studies_pkg:
+                assert f"bench.studies.{s}" not in text, f"{rel} names {s}"
+
+
+def test_a_level_reads_one_value_per_repeat():
+    """A Level claim reads one side's metric per repeat: three repeats give a range of 3."""
+    st = studies()["mnist-cnn"]
+    cells = [c for c in _cells("cpu-2core-epyc") if c.study == "mnist-cnn"]
+    claim = next(c for c in st.claims if c.id == "t1-tc-final-acc")
+    [a] = A.judge(st, cells, claim)
+    assert a.findings[0].value.n == 3 and a.findings[0].value.kind == "range"
+    assert a.verdict in C.VERDICTS
