@@ -320,7 +320,7 @@ def run(
     raise typer.Exit(code)
 
 
-def _report(dirs: list[Path], out: Path) -> dict:
+def _report(dirs: list[Path], out: Path, context: list[Path] | None = None) -> dict:
     from bench.core.resultset import holding_results
     from host.report import build_report
 
@@ -328,7 +328,7 @@ def _report(dirs: list[Path], out: Path) -> dict:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
             typer.echo(line, err=True)
-        info = build_report(dirs, out)
+        info = build_report(dirs, out, context)
     except KitError as err:
         fail(err)
     for name, s in info["studies"].items():
@@ -343,9 +343,13 @@ def _report(dirs: list[Path], out: Path) -> dict:
 def report(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
     out: Annotated[Path, typer.Option(help="where REPORT.md, the tables and the plots go")] = Path("results/report"),
+    context: Annotated[
+        list[Path] | None,
+        typer.Option(help="result dirs that answer the seeds' claims only against DIRS' own cells (repeatable)"),
+    ] = None,
 ) -> None:
     """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
-    _report(list(dirs), out)
+    _report(list(dirs), out, list(context or []))
 
 
 @app.command("all", rich_help_panel=RUN, epilog="Example: python orchestrate.py all --profile smoke --schedule interleaved")
@@ -366,6 +370,10 @@ def all_cmd(
     repeats: RepeatsOpt = None,
     label: LabelOpt = None,
     ca_cert: CaOpt = None,
+    references: Annotated[
+        bool,
+        typer.Option(help="answer the seeds' claims also against the committed references (this CPU against their GPUs)"),
+    ] = True,
 ) -> None:
     """Run every platform this host can run, then write the report."""
     from bench.core.rows import write_json
@@ -374,7 +382,10 @@ def all_cmd(
     out = out or default_out()
     notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
-    _report([out], report_dir or (out / "report" if out != default_out() else Path("results/report")))
+    from host.report import REFERENCES
+
+    context = sorted(REFERENCES.iterdir()) if references and REFERENCES.is_dir() else []
+    _report([out], report_dir or (out / "report" if out != default_out() else Path("results/report")), context)
     raise typer.Exit(code)
 
 
@@ -513,9 +524,21 @@ def verify(
         list[str] | None, typer.Option(help="--make-baseline: [STUDY=]LO-HI, a fixed accuracy band (repeatable)")
     ] = None,
     baselines_dir: Annotated[Path | None, typer.Option(help="where the baseline files are")] = None,
+    claims: Annotated[
+        bool,
+        typer.Option(
+            "--claims",
+            help="re-judge every seed claim on DIR beside the committed references' verdict; "
+            "exit 1 where a verdict flips with both intervals clear of the threshold",
+        ),
+    ] = False,
 ) -> None:
     """The reproducibility check: schema, provenance, completeness, equivalence, accuracy and loss bands."""
     from host import verify as ver
+
+    if claims:
+        _verify_claims(dir)
+        return
 
     bdir = baselines_dir or ver.BASELINES_DIR
     try:
@@ -531,6 +554,22 @@ def verify(
         typer.echo(v.line())
     typer.echo(res["summary"])
     if res["failed"]:
+        raise typer.Exit(1)
+
+
+def _verify_claims(dir: Path) -> None:
+    from host.claimcheck import check
+    from host.report import REFERENCES
+
+    try:
+        lines, flips = check([dir], sorted(REFERENCES.iterdir()))
+    except KitError as err:
+        fail(err)
+    for line in lines:
+        typer.echo(line.text())
+    same = sum(1 for x in lines if x.ours and x.ref and x.ours.verdict == x.ref.verdict)
+    typer.echo(f"{len(lines)} claims judged on {dir}: {same} as the references judge them, {flips} flipped")
+    if flips:
         raise typer.Exit(1)
 
 

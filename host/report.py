@@ -20,6 +20,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.core.errors import KitError
 from bench.core.registry import studies
 from bench.core.resultset import ResultCell, collect
 from bench.core.rows import atomic_write_text, write_json
@@ -50,7 +51,34 @@ def _names(v: object) -> list[str]:
     return [str(x) for x in v] if isinstance(v, list) else []
 
 
-def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
+REFERENCES = Path(__file__).resolve().parent.parent / "results" / "reference"
+
+
+def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
+    """The cells of DIRS (committed references, another host's results) to answer beside MINE:
+    marked, they join only a pair whose other side is one of MINE (bench.core.answers); a cell
+    that is one of MINE (the same dir, or the same run's cell) is not read twice."""
+    from bench.core.resultset import holding_results
+
+    try:
+        keep, _ = holding_results(dirs)
+        cells, _, _ = collect(keep)
+    except KitError:
+        return []
+    seen = {c.dir.resolve() for c in mine} | {(c.first.get("run_id"), c.dir.name) for c in mine}
+    out = []
+    for c in cells:
+        if c.dir.resolve() in seen or (c.first.get("run_id"), c.dir.name) in seen:
+            continue
+        c.context = True  # type: ignore[attr-defined]
+        out.append(c)
+    return out
+
+
+def build_report(dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None) -> dict:
+    """REPORT.md, REPORT.html, report.json and the tidy table of DIRS under OUT. CONTEXT: result
+    dirs whose cells answer a claim only against these dirs' own cells (the main job sets its
+    host's CPU against the committed references' GPUs); they add no section, table or plot."""
     cells, notes, problems = collect(dirs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,7 +102,8 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
     from bench.core.answers import judge_all
     from host import answers as ans
 
-    judged = judge_all(registry, cells)
+    beside = context_cells(context, cells) if context else []
+    judged = judge_all(registry, cells + beside)
     md += ans.headline(judged) + ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
     summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "claims": ans.as_json(judged)}
     for name, study in registry.items():

@@ -312,3 +312,50 @@ def test_a_level_reads_one_value_per_repeat():
     [a] = A.judge(st, cells, claim)
     assert a.findings[0].value.n == 3 and a.findings[0].value.kind == "range"
     assert a.verdict in C.VERDICTS
+
+
+def test_verify_claims_exits_non_zero_where_a_decided_verdict_flips(tmp_path):
+    import shutil
+
+    run = tmp_path / "cpu-2core-epyc"
+    shutil.copytree(REF / "cpu-2core-epyc", run)
+    same = subprocess.run(
+        [sys.executable, "orchestrate.py", "verify", str(run), "--claims"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert re.search(r"^same mnist-cnn t1-tc-max-acc: ours holds", same.stdout, flags=re.M)
+    # PyTorch CPU's accuracy 10 points lower: its "max test acc 98.5 %" no longer holds
+    for rows in run.glob("mnist-cnn/torch-cpu*seed*/rows.jsonl"):
+        lines = [json.loads(x) for x in rows.read_text().splitlines()]
+        for r in lines:
+            if isinstance(r.get("test_acc"), float):
+                r["test_acc"] -= 0.10
+        rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    flip = subprocess.run(
+        [sys.executable, "orchestrate.py", "verify", str(run), "--claims"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert flip.returncode == 1, flip.stdout + flip.stderr
+    assert re.search(r"^FLIP mnist-cnn t1-tc-max-acc: ours does not hold .* \| reference holds", flip.stdout, flags=re.M)
+    assert "flipped" in flip.stdout.splitlines()[-1]
+
+
+def test_the_main_jobs_report_sets_this_host_against_the_references(tmp_path):
+    """A CPU-only run's headline answers 'how much faster would that GPU be than this machine': its
+    own CPU cells against the committed references' GPU cells, across hosts, saying what differs;
+    answers between two references alone are left out."""
+    ctx = []
+    for d in sorted(REF.iterdir()):
+        ctx += ["--context", str(d)]
+    r = subprocess.run(
+        [sys.executable, "orchestrate.py", "report", str(REF / "cpu-2core-epyc"), *ctx, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [c for c in json.loads((tmp_path / "report.json").read_text())["claims"] if c["findings"]]
+    assert any(c["headline"] and "H100" in c["scope"] and "EPYC" in c["scope"] for c in got)
+    for c in got:  # every answer holds a side of this run
+        assert any(s["run"] == "cpu-2core-epyc" for f in c["findings"] for s in f["sides"]), c["text"]
+    md = (tmp_path / "REPORT.md").read_text()
+    assert "## roofline" not in md and "what differs: host: " in md  # the references add no section

@@ -163,7 +163,8 @@ def _by_repeat(cells: list[ResultCell]) -> dict[tuple[str, tuple, str], dict[int
 
 def speedups(cells: list[ResultCell]) -> list[dict]:
     """Every SPEEDUPS / KIT_SPEEDUPS ratio our cells allow, per session (and per setting where a
-    configuration ran with several: init, input_scale, sgd), with its interval and verdict."""
+    configuration ran with several: init, input_scale, sgd), with its interval (the verdicts are
+    the claims engine's: claims.py)."""
     by = _by_repeat(cells)
     out = []
     pairs: list[tuple[str, str, tuple, tuple, tuple[float, float] | None]]
@@ -185,7 +186,6 @@ def speedups(cells: list[ResultCell]) -> list[dict]:
                             "session": sess,
                             "ratio": r.median,
                             "ci": r.interval("{:.2f}"),
-                            "verdict": stats.verdict(r, " ".join(a), " ".join(b)),
                             "seed": seed,
                         }
                     )
@@ -280,8 +280,8 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         "median throughputs of one host's cells, paired by repeat, with a 95% bootstrap interval (from 6 repeats; "
         "below, the range of the per-repeat ratios, marked so).",
         "",
-        "| Comparison | Setups | Seed 000 | Ours | interval | Verdict | Numerator / denominator | Host (setup) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Comparison | Setups | Seed 000 | Ours | interval | Numerator / denominator | Host (setup) |",
+        "|---|---|---|---|---|---|---|",
     ]
     sp = speedups(cells)
     shown = set()
@@ -296,7 +296,6 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
                     seed,
                     f"{r['ratio']:.2f}x",
                     r["ci"],
-                    r["verdict"],
                     f"{r['numerator']} / {r['denominator']}",
                     r["session"],
                 ]
@@ -306,6 +305,6 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         if ("seed 000's setups", name) not in shown:
             t, q = seed_speedup(a, b)
             pair = " / ".join(" ".join(SETUPS[x]) for x in (a, b))
-            md.append(md_row([name, "seed 000's setups", f"{t:.2f}x ({q:.2f}x)", "not run here", "–", "–", pair, "–"]))
+            md.append(md_row([name, "seed 000's setups", f"{t:.2f}x ({q:.2f}x)", "not run here", "–", pair, "–"]))
     md.append("")
     return md
