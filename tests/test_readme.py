@@ -32,6 +32,7 @@ HOW = {
     ".venv/bin/python orchestrate.py report results/mine results/reference/*": "run",
     ".venv/bin/python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%": "run",
     ".venv/bin/python orchestrate.py verify results/mine --allow-unbaselined": "run",
+    ".venv/bin/python orchestrate.py verify results/mine --claims": "run",
     ".venv/bin/python orchestrate.py reference cpu --data-dir /path/to/datasets": "long: hours on 2 cores, a clean tree only",
     ".venv/bin/python orchestrate.py doctor": "run",
     ".venv/bin/python orchestrate.py base": "engine",
@@ -88,6 +89,7 @@ def test_main_command_on_the_embedded_default(tmp_path):
     shutil.copytree(
         ROOT, work, ignore=lambda d, names: [n for n in names if n == "__pycache__" or (Path(d) == ROOT and n in top)]
     )
+    shutil.copytree(ROOT / "results" / "reference", work / "results" / "reference")  # committed: a clone has them
     env = {k: v for k, v in __import__("os").environ.items() if k != "KIT_DATA_DIR"}
     cmd = BLOCKS[0].strip().split("&& ", 1)[1].replace(".venv/bin/python", sys.executable)
     r = subprocess.run(cmd, shell=True, cwd=work, env=env, capture_output=True, text=True, timeout=900)
@@ -101,6 +103,10 @@ def test_main_command_on_the_embedded_default(tmp_path):
     assert "platform cuda" in md and "platform mps" in md  # skipped platforms, with reasons
     assert "## mlp-scratch (seed 001)" in md and (report / "mlp_convergence.png").is_file()
     assert "## cifar-opt (seed 002)" in md and "NOT CIFAR-10" in md and (report / "cifar-opt_fig4_latency.png").is_file()
+    # the headline sets this machine's CPU against the committed references' GPU, across hosts
+    head = md.split("\n## ")[1]
+    assert re.search(r"\| mnist-cnn: PyTorch: CUDA over CPU \(kit setup\) \|.*\| H100 80GB HBM3 host .* / ", head), head[:3000]
+    assert "what differs: host: H100 80GB HBM3 host" in head and "data: mnist / digits-embedded" in head
     rows = [r for p in (work / "results").rglob("rows.jsonl") for r in read_rows(p) if r["study"] == "mnist-cnn"]
     # 3 configurations x 3 repeats (the default) x 10 epochs
     assert len(rows) == 90 and all(r["status"] == "ok" and r["dataset"] == "digits-embedded" for r in rows)
