@@ -11,13 +11,16 @@
 #        7 roofline ResNet-50 scenario A fp32 at 256 a GPU, synthetic-gpu: one GPU and DDP over 2, 3 rounds
 #   bash scripts/gpu_multi.sh four   # four GPUs, into results/multi/<gpu>-x4/: profile fp32 then bf16-cl
 #        rounds of one GPU, DDP over 2 and over 4; then roofline ResNet-50 at 256 a GPU over 1, 2 and 4
-# Each call does what fits in BUDGET_S seconds (default 510: a device call is at most 600), skipping a step
-# whose estimate (EST, in the code: H100 figures) does not fit, and says `pending` until every step is done;
-# the same command again resumes (ok cells are reused; the lab steps are skipped once their file exists).
-# On a fresh machine, unpack the last call's $OUT/*.tgz into results/multi/ first (carry results/multi).
-# A round is one repeat of each of its cells (`--repeats 1`, then `--set repeat=K`), so the cells compared alternate in time.
+# Each call runs the steps in order while they fit in BUDGET_S seconds (default 510: a device call is at
+# most 600): the first step whose estimate (each `go`'s first argument, in s: guesses for an H100 from the
+# 2x H200 cells of 8826d01, not measured) does not fit waits, and every step after it; the call then says
+# `pending`, and the same command again resumes (ok cells are reused; the lab steps are skipped once their
+# file exists). On a fresh machine, unpack the last call's $OUT/*.tgz into results/multi/ first and carry
+# results/multi.
+# A round is one repeat of each of its cells (`--repeats 1`, then `--set repeat=K`): the cells compared
+# alternate in time.
 # Every profile cell: 3 epochs of 30 steps a rank (synthetic-gpu epochs run max_steps), 3 warm-up steps,
-# the sampler's cost over 2 x 2 blocks of 5 steps, one profiled step; DataParallel with cudnn.benchmark
+# the sampler's cost over 2 x 2 blocks of 10 steps, one profiled step; DataParallel with cudnn.benchmark
 # on runs at about 1/20 of the others' speed, so its protocol is DP_ON (2 epochs of 3 steps, one repeat),
 # which its rows carry (epochs, steps) and the report states.
 # Output under $OUT (default results/gpu-out): <name>-results.tgz (the results dir without traces),
@@ -47,15 +50,16 @@ ref=results/multi/$name
 log=$OUT/$name.log
 [[ -n $DRY ]] || mkdir -p "$OUT" "$ref/lab"
 
-# go EST LABEL CMD...: run CMD if its estimate fits in what is left of BUDGET_S (SIGINT at the end of it:
-# the matrix writes its running cell as interrupted, and the next call runs it again). Returns 1 when
-# CMD was left for the next call or cut by the time limit, else 0 (a failed cell is in its rows).
+# go EST LABEL CMD...: run CMD if no earlier step is pending and its estimate fits in what is left of
+# BUDGET_S (SIGINT at the end of it: the matrix writes its running cell as interrupted, and the next call
+# runs it again). Returns 1 when CMD was left for the next call or cut by the time limit, else 0 (a
+# failed cell is in its rows).
 go() {
   local est=$1 label=$2 left
   shift 2
   if [[ -n $DRY ]]; then printf 'RUN'; printf ' %q' "$@"; printf '\n'; return 0; fi
   left=$((BUDGET_S - (SECONDS - start)))
-  if ((left < est)); then
+  if ((pending || left < est)); then  # in order: once one step waits, the later ones wait too
     echo "pending: $label (about $est s; $left s left in this call)" | tee -a "$log"
     pending=1
     return 1
@@ -70,7 +74,7 @@ done_line() { [[ -z $DRY ]] && grep -qs "\"tag\": \"$2\", \"world\": $3," "$1"; 
 
 PROF=(python3 -m bench matrix profile --platform cuda --profile default --only pipeline=synthetic-gpu --only batch_size=128)
 COMMON=(--set epochs=3 --set max_steps=30 --set idle_s=1.0 --set warmup_steps=3 --set overhead_blocks=2
-        --set overhead_steps=5 --set prof_wait=0 --set prof_warmup=1 --set prof_active=1 --out "$ref")
+        --set overhead_steps=10 --set prof_wait=0 --set prof_warmup=1 --set prof_active=1 --out "$ref")
 DP_ON=(--set epochs=2 --set max_steps=3 --set warmup_steps=1 --set overhead_blocks=1 --set overhead_steps=1
        --set prof_active=2 --timeout-s 400)
 ROOF=(python3 -m bench matrix roofline --platform cuda --profile default --only model=resnet50 --only scenario=A
@@ -94,7 +98,7 @@ case "$mode" in
       --repeats 1 "${COMMON[@]}" "${DP_ON[@]}"
     for r in 0 1 2; do
       round $r
-      go 65 "fp32 round $r: DataParallel, benchmark off" "${PROF[@]}" "${FP32[@]}" --only parallel=dp \
+      go 75 "fp32 round $r: DataParallel, benchmark off" "${PROF[@]}" "${FP32[@]}" --only parallel=dp \
         --only cudnn_benchmark=False "${R[@]}" "${COMMON[@]}"
     done
     for r in 0 1 2; do
@@ -103,13 +107,13 @@ case "$mode" in
     done
     for r in 0 1 2; do
       round $r
-      go 65 "bf16-cl round $r: DataParallel, benchmark off" "${PROF[@]}" "${BF16[@]}" --only parallel=dp \
+      go 70 "bf16-cl round $r: DataParallel, benchmark off" "${PROF[@]}" "${BF16[@]}" --only parallel=dp \
         --only cudnn_benchmark=False "${R[@]}" "${COMMON[@]}"
     done
     for r in 0 1 2; do
       round $r
-      go 40 "roofline round $r: one GPU" "${ROOF[@]}" "${R[@]}"
-      go 45 "roofline round $r: DDP x2" "${ROOF[@]}" --set devices=0,1 "${R[@]}"
+      go 55 "roofline round $r: one GPU" "${ROOF[@]}" "${R[@]}"
+      go 50 "roofline round $r: DDP x2" "${ROOF[@]}" --set devices=0,1 "${R[@]}"
     done
     [[ -n $DRY ]] || python3 -m lab.bare_ddp compare "$ref" "$ref/lab/bare_ddp.jsonl" --world 2 \
       --out "$ref/lab/kit_vs_bare_ddp.json" 2>&1 | tee -a "$log"
@@ -120,15 +124,15 @@ case "$mode" in
       for r in 0 1 2; do
         round $r
         go 95 "$v round $r: one GPU, DDP x2" "${PROF[@]}" "${!sel}" "${ONE_DDP[@]}" "${R[@]}" "${COMMON[@]}"
-        go 50 "$v round $r: DDP x4" "${PROF[@]}" "${!sel}" --only parallel=ddp --set devices=0,1,2,3 "${R[@]}" \
+        go 55 "$v round $r: DDP x4" "${PROF[@]}" "${!sel}" --only parallel=ddp --set devices=0,1,2,3 "${R[@]}" \
           "${COMMON[@]}"
       done
     done
     for r in 0 1 2; do
       round $r
-      go 40 "roofline round $r: one GPU" "${ROOF[@]}" "${R[@]}"
-      go 45 "roofline round $r: DDP x2" "${ROOF[@]}" --set devices=0,1 "${R[@]}"
-      go 50 "roofline round $r: DDP x4" "${ROOF[@]}" --set devices=0,1,2,3 "${R[@]}"
+      go 55 "roofline round $r: one GPU" "${ROOF[@]}" "${R[@]}"
+      go 50 "roofline round $r: DDP x2" "${ROOF[@]}" --set devices=0,1 "${R[@]}"
+      go 55 "roofline round $r: DDP x4" "${ROOF[@]}" --set devices=0,1,2,3 "${R[@]}"
     done
     ;;
 esac
