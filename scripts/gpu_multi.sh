@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The many-GPU reference on one GPU host, natively with the host's own packages (from the repo root):
-#   bash scripts/gpu_multi.sh two    # two GPUs, into results/multi/<gpu>-x2/, in this order:
+#   bash scripts/gpu_multi.sh two    # two GPUs (or more), into results/multi/<gpu>-x<GPUs>/, in this order (on a host
+#                                    # of 4 GPUs each round of DDP x2 is followed by DDP x4: the 1-2-4 curve on one host):
 #        1 lab/dp_collapse.py: why nn.DataParallel collapses with cudnn.benchmark on (about 1 min)
 #        2 profile DenseNet-121 fp32 at 128 a GPU, 3 rounds: one GPU, DDP over 2, then the bare DDP loop
 #          (lab/bare_ddp.py) beside the kit's DDP cell
@@ -38,11 +39,13 @@ if [[ -z $DRY ]]; then
   nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv,noheader
   python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'gpus', torch.cuda.device_count())"
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
+  ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 else
   gpu=GPU
+  ngpu=${DRY_GPUS:-2}
 fi
 case "$mode" in
-  two) name=$gpu-x2 ;;
+  two) name=$gpu-x$ngpu ;;  # on a host of 4 GPUs, `two` also runs the DDP cells over 4 in its rounds (one host, 1-2-4)
   four) name=$gpu-x4 ;;
   *) echo "usage: gpu_multi.sh two|four" >&2; exit 2 ;;
 esac
@@ -90,6 +93,8 @@ case "$mode" in
     for r in 0 1 2; do
       round $r
       go 95 "fp32 round $r: one GPU, DDP x2" "${PROF[@]}" "${FP32[@]}" "${ONE_DDP[@]}" "${R[@]}" "${COMMON[@]}" || continue
+      ((ngpu < 4)) || go 55 "fp32 round $r: DDP x4" "${PROF[@]}" "${FP32[@]}" --only parallel=ddp --set devices=0,1,2,3 \
+        "${R[@]}" "${COMMON[@]}" || continue
       done_line "$ref/lab/bare_ddp.jsonl" r$((r + 1)) 2 || go 35 "bare DDP x2 round $r" python3 -m torch.distributed.run \
         --standalone --nproc_per_node=2 -m lab.bare_ddp --epochs 3 --steps 30 --batch 128 --tag r$((r + 1)) \
         --out "$ref/lab/bare_ddp.jsonl"  # right after the kit's round r: the two alternate
@@ -104,6 +109,8 @@ case "$mode" in
     for r in 0 1 2; do
       round $r
       go 85 "bf16-cl round $r: one GPU, DDP x2" "${PROF[@]}" "${BF16[@]}" "${ONE_DDP[@]}" "${R[@]}" "${COMMON[@]}"
+      ((ngpu < 4)) || go 55 "bf16-cl round $r: DDP x4" "${PROF[@]}" "${BF16[@]}" --only parallel=ddp --set devices=0,1,2,3 \
+        "${R[@]}" "${COMMON[@]}"
     done
     for r in 0 1 2; do
       round $r
@@ -114,6 +121,7 @@ case "$mode" in
       round $r
       go 55 "roofline round $r: one GPU" "${ROOF[@]}" "${R[@]}"
       go 50 "roofline round $r: DDP x2" "${ROOF[@]}" --set devices=0,1 "${R[@]}"
+      ((ngpu < 4)) || go 55 "roofline round $r: DDP x4" "${ROOF[@]}" --set devices=0,1,2,3 "${R[@]}"
     done
     [[ -n $DRY ]] || python3 -m lab.bare_ddp compare "$ref" "$ref/lab/bare_ddp.jsonl" --world 2 \
       --out "$ref/lab/kit_vs_bare_ddp.json" 2>&1 | tee -a "$log"
