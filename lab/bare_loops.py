@@ -143,7 +143,7 @@ def ddp_pairs(root: Path):
     import subprocess
     import sys
 
-    steps = 8  # the kit cell's steps per epoch: ceil(2,000 synthetic images / (128 x 2))
+    steps = 30  # the kit cell's steps per epoch (synthetic-gpu runs max_steps) and the bare loop's
     state = {"r": 0}
 
     def kit() -> float:

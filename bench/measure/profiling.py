@@ -150,6 +150,8 @@ METHOD_GPU = {
     "memset_ms": "union of 'gpu_memset' events clipped to the step window",
     "gpu_busy_ms": "union of kernel, memcpy and memset events clipped to the step window",
     "idle_ms": "step_ms - gpu_busy_ms: wall time in the step with no GPU activity",
+    "kernel_count": "'kernel' events that start inside the step's CPU window, every stream and device (a step that "
+    "runs cuDNN's benchmark search again launches each candidate algorithm's kernels too)",
     "cpu_op_ms": "union of 'cpu_op' events of the step's process (all threads, so the autograd thread too) clipped to "
     "the step window, minus the part inside DataLoader annotations; nested ops are inside their parent, so this is "
     "the time covered by top-level ops",
@@ -195,6 +197,7 @@ def _steps_from_events(events: list[dict], gpu: bool | None) -> tuple[bool, list
                 idle_ms=(step_us - _length(all_u)) / US_PER_MS,
                 dataloader_ms=loader_us / US_PER_MS,
                 cpu_op_ms=ops_us / US_PER_MS,
+                kernel_count=sum(1 for e in gpu_events if e.get("cat") in KERNEL_CATS and lo <= float(e["ts"]) < hi),
             )
         else:
             row.update(
@@ -212,6 +215,8 @@ def _summarise(is_gpu: bool, steps: list[dict]) -> dict:
     out: dict[str, Any] = {"kind": "gpu" if is_gpu else "cpu", "n_steps": len(steps), "steps": steps}
     for f in fields:
         out[f"mean_{f}"] = statistics.fmean(s[f] for s in steps)
+    if is_gpu:
+        out["mean_kernel_count"] = statistics.fmean(s["kernel_count"] for s in steps)
     step_ms = out["mean_step_ms"]
     for f in fields[1:]:
         # share of step time = sum over steps of the figure / sum of step times (= ratio of the means)
@@ -227,7 +232,8 @@ def breakdown_from_events(events: list[dict], gpu: bool | None = None) -> dict:
 
     Returns {'kind': 'gpu'|'cpu', 'n_steps', 'steps': [per-step dicts], 'mean_<field>',
     '<field>_share', 'method': {field: how it was computed}}. GPU fields: step_ms, kernel_ms,
-    memcpy_ms, memset_ms, gpu_busy_ms, idle_ms, dataloader_ms, cpu_op_ms. CPU fields: step_ms,
+    memcpy_ms, memset_ms, gpu_busy_ms, idle_ms, dataloader_ms, cpu_op_ms, and kernel_count (with
+    its mean_kernel_count; no share). CPU fields: step_ms,
     compute_ms, dataloader_ms, other_ms. `gpu=None` decides from the events (any kernel,
     memcpy or memset event means GPU); StepProfiler passes its device type instead.
     """

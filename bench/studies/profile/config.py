@@ -58,7 +58,9 @@ class ProfileConfig:
     batch_size: int = 64  # images per step per device (the seed's 64 and 128)
     lr: float = 0.003  # Adam learning rate (the seed's 0.003 and 0.03)
     epochs: int = 20  # timed, unprofiled epochs (the seed's 20)
-    max_steps: int = 0  # training steps per epoch at most (0: the whole train split)
+    max_steps: int = (
+        0  # training steps per epoch: at most this many on the loader, this many on synthetic-gpu (0: the whole train split)
+    )
     max_eval_batches: int = 0  # test batches per evaluation at most (0: the whole val split)
     image_size: int = 224  # px, square: shorter side resized, centre crop (the seed's 224)
     pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
@@ -228,7 +230,8 @@ def cost(cfg: Settings, n_train: int) -> tuple[int, float, float]:
     rate = (CPU_IMG_S_224 if cfg.device == "cpu" else GPU_IMG_S_224) * (224 / cfg.image_size) ** 2
     rate *= (3.0 if cfg.transfer == "frozen" else 1.0) * cfg.world_size
     step_imgs = cfg.batch_size * cfg.world_size
-    steps_per_epoch = min(cfg.max_steps or n_train // step_imgs, max(n_train // step_imgs, 1))
+    whole = max(n_train // step_imgs, 1)
+    steps_per_epoch = (cfg.max_steps or whole) if cfg.pipeline == "synthetic-gpu" else min(cfg.max_steps or whole, whole)
     epoch_s = steps_per_epoch * step_imgs / rate + (cfg.max_eval_batches or 50) * step_imgs / (3 * rate)
     overhead_s = 2 * cfg.overhead_blocks * cfg.overhead_steps * step_imgs / rate
     profile_s = 1.6 * cfg.prof_repeat * (cfg.prof_wait + cfg.prof_warmup + cfg.prof_active) * step_imgs / rate

@@ -51,8 +51,10 @@ def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> d
     energy counter, else their power samples) and the CPU packages' (RAPL, which VMs and most
     containers lack). One missing never drops the other. Gross per GPU and in all; net = gross
     minus the idle baseline's power x the window (None where the baseline is missing); J per
-    image and images per J from the cell's own device's net energy. None where not measured,
-    with the reason in gpu_energy_note / cpu_energy_note."""
+    image and images per J from the cell's own device's net energy; per GPU, gpu<i>_energy_net_j
+    and gpu<i>_j_per_img: that GPU's net energy over the images it trained (SAMPLES / the GPUs:
+    dp and ddp split every step evenly). None where not measured, with the reason in
+    gpu_energy_note / cpu_energy_note."""
     out: dict[str, Any] = {}
     window = summary.get("window_s")
     win = window if isinstance(window, (int, float)) and window > 0 else None
@@ -69,6 +71,9 @@ def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> d
         gross.append(float(e))
         if isinstance(w, (int, float)) and win is not None:
             net.append(float(e) - float(w) * win)
+            out[f"gpu{i}_energy_net_j"] = net[-1]
+            own = samples / len(gpus) if samples else 0
+            out[f"gpu{i}_j_per_img"] = net[-1] / own if own and net[-1] > 0 else None
         else:
             why.append(f"GPU {i}: no idle baseline, net energy not formed")
     every = bool(gpus) and len(gross) == len(gpus)  # a sum over some of the GPUs would read as all of them
@@ -366,7 +371,7 @@ class CellRun(Common):
 def check_steps(cfg: Settings, index) -> None:
     """An epoch of the loader pipeline drops the last partial batch, so a train split smaller than
     one step's images (batch_size x world_size) would give epochs of 0 steps: one line instead,
-    before any work. (synthetic-gpu runs ceil(n_train / step's images) >= 1 steps.)"""
+    before any work. (synthetic-gpu runs max_steps, else ceil(n_train / step's images) >= 1 steps.)"""
     need, n = cfg.batch_size * cfg.world_size, len(index.files("train"))
     if cfg.pipeline == "loader" and n < need:
         per = f" ({cfg.batch_size} on each of {cfg.world_size} devices)" if cfg.world_size > 1 else ""

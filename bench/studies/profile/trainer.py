@@ -137,10 +137,12 @@ class Batches:
         self.epoch = 0
 
     def steps_per_epoch(self) -> int:
+        """loader: the shard's whole batches, at most max_steps. synthetic-gpu repeats one batch, so
+        no tree limits it: max_steps when given, else as many steps as the train split would fill
+        (ceil(n_train / a step's images), the loader's epoch)."""
         if self.cfg.pipeline == "synthetic-gpu":
-            n = math.ceil(self.n_train / (self.batch * self.world))
-        else:
-            n = len(self.train_ds) // self.world // self.batch
+            return self.cfg.max_steps or math.ceil(self.n_train / (self.batch * self.world))
+        n = len(self.train_ds) // self.world // self.batch
         return min(n, self.cfg.max_steps) if self.cfg.max_steps else n
 
     def _loader(self, ds, shuffle: bool, epoch: int):

@@ -5,7 +5,8 @@ A cell is one model on one device at one precision, in one of two scenarios (the
     A  one run: a training pass of at most `max_train_batches` batches, then a validation pass
        of at most `max_val_batches` (the seed's "1 epoch" under its max-batch control), through
        the `loader` pipeline (the real Tiny-ImageNet JPEG tree, decoded by DataLoader workers)
-       or `synthetic-gpu` (one fixed batch on the device: the upper bound without input work)
+       or `synthetic-gpu` (one fixed batch on the device: the upper bound without input work;
+       exactly `max_*_batches` steps, as no tree limits a repeated batch; 0: as many as the tree)
     B  a batch sweep: powers of two from `sweep_min_batch` up, `sweep_batches` training steps
        each on a fixed device batch, until an out-of-memory error, the predicted memory of the
        next size exceeding `sweep_mem_fraction` of what is free, or `sweep_max_batch`

@@ -144,10 +144,11 @@ class CellRun:
         """One pass's batches: under ranks, this rank's share of the split (batch_size per rank)."""
         tr, cfg, dist = self.trainer, self.cfg, self.ctx.dist
         world = dist.world if dist else 1
-        if cfg.pipeline == "synthetic-gpu":
+        if cfg.pipeline == "synthetic-gpu":  # the same device batch every step: no tree limits the pass, so
+            # max_*_batches steps when given (as at 256 a GPU on 4 GPUs, where the tree holds 12 a rank), else the loader's
             x, y = tr.fixed_batch(cfg.batch_size)
-            n = len(self.index.files(split)) // (cfg.batch_size * world)
-            return [(x, y)] * n  # the same device batch every step: as many steps as the loader's
+            most = cfg.max_train_batches if split == "train" else cfg.max_val_batches
+            return [(x, y)] * (most or len(self.index.files(split)) // (cfg.batch_size * world))
         import torch
 
         from bench.data import tinyimagenet
