@@ -394,7 +394,7 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             ax.legend(fontsize=7)
             fname = f"cifar-opt_pareto_{safe_name(c.dir.name)}.png"
             tmp = out / f".{fname}.tmp.png"
-            fig.savefig(tmp, dpi=110, bbox_inches="tight")
+            fig.savefig(tmp, dpi=90, bbox_inches="tight")
             plt.close(fig)
             tmp.replace(out / fname)
             journal = f"{c.dir.name}/{pick['journal']}"
