@@ -260,3 +260,14 @@ def test_a_difference_pairs_by_repeat_only_within_one_run():
     assert apart.median == 71.0 - 66.0 and (apart.lo, apart.hi) == (70.0 - 69.0, 72.0 - 66.0)
     one = K.difference({0: 70.0}, {0: 66.0}, paired=False)
     assert one.lo is None and C.decide(one, C.between(3, 6))[0] == C.FEW
+
+
+def test_a_two_gpu_cell_beside_the_one_gpu_cell_is_not_the_seeds_default():
+    """A DDP cell (devices=0,1) of GPU Default in the same run is another configuration: the seed's
+    claims read the one-GPU cell (two cells at one repeat would be a declaration error)."""
+    ddp = seeds("torch-cuda", "default", "one", GPU, 4800.0)
+    for c in ddp:
+        c.spec["devices"] = ["0", "1"]
+    cells = seeds("torch-cuda", "default", "one", GPU, 2500.0) + ddp + seeds("torch-cpu", "default", "one", CPU, 500.0)
+    a = _one(cells, "gpu-over-cpu")
+    assert a.verdict == C.HOLDS and a.value.median == pytest.approx(5.0)

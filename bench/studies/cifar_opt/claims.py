@@ -72,14 +72,15 @@ ACC_FREE = (
     *SEARCH_BUDGET,
 )  # an accuracy claim: the data must match, the amount of work may not (the seed: 5 CPU, 10 GPU epochs)
 
-# the seed's configurations (batch 32 on its DataLoader; a Tuned side trains at its search's pick).
-# A param pinned on one side of a Ratio is not compared with the other side: pin it on both.
+# the seed's configurations (batch 32 on its DataLoader, one GPU; a Tuned side trains at its
+# search's pick). A param pinned on one side of a Ratio is not compared with the other side: pin
+# it on both.
 CPU_D = {"backend": "torch-cpu", "variant": "default", "batch_size": 32}
 CPU_Q = {"backend": "torch-cpu", "variant": "int8", "batch_size": 32}
 CPU_T = {"backend": "torch-cpu", "variant": "optuna"}
-GPU_D = {"backend": "torch-cuda", "variant": "default", "pipeline": "loader", "batch_size": 32}
-GPU_A = {"backend": "torch-cuda", "variant": "amp", "pipeline": "loader", "batch_size": 32}
-GPU_T = {"backend": "torch-cuda", "variant": "optuna", "pipeline": "loader"}
+GPU_D = {"backend": "torch-cuda", "variant": "default", "pipeline": "loader", "batch_size": 32, "gpus": 1}
+GPU_A = {"backend": "torch-cuda", "variant": "amp", "pipeline": "loader", "batch_size": 32, "gpus": 1}
+GPU_T = {"backend": "torch-cuda", "variant": "optuna", "pipeline": "loader", "gpus": 1}
 MPS_D = {"backend": "torch-mps", "variant": "default", "pipeline": "loader", "batch_size": 32}
 MPS_T = {"backend": "torch-mps", "variant": "optuna", "pipeline": "loader"}
 KIT_TUNED = {"backend": "torch-cuda", "variant": "tuned", "pipeline": "resident"}
