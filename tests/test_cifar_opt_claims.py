@@ -17,6 +17,7 @@ from bench.core import claims as C
 from bench.core.registry import studies
 from bench.core.resultset import collect
 from bench.studies.cifar_opt import claims as K
+from bench.studies.cifar_opt.readings import difference
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
@@ -254,11 +255,11 @@ def test_the_i7_figure_is_judged_on_the_i7_only():
 
 def test_a_difference_pairs_by_repeat_only_within_one_run():
     a, b = {0: 70.0, 1: 72.0, 2: 71.0}, {0: 66.0, 1: 69.0, 2: 66.0}
-    paired = K.difference(a, b, paired=True)
+    paired = difference(a, b, paired=True)
     assert paired.median == 4.0 and (paired.lo, paired.hi) == (3.0, 5.0) and paired.kind == "range"
-    apart = K.difference(a, b, paired=False)
+    apart = difference(a, b, paired=False)
     assert apart.median == 71.0 - 66.0 and (apart.lo, apart.hi) == (70.0 - 69.0, 72.0 - 66.0)
-    one = K.difference({0: 70.0}, {0: 66.0}, paired=False)
+    one = difference({0: 70.0}, {0: 66.0}, paired=False)
     assert one.lo is None and C.decide(one, C.between(3, 6))[0] == C.FEW
 
 

@@ -13,6 +13,7 @@ compile / CUDA graphs / Optuna; accuracy, epoch time, latency, memory, size; 3 s
     report.py     tables and the seed's Figs. 1-4, the searches (budget, distance from chance), Pareto plots
     crossdevice.py  GPU over CPU: each seed configuration's GPU side beside its CPU side, with intervals
     claims.py     every claim of seed 002 as data, judged by bench.core.answers
+    readings.py   what those claims read from a cell's rows; claims of several conditions per model
     readout.py    reading result cells for report.py and crossdevice.py: names, per-seed values, forms
 
 Importing this package imports no torch.

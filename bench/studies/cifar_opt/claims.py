@@ -6,7 +6,8 @@ The seed prints no tables. Its configurations are our cells (config.py): CPU Def
 profile) and Tuned (`optuna`); GPU Default, AMP and Tuned (`optuna`), at batch 32 on the seed's
 DataLoader; Mac GPU (`torch-mps`). Each repeat is one of the seed's 3 seeds; a figure per repeat
 is read from its epoch rows (median epoch time, last test accuracy, peak memory) or its
-inference rows (batch-1 p50 latency per deployment form), then the median over repeats.
+inference rows (batch-1 p50 latency per deployment form: readings.py), then the median over
+repeats.
 
 Which figures are judged where. A band around a figure the seed measured on named hardware
 (32 % on the i7, 40 ms and 100 s on the i9, 10 % on the GTX 1660 Ti, 300-600 MB on the P100,
@@ -32,18 +33,13 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import json
-import statistics
-
-from bench.core import answers, stats
-from bench.core.answers import Finding
+from bench.core import answers
 from bench.core.claims import (
     SPEED_FREE,
     WORK_AMOUNT,
     Claim,
     Expect,
     Level,
-    Measured,
     Metric,
     Needs,
     Ratio,
@@ -52,9 +48,23 @@ from bench.core.claims import (
     between,
     faster,
 )
-from bench.core.resultset import ResultCell
-from bench.core.study import Study, number
 from bench.studies.cifar_opt.config import chance_limit
+from bench.studies.cifar_opt.readings import (
+    eager_ms,
+    fastest_ms,
+    final_acc_pct,
+    gpu_alloc_mb,
+    heap_mb,
+    int8_drop_pts,
+    int8_size_mb,
+    int8_size_ratio,
+    int8_speedup,
+    peak_rss_mb,
+    per_model,
+    quantized,
+    seed_epoch_s,
+    slowest_ms,
+)
 from bench.studies.cifar_opt.readout import SEED_N_TRAIN
 
 QUANT_CUT, CUT_TOL = 0.32, 0.10
@@ -67,10 +77,8 @@ CHANCE_PCT = 100 * chance_limit(1000)
 
 SEARCH_BUDGET = ("trial_epochs", "trial_budget_s")  # how long a search ran (with `trials`, a WORK_AMOUNT param)
 TUNED_FREE = (*SPEED_FREE, *SEARCH_BUDGET)  # a speed claim about a Tuned side: each side's search ran its own budget
-ACC_FREE = (
-    *WORK_AMOUNT,
-    *SEARCH_BUDGET,
-)  # an accuracy claim: the data must match, the amount of work may not (the seed: 5 CPU, 10 GPU epochs)
+# an accuracy claim: the data must match, the amount of work may not (the seed: 5 CPU, 10 GPU epochs)
+ACC_FREE = (*WORK_AMOUNT, *SEARCH_BUDGET)
 
 # the seed's configurations (batch 32 on its DataLoader, one GPU; a Tuned side trains at its
 # search's pick). A param pinned on one side of a Ratio is not compared with the other side: pin
@@ -85,10 +93,6 @@ MPS_D = {"backend": "torch-mps", "variant": "default", "pipeline": "loader", "ba
 MPS_T = {"backend": "torch-mps", "variant": "optuna", "pipeline": "loader"}
 KIT_TUNED = {"backend": "torch-cuda", "variant": "tuned", "pipeline": "resident"}
 CPU = {"backend": "torch-cpu"}  # with a `quantized` metric: the Quantized cells, int8 and quant-dynamic alike
-QUANTIZED = {  # variant -> (its int8 form, the fp32 form it came from)
-    "int8": ("int8-pt2e", "fp32-compiled"),
-    "quant-dynamic": ("int8-dynamic", "fp32-eager"),
-}
 
 POST_TRAINING = "post-training quantization: the Quantized cell trains exactly as Default, so 1.0x is what to expect"
 SEED_SCALE = f"time per {SEED_N_TRAIN:,} images, the seed epoch"
@@ -96,167 +100,6 @@ ON_CUDA = "judged on any CUDA GPU, never the Apple GPU"
 OWN_PICK = "Tuned trains at the batch and lr its own search picked"
 UNIVERSALLY = "universally outperformed CPUs"
 V_VII_ABS = "Sec. V, VII, abstract"
-
-
-# ---- per-repeat figures, from one cell's rows --------------------------------------------------
-def _rows(rows: list[dict], part: str, phase: str) -> list[dict]:
-    return [r for r in rows if r.get("status") == "ok" and r.get("phase") == phase and str(r.get("backend")) == part]
-
-
-def _epochs(rows: list[dict], part: str) -> list[dict]:
-    return sorted(_rows(rows, part, "epoch"), key=lambda r: number(r.get("epoch")) or 0)
-
-
-def _max(rows: list[dict], part: str, key: str) -> float | None:
-    v = [x for r in _epochs(rows, part) if (x := number(r.get(key))) is not None]
-    return max(v) if v else None
-
-
-def seed_epoch_s(rows: list[dict], part: str) -> float | None:
-    """Median epoch time per SEED_N_TRAIN images (an epoch of N images scaled by SEED_N_TRAIN / N)."""
-    v = []
-    for r in _epochs(rows, part):
-        s, n = number(r.get("epoch_s")), number(r.get("n_train"))
-        if s is not None:
-            v.append(s * SEED_N_TRAIN / n if n else s)
-    return statistics.median(v) if v else None
-
-
-def final_acc_pct(rows: list[dict], part: str) -> float | None:
-    v = [x for r in _epochs(rows, part) if (x := number(r.get("test_acc"))) is not None]
-    return 100 * v[-1] if v else None
-
-
-def peak_rss_mb(rows: list[dict], part: str) -> float | None:
-    return _max(rows, part, "rss_peak_mb")
-
-
-def heap_mb(rows: list[dict], part: str) -> float | None:
-    return _max(rows, part, "python_heap_peak_mb")
-
-
-def gpu_alloc_mb(rows: list[dict], part: str) -> float | None:
-    return _max(rows, part, "gpu_alloc_peak_mb")
-
-
-def _forms(rows: list[dict], part: str) -> dict[str, dict]:
-    return {str(r.get("form")): r for r in _rows(rows, part, "inference")}
-
-
-def _p50(r: dict | None) -> float | None:
-    return number(r.get("latency_p50_ms")) if r else None
-
-
-def eager_ms(rows: list[dict], part: str) -> float | None:
-    """Batch-1 p50 of the cell's eager form (fp32-eager on a CPU, eager-fp32 or eager-fp16 on a GPU)."""
-    return next((_p50(r) for f, r in _forms(rows, part).items() if "eager" in f), None)
-
-
-def slowest_ms(rows: list[dict], part: str) -> float | None:
-    v = [x for r in _forms(rows, part).values() if (x := _p50(r)) is not None]
-    return max(v) if v else None
-
-
-def fastest_ms(rows: list[dict], part: str) -> float | None:
-    v = [x for r in _forms(rows, part).values() if (x := _p50(r)) is not None]
-    return min(v) if v else None
-
-
-def _quant_forms(rows: list[dict], part: str) -> tuple[dict, dict] | None:
-    """(int8 form row, fp32 form row) of a Quantized cell, else None."""
-    forms = _forms(rows, part)
-    pair = next((p for p in QUANTIZED.values() if p[0] in forms and p[1] in forms), None)
-    return (forms[pair[0]], forms[pair[1]]) if pair else None
-
-
-def int8_drop_pts(rows: list[dict], part: str) -> float | None:
-    """Test accuracy of the fp32 form minus the int8 form's, in points (one trained model, one test set)."""
-    got = _quant_forms(rows, part)
-    return number(got[0].get("acc_drop_pts")) if got else None
-
-
-def int8_size_mb(rows: list[dict], part: str) -> float | None:
-    got = _quant_forms(rows, part)
-    return number(got[0].get("model_size_mb")) if got else None
-
-
-def int8_size_ratio(rows: list[dict], part: str) -> float | None:
-    got = _quant_forms(rows, part)
-    a, b = (number(got[0].get("model_size_mb")), number(got[1].get("model_size_mb"))) if got else (None, None)
-    return a / b if a and b else None
-
-
-def int8_speedup(rows: list[dict], part: str) -> float | None:
-    """The fp32 form's batch-1 p50 over the int8 form's (above 1: int8 answers sooner)."""
-    got = _quant_forms(rows, part)
-    a, b = (_p50(got[0]), _p50(got[1])) if got else (None, None)
-    return b / a if a and b else None
-
-
-def quantized(metric: Metric) -> Metric:
-    """METRIC on a Quantized cell's rows only (a side {"backend": "torch-cpu"} then matches int8
-    and quant-dynamic cells, each a workload of its own)."""
-
-    def only(rows: list[dict], part: str) -> float | None:
-        return metric(rows, part) if _quant_forms(rows, part) else None
-
-    return only
-
-
-# ---- claims made of several conditions, answered per model -------------------------------------
-Item = tuple[str, Ratio | Level, Expect | None]
-
-
-def difference(a: dict[int, float], b: dict[int, float], paired: bool) -> stats.Summary:
-    """median(A) - median(B) over repeats, or paired by repeat the median of the differences
-    (bench.core.stats.summarize: its interval or range); unpaired, the range min(A) - max(B) to
-    max(A) - min(B), whatever the repeats (bench.core.stats has no interval of a difference)."""
-    if paired and sorted(a) == sorted(b):
-        return stats.summarize([a[k] - b[k] for k in sorted(a)])
-    med = statistics.median(a.values()) - statistics.median(b.values())
-    n = min(len(a), len(b))
-    if n < 2:
-        return stats.Summary(med, None, None, med, med, med, med, n, "none")
-    lo, hi = min(a.values()) - max(b.values()), max(a.values()) - min(b.values())
-    return stats.Summary(med, lo, hi, med, med, lo, hi, n, "range")
-
-
-def per_model(*items: Item, need: bool = True, exact: bool = False, minus: bool = False) -> Measured:
-    """A claim of several conditions (as bench.core.answers.conditions), answered per model, per
-    configuration where an item's sides do not name the variant (a side {"backend": "torch-cpu"}
-    with a `quantized` metric: int8 and quant-dynamic), and per host where one model's
-    conditions ran on several. NEED: every condition is required (a missing one: not measured
-    here); else the claim is judged on those that ran (the seed's "across Zaratan, P100 and Mac
-    GPU"). EXACT: deterministic figures (a model's size). MINUS: a Ratio's two sides give a
-    difference A - B (points), not A / B."""
-
-    def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
-        out: list[Finding] = []
-        for what, rule, expect in items:
-            if isinstance(rule, Ratio):
-                got = answers.ratio_findings(study, cells, rule)
-                named = "variant" in rule.a and "variant" in rule.b
-            else:
-                got = answers.level_findings(study, cells, rule)
-                named = "variant" in rule.side
-            for f in got:
-                f.what, f.expect, f.exact = what, expect, exact
-                f.split = {"model": f.sides[0].facets.get("model")}
-                if not named:
-                    f.split["variant"] = f.sides[0].facets.get("variant")
-                if minus:
-                    f.value = difference(f.sides[0].per, f.sides[1].per, paired=f.rank == 0)
-                    f.unit = "pts"
-            out += got
-        scopes: dict[str, set] = {}
-        for f in out:
-            scopes.setdefault(json.dumps(f.split, sort_keys=True), set()).add(f.scope)
-        for f in out:
-            if len(scopes[json.dumps(f.split, sort_keys=True)]) > 1:
-                f.split = {**f.split, "on": f.scope_label}
-        return out
-
-    return Measured(measure, tuple(w for w, _, _ in items) if need else ())
 
 
 def _acc(a: dict, b: dict) -> Ratio:
