@@ -12,8 +12,9 @@ compile / CUDA graphs / Optuna; accuracy, epoch time, latency, memory, size; 3 s
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
     report.py     tables and the seed's Figs. 1-4, the searches (budget, distance from chance), Pareto plots
     crossdevice.py  GPU over CPU: each seed configuration's GPU side beside its CPU side, with intervals
-    claims.py     the seed's claims, each with our measurement and a verdict
-    readout.py    reading result cells for those three: names, per-seed values, forms
+    claims.py     every claim of seed 002 as data, judged by bench.core.answers
+    readings.py   what those claims read from a cell's rows; claims of several conditions per model
+    readout.py    reading result cells for report.py and crossdevice.py: names, per-seed values, forms
 
 Importing this package imports no torch.
 """
@@ -213,10 +214,7 @@ class CifarOpt(Study):
         steps, open_s, step_s = cost(settings(cell))
         return Estimate(steps, open_s, step_s)
 
-    # ---- what compare and verify read
-    # seed 002 prints no tables: "GPU-based training consistently delivered faster average
-    # epoch times"; "AMP typically reduced training time by 5-20%"; "on the Lenovo (Intel Core
-    # i7), quantization led to a 32% reduction in training time for ResNet18"
+    # ---- what compare, verify and the answer engine read
     claims = CLAIMS  # claims.py: every claim of seed 002 that a measurement can check
     throughput_unit = "img/s"
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
