@@ -38,6 +38,7 @@ from bench.core.claims import SPEED_FREE, Claim, Expect, Level, Needs, Ratio, ab
 from bench.studies.roofline import seed
 from bench.studies.roofline.config import MODELS, SEED_BATCH
 from bench.studies.roofline.measures import (
+    Part,
     ai_order,
     bar,
     bw_roof,
@@ -63,11 +64,12 @@ GPU_CPU, M3_CPU = (10.0, 50.0), (7.0, 15.0)
 LIGHT, HEAVY = ("mobilenet_v2", "squeezenet1_1"), ("resnet18", "resnet50")
 SEED_CLASSES = 1000  # the seed's torchvision models kept ImageNet's head (Table 1's counts); ours have 200
 
+GPU, MPS_B, CPU = "torch-cuda", "torch-mps", "torch-cpu"
 # the seed's device -> our backend, its hardware (substrings of a device name), what it needs
 DEVICES = {
-    "T4": ("torch-cuda", ("T4",), "the seed's Tesla T4 (torch-cuda)"),
-    "MPS": ("torch-mps", ("M3 Pro",), "an Apple GPU (torch-mps)"),
-    "CPU": ("torch-cpu", ("e2-standard-4",), "the seed's 4-vCPU e2-standard-4 (torch-cpu)"),
+    "T4": (GPU, ("T4",), "the seed's Tesla T4 (torch-cuda)"),
+    "MPS": (MPS_B, ("M3 Pro",), "an Apple GPU (torch-mps)"),
+    "CPU": (CPU, ("e2-standard-4",), "the seed's 4-vCPU e2-standard-4 (torch-cpu)"),
 }
 MPS = Needs(what=DEVICES["MPS"][2])
 FREE = (*SPEED_FREE, "batch_size")  # one model beside another: each at its own batch (SqueezeNet1.1's 64)
@@ -76,9 +78,9 @@ LEFT = below(1.0, "left of the ridge (below 1x)")
 RIGHT = above(1.0, "right of the ridge (above 1x)")
 
 
-def side(backend: str, model: str, pipeline: str = "loader") -> dict:
+def side(backend: str, model: str) -> dict:
     """The seed's scenario-A set-up on BACKEND: fp32, its loader."""
-    return {"backend": backend, "variant": "fp32", "model": model, "pipeline": pipeline, "scenario": "A"}
+    return {"backend": backend, "variant": "fp32", "model": model, "pipeline": "loader", "scenario": "A"}
 
 
 def side_any(model: str, pipeline: str) -> dict:
@@ -86,11 +88,14 @@ def side_any(model: str, pipeline: str) -> dict:
     return {"variant": "fp32", "model": model, "pipeline": pipeline, "scenario": "A"}
 
 
+def point(platform: str, model: str) -> dict:
+    """MODEL's scenario-A training point on any PLATFORM backend at fp32 and the seed's batch."""
+    return {"platform": platform, "variant": "fp32", "scenario": "A", "model": model, "batch_size": SEED_BATCH.get(model, 128)}
+
+
 def speedup(a: str, b: str, model: str) -> Ratio:
+    """MODEL's img/s on backend A over B's (the seed's Table 8 where A and B are two of its devices)."""
     return Ratio(side(a, model), side(b, model), free=SPEED_FREE)
-
-
-GPU, MPS_B, CPU = "torch-cuda", "torch-mps", "torch-cpu"
 
 
 # ---- Table 8 and the findings that read it -----------------------------------------------------
@@ -108,7 +113,7 @@ def _table8() -> list[Claim]:
                 f"Table 8: {gpu_m3}x",
                 headline=False,
                 needs=MPS,
-            )  # fmt: skip
+            )
         )
         out.append(
             faster(
@@ -121,14 +126,14 @@ def _table8() -> list[Claim]:
                 f"Table 8: {m3_cpu}x",
                 headline=False,
                 needs=MPS,
-            )  # fmt: skip
+            )
         )
     return out
 
 
-def _gains_over(a: str, b: str, pairs: list[tuple[str, str]], expect=ONE_ABOVE) -> list:
-    """For each (X, Y): X's A-over-B speedup over Y's."""
-    return [gain(f"{x} / {y}", speedup(a, b, x), speedup(a, b, y), expect) for x, y in pairs]
+def _gains_over(a: str, b: str, pairs: list[tuple[str, str]]) -> list[Part]:
+    """For each (X, Y): model X's A-over-B speedup over model Y's, claimed above 1x."""
+    return [gain(f"{x} / {y}", speedup(a, b, x), speedup(a, b, y), ONE_ABOVE) for x, y in pairs]
 
 
 HEADLINE = tuple(
@@ -151,8 +156,7 @@ FINDINGS = (
         "7.1 #1, 7.3, 8 #1",
         measured(*(rule(m, speedup(GPU, CPU, m)) for m in MODELS)),
         between(*GPU_CPU, "10-50x"),
-        GPU_CPU,
-        "10-50x (its own Table 8: 14.2-35.5x)",
+        seed_text="10-50x (its own Table 8: 14.2-35.5x)",
         note="the size of a GPU/CPU ratio belongs to the two devices: an H100 over 2 EPYC cores is not a T4 over 4 vCPUs",
     ),
     Claim(
@@ -186,8 +190,7 @@ FINDINGS = (
             *_gains_over(MPS_B, CPU, [("resnet50", m) for m in LIGHT]),
         ),
         ONE_ABOVE,
-        M3_CPU,
-        "~7-15x (its Table 8: 7.3-15.0x, ResNet50 highest)",
+        seed_text="~7-15x (its Table 8: 7.3-15.0x, ResNet50 highest)",
         needs=MPS,
     ),
     Claim(
@@ -216,7 +219,7 @@ FINDINGS = (
         "cpu-memory-bound",
         "The cloud CPU is always memory-bound: every model on the bandwidth slope, even ResNet50",
         "6.4, 7.1 #5, 8 #5",
-        measured(*(bar(m, {"platform": "cpu", "variant": "fp32", "scenario": "A", "model": m}, LEFT) for m in MODELS)),
+        measured(*(bar(m, point("cpu", m), LEFT) for m in MODELS)),
         LEFT,
         seed_text="all models far below the compute roof, on the bandwidth slope",
         note=(
@@ -229,8 +232,8 @@ FINDINGS = (
         "On the GPU, MobileNetV2 and SqueezeNet lie on the bandwidth slope; the ResNets reach the compute side",
         "6.4, 8 #5",
         measured(
-            *(bar(m, {"platform": "cuda", "variant": "fp32", "scenario": "A", "model": m}, LEFT) for m in LIGHT),
-            *(bar(m, {"platform": "cuda", "variant": "fp32", "scenario": "A", "model": m}, RIGHT) for m in HEAVY),
+            *(bar(m, point("cuda", m), LEFT) for m in LIGHT),
+            *(bar(m, point("cuda", m), RIGHT) for m in HEAVY),
         ),
         seed_text="T4: light models memory-bound, ResNet50 toward the compute ceiling",
         note="each value as cpu-memory-bound's, against the GPU's fp32 ridge (the seed's precision)",
@@ -239,7 +242,7 @@ FINDINGS = (
         "mps-mixed-bound",
         "On the M3 Pro, MobileNetV2 and SqueezeNet remain memory-bound (MPS is mixed-bound depending on model)",
         "6.4, 8 #5",
-        measured(*(bar(m, {"platform": "mps", "variant": "fp32", "scenario": "A", "model": m}, LEFT) for m in LIGHT)),
+        measured(*(bar(m, point("mps", m), LEFT) for m in LIGHT)),
         LEFT,
         seed_text="small models memory-bound; ResNet50 closer to compute-bound",
         needs=MPS,
@@ -283,7 +286,7 @@ FINDINGS = (
                     Ratio(side_any(lt, "loader"), side_any(lt, "synthetic-gpu"), free=SPEED_FREE),
                     Ratio(side_any(h, "loader"), side_any(h, "synthetic-gpu"), free=SPEED_FREE),
                     ONE_BELOW,
-                )  # fmt: skip
+                )
                 for lt in LIGHT
                 for h in HEAVY
             )
@@ -373,8 +376,7 @@ def _complexity() -> list[Claim]:
                     rule("parameters", Level({"model": m}, params_at(SEED_CLASSES), "params"), exact=True, per_device=False)
                 ),
                 between(n - PARAMS_TOL, n + PARAMS_TOL, f"{p} M to two decimals"),
-                n,
-                f"{p} M params; {g224} G 'FLOPs' (MACs) per 224-px image; {mb} MB; AI {ai}",
+                seed_text=f"{p} M params; {g224} G 'FLOPs' (MACs) per 224-px image; {mb} MB; AI {ai}",
                 note=(
                     "ours built with 200 classes, its head counted at 1,000. Its FLOPs are MACs at 224 px and 1,000 classes "
                     "(not ours at 64 px and 200: (64/224)^2 does not convert stride-rounded maps or a conv head), its AI "

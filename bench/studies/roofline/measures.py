@@ -275,6 +275,7 @@ def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32")
 
 __all__ = [
     "AI_BATCH",
+    "Part",
     "HEAD_IN",
     "ai_order",
     "bar",
