@@ -363,6 +363,12 @@ BATCH = (
 
 
 # ---- the seed's tables: 1-2 (counts), 3 (throughput), 5 (utilisation), 7 (peaks) -------------
+CX_NOTE = (
+    "counted with the seed's 1,000-class head (ours train 200); its FLOPs (MACs at 224 px, 1,000 classes) and AI (FLOPs "
+    "over the model's size) do not convert to ours: the complexity table shows them beside"
+)
+
+
 def _complexity() -> list[Claim]:
     out = []
     for m, (p, g224, mb, ai) in seed.COMPLEXITY.items():
@@ -377,11 +383,7 @@ def _complexity() -> list[Claim]:
                 ),
                 between(n - PARAMS_TOL, n + PARAMS_TOL, f"{p} M to two decimals"),
                 seed_text=f"{p} M params; {g224} G 'FLOPs' (MACs) per 224-px image; {mb} MB; AI {ai}",
-                note=(
-                    "ours built with 200 classes, its head counted at 1,000. Its FLOPs are MACs at 224 px and 1,000 classes "
-                    "(not ours at 64 px and 200: (64/224)^2 does not convert stride-rounded maps or a conv head), its AI "
-                    "FLOPs over the model's size: the complexity table shows both beside ours"
-                ),
+                note=CX_NOTE,
             )
         )
     return out
@@ -409,21 +411,15 @@ def _perf() -> list[Claim]:
                 seed_text=f"{tr} / {va} img/s; {tf_tr} / {tf_va} TFLOP/s{mem_text}",
                 needs=Needs(real_data=True, what=what),
                 seed_hw=hw,
-                note=(
-                    "its TFLOP/s are its img/s x Table 1's 224-px MAC count (cx-"
-                    + m
-                    + " judges the count)"
-                    + ("; its peak GPU MB is not judged: the seed does not say which counter it read" if mem else "")
-                ),
+                note="not judged: its TFLOP/s (img/s x 224-px MACs)" + (", its GPU MB (no counter named)" if mem else ""),
             )
         )
     return out
 
 
 UTIL_NOTE = (
-    "ours are read through the timed pass (psutil primed first); the seed's CPU readings include 0.0 in 5 of 12, what an "
-    "unprimed psutil.cpu_percent() returns, and its T4's GPU readings of 0-3 % are not those of a GPU training at "
-    "100-350 img/s: they were not read through the work"
+    "ours are read through the timed pass; the seed's were not: its CPU reads 0.0 in 5 of 12 (an unprimed "
+    "psutil.cpu_percent()), its T4 0-3 % busy while training at 100-350 img/s"
 )
 
 

@@ -250,7 +250,9 @@ def bar(what: str, side: dict[str, Any], expect: Expect) -> Part:
 def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32") -> Part:
     """Model X's training intensity over model Y's at AI_BATCH on one device and run, at the
     unfused bytes and at the compulsory bytes: the two readings are its bounds (the value
-    shown: at the compulsory bytes)."""
+    shown: at the compulsory bytes). One answer, from the device with the most repeats: counts
+    are the same work on every device (they differ in the third digit where a device's kernels
+    dispatch other ops)."""
     high, low = _ai("ai_high_flops_per_byte", AI_BATCH), _ai("ai_low_flops_per_byte", AI_BATCH)
 
     def part(study: Study, cells: list[ResultCell]) -> list[A.Finding]:
@@ -267,7 +269,7 @@ def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32")
         for key, (sx, lx, hx) in points(x).items():
             if key in ys:
                 sy, ly, hy = ys[key]
-                out.append(A.Finding(_bounds(hx / hy, lx / ly, hx / hy), (sx, sy), 0, what, "x", expect=expect, split=on(sx)))
+                out.append(A.Finding(_bounds(hx / hy, lx / ly, hx / hy), (sx, sy), 0, what, "x", expect=expect))
         return out
 
     return _named(what, part)

@@ -585,7 +585,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
         ax.legend(handles=legend_handles(model_colors, roofs, _precisions(mine)), fontsize=7, ncol=3,
                   loc="upper center", bbox_to_anchor=(0.5, -0.12))  # fmt: skip
         name = f"roofline_device{i + 1}.png"
-        fig.savefig(out / name, dpi=110, bbox_inches="tight")
+        fig.savefig(out / name, dpi=95, bbox_inches="tight")
         plt.close(fig)
         md += [f"![roofline: {md_alt(dev)}]({name})", ""]
     models = [m for m in MODELS if any(params(c)["model"] == m for c in cells)]
@@ -613,7 +613,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
             "per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10
         )
         fig.tight_layout()
-        fig.savefig(out / "roofline_per_model.png", dpi=100, bbox_inches="tight")
+        fig.savefig(out / "roofline_per_model.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         md += ["![per-model rooflines across devices](roofline_per_model.png)", ""]
     return md
