@@ -19,8 +19,8 @@ Thresholds, each the reading of a word:
     TIME_TOL = 0.25       Table 3's img/s "agree" within 25 % (on the seed's device only)
     PARAMS_TOL = 5e3      "11.69 M parameters": the count to two decimals of a million
     PEAK_SHARE = 0.5-1.1  Table 7's "peak" (its CPU's "approximate"): a measured ceiling on the
-                          seed's device reaches at least half of it (a GEMM or a copy rarely
-                          gets more of a datasheet) and not 10 % past it
+                          seed's device reaches at least half of it and not 10 % past it (the
+                          H100 reference's GEMM and triad reach 77 % and 90 % of its datasheet)
     GPU_CPU = 10-50x      "GPU provides 10-50x acceleration" (7.3; 7.1: "~10x ... up to ~50x")
     M3_CPU = 7-15x        "substantial acceleration over CPU (~7x-15x)"
     1x                    every "faster", "gains more", "improve", "lowest", "highest",

@@ -14,19 +14,21 @@ Metrics, `(rows, part) -> value | None`, one value per repeat:
     sweep_climb             a sweep's highest achieved FLOP/s over its smallest batch's
     nan_passes              1 when the training pass's loss was not finite, else 0
 
-Findings, built per device so a claim answers for each device (or pair) that ran it; every
-builder returns a callable `(study, cells) -> [Finding]` that `measured(...)` joins into a
-claim's rule:
+Findings, split by device (`on`: the claim answers for each device, or pair of devices, that
+ran it) unless said; every builder returns a callable `(study, cells) -> [Finding]` that
+`measured(...)` joins into a claim's rule:
 
-    rule(what, Ratio | Level)   the engine's ratio or level findings, named WHAT
+    rule(what, Ratio | Level)   the engine's ratio or level findings, named WHAT (or one answer)
     gain(what, r1, r2)          ratio 1 over ratio 2 of the same runs (a ratio of speedups:
                                 per repeat A1/A2 over B1/B2, so the engine's interval carries)
     bar(what, side)             a training point's intensity over its device's ridge, as its
                                 bounds: from the unfused bytes to the compulsory bytes (kind
                                 "bounds": which roof binds depends on the traffic the run moved,
                                 which lies between)
-    ai_order(what, x, y)        model X's intensity over Y's at batch 128 on one device, as bounds
-                                (at the unfused bytes, at the compulsory bytes)
+    ai_order(what, x, y)        model X's intensity over Y's at batch 128 in one run, as bounds
+                                (at the unfused bytes, at the compulsory bytes); one answer
+    nan_count(what, side)       the training passes with a non-finite loss (a count)
+    per_config(side, metric)    a level per configuration that ran, named by model and precision
 """
 
 from __future__ import annotations
