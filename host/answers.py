@@ -35,7 +35,7 @@ def value_text(a: A.Answer) -> str:
         bracket = (
             ""
             if f.exact or v.lo is None or v.hi is None
-            else f" [{_fig(v.lo)}–{_fig(v.hi)}" + ("]" if v.kind == "ci" else f", range of {v.n}]")
+            else f" [{_fig(v.lo)}–{_fig(v.hi)}" + {"ci": "]", "bounds": ", bounds]"}.get(v.kind, f", range of {v.n}]")
         )
         txt = _num(v.median, f.unit) + bracket
         parts.append(f"{f.what}: {txt}" if f.what else txt)

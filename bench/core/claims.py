@@ -29,7 +29,10 @@ One policy decides every verdict (`decide`), from the value's interval (bench.co
 
 A claim measured by several findings (Measured: "ResNet-50 gains most" is one ratio per other
 model) holds when all hold, does not hold when any does not, and is undecided otherwise.
-Deterministic figures (FLOP counts, parameters) are `exact`: their value decides alone.
+Deterministic figures (FLOP counts, parameters) are `exact`: their value decides alone. A value
+whose interval is not from repeats but the two bounds a count allows (a roofline point's
+intensity from its unfused to its compulsory bytes: Summary kind "bounds") decides the same
+way, and is undecided where its bounds reach across the claim's edge.
 
 Standard library only: the host side judges claims from rows.
 """
@@ -242,6 +245,8 @@ def decide(value: Summary, expect: Expect, exact: bool = False) -> tuple[str, st
         return HOLDS, ""
     if where == "out":
         return FAILS, ""
+    if value.kind == "bounds":
+        return UNDECIDED, f"its bounds reach across {expect.text}"
     if value.kind == "range":
         return UNDECIDED, (
             f"the range of {value.n} repeats reaches across {expect.text}; {MIN_CI_REPEATS} repeats give a 95% interval"

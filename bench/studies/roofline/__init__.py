@@ -10,8 +10,10 @@ a batch sweep to the first OOM; rooflines per device and per model.
     protocol.py   one cell: open (count, roofs, warm-up), steps, the sweep's end
     seed.py       the seed's Tables 1-8, transcribed; its epoch (6,400 images, from Tables 3 and 4)
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
+    readout.py    how the rows are read (phases, medians, a cell's configuration), for the report and the claims
     report.py     Table 8 with intervals, the seed's tables beside ours, roofline plots per device and per model
-    claims.py     a verdict on each of the seed's claims, computed from the cells
+    claims.py     every checkable claim of the seed as data (bench.core.claims), judged by bench.core.answers
+    measures.py   what the claims measure: per-repeat metrics from rows, and the findings they rest on
 
 Importing this package imports no torch.
 """
@@ -158,8 +160,7 @@ class Roofline(Study):
 
         return Estimate(*cost(settings(cell)))
 
-    # ---- what compare and verify read
-    # seed 003's Table 8 (GPU/CPU, Scenario A throughputs): "10-50x depending on model complexity"
+    # ---- what compare, verify and the answer engine read
     claims = CLAIMS  # claims.py: every claim of seed 003 that a measurement can check
     throughput_unit = "img/s"
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat

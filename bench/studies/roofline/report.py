@@ -1,15 +1,17 @@
 """roofline's report section. First what a reader asks: how much faster one device is than
-another per model (seed Table 8, both pipelines, with 95 % intervals over repeats) and
-whether each of the seed's claims holds on these devices (claims.py); then the rooflines (per
-device, every point under the roof of its own precision, and per model across devices),
-then the seed's Tables 1-7 in its layout with its numbers beside ours, the loader-vs-
-synthetic-gpu gap and the batch sweep.
+another per model (seed Table 8, both pipelines, with 95 % intervals over repeats); then the
+rooflines (per device, every point under the roof of its own precision and run, and per model
+across devices), then the seed's Tables 1-7 in its layout with its numbers beside ours, the
+loader-vs-synthetic-gpu gap and the batch sweep. Numbers and intervals only: whether each of
+the seed's claims holds is the answer engine's table after this section (claims.py declares
+them, bench.core.answers judges them).
 
 Host side: standard library, numpy and matplotlib only (rows and system.json; no torch).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import textwrap
 from dataclasses import dataclass, field
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import Literal
 
 from bench.core import palette, stats
-from bench.core.labels import qualify
+from bench.core.claims import ALWAYS_FREE, WORK_AMOUNT
+from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.study import number
@@ -26,46 +29,32 @@ from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text
 from bench.studies.roofline import seed
 from bench.studies.roofline.config import PRECISIONS, ROOF_OF
+from bench.studies.roofline.readout import POINT_PHASES, cell_rows, median, params
 from bench.studies.roofline.roofmath import attainable
 
-PLATFORM = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
 SEED_DEVICE = seed.KIND  # the seed's device of the same kind
 MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1")
 COLORS = {"resnet18": "tab:blue", "mobilenet_v2": "tab:orange", "resnet50": "tab:green", "squeezenet1_1": "tab:red"}
 
 
-def _ok(c: Cell, phase: str) -> list[dict]:
-    return [r for r in c.rows if r.get("phase") == phase and r.get("status") == "ok"]
-
-
 def _med(g: list[Cell], phase: str, key: str, scale: float = 1.0) -> float | None:
-    vals = [float(r[key]) for c in g for r in _ok(c, phase) if isinstance(r.get(key), (int, float)) and r.get(key) is not None]
-    return statistics.median(vals) * scale if vals else None
-
-
-def _p(c: Cell) -> dict:
-    first = next((r for r in c.rows if r.get("model")), c.first)
-    return {
-        "model": first.get("model") or (c.spec.get("params") or {}).get("model"),
-        "scenario": first.get("scenario") or (c.spec.get("params") or {}).get("scenario"),
-        "pipeline": first.get("pipeline"),
-        "precision": first.get("precision") or c.first.get("variant"),
-        "platform": PLATFORM.get(str(c.first.get("backend")), "?"),
-        "batch": (c.spec.get("params") or {}).get("batch_size"),
-    }
+    return median([r for c in g for r in cell_rows(c, phase)], key, scale)
 
 
 def _config(c: Cell) -> str:
-    p = _p(c)
+    p = params(c)
     return f"{p['precision']}, {p['pipeline']}" + (" ⚑" if c.flags else "")
 
 
-def _roofs_by_device(cells: list[Cell]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
+def _roofs_by_run(cells: list[Cell]) -> dict[tuple[str, str], dict]:
+    """(device, run) -> the roofs system.json says that run measured (or took from its cache) on
+    that device; a run whose roofs are another run's of the same device (one cache) is left out."""
+    out: dict[tuple[str, str], dict] = {}
     for c in cells:
         r = c.system.get("roofs")
-        if isinstance(r, dict) and r.get("roofs"):
-            out.setdefault(c.device, r)
+        if isinstance(r, dict) and r.get("roofs") and (c.device, c.run_label) not in out:
+            if not any(dev == c.device and seen == r for (dev, _), seen in out.items()):
+                out[(c.device, c.run_label)] = r
     return out
 
 
@@ -90,8 +79,8 @@ def complexity_table(groups: list[list[Cell]]) -> list[dict]:
     seen: dict[str, dict] = {}
     for g in groups:
         c = g[0]
-        rows = _ok(c, "train") or _ok(c, "sweep")
-        if not rows or _p(c)["precision"] != "fp32" or _p(c)["model"] in seen:
+        rows = cell_rows(c, "train") or cell_rows(c, "sweep")
+        if not rows or params(c)["precision"] != "fp32" or params(c)["model"] in seen:
             continue
         r = rows[0]
         m = str(r["model"])
@@ -115,11 +104,11 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
     """Seed Table 3 (throughput, TFLOP/s, peak memory), Table 4 (pass times) and Table 5
     (utilisation) as one row per configuration; the seed's device of the same kind beside."""
     out = []
-    for g in sorted(groups, key=lambda g: MODELS.index(_p(g[0])["model"]) if _p(g[0])["model"] in MODELS else 9):
+    for g in sorted(groups, key=lambda g: MODELS.index(params(g[0])["model"]) if params(g[0])["model"] in MODELS else 9):
         c = g[0]
-        if not _ok(c, "train"):
+        if not cell_rows(c, "train"):
             continue
-        p = _p(c)
+        p = params(c)
         sd = SEED_DEVICE.get(p["platform"], "")
         sp, se, su = seed.PERF.get((p["model"], sd)), seed.EPOCH.get((p["model"], sd)), seed.UTIL.get((p["model"], sd))
         gpu = _med(g, "train", "gpu_alloc_peak_mb")
@@ -163,8 +152,8 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
     pipelines of one run side by side, never one run's loader over another's synthetic-gpu)."""
     by: dict[tuple, dict[str, float | None]] = {}
     for g in groups:
-        p = _p(g[0])
-        if _ok(g[0], "train"):
+        p = params(g[0])
+        if cell_rows(g[0], "train"):
             by.setdefault((p["model"], g[0].device, p["precision"], p["batch"], g[0].run_label), {})[p["pipeline"]] = _med(
                 g, "train", "img_per_s"
             )
@@ -191,12 +180,12 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
     where and why each repeat's sweep ended."""
     out = []
     for g in groups:
-        ends = [e for c in g for e in _ok(c, "sweep_end")]
+        ends = [e for c in g for e in cell_rows(c, "sweep_end")]
         if not ends:
             continue
-        c, p = g[0], _p(g[0])
+        c, p = g[0], params(g[0])
         by: dict[float, list[dict]] = {}
-        for r in (r for x in g for r in _ok(x, "sweep")):
+        for r in (r for x in g for r in cell_rows(x, "sweep")):
             b = number(r.get("batch_size"))
             if b:
                 by.setdefault(b, []).append(r)
@@ -237,9 +226,9 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
     return qualify(out, keys, "device", [r["run"] for r in out])
 
 
-def roofs_table(roofs: dict[str, dict]) -> list[dict]:
+def roofs_table(roofs: dict[tuple[str, str], dict]) -> list[dict]:
     out = []
-    for dev, r in roofs.items():
+    for (dev, run), r in roofs.items():
         sheet = r.get("datasheet") or {}
         load = (r.get("conditions") or {}).get("load_avg_1m_before")
         out.append(
@@ -253,11 +242,12 @@ def roofs_table(roofs: dict[str, dict]) -> list[dict]:
                 if sheet
                 else "",
                 "when": f"{r.get('measured_at')}" + (f", load {load:.1f}" if isinstance(load, (int, float)) else ""),
+                "run": run,
             }
         )
     for name, (gf, bw) in seed.PEAKS.items():
         out.append({"device": f"seed: {name}", "fp32": gf, "bw": bw, "sheet": "the seed's (datasheet / approximate)"})
-    return out
+    return qualify(out, ("device",), "device", [r.get("run", "") for r in out])  # two runs of one device: two rows
 
 
 # a ratio's numerator comes first in this order: GPU over Apple GPU over CPU (the seed's Table 8)
@@ -292,7 +282,7 @@ class Speedup:
 
 
 def _train_ips(c: Cell) -> float | None:
-    vals = [v for r in _ok(c, "train") if (v := number(r.get("img_per_s"))) and v > 0]
+    vals = [v for r in cell_rows(c, "train") if (v := number(r.get("img_per_s"))) and v > 0]
     return statistics.median(vals) if vals else None
 
 
@@ -301,19 +291,29 @@ def _host_cpu(c: Cell) -> str:
     return str(c.system.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
 
 
+def _workload(c: Cell) -> str:
+    """What a cell computes: its params but the pass lengths and what never tells work apart
+    (threads, workers, devices, the data's checksum); the dataset's name stays."""
+    given = c.spec.get("params")
+    work = {k: v for k, v in (given if isinstance(given, dict) else {}).items() if k not in WORK_AMOUNT and k not in ALWAYS_FREE}
+    return json.dumps(work, sort_keys=True, default=str)
+
+
 def speedups(groups: list[list[Cell]]) -> list[Speedup]:
-    """Seed Table 8 for every pair of devices that ran the same model, precision, pipeline and
-    batch (scenario A): the ratio of median training img/s over repeats with its 95 % interval
-    (bench.core.stats.ratio), paired by repeat only when both sides come from one run."""
+    """Seed Table 8 for every pair of devices that ran the same workload (model, precision,
+    pipeline, batch, dataset and every other setting but the pass lengths; scenario A): the
+    ratio of median training img/s over repeats with its 95 % interval (bench.core.stats.ratio),
+    paired by repeat only when both sides come from one run. A real-data run never meets a
+    synthetic one here (the seed's claims, judged by bench.core.answers, pair them and say so)."""
     sides: dict[tuple, dict[tuple[str, str], Side]] = {}
     for g in groups:
         for c in g:
-            p, v = _p(c), _train_ips(c)
+            p, v = params(c), _train_ips(c)
             if not v or p["scenario"] != "A":
                 continue
             key = tuple(
                 v if isinstance(v, (str, int, float)) else str(v) for v in (p["model"], p["precision"], p["pipeline"], p["batch"])
-            )
+            ) + (_workload(c),)
             side = sides.setdefault(key, {}).setdefault(
                 (c.device, c.run_label),
                 Side(
@@ -322,12 +322,12 @@ def speedups(groups: list[list[Cell]]) -> list[Speedup]:
                     c.run_label,
                     str(c.first.get("backend")),
                     _host_cpu(c),
-                    next((r.get("threads") for r in _ok(c, "train")), None),
+                    next((r.get("threads") for r in cell_rows(c, "train")), None),
                 ),
             )
             side.per[c.repeat] = v
     out = []
-    for (model, prec, pipe, batch), by in sides.items():
+    for (model, prec, pipe, batch, _), by in sides.items():
         ordered = sorted(by.values(), key=lambda s: (KIND_ORDER.get(s.platform, 9), s.device, s.run))
         for i, a in enumerate(ordered):
             for b in ordered[i + 1 :]:
@@ -415,7 +415,6 @@ def speedup_sides(sp: list[Speedup]) -> list[str]:
 
 
 # ---- figures --------------------------------------------------------------------------------
-POINT_PHASES = ("train", "val", "sweep")
 # a point's precision: its roof's line style, its marker's fill, its sweep's line style
 FillStyle = Literal["full", "left", "right", "bottom", "top", "none"]
 PREC_STYLE: dict[str, tuple[str, FillStyle]] = {"fp32": ("-", "full"), "tf32": ("--", "left"), "bf16-cl": (":", "none")}
@@ -432,10 +431,16 @@ class RoofLine:
     compute: float  # FLOP/s
     bandwidth_name: str  # copy | triad
     bandwidth: float  # B/s
+    run: str = ""  # the run whose points were held against it (ResultCell.run_label)
 
     @property
     def ridge(self) -> float:  # FLOP/B
         return self.compute / self.bandwidth
+
+    @property
+    def key(self) -> tuple[str, str, float, float]:
+        """What makes it the same roof in two runs."""
+        return (self.device, self.precision, self.compute, self.bandwidth)
 
     def label(self, with_device: bool = False) -> str:
         who = f"{self.device[:30]} " if with_device else ""
@@ -446,29 +451,43 @@ class RoofLine:
 
 
 def roof_lines(cells: list[Cell]) -> list[RoofLine]:
-    """The roofs to draw under CELLS' points: one per device and precision present among them,
-    each the roof those points' roof fractions were computed against (the rows' roof_* fields;
-    system.json's measured roofs for rows that predate them)."""
-    seen: dict[tuple[str, str], RoofLine] = {}
+    """The roofs to draw under CELLS' points: one per device, run and precision present among
+    them, each the roof that run's roof fractions were computed against (the rows' roof_*
+    fields; system.json's measured roofs for rows that predate them); two runs of one device
+    that held their points against the same roof draw it once."""
+    seen: dict[tuple[str, str, str], RoofLine] = {}
     for c in cells:
-        prec = str(_p(c)["precision"])
+        prec = str(params(c)["precision"])
         pts = [r for r in c.ok_rows if r.get("phase") in POINT_PHASES]
-        if not pts or (c.device, prec) in seen:
+        if not pts or (c.device, c.run_label, prec) in seen:
             continue
+        line = None
         for r in pts:
             comp, bw = number(r.get("roof_compute_flop_per_s")), number(r.get("roof_bandwidth_b_per_s"))
             if comp and bw and comp > 0 and bw > 0:
                 names = (str(r.get("roof_compute_name") or "compute"), str(r.get("roof_bandwidth_name") or "bandwidth"))
-                seen[(c.device, prec)] = RoofLine(c.device, prec, names[0], comp, names[1], bw)
+                line = RoofLine(c.device, prec, names[0], comp, names[1], bw, c.run_label)
                 break
         else:
             roofs = c.system.get("roofs")
             if isinstance(roofs, dict) and isinstance(roofs.get("roofs"), dict):
                 comp, bw = _compute(roofs, ROOF_OF.get(prec, prec)), _bandwidth(roofs)
                 if comp and bw:
-                    seen[(c.device, prec)] = RoofLine(c.device, prec, ROOF_OF.get(prec, prec), comp, "copy/triad", bw)
+                    line = RoofLine(c.device, prec, ROOF_OF.get(prec, prec), comp, "copy/triad", bw, c.run_label)
+        if line and all(x.key != line.key for x in seen.values()):
+            seen[(c.device, c.run_label, prec)] = line
     order = {p: i for i, p in enumerate(PRECISIONS)}
-    return sorted(seen.values(), key=lambda x: (x.device, order.get(x.precision, 9)))
+    return sorted(seen.values(), key=lambda x: (x.device, order.get(x.precision, 9), x.run))
+
+
+def roof_labels(lines: list[RoofLine], with_device: bool = False) -> list[str]:
+    """Each line's legend label, its run added where one device has this precision's roof from
+    several runs (then '#1', '#2' where even that would read alike)."""
+    runs: dict[tuple[str, str], set[str]] = {}
+    for x in lines:
+        runs.setdefault((x.device, x.precision), set()).add(x.run)
+    named = [x.label(with_device) + (plot_text(f" [{x.run}]") if len(runs[(x.device, x.precision)]) > 1 else "") for x in lines]
+    return distinct(named)
 
 
 def _draw_roof(ax, line: RoofLine, xs, color: str = "k", label: str | None = None) -> None:
@@ -484,15 +503,15 @@ def _axes(ax) -> None:
 
 def _points(ax, c: Cell, col: str) -> None:
     """C's points: a bar from the unfused to the compulsory AI, the marker at the compulsory end."""
-    p = _p(c)
+    p = params(c)
     ls, fill = PREC_STYLE.get(str(p["precision"]), ("-.", "full"))
     for phase in ("train", "val"):
         marker = MARKERS.get((phase, str(p["pipeline"])), "x")
-        for r in _ok(c, phase):
+        for r in cell_rows(c, phase):
             lo, hi, y = r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]
             ax.plot([lo, hi], [y, y], "-", color=col, alpha=0.4, lw=1)
             ax.plot([hi], [y], marker, color=col, fillstyle=fill, ms=7, mew=1.3)
-    sw = _ok(c, "sweep")
+    sw = cell_rows(c, "sweep")
     if sw:
         xs, ys = [r["ai_high_flops_per_byte"] for r in sw], [r["achieved_flop_per_s"] for r in sw]
         ax.plot(xs, ys, "^", ls=ls, color=col, fillstyle=fill, alpha=0.85, ms=5)
@@ -532,7 +551,7 @@ def _span(cells: list[Cell]):
 
 
 def _precisions(cells: list[Cell]) -> list[str]:
-    present = {str(_p(c)["precision"]) for c in cells}
+    present = {str(params(c)["precision"]) for c in cells}
     return [p for p in PRECISIONS if p in present] + sorted(present - set(PRECISIONS))
 
 
@@ -553,28 +572,28 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
         for line in lines:
             _draw_roof(ax, line, xs)
         # one device per figure: its models in the shades of its family (bench.core.palette)
-        present = [m for m in MODELS if any(_p(c)["model"] == m for c in mine)]
-        present += sorted({str(_p(c)["model"]) for c in mine} - set(present))
+        present = [m for m in MODELS if any(params(c)["model"] == m for c in mine)]
+        present += sorted({str(params(c)["model"]) for c in mine} - set(present))
         model_colors = palette.colors([(m, fam[dev]) for m in present])
         for c in mine:
-            _points(ax, c, model_colors.get(str(_p(c)["model"]), "tab:gray"))
+            _points(ax, c, model_colors.get(str(params(c)["model"]), "tab:gray"))
         _axes(ax)
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
         ax.set_ylabel("achieved FLOP/s")
         ax.set_title(f"roofline: {plot_text(dev)}: every point under the roof of its precision", fontsize=10)
-        roofs = [(line.label(), PREC_STYLE.get(line.precision, ("-.",))[0], "k") for line in lines]
+        roofs = [(lab, PREC_STYLE.get(x.precision, ("-.",))[0], "k") for x, lab in zip(lines, roof_labels(lines))]
         ax.legend(handles=legend_handles(model_colors, roofs, _precisions(mine)), fontsize=7, ncol=3,
                   loc="upper center", bbox_to_anchor=(0.5, -0.12))  # fmt: skip
         name = f"roofline_device{i + 1}.png"
-        fig.savefig(out / name, dpi=110, bbox_inches="tight")
+        fig.savefig(out / name, dpi=95, bbox_inches="tight")
         plt.close(fig)
         md += [f"![roofline: {md_alt(dev)}]({name})", ""]
-    models = [m for m in MODELS if any(_p(c)["model"] == m for c in cells)]
+    models = [m for m in MODELS if any(params(c)["model"] == m for c in cells)]
     if models:
         dev_color = palette.colors([(d, fam[d]) for d in devices])  # colour = device, as in every plot
         fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.8), squeeze=False)
         for ax, m in zip(axes[0], models):
-            mine = [c for c in cells if _p(c)["model"] == m]
+            mine = [c for c in cells if params(c)["model"] == m]
             xs = _span(mine)
             for line in roof_lines(mine):  # each device's roof of every precision its points ran at
                 _draw_roof(ax, line, xs, dev_color[line.device])
@@ -586,7 +605,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
         axes[0][0].set_ylabel("achieved FLOP/s")
         every = roof_lines(cells)
         roofs = [
-            (line.label(with_device=True), PREC_STYLE.get(line.precision, ("-.",))[0], dev_color[line.device]) for line in every
+            (lab, PREC_STYLE.get(x.precision, ("-.",))[0], dev_color[x.device]) for x, lab in zip(every, roof_labels(every, True))
         ]
         fig.legend(handles=legend_handles({}, roofs, _precisions(cells)), fontsize=7, ncol=3,
                    loc="upper center", bbox_to_anchor=(0.5, 0.0))  # fmt: skip
@@ -594,7 +613,7 @@ def figures(cells: list[Cell], out: Path) -> list[str]:
             "per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10
         )
         fig.tight_layout()
-        fig.savefig(out / "roofline_per_model.png", dpi=100, bbox_inches="tight")
+        fig.savefig(out / "roofline_per_model.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         md += ["![per-model rooflines across devices](roofline_per_model.png)", ""]
     return md
@@ -645,7 +664,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         return []
     out.mkdir(parents=True, exist_ok=True)
     groups = group_repeats(cells)
-    roofs = _roofs_by_device(cells)
+    roofs = _roofs_by_run(cells)
     data = sorted({(str(c.first.get("dataset")), bool(c.first.get("dataset_real"))) for c in cells})
     md = [
         "torchvision ResNet-18/50, MobileNetV2, SqueezeNet1.1 (weights=None, one output per class) at 64x64, SGD lr 0.01 "
@@ -669,7 +688,6 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "",
         ]
     md += speedup_section(speedups(groups))
-    md += claims_section(groups)
     md += figures(cells, out)
     md += ["#### Measured roofs (seed Table 7 beside)", "", markdown(roofs_table(roofs), [
         ("device", "device"), ("fp32", "fp32 GFLOP/s"), ("tf32", "tf32 GFLOP/s"), ("bf16", "bf16 GFLOP/s"),
@@ -745,7 +763,7 @@ def speedup_section(sp: list[Speedup]) -> list[str]:
         return md + ["One device in these results: speedups need a second device's cells (merge result dirs in `report`).", ""]
     precs = [p for p in PRECISIONS if any(x.precision == p for x in sp)]
     md += [
-        "Training img/s of the first device over the second's, same model, precision and batch (scenario A), in both "
+        "Training img/s of the first device over the second's, same model, precision, batch and data (scenario A), in both "
         "pipelines: `loader` (the seed's set-up: JPEGs decoded by DataLoader workers on the host's CPU) and "
         "`synthetic-gpu` (one batch kept on the device: the hardware alone). **Ours** is the ratio of the medians over "
         f'repeats with {stats.INTERVAL_TEXT} (`bench.core.stats.ratio`; "range of 3"), paired by repeat only where '
@@ -768,35 +786,6 @@ def speedup_section(sp: list[Speedup]) -> list[str]:
     return md
 
 
-def claims_section(groups: list[list[Cell]]) -> list[str]:
-    from bench.studies.roofline.claims import verdicts
-
-    rows = [
-        {"claim": v.claim, "verdict": v.verdict, "evidence": v.evidence, "rule": v.rule}
-        for v in verdicts(groups, speedups(groups))
-    ]
-    return [
-        "#### Does the seed's claim hold? (verdicts on these devices)",
-        "",
-        "Each verdict is computed from the cells of this report (`bench/studies/roofline/claims.py`): holds, does not "
-        "hold, unclear (the intervals overlap), needs real data, not measured here, or figures, not a claim. "
-        "A verdict resting on one repeat says so. They test the claims on OUR "
-        "devices, not the seed's (a T4, an M3 Pro, a 4-vCPU e2-standard-4): a ratio's size belongs to the two devices "
-        "compared; which model gains most, and which side of a ridge point a model lies, carry over.",
-        "",
-        markdown(
-            rows,
-            [
-                ("claim", "the seed's claim (section)"),
-                ("verdict", "verdict"),
-                ("evidence", "ours"),
-                ("rule", "how it is decided"),
-            ],
-        ),
-        "",
-    ]
-
-
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:
     cells = [c for c in cells if c.status == "ok"]
     rows = perf_table(group_repeats(cells))
@@ -812,8 +801,8 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         for r in rows
     ]
     ends = [
-        f"batch-size sweep {_p(c)['model']} {_p(c)['precision']} ended: {e.get('sweep_stop_reason')}"
+        f"batch-size sweep {params(c)['model']} {params(c)['precision']} ended: {e.get('sweep_stop_reason')}"
         for c in cells
-        for e in _ok(c, "sweep_end")
+        for e in cell_rows(c, "sweep_end")
     ]
     return lines + ends, {"configurations": rows}
