@@ -473,7 +473,6 @@ CLAIMS: tuple[Claim, ...] = (
         "The CPU stays at 60-70 °C whatever the batch size",
         "Sec. VIII.C, Fig. 9",
         Measured(_not_read),
-        seed=(60.0, 70.0),
         seed_text="60-70 °C",
         needs=Needs(what="a CPU temperature reading, which the kit's sampler does not take"),
     ),
@@ -502,7 +501,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Testing one image takes about 5 s on the CPU and 2-3 s on the GPU",
         "Sec. VIII.E",
         Ratio({**GPU1, **SEED_RUN}, {**CPU1, **SEED_RUN}, metric=eval_img_per_s, free=SPEED_FREE),
-        seed=(seed.INFERENCE_S["cpu"] / 3.0, seed.INFERENCE_S["cpu"] / 2.0),
+        seed=(seed.INFERENCE_S_CPU / seed.INFERENCE_S_GPU[1], seed.INFERENCE_S_CPU / seed.INFERENCE_S_GPU[0]),
         seed_text="5 s / 2-3 s per image",
         comparable="the seed timed single images (seconds each: loading and preprocessing included, it seems); the kit "
         "times batched evaluation only, so ours is the CPU over GPU time per image within a batch",

@@ -24,6 +24,6 @@ CPU = {"util_pct": "60-63", "processes": 307, "threads": 5410, "clock_ghz": 4.10
 TRAINING_TIME_H = {"cpu": 13.0, "gpu_b64": 2.0, "gpu_b128": 1.25}  # 20 epochs
 CPU_OVER_GPU = TRAINING_TIME_H["cpu"] / TRAINING_TIME_H["gpu_b64"]  # 6.5
 B128_OVER_B64 = TRAINING_TIME_H["gpu_b64"] / TRAINING_TIME_H["gpu_b128"]  # 1.6
-INFERENCE_S = {"cpu": 5.0, "gpu": (2.0, 3.0)}  # "the testing time for one image"
+INFERENCE_S_CPU, INFERENCE_S_GPU = 5.0, (2.0, 3.0)  # "the testing time for one image"
 TEST_ACC = "98-99 %"  # CPU and GPU alike
 TOP_OPERATOR = "'t' (its reading: copying data to the GPU)"  # Fig. 11; aten::t is in fact a transpose (a view)
