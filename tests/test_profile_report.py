@@ -305,8 +305,8 @@ def test_every_claim_of_the_reference_is_judged_by_the_engine_and_the_section_pr
 
 
 def test_gpu_over_cpu_reads_every_repeat_and_decides_only_with_an_interval(tmp_path):
-    """gpu_vs_cpu read one CPU cell and the first GPU cell, repeats ignored; now every repeat is a
-    side's, paired by repeat in one run, and one repeat a side gives no verdict."""
+    """Every repeat of both sides is read, paired by repeat within one run; one repeat a side gives
+    no verdict, and one slow repeat leaves it undecided."""
 
     def run(tmp: Path, gpu_s: list[float]) -> list[ResultCell]:
         cpu = _repeats(tmp, "cpu", "torch-cpu", len(gpu_s), lambda i: [_epoch(1, 122.0, 192), _epoch(2, 122.0, 192)],
@@ -329,7 +329,7 @@ def test_gpu_over_cpu_reads_every_repeat_and_decides_only_with_an_interval(tmp_p
 
 
 def test_b128_over_b64_reads_every_repeat_not_the_last_one_seen(tmp_path):
-    """b128_vs_b64 kept the last repeat of each batch (`by[b] = c`): here the last alone reads 1.7x."""
+    """Every repeat counts, not the last one seen: here the last alone would read 1.7x."""
     p = {"pipeline": "synthetic-gpu"}
     b64 = _repeats(tmp_path, "b64", "torch-cuda", 3, lambda i: [_epoch(1, 3.0, 1984)], params={**p, "batch_size": 64})
     t128 = [6.0, 6.0, 2.0]
