@@ -69,18 +69,23 @@ def test_the_references_answer_every_claim_per_dtype():
     assert [a.split for a in head] == [{"dtype": "float32"}, {"dtype": "float64"}] and all(a.verdict == C.HOLDS for a in head)
     assert all(f.pairing == "same run" for a in head for f in a.findings)
     params = got["t5-params"]  # 7,960 parameters: 0.03 MB at float32, 0.06 at float64; the seed printed 7.9
-    assert len(params) == 4 and all(a.verdict == C.FAILS and a.findings[0].exact for a in params)
-    assert sorted(round(a.findings[0].value.median, 4) for a in params) == [0.0318, 0.0318, 0.0637, 0.0637]
+    assert [a.split for a in params] == [{"dtype": "float32"}, {"dtype": "float64"}] and all(a.verdict == C.FAILS for a in params)
+    assert [[(f.what, round(f.value.median, 4), f.exact) for f in a.findings] for a in params] == [
+        [("NumPy", 0.0318, True), ("CuPy", 0.0318, True)],
+        [("NumPy", 0.0637, True), ("CuPy", 0.0637, True)],
+    ]
     assert all(a.verdict == C.NOT_COMPARABLE and "uint8" in a.why for a in got["t5-input"])
     assert all(a.verdict == C.HOLDS for a in got["fig3-convergence"] + got["matmul-gains-most"])
 
 
 def test_a_table5_size_is_a_count_decided_by_value_and_a_time_needs_repeats(tmp_path):
     one = _cells(tmp_path / "a", repeats=1)
-    params = {a.split["backend"]: a for a in _judge(one, "t5-params")}["cupy"]
-    assert params.verdict == C.FAILS and params.value is not None and params.value.n == 1  # 0.03 MB: far from 7.9
+    [params] = _judge(one, "t5-params")
+    assert params.verdict == C.FAILS and [f.value.n for f in params.findings] == [1, 1]  # 0.03 MB: far from 7.9
     seed_like = {v: {**MEMORY[v], "params_bytes": 8_000_000} for v in MEMORY}
-    assert {a.verdict for a in _judge(_cells(tmp_path / "b", repeats=1, memory=seed_like), "t5-params")} == {C.HOLDS}
+    assert [a.verdict for a in _judge(_cells(tmp_path / "b", repeats=1, memory=seed_like), "t5-params")] == [C.HOLDS]
+    cupy_off = {**seed_like, "cupy": {**seed_like["cupy"], "params_bytes": 31_840}}  # one column off: the row fails
+    assert [a.verdict for a in _judge(_cells(tmp_path / "c", repeats=1, memory=cupy_off), "t5-params")] == [C.FAILS]
     [speed] = _judge(one, "cupy-over-numpy")
     assert speed.verdict == C.FEW  # a time needs an interval: one repeat gives none
 

@@ -26,17 +26,17 @@ What the claims read, per repeat (one cell each):
               random weights is not the seed's transfer learning: it gives no value).
 
 Thresholds, each the reading of a word:
-    HUGE = 2.0        "a huge advantage" (GPU over CPU): at least 2x (the seed: 6.5x)
-    LOW_UTIL = 20.0   "only 3 % ... 14 % ... the minimum utilization": each GPU below 20 %
-    UTIL_PTS = 5.0    "(60-63) %" of the CPU: within 5 points of that range (one Task Manager reading)
-    MEM_TOL = 0.25    "around 3.4 GB": within 25 % (one nvidia-smi reading; also its power)
-    TEMP_C = 5.0      "reaches up to 59 degrees": within 5 degC
-    LOAD_PCT = 10.0   "no significant amount of CPU utilization while loading the data": below 10 % of a step
-    MOST_PCT = 50.0   "most of the time CPU was spent on the training": compute above 50 % of a step
-    NO_EFFECT = 0.10  "doesn't have an effect on CPU memory": within 10 %
-    ACC_PTS = 1.0     "around (98-99) %", "no significant differences", "without hampering": 1 point
-                      (a ratio of accuracies within 1 %)
-    SMALL_GAIN = 2.0  "not many significant improvements in GPU over the CPU": below 2x
+    HUGE = 2.0          "a huge advantage" (GPU over CPU): at least 2x (the seed: 6.5x)
+    LOW_UTIL = 20.0     "only 3 % ... 14 % ... the minimum utilization": each GPU below 20 %
+    UTIL_PTS = 5.0      "(60-63) %" of the CPU: within 5 points of that range (one Task Manager reading)
+    READING_TOL = 0.25  "around 3.4 GB", "152 W": within 25 % (one nvidia-smi reading)
+    TEMP_C = 5.0        "reaches up to 59 degrees": within 5 degC
+    LOAD_PCT = 10.0     "no significant amount of CPU utilization while loading the data": below 10 % of a step
+    MOST_PCT = 50.0     "most of the time CPU was spent on the training": compute above 50 % of a step
+    NO_EFFECT = 0.10    "doesn't have an effect on CPU memory": within 10 %
+    ACC_PTS = 1.0       "around (98-99) %", "no significant differences", "without hampering": 1 point
+                        (a ratio of accuracies within 1 %)
+    SMALL_GAIN = 2.0    "not many significant improvements in GPU over the CPU": below 2x
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from bench.core.study import number
 from bench.studies.profile import seed
 from bench.studies.profile.readout import seed_hours
 
-HUGE, LOW_UTIL, UTIL_PTS, MEM_TOL, TEMP_C = 2.0, 20.0, 5.0, 0.25, 5.0
+HUGE, LOW_UTIL, UTIL_PTS, READING_TOL, TEMP_C = 2.0, 20.0, 5.0, 0.25, 5.0
 LOAD_PCT, MOST_PCT, NO_EFFECT, ACC_PTS, SMALL_GAIN = 10.0, 50.0, 0.10, 1.0, 2.0
 MIB = 1.048576  # MB (10^6 bytes) per MiB, nvidia-smi's unit
 SIMPLER = "resnet18"  # the seed's unnamed "simpler network": plain 3x3 convolutions, 1.8 GFLOPs at 224 px (DenseNet-121: 2.9)
@@ -203,7 +203,13 @@ def per_gpu(side: dict, key: str, agg: Callable[[list[float]], float], regions: 
 
 
 def around(x: float, tol: float, unit: str) -> Expect:
+    """Within TOL (a fraction) of X."""
     return between(x * (1 - tol), x * (1 + tol), f"within {tol:.0%} of {x:,.0f} {unit}")
+
+
+def near(x: float, tol: float, unit: str) -> Expect:
+    """Within TOL units of X."""
+    return between(x - tol, x + tol, f"within {tol:g} {unit} of {x:,.0f}")
 
 
 def _not_read(study, cells) -> list[Finding]:
@@ -217,10 +223,7 @@ SEED_RUN = {"model": "densenet121", "image_size": 224, "batch_size": 64, "pipeli
 WHOLE = {"model": "densenet121", "pipeline": "loader", "max_steps": 0, "max_eval_batches": 0}  # the whole splits
 DP = {"backend": "torch-cuda", "variant": "finetune", "parallel": "dp", "gpus": 2, "model": "densenet121"}
 SEED_DP = {64: {**DP, "pipeline": "loader", "batch_size": 32}, 128: {**DP, "pipeline": "loader", "batch_size": 64}}
-BATCH_NOTE = (
-    "the seed's batches were global (spread over its two GPUs); the kit's batch_size is per GPU, so a one-GPU cell "
-    "compares 128 with 64 images a step, a dp cell 256 with 128"
-)
+BATCH_NOTE = "the seed's batches were global, over two GPUs; the kit's are per GPU"
 IMAGENET = Needs(
     real_data=True,
     what="the real cats-vs-dogs images with the ImageNet weights (densenet121-a639ec97.pth in the data dir); "
@@ -229,11 +232,7 @@ IMAGENET = Needs(
 
 
 def _two(batch: int) -> Needs:
-    return Needs(
-        gpus=2,
-        what=f"nn.DataParallel on two GPUs at the seed's global batch {batch}: "
-        f"--set parallel=dp --set devices=0,1 --set batch_size={batch // 2}",
-    )
+    return Needs(gpus=2, what=f"--set parallel=dp --set devices=0,1 --set batch_size={batch // 2}: the seed's global {batch}")
 
 
 def _global(batch: int) -> str:
@@ -243,15 +242,9 @@ def _global(batch: int) -> str:
     )
 
 
-def _reading(batch: int, key: str, what: str, agg, tol: float, unit: str, scale: float = 1.0) -> Measured:
-    """The seed's nvidia-smi reading of both GPUs at global BATCH, each within TOL (a fraction) or
-    TOL units (TOL >= 1)."""
+def _reading(batch: int, key: str, what: str, agg, band: Callable[[float], Expect], unit: str, scale: float = 1.0) -> Measured:
+    """The seed's nvidia-smi reading WHAT of both GPUs at global BATCH, each in BAND around it."""
     a, b = (scale * x for x in seed.GPU[batch][what])
-    band = (
-        (lambda x: between(x - tol, x + tol, f"within {tol:g} {unit} of {x:,.0f}"))
-        if tol >= 1
-        else (lambda x: around(x, tol, unit))
-    )
     return per_gpu(SEED_DP[batch], key, agg, (band(a), band(b)), unit)
 
 
@@ -269,8 +262,7 @@ CLAIMS: tuple[Claim, ...] = (
         seed.CPU_OVER_GPU,
         "13 h / 2 h for 20 epochs",
         headline=True,
-        note="each side is the time of the seed's 20 epochs x 8,005 images, projected from its timed epochs; the seed's GPU "
-        "side was two A6000s under nn.DataParallel at a global batch of 64, ours one GPU at 64",
+        note="both sides: the seed's 20 epochs x 8,005 images, projected; its GPU side was two A6000s under DataParallel",
     ),
     Claim(
         "b128-over-b64",
@@ -285,11 +277,11 @@ CLAIMS: tuple[Claim, ...] = (
         seed=seed.B128_OVER_B64,
         seed_text="2 h / 1 h 15 min",
         headline=True,
-        note="the seed's 20 epochs x 8,005 images projected on both sides; " + BATCH_NOTE,
+        note="the seed's run projected on both sides; " + BATCH_NOTE,
     ),
     Claim(
         "gpu-util-b64",
-        "At batch 64 the GPUs are barely used: GPU:0 3 %, GPU:1 14 % ('the minimum utilization')",
+        "At batch 64 the GPUs are barely used (GPU:0 3 %, GPU:1 14 %)",
         "Sec. VIII.A, Fig. 4",
         per_gpu(SEED_DP[64], "util_pct_mean", statistics.median, (below(LOW_UTIL, "below 20 %"),) * 2, "%"),
         seed_text="3 % / 14 % (nvidia-smi, one moment)",
@@ -298,7 +290,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "gpu-util-b128-higher",
-        "The GPU is busier at batch 128 than at 64 (GPU:0 69 % against 3 %)",
+        "The GPU is busier at batch 128 than at 64",
         "Sec. VIII.A, Figs. 4, 7",
         Ratio(
             {"backend": "torch-cuda", "variant": "finetune", "batch_size": 128},
@@ -331,7 +323,7 @@ CLAIMS: tuple[Claim, ...] = (
         (60.0, 63.0),
         "62 %; (60-63) % (Windows Task Manager)",
         seed_hw=SEED_HOST,
-        note="system-wide CPU %; the seed does not say whether its GPU or its CPU was training: one answer each",
+        note="system-wide CPU %; the seed does not say whether GPU or CPU was training: one answer each",
     ),
     Claim(
         "cpu-procs-threads-clock",
@@ -342,8 +334,8 @@ CLAIMS: tuple[Claim, ...] = (
             ("clock", Level({**CPU1, **SEED_RUN}, of("cpu_mhz_median", scale=1e-3), "GHz"), None),
         ),
         seed_text="307 processes, 5,410 threads, 4.10 GHz",
-        comparable="counts of everything on the seed's Windows 11 desktop and its turbo clock describe that system, not the "
-        "workload (ours: the host's processes and psutil's median clock; the system's thread count is not carried)",
+        comparable="counts of the seed's whole Windows desktop and its turbo clock describe that system, not the workload "
+        "(the system's thread count is not carried)",
     ),
     Claim(
         "cpu-loading-insignificant",
@@ -359,15 +351,14 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         seed_text="Figs. 5-6 (no figure in its text)",
         needs=Needs(real_data=True),
-        note="shares of a profiled step (the report's step-time breakdown); decoding JPEGs costs what their sizes cost, so "
-        "only the real images judge it",
+        note="shares of a profiled step; decoding costs what the JPEGs' sizes cost",
     ),
     _gpu_claim(
         "gpu-mem-b64",
-        "At batch 64 GPU:0 holds about 3.4 GB and GPU:1 2.2 GB of their 48 GB ('poor memory utilization')",
+        "At batch 64 GPU:0 holds about 3.4 GB, GPU:1 2.2 GB of 48 GB",
         "Sec. VIII.B, Fig. 4",
         64,
-        _reading(64, "mem_used_mb_max", "mem_mb", max, MEM_TOL, "MB", MIB),
+        _reading(64, "mem_used_mb_max", "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
         "3,564 / 2,374 MiB",
     ),
     _gpu_claim(
@@ -375,7 +366,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 holds about 5 GB and GPU:1 1.7 GB",
         "Sec. VIII.B, Fig. 7",
         128,
-        _reading(128, "mem_used_mb_max", "mem_mb", max, MEM_TOL, "MB", MIB),
+        _reading(128, "mem_used_mb_max", "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
         "5,060 / 1,838 MiB",
     ),
     Claim(
@@ -386,7 +377,7 @@ CLAIMS: tuple[Claim, ...] = (
         above(1.0, "GPU:0 above GPU:1"),
         (3564 / 2374, 5060 / 1838),
         "3,564 / 2,374 MiB at 64; 5,060 / 1,838 MiB at 128",
-        needs=Needs(gpus=2, what="nn.DataParallel on two GPUs: --set parallel=dp --set devices=0,1"),
+        needs=Needs(gpus=2, what="--set parallel=dp --set devices=0,1"),
         note="an ordering: every dp cell answers it, whatever its batch (the kit's batch_size is per GPU)",
     ),
     Claim(
@@ -422,9 +413,8 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         between(1 - NO_EFFECT, 1 + NO_EFFECT, f"within {NO_EFFECT:.0%} (no effect)"),
         seed_text="no effect (Task Manager)",
-        needs=Needs(what="CPU cells at batch 128 or lr 0.03 beside batch 64, lr 0.003"),
-        note="ours is the training process tree's peak RSS, the seed's the whole system's memory in use (32 of 512 GB, where "
-        "a few GB read as none); the matrix runs the CPU at batch 64 and lr 0.003: --set batch_size=128, --set lr=0.03 add the others",
+        needs=Needs(what="CPU cells at batch 128 or lr 0.03 beside the matrix's: --set batch_size=128, --set lr=0.03"),
+        note="ours: the process tree's peak RSS; the seed's: the whole system's memory in use (32 of 512 GB)",
     ),
     Claim(
         "cpu-mem-32gb",
@@ -433,15 +423,14 @@ CLAIMS: tuple[Claim, ...] = (
         Level({**CPU1, **SEED_RUN}, of("rss_mb_max", max, 1e-3), "GB"),
         seed=32.0,
         seed_text="32 GB of 512 GB (Task Manager)",
-        comparable="the seed read Task Manager's memory in use for its whole Windows system; ours is the training process "
-        "tree's peak RSS",
+        comparable="the seed read its whole Windows system's memory in use; ours is the training process tree's peak RSS",
     ),
     _gpu_claim(
         "gpu-temp-b64",
         "At batch 64 GPU:0 reaches 59 °C and GPU:1 38 °C ('considered normal')",
         "Sec. VIII.C, Fig. 4",
         64,
-        _reading(64, "temp_c_max", "temp_c", max, TEMP_C, "°C"),
+        _reading(64, "temp_c_max", "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
         "59 / 38 °C",
     ),
     _gpu_claim(
@@ -449,7 +438,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 reaches 69 °C and GPU:1 41 °C",
         "Sec. VIII.C, Fig. 7",
         128,
-        _reading(128, "temp_c_max", "temp_c", max, TEMP_C, "°C"),
+        _reading(128, "temp_c_max", "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
         "69 / 41 °C",
     ),
     _gpu_claim(
@@ -457,7 +446,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 64 GPU:0 draws 77 W and GPU:1 23 W of 300 W",
         "Fig. 4",
         64,
-        _reading(64, "power_w_mean", "power_w", statistics.median, MEM_TOL, "W"),
+        _reading(64, "power_w_mean", "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
         "77 / 23 W",
     ),
     _gpu_claim(
@@ -465,7 +454,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 draws 152 W of 300 W and GPU:1 only 23 W",
         "Sec. VIII.C, Fig. 7",
         128,
-        _reading(128, "power_w_mean", "power_w", statistics.median, MEM_TOL, "W"),
+        _reading(128, "power_w_mean", "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
         "152 / 23 W",
     ),
     Claim(
@@ -493,8 +482,7 @@ CLAIMS: tuple[Claim, ...] = (
         Level({"backend": "torch-cuda", "variant": "finetune", "pipeline": "loader"}, copy_over_kernels, "x"),
         above(1.0, "copies above the kernels' time"),
         seed_text="'t', the top operator (Fig. 11)",
-        note="host-device copies' share of a profiled step over the kernels' share (the report's step-time breakdown); "
-        "aten::t is a transpose (a view of a Linear weight), not a copy",
+        note="copies' share of a profiled step over the kernels'; aten::t is a transpose, not a copy",
     ),
     Claim(
         "inference-per-image",
@@ -503,8 +491,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio({**GPU1, **SEED_RUN}, {**CPU1, **SEED_RUN}, metric=eval_img_per_s, free=SPEED_FREE),
         seed=(seed.INFERENCE_S_CPU / seed.INFERENCE_S_GPU[1], seed.INFERENCE_S_CPU / seed.INFERENCE_S_GPU[0]),
         seed_text="5 s / 2-3 s per image",
-        comparable="the seed timed single images (seconds each: loading and preprocessing included, it seems); the kit "
-        "times batched evaluation only, so ours is the CPU over GPU time per image within a batch",
+        comparable="the seed timed single images, seconds each; the kit times batched evaluation: ours is per image in a batch",
     ),
     Claim(
         "accuracy",
@@ -526,7 +513,7 @@ CLAIMS: tuple[Claim, ...] = (
         between(1 - ACC_PTS / 100, 1 + ACC_PTS / 100, f"within {ACC_PTS:g} % of each other"),
         seed_text="98-99 %, CPU and GPU alike",
         needs=IMAGENET,
-        note="the CPU's default protocol (3 steps an epoch, one test batch) cannot judge it: the whole splits on both sides",
+        note="the whole splits on both sides (the CPU's default protocol cannot judge it)",
     ),
     Claim(
         "simpler-net-small-gain",
