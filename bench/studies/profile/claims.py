@@ -527,6 +527,7 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         below(SMALL_GAIN, f"below {SMALL_GAIN:g}x ('not many significant improvements')"),
         seed_text="'not many significant improvements'",
+        needs=Needs(what=f"--set model={SIMPLER} on both platforms"),
         note=f"the seed names and ran no simpler network; {SIMPLER} stands in (--set model={SIMPLER} on both platforms), "
         "timed as gpu-over-cpu",
     ),
