@@ -169,9 +169,12 @@ def test_smoke_matrix_runs_profiles_and_reports(tmp_path):
         "sampler cost",
         "reduced: 3 steps x 2 epochs",
         "CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
-        "| verdict | evidence |",
     ):
         assert want in text, want
+    # the seed's claims: the answer engine's table after the section, no verdict table of the study's own
+    claims = text.split("## profile (seed 004)")[1].split("\n## ")[0]
+    assert "### The seed's claims" in claims and "| verdict | evidence |" not in claims
+    assert "| GPU over CPU (DenseNet-121 fine-tune, 224 px, batch 64) |" in claims
     assert any(p.name.startswith("profile_telemetry_") for p in (tmp_path / "rep").iterdir())
     assert any(p.name.startswith("profile_ops_") for p in (tmp_path / "rep").iterdir())
 

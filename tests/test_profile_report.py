@@ -2,16 +2,24 @@
 reference (results/reference/H100-80GB-HBM3-profile): the CPU side projected and set beside the
 GPU, GPU energy kept where the CPU has no RAPL, the profiler's slowdown beside the breakdown,
 CPU % as a share of every core with impossible readings flagged, one operator level per table
-and chart, and a verdict per seed claim. No torch needed."""
+and chart; and seed 004's claims (claims.py) judged by the answer engine on the reference and on
+cells built here: every repeat read, one repeat no verdict, the two-GPU readings on DataParallel
+cells at the seed's global batch. No torch needed."""
 
 from __future__ import annotations
 
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from bench.core import answers as A
+from bench.core import claims as C
+from bench.core.registry import get_study
 from bench.core.resultset import ResultCell, load_cells
-from bench.studies.profile import claims, readout, report
+from bench.studies.profile import readout, report
 from bench.studies.profile.config import CPU_DEFAULT, SEED_EPOCHS, SEED_TRAIN_IMAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,18 +140,6 @@ def test_cpu_vs_gpu_table_has_the_time_ratio_and_energy_where_both_sides_measure
     assert "Not formed: no CPU cell ran" in "\n".join(report.cpu_vs_gpu([gpu]))
 
 
-def test_the_gpu_vs_cpu_claim_gets_its_verdict_from_the_projection(tmp_path):
-    verdict, ev = claims.gpu_vs_cpu([_cpu_cell(tmp_path), _gpu_cell(tmp_path)])
-    assert verdict == "holds" and "projected" in ev and "seed 6.5x" in ev and "reduced" in ev
-    verdict, ev = claims.gpu_vs_cpu([_gpu_cell(tmp_path)])
-    assert verdict == "not measured here" and "no CPU cell ran" in ev
-    frozen = _cpu_cell(tmp_path)
-    for r in frozen.rows:
-        r["variant"] = "frozen"
-    verdict, ev = claims.gpu_vs_cpu([frozen, _gpu_cell(tmp_path)])
-    assert verdict == "not measured here" and "the CPU cells: frozen at 224 px, b64" in ev
-
-
 # ---- 2: GPU energy never dropped for want of RAPL
 
 
@@ -245,39 +241,197 @@ def test_reference_operator_tables_hold_one_level_each(ref_report):
         assert names and ms == sorted(ms, reverse=True), title
 
 
-# ---- 6: a verdict per claim, computed from the cells
+# ---- 6: seed 004's claims, judged by the answer engine (claims.py declares them)
+
+STUDY = get_study("profile")
 
 
-def test_every_claim_of_the_reference_gets_a_verdict_with_its_evidence(ref_cells, ref_report):
-    got = {r["key"]: r for r in claims.table(ref_cells)}
-    assert set(got) == {k for k, *_ in claims.seed.CLAIMS}
-    for r in got.values():
-        assert r["verdict"] in claims.VERDICTS and r["evidence"]
-    assert got["gpu-vs-cpu"]["verdict"] == "holds" and "60.1x" in got["gpu-vs-cpu"]["evidence"]  # seed 6.5x
-    assert got["b128-vs-b64"]["verdict"] == "holds" and "1.46x" in got["b128-vs-b64"]["evidence"]
-    assert got["gpu0-memory"]["verdict"] == "needs a 2-GPU host"
-    assert got["low-util-b64"]["verdict"] == "does not hold" and "b64 55 %" in got["low-util-b64"]["evidence"]
-    assert got["power-b128"]["verdict"] == "not measured here" and "A6000" in got["power-b128"]["evidence"]
-    assert got["copy-dominates"]["verdict"] == "does not hold" and "memcpy 0.1%" in got["copy-dominates"]["evidence"]
-    assert got["accuracy"]["verdict"] == "needs real data"
-    table = ref_report.split("#### The seed's claims")[1]
-    assert "| verdict | evidence |" in table and "| does not hold |" in table
+def _judge(cells: list[ResultCell], cid: str) -> list[A.Answer]:
+    return A.judge(STUDY, cells, next(c for c in STUDY.claims if c.id == cid))
 
 
-def test_verdicts_follow_the_numbers(tmp_path):
-    low = [_gpu_cell(tmp_path, "a", util=5.0), _gpu_cell(tmp_path, "b", batch=128, util=60.0)]
-    assert claims.low_util_b64(low)[0] == "holds"
-    fast = [_gpu_cell(tmp_path, "c", pipeline="synthetic-gpu"), _gpu_cell(tmp_path, "d", batch=128, pipeline="synthetic-gpu")]
-    verdict, ev = claims.b128_vs_b64(fast)  # the same time for twice the images: 2x
-    assert verdict == "holds" and "seed 1.6x" in ev
-    a6000 = _gpu_cell(tmp_path, "e", batch=128, power=150.0)
-    for r in a6000.rows:
-        r["device"] = "NVIDIA RTX A6000"
-    assert claims.power_b128([a6000])[0] == "holds"
-    real = _gpu_cell(tmp_path, "f")
-    for r in real.rows:
-        r.update(dataset="catsdogs", dataset_real=True, weights="imagenet", test_acc=0.985)
-    assert claims.accuracy([real])[0] == "holds"
+def _epoch(e: int, epoch_s: float, samples: int, **kw) -> dict:
+    return {"phase": "epoch", "epoch": e, "epoch_s": epoch_s, "first_batch_s": 0.5, "samples": samples,
+            "samples_per_s": samples / epoch_s, **kw}  # fmt: skip
+
+
+def _repeats(tmp: Path, name: str, backend: str, n: int, rows, *, params: dict | None = None, device: str = "dev",
+             devices: str = "") -> list[ResultCell]:  # fmt: skip
+    """N repeats of one configuration, one cell each, all of one run (TMP): ROWS(i) is repeat i's rows."""
+    p = {"image_size": 224, "max_steps": 0, **(params or {})}
+    out = []
+    for i in range(n):
+        d = tmp / "profile" / f"{name}-r{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        base = {"study": "profile", "backend": backend, "variant": "finetune", "repeat": i, "status": "ok", "device": device,
+                "dataset": "catsdogs-synthetic", "dataset_real": False, "weights": "random", "devices": devices,
+                "parallel": p.get("parallel", "none")}  # fmt: skip
+        spec = {"study": "profile", "backend": backend, "variant": "finetune", "repeat": i, "params": p,
+                "devices": [x for x in devices.split(",") if x]}  # fmt: skip
+        out.append(ResultCell(d, [{**base, **r} for r in rows(i)], spec=spec))
+    return out
+
+
+def test_every_claim_of_the_reference_is_judged_by_the_engine_and_the_section_prints_no_verdict(ref_cells, ref_report):
+    got: dict[str, list[A.Answer]] = {}
+    for claim in STUDY.claims:
+        for a in A.judge(STUDY, ref_cells, claim):
+            assert a.verdict in C.VERDICTS and (a.findings or a.why), claim.id
+            got.setdefault(claim.id, []).append(a)
+    assert len(got) == len(STUDY.claims) >= 24
+    # one repeat a side: no verdict (the old table said 'holds' from one cell a side), on the CPU-vs-GPU table's figure
+    [g] = got["gpu-over-cpu"]
+    cpu, gpu = (
+        next(c for c in ref_cells if c.first.get("backend") == b and c.first.get("variant") == "finetune" and c.first.get("pipeline") == "loader")
+        for b in ("torch-cpu", "torch-cuda")
+    )  # fmt: skip
+    table = readout.projection(cpu)["hours"] / readout.projection(gpu)["hours"]  # type: ignore[index]
+    assert g.verdict == C.FEW and g.value is not None and g.value.median == pytest.approx(table) and 55 < table < 65
+    [b] = got["b128-over-b64"]
+    assert b.verdict == C.FEW and b.value is not None and 1.4 < b.value.median < 1.5
+    [copy] = got["copy-dominates"]
+    assert copy.verdict == C.FEW and copy.value is not None and copy.value.median < 0.01  # memcpy 0.1 % of a step, kernels 32 %
+    assert sorted(a.split["backend"] for a in got["cpu-util"]) == ["torch-cpu", "torch-cuda"]
+    assert all(a.verdict == C.NOT_COMPARABLE and a.findings for a in got["cpu-util"])  # ours beside the seed's Xeon Gold's
+    assert got["accuracy"][0].verdict == C.NEEDS_REAL and got["cpu-loading-insignificant"][0].verdict == C.NEEDS_REAL
+    for cid in ("gpu-util-b64", "gpu-mem-b64", "gpu-power-b128", "gpu0-memory", "dp-over-one"):  # the reference has one GPU
+        [a] = got[cid]
+        assert a.verdict == C.NOT_HERE and ("gpus=2" in a.why or "2 GPUs" in a.why), cid
+    assert "parallel=dp --set devices=0,1 --set batch_size=32" in got["gpu-util-b64"][0].why
+    assert got["cpu-temp"][0].verdict == C.NOT_HERE and "temperature" in got["cpu-temp"][0].why
+    # numbers and intervals stay in the study's tables; verdicts come only from the engine's
+    assert "#### The seed's claims" not in ref_report and "| verdict |" not in ref_report
+    assert not any(f"| {v} |" in ref_report for v in C.VERDICTS)
+
+
+def test_gpu_over_cpu_reads_every_repeat_and_decides_only_with_an_interval(tmp_path):
+    """Every repeat of both sides is read, paired by repeat within one run; one repeat a side gives
+    no verdict, and one slow repeat leaves it undecided."""
+
+    def run(tmp: Path, gpu_s: list[float]) -> list[ResultCell]:
+        cpu = _repeats(tmp, "cpu", "torch-cpu", len(gpu_s), lambda i: [_epoch(1, 122.0, 192), _epoch(2, 122.0, 192)],
+                       params={"max_steps": 3})  # fmt: skip
+        return cpu + _repeats(
+            tmp, "gpu", "torch-cuda", len(gpu_s), lambda i: [_epoch(1, gpu_s[i], 1984), _epoch(2, gpu_s[i], 1984)]
+        )
+
+    cells = run(tmp_path / "a", [3.0, 3.2, 2.9])
+    [a] = _judge(cells, "gpu-over-cpu")
+    hours = [readout.projection(c)["hours"] for c in cells]  # type: ignore[index]
+    assert a.verdict == C.HOLDS and a.findings[0].pairing == "same run"
+    assert a.value is not None and a.value.n == 3 and a.value.kind == "range"
+    assert a.value.median == pytest.approx(hours[0] / statistics.median(hours[3:]))  # CPU hours over GPU hours
+    [one] = _judge(run(tmp_path / "b", [3.0]), "gpu-over-cpu")
+    assert one.verdict == C.FEW and one.value is not None and one.value.median > 100
+    slow = run(tmp_path / "c", [3.0, 800.0, 2.9])  # one repeat at 0.4 s an image: 1.6x, below 'a huge advantage'
+    [c] = _judge(slow, "gpu-over-cpu")
+    assert c.verdict == C.UNDECIDED and c.value is not None and c.value.lo is not None and c.value.lo < 2.0 < c.value.median
+
+
+def test_b128_over_b64_reads_every_repeat_not_the_last_one_seen(tmp_path):
+    """Every repeat counts, not the last one seen: here the last alone would read 1.7x."""
+    p = {"pipeline": "synthetic-gpu"}
+    b64 = _repeats(tmp_path, "b64", "torch-cuda", 3, lambda i: [_epoch(1, 3.0, 1984)], params={**p, "batch_size": 64})
+    t128 = [6.0, 6.0, 2.0]
+    b128 = _repeats(tmp_path, "b128", "torch-cuda", 3, lambda i: [_epoch(1, t128[i], 1984)], params={**p, "batch_size": 128})
+    [a] = _judge(b64 + b128, "b128-over-b64")
+    h64, *h128 = (readout.projection(c)["hours"] for c in (b64[0], *b128))  # type: ignore[index]
+    assert a.value is not None and a.value.n == 3 and a.value.median == pytest.approx(h64 / h128[0])  # 0.47x
+    assert a.verdict == C.UNDECIDED and a.value.hi == pytest.approx(h64 / h128[2]) and a.value.hi > 1.5
+    # the full profile's one-GPU cell as a world of one rank under torchrun is no second cell of the b128 side
+    ranks1 = _repeats(
+        tmp_path, "b128r1", "torch-cuda", 3, lambda i: [_epoch(1, 1.0, 1984)], params={**p, "batch_size": 128}, devices="0"
+    )
+    [b] = _judge(b64 + b128 + ranks1, "b128-over-b64")
+    assert b.verdict == C.UNDECIDED and b.value is not None and b.value.median == pytest.approx(a.value.median)
+
+
+def _dp(
+    tmp: Path, batch: int, device: str, util, mem, power=(80.0, 23.0), temp=(59, 38), devices: str = "0,1"
+) -> list[ResultCell]:
+    ids = devices.split(",")
+
+    def rows(i: int) -> list[dict]:
+        per = {}
+        for k, g in enumerate(ids):
+            per |= {f"gpu{g}_util_pct_mean": util[k], f"gpu{g}_mem_used_mb_max": mem[k], f"gpu{g}_power_w_mean": power[k],
+                    f"gpu{g}_temp_c_max": temp[k]}  # fmt: skip
+        return [_epoch(1, 3.0, 1984, **per)]
+
+    params = {"parallel": "dp", "batch_size": batch, "pipeline": "loader"}
+    return _repeats(tmp, f"dp{batch}", "torch-cuda", 3, rows, params=params, device=device, devices=devices)
+
+
+def test_the_seeds_two_gpu_readings_are_claims_on_dataparallel_cells_at_its_global_batch(tmp_path):
+    """The seed's 'batch size 64' was 64 images a step over two GPUs: a dp cell at batch_size=32 (the
+    kit's is per GPU). Its readings hold on DataParallel cells, GPU:0 and GPU:1 each; absolute ones
+    only on its A6000s; the orderings on any dp cell, one answer per batch."""
+    a6000 = "NVIDIA RTX A6000"
+    seed_run = _dp(tmp_path, 32, a6000, util=(3.0, 14.0), mem=(3700.0, 2500.0))
+    matrix = _dp(tmp_path, 128, a6000, util=(90.0, 85.0), mem=(20000.0, 15000.0), power=(290.0, 280.0), temp=(80, 78))
+    cells = seed_run + matrix
+    [util] = _judge(cells, "gpu-util-b64")
+    assert util.verdict == C.HOLDS and [f.what for f in util.findings] == ["GPU:0", "GPU:1"]
+    assert [f.value.median for f in util.findings] == [3.0, 14.0]  # the seed's run only: 128 per GPU is global 256
+    for cid in ("gpu-mem-b64", "gpu-power-b64", "gpu-temp-b64"):  # 3,564 / 2,374 MiB = 3,737 / 2,489 MB; 77 / 23 W; 59 / 38 °C
+        [a] = _judge(cells, cid)
+        assert a.verdict == C.HOLDS, (cid, a.why)
+    order = _judge(cells, "gpu0-memory")
+    assert sorted(a.split["batch_size"] for a in order) == [32, 128] and all(a.verdict == C.HOLDS for a in order)
+    [missing] = _judge(cells, "gpu-mem-b128")  # the seed's 128: 64 per GPU, not run here
+    assert missing.verdict == C.NOT_HERE and "--set batch_size=64" in missing.why
+    # an absolute reading is the seed's A6000s'; 'barely used' is the workload's, on any GPU
+    h100 = _dp(tmp_path / "h", 32, "NVIDIA H100 80GB HBM3", util=(3.0, 14.0), mem=(3700.0, 2500.0))
+    [other] = _judge(h100, "gpu-mem-b64")
+    assert other.verdict == C.NOT_COMPARABLE and "H100" in other.why and other.findings
+    assert _judge(h100, "gpu-util-b64")[0].verdict == C.HOLDS
+    busy = _dp(tmp_path / "b", 32, a6000, util=(30.0, 14.0), mem=(3700.0, 2500.0))
+    assert _judge(busy, "gpu-util-b64")[0].verdict == C.FAILS
+    # GPU:0 is the first GPU a cell names (DataParallel's output device), not the lowest index
+    swapped = _dp(tmp_path / "s", 32, a6000, util=(3.0, 14.0), mem=(3700.0, 2500.0), devices="1,0")
+    [s] = _judge(swapped, "gpu-util-b64")
+    assert [f.value.median for f in s.findings] == [3.0, 14.0]
+
+
+def test_accuracy_needs_the_real_images_trained_from_the_imagenet_weights(tmp_path):
+    def run(tmp: Path, real: bool, weights: str, acc=(0.985, 0.984)) -> list[ResultCell]:
+        out = []
+        for backend, a in zip(("torch-cpu", "torch-cuda"), acc):
+            row = {
+                "test_acc": a,
+                "dataset_real": real,
+                "weights": weights,
+                "dataset": "catsdogs" if real else "catsdogs-synthetic",
+            }
+            out += _repeats(tmp, backend, backend, 3, lambda i, row=row: [_epoch(1, 3.0, 1984, **row)])
+        return out
+
+    [a] = _judge(run(tmp_path / "a", True, "imagenet"), "accuracy")
+    assert a.verdict == C.HOLDS and [f.what for f in a.findings] == ["CPU", "GPU", "CPU / GPU"]
+    assert _judge(run(tmp_path / "b", True, "imagenet", acc=(0.985, 0.90)), "accuracy")[0].verdict == C.FAILS
+    [synthetic] = _judge(run(tmp_path / "c", False, "random"), "accuracy")
+    assert synthetic.verdict == C.NEEDS_REAL and synthetic.findings  # our figure beside the reason
+    [scratch] = _judge(run(tmp_path / "d", True, "random"), "accuracy")
+    assert scratch.verdict == C.NOT_HERE and "ImageNet weights" in scratch.why and not scratch.findings
+
+
+def test_copy_dominates_sets_the_profiled_steps_copies_against_its_kernels(tmp_path):
+    def run(tmp: Path, memcpy: float) -> list[ResultCell]:
+        rows = [_epoch(1, 3.0, 1984), {"phase": "profile", "memcpy_share": memcpy, "kernel_share": 0.3}]
+        return _repeats(tmp, "gpu", "torch-cuda", 3, lambda i: rows)
+
+    assert _judge(run(tmp_path / "a", 0.6), "copy-dominates")[0].verdict == C.HOLDS
+    assert _judge(run(tmp_path / "b", 0.001), "copy-dominates")[0].verdict == C.FAILS
+
+
+def test_the_claims_import_no_report_and_nothing_heavy():
+    code = (
+        "import sys, bench.studies.profile.claims; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'numba', 'matplotlib') or m.endswith('.report')]; "
+        "print(bad); raise SystemExit(bool(bad))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_energy_fields_keep_the_gpus_energy_without_rapl_or_an_idle_baseline():

@@ -8,7 +8,8 @@ full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and
     runner.py      plain run, op-breakdown run, memory breakdown, convergence (plain dicts
                    out) for any runner.Backend
     backends/      numpy, cupy, cupy-tuned: one module each (available, create)
-    report.py      Tables 3-5 and the convergence plot (Fig. 3)
+    claims.py      every claim of the seed as data (the answer engine judges them: bench.core.answers)
+    report.py      Tables 3-5 and the convergence plot (Fig. 3), numbers only
 
 `MlpScratch.backends` is the only list of backends: a platform's cell, the reference and
 the validation messages all derive from it, so a backend is one module plus one entry.

@@ -6,12 +6,12 @@ the seed's way (nn.DataParallel) and the right way (DDP under torchrun).
     config.py     defaults, variants (frozen | finetune, +bf16-cl on CUDA), the matrix
     trainer.py    model + weights (hash-checked), data (loader | synthetic-gpu), Adam step, epoch
     protocol.py   one cell: idle baseline, timed epochs with telemetry, sampler cost, profiler
-    seed.py       what the seed reported, and its claims
+    seed.py       what the seed reported, transcribed
     backends/     torch-cpu, torch-cuda
-    readout.py    what the report reads from cells: the projection to the seed's run, energy per source
-    claims.py     a verdict per seed claim, from the cells, with its evidence
+    readout.py    what the report and the claims read from cells: the projection to the seed's run, energy per source
+    claims.py     every claim of the seed as data (the answer engine judges them: bench.core.answers)
     report.py     CPU vs GPU (projected), telemetry time series, energy, operator and step-time
-                  breakdowns, DataParallel vs DDP, the claims' verdicts
+                  breakdowns, DataParallel vs DDP (numbers only)
 
 Importing this package imports no torch.
 """

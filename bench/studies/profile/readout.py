@@ -1,10 +1,11 @@
-"""What the profile report and its claim verdicts read from result cells (host side: standard
+"""What the profile report and its claims read from result cells (host side: standard
 library only; every value is checked before use, as result dirs come from other hosts).
 
     rows, num, med, label, gpus, param   the cell's rows and parameters, numbers checked
     profile_doc(c)    its profile.json (operator tables, step breakdown)
     projection(c)     the cell's measured time per image projected to the seed's 20 epochs x 8,005
                       images (a projection, labelled so wherever shown)
+    seed_hours(ep)    the same projection from a repeat's epoch rows alone (what claims.py reads)
     energy(c)         per epoch, the GPU's and the CPU's energy, each on its own with its reason
     cpu_gpu_pairs     the CPU cells and the GPU cells they compare with (same transfer and batch)
     logical_cores(c)  the host's logical CPUs (100 % x this = every core busy)
@@ -75,12 +76,9 @@ def logical_cores(c: Cell) -> int | None:
     return int(n) if n is not None and 1 <= n <= 1 << 16 else None
 
 
-def projection(c: Cell) -> dict | None:
-    """The seed's 20 epochs x 8,005 training images, projected from the cell's timed epochs:
-    per epoch the loader's start (first_batch_s, where the rows have it) plus 8,005 x the
-    measured seconds per image after it; training only (evaluation is timed apart). None
-    without a timed epoch. `seed_protocol` is False away from 224 px: then not comparable."""
-    ep = rows(c, "epoch")
+def _per_image(ep: list[dict]) -> tuple[list[float], list[float]]:
+    """(seconds per image after the loader's start, the loader's start) of each timed epoch in EP
+    that has both a time and an image count; a start only where every epoch measured one."""
     per_img, starts = [], []
     for r in ep:
         e, n = num(r.get("epoch_s")), num(r.get("samples"))
@@ -92,24 +90,43 @@ def projection(c: Cell) -> dict | None:
             starts.append(f)
         else:
             per_img.append(e / n)
+    return per_img, starts if len(starts) == len(per_img) else []
+
+
+def _seed_epoch_s(per_img: list[float], starts: list[float]) -> float:
+    return (statistics.median(starts) if starts else 0.0) + SEED_TRAIN_IMAGES * statistics.median(per_img)
+
+
+def seed_hours(ep: list[dict]) -> float | None:
+    """The seed's 20 epochs x 8,005 images in hours, projected from the timed epoch rows EP (one
+    repeat's): per epoch the loader's start (the median first_batch_s) plus 8,005 x the median
+    seconds per image after it; training only. None without a timed epoch."""
+    per_img, starts = _per_image(ep)
+    return SEED_EPOCHS * _seed_epoch_s(per_img, starts) / 3600 if per_img else None
+
+
+def projection(c: Cell) -> dict | None:
+    """The seed's 20 epochs x 8,005 training images, projected from the cell's timed epochs as
+    seed_hours does, with how it was measured. None without a timed epoch. `seed_protocol` is
+    False away from 224 px: then not comparable."""
+    ep = rows(c, "epoch")
+    per_img, starts = _per_image(ep)
     if not per_img:
         return None
-    t_img = statistics.median(per_img)
-    start = statistics.median(starts) if len(starts) == len(per_img) else None
-    epoch_s = (start or 0.0) + SEED_TRAIN_IMAGES * t_img
+    epoch_s = _seed_epoch_s(per_img, starts)
     steps = med(ep, "steps")
     max_steps = num(param(c, "max_steps"))
     size = num(param(c, "image_size"))
     reduced = bool(max_steps and steps is not None and steps >= max_steps)  # the cap cut the epoch short
     how = f"{steps:.0f} steps x {len(per_img)} epochs" if steps is not None else f"{len(per_img)} epochs"
     return {
-        "t_img_s": t_img,
-        "start_s": start,
+        "t_img_s": statistics.median(per_img),
+        "start_s": statistics.median(starts) if starts else None,
         "epoch_s": epoch_s,
         "hours": SEED_EPOCHS * epoch_s / 3600,
         "reduced": reduced,
         "protocol": f"reduced: {how} (max_steps {max_steps:.0f})" if reduced and max_steps else f"whole split: {how}",
-        "start_note": "loader start measured" if start is not None else "loader start spread over the measured steps",
+        "start_note": "loader start measured" if starts else "loader start spread over the measured steps",
         "image_size": size,
         "seed_protocol": size == SEED_IMAGE_SIZE,
     }

@@ -3,8 +3,9 @@ images and the CPU cells beside the GPU cells (time and energy ratios), telemetr
 and time series from the sampler's CSV; CPU % as a share of every core), energy per image against
 an idle baseline (GPU and CPU each on their own), the sampler's and the profiler's overheads, the
 step-time breakdown with the profiler's slowdown beside it, the operator tables and chart (one
-level each: operators or kernels), the two-GPU comparison (DataParallel vs DDP: throughput,
-scaling efficiency, per-GPU memory), and a verdict per seed claim (claims.py).
+level each: operators or kernels), and the two-GPU comparison (DataParallel vs DDP: throughput,
+scaling efficiency, per-GPU memory). Numbers only: the seed's claims (claims.py) are judged by
+the answer engine, whose table follows this section.
 
 Host side: standard library, numpy and matplotlib only (rows, system.json, profile.json and
 telemetry.csv of each cell; no torch).
@@ -23,7 +24,7 @@ from bench.core.stats import ratio
 from bench.core.tables import markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, md_reason, plot_text
-from bench.studies.profile import claims, seed
+from bench.studies.profile import seed
 from bench.studies.profile.readout import (
     SEED_IMAGE_SIZE,
     cpu_gpu_pairs,
@@ -125,7 +126,7 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
             continue
         ea, eb = energy(cpu)["cpu"], (energy(gpu)["gpu"] or {})
         cj, gj = ea.get("jpi"), eb.get("jpi")
-        seed_ratio = claims.SEED_CPU_GPU if cpu.first.get("variant") == "finetune" and cpu.first.get("batch_size") == 64 else None
+        seed_ratio = seed.CPU_OVER_GPU if cpu.first.get("variant") == "finetune" and cpu.first.get("batch_size") == 64 else None
         out.append(
             {
                 "what": f"{cpu.first.get('variant')}, b{cpu.first.get('batch_size')}",
@@ -744,25 +745,6 @@ def section(cells: list[Cell], out: Path) -> list[str]:
                 "",
             ]
         lines += figs + [""]
-    verdicts = claims.table(cells)
-    lines += [
-        "#### The seed's claims: verdicts from these cells",
-        "",
-        "Verdicts: holds / does not hold / needs real data / needs a 2-GPU host / not measured here; the thresholds that "
-        "read the claims' words are in bench/studies/profile/claims.py.",
-        "",
-        markdown(
-            verdicts,
-            [
-                ("claim", "seed's claim"),
-                ("verdict", "verdict"),
-                ("evidence", "evidence"),
-                ("read_from", "read from"),
-                ("needs", "needs"),
-            ],
-        ),
-        "",
-    ]
     skipped = [c for c in cells if c.status == "skipped"]
     if skipped:
         lines += [
