@@ -206,7 +206,8 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
     bad = set(want) - known_facets(study)
     if bad:
         raise DeclarationError(f"a side names {', '.join(sorted(bad))}, which no cell of {study.name} has")
-    skip = set(want) | set(C.ALWAYS_FREE) | {"platform", "cell_platform", "gpus"}
+    # which GPUs is free (ALWAYS_FREE's devices), how many is not: a side is one GPU count
+    skip = set(want) | set(C.ALWAYS_FREE) | {"platform", "cell_platform"}
     out: dict[tuple[str, str], Side] = {}
     for c in cells:
         if c.status != "ok":
@@ -345,8 +346,10 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
     out = []
     for a in a_sides:
         for b in b_sides:
-            work = _workload(a.workload, skip)
-            if _key(work) != _key(_workload(b.workload, skip)):
+            # a CPU side runs on no GPU: GPU over CPU compares whatever GPU count A names
+            apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
+            work = _workload(a.workload, apart)
+            if _key(work) != _key(_workload(b.workload, apart)):
                 continue
             rank = _rank(a, b)
             limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
