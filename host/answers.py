@@ -64,27 +64,27 @@ def _unit(a: A.Answer) -> str:
     return a.findings[0].unit if a.findings else a.claim.unit
 
 
-def details(a: A.Answer) -> str:
-    """One line: what each side ran and how they pair, what differs, the seed, why, the note."""
+def details(a: A.Answer, note: bool = True) -> str:
+    """One line: what each side ran and how they pair, what differs, the seed, why, the note (NOTE:
+    False where an earlier answer of the claim printed it). The hosts are in the answer's row, the
+    fixes a side predates in What to trust."""
     bits = []
     for f in a.findings:
-        sides = " / ".join(s.describe({}) for s in f.sides)
+        sides = " / ".join(s.describe({}, device=False) for s in f.sides)
         head = f"{f.what}: " if f.what else ""
         pairing = f" ({f.pairing})" if len(f.sides) > 1 else ""
         bits.append(f"{head}{sides}{pairing}")
         if f.differs:
             bits.append("what differs: " + "; ".join(f.differs))
-        if f.stale:
-            bits.append(f"{STALE} made before {', '.join(fx.short for fx in f.stale)} (see What to trust)")
     if a.value is not None and a.claim.seed is not None:
         bits.append("against the seed: " + C.versus_seed(a.value, a.claim.seed))
     if a.why:
         bits.append(a.why)
-    if a.claim.note:
+    if a.claim.note and note:
         bits.append(a.claim.note)
     if a.others:
-        shown = ", ".join(f"{_num(v, _unit(a))} ({w})" for v, w in a.others[:3])
-        bits.append(f"other runs: {shown}" + (f" and {len(a.others) - 3} more" if len(a.others) > 3 else ""))
+        shown = ", ".join(f"{_num(v, _unit(a))} ({w})" for v, w in a.others[:2])
+        bits.append(f"other runs: {shown}" + (f" and {len(a.others) - 2} more" if len(a.others) > 2 else ""))
     return ". ".join(bits)
 
 
@@ -193,7 +193,12 @@ def study_section(study: str, answers: list[A.Answer]) -> list[str]:
             )
         )
     md += [""]
-    md += [f"{i}. {md_text(details(a) if a.findings else a.why)}" for i, a in enumerate(mine, 1) if a.findings or a.why]
+    noted: set[str] = set()
+    for i, a in enumerate(mine, 1):
+        line = details(a, a.claim.id not in noted) if a.findings else a.why
+        noted.add(a.claim.id)
+        if line:
+            md.append(f"{i}. {md_text(line)}")
     return md + [""]
 
 

@@ -186,10 +186,13 @@ class Side:
         """Every cell came from a reference added for context (the main job's report)."""
         return all(getattr(c, "context", False) for c in self.cells)
 
-    def describe(self, keys: dict) -> str:
+    def describe(self, keys: dict, device: bool = True) -> str:
+        """'torch-cuda default on NVIDIA H100 80GB HBM3 [run, n=3]' (without the device where the
+        reader already has it: the answer names its hosts)."""
         bits = [self.part, str(self.first.first.get("variant"))]
         bits += [f"{k}={v}" for k, v in keys.items() if k not in ("backend", "variant", "platform")]
-        return f"{' '.join(bits)} on {self.first.device} [{self.run}, n={len(self.per)}]"
+        where = f" on {self.first.device}" if device else ""
+        return f"{' '.join(bits)}{where} [{self.run}, n={len(self.per)}]"
 
 
 def _workload(f: dict, skip: set[str]) -> dict:
@@ -222,6 +225,8 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
             if v is None or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
                 continue
             work = _workload(f, skip)
+            if isinstance(work.get("gpus"), int) and work["gpus"] <= 1:
+                work.pop("gpus")  # one device is every cell's default: only a many-GPU side names its count
             spec = study.backends.get(part)
             new = Side(run=c.run_label, part=part, workload=work, facets=f, family=spec.family if spec else "")
             s = out.setdefault((c.run_label, _key(work)), new)
@@ -466,7 +471,7 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
             cands.sort(key=Finding.order)
             best.append(cands[0])
             if not measured:
-                others += [(f.value.median, " / ".join(s.describe({}) for s in f.sides)) for f in cands[1:]]
+                others += [(f.value.median, " / ".join(s.describe({}, device=False) for s in f.sides)) for f in cands[1:]]
         verdict, why = verdict_of(claim, best)
         lacking = [w for w in getattr(claim.rule, "conditions", ()) if w not in conditions]
         if lacking and verdict != C.FAILS:
