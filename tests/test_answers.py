@@ -416,3 +416,12 @@ def test_the_main_jobs_report_sets_this_host_against_the_references(tmp_path):
         assert any(s["run"] == "cpu-2core-epyc" for f in c["findings"] for s in f["sides"]), c["text"]
     md = (tmp_path / "REPORT.md").read_text()
     assert "## roofline" not in md and "what differs: host: " in md  # the references add no section
+
+
+def test_a_cpu_part_of_a_gpu_cell_is_named_by_its_cpu():
+    """mlp-scratch's NumPy runs inside its GPU cell: the side is the host's CPU, not 'NVIDIA H100'."""
+    st = studies()["mlp-scratch"]
+    cells = [c for c in _cells("H100-80GB-HBM3") if c.study == "mlp-scratch"]
+    [a] = A.judge(st, cells, st.claims[0])
+    gpu, cpu = a.findings[0].sides
+    assert "H100" in gpu.device and "Xeon" in cpu.device and "H100" not in cpu.device

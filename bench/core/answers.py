@@ -155,6 +155,15 @@ class Side:
         return host_of(self.first)
 
     @property
+    def device(self) -> str:
+        """What this side ran on: a CPU part of a GPU cell (mlp-scratch's NumPy beside CuPy) ran on the CPU."""
+        if self.facets.get("platform") == "cpu" and self.facets.get("cell_platform") != "cpu":
+            s = self.first.system
+            cores = s.get("cpu_affinity") or s.get("cpu_logical_cores")
+            return str(s.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
+        return self.first.device
+
+    @property
     def env(self) -> dict[str, str]:
         return env_of(self.first)
 
@@ -191,7 +200,7 @@ class Side:
         reader already has it: the answer names its hosts)."""
         bits = [self.part, str(self.first.first.get("variant"))]
         bits += [f"{k}={v}" for k, v in keys.items() if k not in ("backend", "variant", "platform")]
-        where = f" on {self.first.device}" if device else ""
+        where = f" on {self.device}" if device else ""
         return f"{' '.join(bits)}{where} [{self.run}, n={len(self.per)}]"
 
 
@@ -507,7 +516,7 @@ def verdict_of(claim: C.Claim, best: list[Finding]) -> tuple[str, str]:
     if claim.comparable:
         return C.NOT_COMPARABLE, claim.comparable
     if claim.seed_hw:
-        devices = sorted({s.first.device for f in best for s in f.sides})
+        devices = sorted({s.device for f in best for s in f.sides})
         if not all(any(h.lower() in d.lower() for h in claim.seed_hw) for d in devices):
             return C.NOT_COMPARABLE, f"the seed's figure is for {' / '.join(claim.seed_hw)}; ours ran on {', '.join(devices)}"
     verdicts, whys = [], []
