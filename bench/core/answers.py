@@ -392,17 +392,30 @@ def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list
     ]
 
 
-def conditions(*items: tuple[str, C.Ratio | C.Level, C.Expect | None]) -> C.Measured:
+def conditions(
+    *items: tuple[str, C.Ratio | C.Level, C.Expect | None], per_workload: bool = False, exact: bool = False
+) -> C.Measured:
     """A claim that holds when every (what, rule, expect) does: "Numba CUDA > Numba CPU > PyTorch
-    CUDA", each a Ratio (or Level) with its own region (None: the claim's)."""
+    CUDA", each a Ratio (or Level) with its own region (None: the claim's). By default each
+    condition takes its best finding wherever it ran (a ranking may span setups and hosts);
+    PER_WORKLOAD: one answer per workload (and host) instead, every condition read from that
+    workload's cells (a table row per dtype). EXACT: counts, whose value decides alone."""
 
     def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
         out = []
         for what, rule, expect in items:
             got = ratio_findings(study, cells, rule) if isinstance(rule, C.Ratio) else level_findings(study, cells, rule)
             for f in got:
-                f.what, f.expect, f.split = what, expect, {}
+                f.what, f.expect, f.exact = what, expect, exact or f.exact
+                if not per_workload:
+                    f.split = {}
             out += got
+        if per_workload:
+            keys = sorted({k for f in out for k in f.split})
+            vary = [k for k in keys if len({_key({"v": f.split.get(k)}) for f in out}) > 1]
+            hosts = len({f.scope for f in out}) > 1
+            for f in out:
+                f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
         return out
 
     return C.Measured(measure, tuple(what for what, _, _ in items))
