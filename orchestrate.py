@@ -322,6 +322,7 @@ def run(
 
 def _report(dirs: list[Path], out: Path) -> dict:
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.report import build_report
 
     try:
@@ -331,9 +332,12 @@ def _report(dirs: list[Path], out: Path) -> dict:
         info = build_report(dirs, out)
     except KitError as err:
         fail(err)
+    for line in info["skipped"]:
+        typer.echo(term(line), err=True)
     for name, s in info["studies"].items():
         typer.echo(
-            f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
+            f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
+            + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
     typer.echo(f"report: {info['report']}")
     return info

@@ -32,7 +32,6 @@ from typing import Any
 
 from bench.core.resultset import ResultCell
 from bench.core.rows import COMMON_KEYS, atomic_write_text
-from bench.core.rows import TYPES as ROW_TYPES
 
 # library versions (system.json "libraries") that get their own column: <name>_version
 LIBRARIES = {
@@ -90,7 +89,6 @@ IDENTITY_TYPES = {
 }
 # common row keys this module has no place for above (a newer row schema): columns after IDENTITY
 EXTRA_COMMON = tuple(k for k in COMMON_KEYS if k not in IDENTITY and k != "command")
-COMMON_DTYPES = {str: "string", int: "Int64", bool: "boolean", float: "float64"}
 ACC = re.compile(r"(?:.+_)?acc")  # a fraction in [0, 1] in the rows; percent in the tidy table
 
 SNIPPET = """\
@@ -244,7 +242,7 @@ def tidy_frame(cells: list[ResultCell]):
         vals = [r.get(col) for r in records]
         dt = _dtype(vals)
         if col in IDENTITY or col in EXTRA_COMMON or col == "command":  # a fixed type: every report's schema is the same
-            fixed = IDENTITY_TYPES.get(col) or COMMON_DTYPES.get(ROW_TYPES.get(col, str), "string")
+            fixed = IDENTITY_TYPES.get(col) or "string"
             dt = fixed if dt == fixed or all(v is None for v in vals) else "string"
         if dt == "string":
             vals = [None if v is None else str(v) for v in vals]
