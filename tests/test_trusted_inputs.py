@@ -320,6 +320,64 @@ def test_profile_model_is_checked_up_front_in_one_line():
     study.validate(study.cell("torch-cpu", "finetune", model="resnet50"))
 
 
+@pytest.mark.parametrize(
+    "model, size, why",
+    [
+        ("googlenet", 224, "auxiliary logits"),
+        ("inception_v3", 299, "auxiliary logits"),
+        ("vit_b_16", 64, "224 px images only"),
+        ("vit_l_32", 256, "224 px images only"),
+        ("maxvit_t", 160, "224 px images only"),
+        ("alexnet", 48, "image_size >= 63"),
+    ],
+)
+def test_a_profile_model_that_cannot_train_at_its_size_is_one_line_up_front(model, size, why):
+    """Each of these passed validate and failed ~20 s into the cell (the model built, the data
+    indexed, the first batch through it): now one line before any work."""
+    study = get_study("profile")
+    with pytest.raises(KitError) as err:
+        study.validate(study.cell("torch-cpu", "finetune", model=model, image_size=size))
+    one_line(err, model, why)
+
+
+def _trains_on_meta(name: str, size: int) -> bool:
+    """Whether torchvision's NAME, its head replaced as build_model does, takes one training
+    step (forward + backward, batch 2) at SIZE px: on the meta device (shapes only, no memory)."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    from bench.studies.profile.trainer import _head, _set_head
+
+    try:
+        with torch.device("meta"):
+            model = torchvision.models.get_model(name, weights=None)
+            head_name, head = _head(model)
+            _set_head(model, head_name, torch.nn.Linear(head.in_features, 2))
+            out = model.train()(torch.randn(2, 3, size, size))
+            if not isinstance(out, torch.Tensor):
+                return False
+            out.sum().backward()
+    except (RuntimeError, AssertionError, ValueError):
+        return False
+    return True
+
+
+def test_the_profile_model_rules_are_what_torchvision_builds():
+    """The rules validate applies (config.AUX_OUTPUTS, FIXED_SIZE, MIN_SIZE) against the models
+    themselves: refused at the edge, trained just inside it."""
+    import warnings
+
+    from bench.studies.profile.config import AUX_OUTPUTS, FIXED_SIZE, MIN_SIZE
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # googlenet/inception's init note
+    for name in AUX_OUTPUTS:
+        assert not _trains_on_meta(name, 299), name
+    for name, size in [("vit_b_16", 224), ("maxvit_t", 224)]:
+        assert FIXED_SIZE[name] == size and _trains_on_meta(name, size) and not _trains_on_meta(name, size + 32), name
+    assert _trains_on_meta("alexnet", MIN_SIZE["alexnet"]) and not _trains_on_meta("alexnet", MIN_SIZE["alexnet"] - 1)
+    for name in ("resnet18", "densenet121", "mobilenet_v3_small", "swin_t", "efficientnet_b0"):
+        assert _trains_on_meta(name, 32), f"{name} at 32 px: the floor validate keeps for every other model"
+
+
 def test_profile_validate_imports_no_torchvision():
     code = (
         "import sys\n"

@@ -30,7 +30,10 @@ from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunCont
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.config import (
+    AUX_OUTPUTS,
     DATASETS,
+    FIXED_SIZE,
+    MIN_SIZE,
     NO_LINEAR_HEAD,
     PARALLEL,
     PIPELINES,
@@ -111,6 +114,17 @@ class Profile(Study):
             )
         if model in NO_LINEAR_HEAD:
             raise KitError(f"model {model!r} ends in a conv classifier, not a Linear one to replace: choose another model")
+        if model in AUX_OUTPUTS:
+            raise KitError(
+                f"model {model!r} returns auxiliary logits while training, which this study's trainer does not take: "
+                "choose another model"
+            )
+        size = p["image_size"]
+        if model in FIXED_SIZE and size != FIXED_SIZE[model]:
+            need = FIXED_SIZE[model]
+            raise KitError(f"model {model!r} takes {need} px images only (image_size={size}): set image_size={need}")
+        if model in MIN_SIZE and isinstance(size, int) and size < MIN_SIZE[model]:
+            raise KitError(f"model {model!r} needs image_size >= {MIN_SIZE[model]} px (got {size})")
         if cell.variant.split("+")[0] not in TRANSFERS:
             raise KitError(f"unknown transfer {cell.variant!r}: choose {', '.join(TRANSFERS)}")
         checks = [
