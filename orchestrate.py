@@ -49,8 +49,11 @@ class Runtime(str, Enum):
 
 def fail(err: KitError | str, code: int | None = None) -> NoReturn:
     """One `error:` line, then exit: CODE, else 2 for a usage error (KitError's UsageError) and 1
-    for any other failure (host_exit_code); a plain message is a failed run (1)."""
-    typer.echo(f"error: {err}", err=True)
+    for any other failure (host_exit_code); a plain message is a failed run (1). The message
+    may quote a result dir, a job dir or a dataset: control and bidi characters show as escapes."""
+    from bench.core.text import term
+
+    typer.echo(f"error: {term(err)}", err=True)
     raise typer.Exit(code if code is not None else host_exit_code(err) if isinstance(err, KitError) else 1)
 
 
@@ -531,9 +534,13 @@ def verify(
         res = ver.verify(dir, baseline, not allow_unbaselined, bdir)
     except KitError as err:
         fail(err)
+    from bench.core.text import term
+
+    for line in res["skipped"]:
+        typer.echo(term(line), err=True)
     for v in res["verdicts"]:
-        typer.echo(v.line())
-    typer.echo(res["summary"])
+        typer.echo(term(v.line()))  # reasons from a foreign result dir: nothing the terminal acts on
+    typer.echo(term(res["summary"]))
     if res["failed"]:
         raise typer.Exit(1)
 
@@ -686,5 +693,7 @@ if __name__ == "__main__":
     try:
         app()
     except KitError as err:
-        typer.echo(f"error: {err}", err=True)
+        from bench.core.text import term
+
+        typer.echo(f"error: {term(err)}", err=True)
         sys.exit(host_exit_code(err))

@@ -39,6 +39,7 @@ from typing import Any
 from bench.core import bounded
 from bench.core.errors import KitError
 from bench.core.schema import SCHEMA_VERSION, STATUSES, check_row, is_loss, number_problem  # noqa: F401 - re-exported
+from bench.core.text import csv_cell
 
 # Keys every row carries, in this order (None where a key does not apply).
 COMMON_KEYS = (
@@ -135,7 +136,7 @@ def rows_to_csv(rows: list[dict]) -> str:
     w.writeheader()
     for r in rows:
         cells = {k: row_value(k, r.get(k)) for k in keys}
-        w.writerow({k: ("" if v is None else v) for k, v in cells.items()})
+        w.writerow({k: ("" if v is None else csv_cell(v)) for k, v in cells.items()})
     return buf.getvalue()
 
 

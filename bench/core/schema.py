@@ -138,7 +138,7 @@ def _types() -> Any:
 
     t = SimpleNamespace()
     Text = Annotated[StrictStr, StringConstraints(max_length=MAX_TEXT)]
-    Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
+    Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=MAX_TEXT)]
     Count = Annotated[StrictInt, Field(ge=0, le=int(MAX_MAGNITUDE))]
     Num = Annotated[StrictInt | StrictFloat, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
     t.number = TypeAdapter(Num)
@@ -242,7 +242,7 @@ def _types() -> Any:
 
     t.platforms = TypeAdapter(dict[StrictStr, Platform])
 
-    class CellSpec(TypedDict, total=False):
+    class CellSpec(TypedDict, total=False):  # the types; bench.core.cell.Cell adds its invariants (env's letters, ...)
         __pydantic_config__ = ConfigDict(strict=True, extra="forbid")  # type: ignore[misc]
         study: Required[Name]
         backend: Required[Name]
@@ -251,9 +251,9 @@ def _types() -> Any:
         devices: list[StrictStr | StrictInt] | StrictStr | None
         seed: Count
         repeat: Count
-        env: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Za-z0-9._+-]{0,120}$")]
+        env: Text
         nodes: Annotated[StrictInt, Field(ge=1, le=1024)]
-        name: Annotated[StrictStr, StringConstraints(max_length=200)]
+        name: Text
 
     t.cell_spec = TypeAdapter(CellSpec)
 
