@@ -8,7 +8,8 @@ fails is one line naming the file, the line (rows) and the key:
     cell.json, job specs, commands   CELL_SPEC (and bench.core.cell.Cell's own invariants)
     system.json                      SYSTEM
     platforms.json                   PLATFORMS
-    job dir manifest.json            MANIFEST (host/cluster/jobdir.py)
+    job dir manifest.json            MANIFEST (host/cluster/jobdir.py: a job dir is data; what a
+                                     task runs comes from the machine that submits it)
     slurm/submissions.jsonl          SUBMISSION
     optuna-journal.log               JOURNAL_LINE (a line of Optuna's JournalStorage)
 
@@ -256,6 +257,49 @@ def _types() -> Any:
         name: Text
 
     t.cell_spec = TypeAdapter(CellSpec)
+
+    Path_ = Annotated[StrictStr, StringConstraints(min_length=1, max_length=4096, pattern=r"^/[^\x00-\x1f\x7f]*$")]
+
+    class ManifestImage(TypedDict, total=False):
+        __pydantic_config__ = strict  # type: ignore[misc]
+        ref: Required[Annotated[StrictStr, StringConstraints(min_length=1, max_length=500, pattern=r"^[^\x00-\x20\x7f]+$")]]
+        id: Annotated[StrictStr, StringConstraints(max_length=200, pattern=r"^[A-Za-z0-9:]*$")] | None
+
+    class ManifestEnv(TypedDict, total=False):
+        __pydantic_config__ = strict  # type: ignore[misc]
+        label: Required[Annotated[StrictStr, StringConstraints(pattern=r"^[A-Za-z0-9._+-]{1,120}$")]]
+        runtime: Required[Literal["native", "container"]]
+        python: Text | None  # what planned it; never what runs it (host/cluster/slurm.py)
+        image: ManifestImage | None
+
+    class ManifestData(TypedDict, total=False):
+        __pydantic_config__ = strict  # type: ignore[misc]
+        dir: Path_ | None
+        datasets: dict[StrictStr, Text]
+
+    class ManifestCell(TypedDict, total=False):
+        __pydantic_config__ = strict  # type: ignore[misc]
+        task: Required[Annotated[StrictStr, StringConstraints(pattern=r"^[0-9]{4,7}$")]]
+        id: Required[Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]]
+        study: Text
+        shape: Text
+
+    class Manifest(TypedDict, total=False):  # kit, format and kit_version are checked first, with their own lines
+        __pydantic_config__ = strict  # type: ignore[misc]
+        kit: Required[StrictStr]
+        format: Required[StrictInt]
+        kit_version: Required[Text]
+        environment: Required[ManifestEnv]
+        data: Required[ManifestData]
+        cells: Required[Annotated[list[ManifestCell], Field(min_length=1, max_length=100_000)]]
+        request: Obj
+        shapes: Obj
+        command: Text
+        kit_root: Text  # where the plan was made; never what a task runs (host/cluster/slurm.py)
+        kit_git_sha: Text | None
+        created_utc: Text
+
+    t.manifest = TypeAdapter(Manifest)
 
     class Submission(TypedDict):
         __pydantic_config__ = ConfigDict(strict=True, extra="allow")  # type: ignore[misc]
