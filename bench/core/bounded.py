@@ -2,8 +2,9 @@
 from outside (rows files, journals, submissions, gzip'd datasets and traces, logs).
 
 Every reader has caps (Caps: bytes of the file as stored, bytes once decompressed, bytes of
-one line, lines), streams instead of reading whole, never follows a symlink, and says which
-cap it hit in its error line. Headers come first: a caller reads the few bytes that say how
+one line, lines), streams instead of reading whole, reads regular files only, and says which
+cap it hit in its error line. A symlink is never followed, except where a dataset's own file
+may be one (`follow=True`: a data dir that links a shared copy of an archive). Headers come first: a caller reads the few bytes that say how
 large the rest is (`read_exact`), checks that against its cap, and only then reads the bulk.
 
     for n, line in lines(path, ROWS):      # (line number, bytes), or (n, None) for a line over the cap
@@ -47,10 +48,10 @@ class Caps:
         return self.out_bytes or self.file_bytes
 
 
-def open_regular(path: Path) -> IO[bytes]:
-    """PATH opened for reading in binary, refusing a symlink (O_NOFOLLOW) or anything but a
-    regular file: KitError naming it."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+def open_regular(path: Path, follow: bool = False) -> IO[bytes]:
+    """PATH opened for reading in binary, refusing anything but a regular file, and a symlink
+    (O_NOFOLLOW) unless FOLLOW: KitError naming it."""
+    flags = os.O_RDONLY | (0 if follow else getattr(os, "O_NOFOLLOW", 0)) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except OSError as err:
@@ -91,12 +92,12 @@ class _Capped(io.RawIOBase):
             super().close()
 
 
-def open_stream(path: Path, caps: Caps) -> io.BufferedReader:
+def open_stream(path: Path, caps: Caps, follow: bool = False) -> io.BufferedReader:
     """PATH as a binary stream of its content: a `.gz` decompressed as it is read. TooBig when
     the stored file is over caps.file_bytes (checked before reading) or its content grows past
     caps.decompressed (a gzip bomb stops there, never inflated in memory)."""
     path = Path(path)
-    fh = open_regular(path)
+    fh = open_regular(path, follow)
     size = os.fstat(fh.fileno()).st_size
     if size > caps.file_bytes:
         fh.close()
@@ -149,7 +150,7 @@ def tail(path: Path, n_bytes: int = 1 << 16) -> str:
         return ""
 
 
-def read_bytes(path: Path, caps: Caps) -> bytes:
+def read_bytes(path: Path, caps: Caps, follow: bool = False) -> bytes:
     """The whole content of a small input (a .gz decompressed), within its caps."""
-    with open_stream(path, caps) as fh:
+    with open_stream(path, caps, follow) as fh:
         return fh.read()

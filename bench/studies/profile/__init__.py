@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.core import bounded
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.headline import WORK_AMOUNT, Comparison
@@ -297,10 +298,15 @@ class Profile(Study):
         return summary(cells)
 
 
+# a trace is read whole to check it is JSON: the references' largest is 3 MB gzip'd, 47 MB unpacked
+TRACE_CAPS = bounded.Caps(file_bytes=256 << 20, out_bytes=256 << 20)
+
+
 def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
-    """Why the profile step's traces are not all there and readable gzip JSON, or None."""
-    import gzip
+    """Why the profile step's traces are not all there and readable gzip JSON (within
+    TRACE_CAPS), or None."""
     import json
+    import zlib
 
     if not traces:
         return "the profile row names no trace"
@@ -309,8 +315,9 @@ def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
     for name in traces:
         path = Path(cell_dir) / "trace" / Path(str(name)).name
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                json.load(f)
-        except (OSError, ValueError, EOFError) as err:
+            json.loads(bounded.read_bytes(path, TRACE_CAPS).decode("utf-8"))
+        except KitError as err:
+            return f"{path.name}: {str(err).removeprefix(str(path) + ': ')}"
+        except (OSError, ValueError, EOFError, RecursionError, zlib.error) as err:
             return f"{path.name}: {type(err).__name__}"
     return None
