@@ -26,6 +26,7 @@ written. Host side only (no torch, numba or scikit-learn).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -126,6 +127,7 @@ def _labels(dirs: list[Path]) -> list[str]:
     return out
 
 
+@functools.cache  # one environment per process
 def _pip_freeze() -> str:
     try:
         r = subprocess.run(

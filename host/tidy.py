@@ -257,12 +257,14 @@ def tidy_frame(cells: list[ResultCell]):
 
 
 def csv_frame(df):
-    """DF as tidy.csv holds it: every string through bench.core.text.csv_cell (shown one line,
-    control and bidi characters as escapes, a formula's first character behind a `'`)."""
+    """DF as tidy.csv holds it: every string, column names too, through bench.core.text.csv_cell
+    (shown one line, control and bidi characters as escapes, a formula's first character behind
+    a `'`)."""
     out = df.copy()
     for col in out.columns:
         if str(out[col].dtype) == "string":
             out[col] = out[col].map(csv_cell, na_action="ignore").astype("string")
+    out.columns = [csv_cell(c) for c in out.columns]  # a row's key is a column name: foreign text too
     return out
 
 

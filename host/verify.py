@@ -25,7 +25,7 @@ a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot b
 
 `--make-baseline DIR --name NAME` writes NAME's entries into the baseline files from DIR
 (which must itself pass every check but the baselines); results/reference/README.md gives
-the procedure. Standard library only (no scipy): CI runs it from the host venv.
+the procedure. No scipy: CI runs it from the host venv.
 """
 
 from __future__ import annotations

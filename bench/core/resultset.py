@@ -1,5 +1,6 @@
 """Cells under any number of result dirs, with their provenance: what the report and the
-matrix summary read. Standard library only (the host side uses it).
+matrix summary read. The standard library and the schemas (bench.core.schema, pydantic) only:
+the host side uses it.
 
 Reading never trusts the tree: symlinks are not followed (files or dirs), nothing deeper
 than MAX_DEPTH levels below a named dir is looked at (`walk`), every file is held to its

@@ -132,11 +132,10 @@ def rows_to_csv(rows: list[dict]) -> str:
     for r in rows:
         keys += [k for k in r if k not in keys]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
-    w.writeheader()
+    w = csv.writer(buf)
+    w.writerow([csv_cell(k) for k in keys])
     for r in rows:
-        cells = {k: row_value(k, r.get(k)) for k in keys}
-        w.writerow({k: ("" if v is None else csv_cell(v)) for k, v in cells.items()})
+        w.writerow(["" if (v := row_value(k, r.get(k))) is None else csv_cell(v) for k in keys])
     return buf.getvalue()
 
 

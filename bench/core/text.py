@@ -146,15 +146,15 @@ def csv_cell(value: Any) -> Any:
 
 
 def csv_text(rows: list[dict], fieldnames: list[str]) -> str:
-    """ROWS as CSV text with a header, every cell through `csv_cell`."""
+    """ROWS as CSV text with a header, every cell (the header's too) through `csv_cell`."""
     import csv
     import io
 
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fieldnames, extrasaction="ignore")
-    w.writeheader()
+    w = csv.writer(buf)
+    w.writerow([csv_cell(k) for k in fieldnames])
     for r in rows:
-        w.writerow({k: csv_cell(r.get(k)) for k in fieldnames})
+        w.writerow([csv_cell(r.get(k)) for k in fieldnames])
     return buf.getvalue()
 
 
