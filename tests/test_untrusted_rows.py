@@ -329,3 +329,63 @@ def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_
     no_traceback(r)
     assert r.returncode == 0, r.stderr[-2000:]
     assert bundle_text(tmp_path / "b.tar.gz", "report/REPORT.md").count("| corrupt |") == 2
+
+
+# ---------------------------------------------------------------------------- side files and arithmetic
+def _edit_json(path: Path, **values) -> None:
+    obj = json.loads(path.read_text())
+    obj.update(values)
+    path.write_text(json.dumps(obj))
+
+
+def test_a_side_file_of_the_wrong_shape_makes_its_cell_corrupt_and_report_and_export_go_on(tmp_path):
+    """The issue's forms crashed `report` and `export` (system.json's `gpu` a string). Each file
+    kind is held to its schema: its cell is listed corrupt, named by file and key; the others
+    are reported; a platforms.json of the wrong shape is named and left out."""
+    good, foreign = tmp_path / "mine", tmp_path / "foreign"
+    copy_cell(good, SEED_CELL)
+    cases = {
+        RESIDENT_CELL: ("system.json", {"gpu": "x"}, "'gpu' is 'x'"),
+        "torch-cpu_seed_default-c01a972748a9": ("system.json", {"kit_source": ["dirty"]}, "'kit_source' is a list"),
+        "torch-cpu_resident_default-317a467c1ca2": ("cell.json", {"params": [1, 2]}, "'params' is a list"),
+        "numba-cpu_resident_default-0a9343382f40": ("cell.json", {"seed": "0"}, "'seed' is '0'"),
+    }
+    for name, (file, values, _says) in cases.items():
+        _edit_json(copy_cell(foreign, name) / file, **values)
+    (foreign / "platforms.json").write_text(json.dumps({"cpu": "ran", "cuda": {"status": ["x"]}}))
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    for name, (file, _values, says) in cases.items():
+        (line,) = [x for x in md.splitlines() if "| corrupt |" in x and name in x]
+        assert file in line and says in line, line
+    assert "platforms.json: 'cpu' is 'ran'" in md
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0 and (tmp_path / "b.tar.gz").is_file(), r.stderr[-2000:]
+
+
+def test_a_zero_time_or_a_huge_rate_that_the_report_divides_by_is_corrupt_and_report_and_export_go_on(tmp_path):
+    """The issue's forms: a zero time or rate, a finite number too large for a sum (1e308),
+    crashed the report. cifar-opt's epoch of 0 s and mnist-cnn's 1e308 samples/s: corrupt."""
+    good, foreign = tmp_path / "mine", tmp_path / "foreign"
+    copy_cell(good, SEED_CELL)
+    huge = copy_cell(foreign, RESIDENT_CELL)
+    edit_rows(huge, 2, samples_per_s="1e308")
+    opt = REF / "cpu-2core-epyc-cifar-opt-default" / "cifar-opt"
+    zero = foreign / "cifar-opt" / "torch-cpu_resnet18_default-25801c73e457"
+    shutil.copytree(opt / zero.name, zero)
+    rows = [json.loads(x) for x in (zero / "rows.jsonl").read_text().splitlines()]
+    (zero / "rows.jsonl").write_text("".join(json.dumps({**x, "epoch_s": 0.0} if "epoch_s" in x else x) + "\n" for x in rows))
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    (line,) = [x for x in md.splitlines() if "| corrupt |" in x and zero.name in x]
+    assert "'epoch_s' is 0: a measured time is at least 1e-12 s" in line, line
+    (line,) = [x for x in md.splitlines() if "| corrupt |" in x and RESIDENT_CELL in x]
+    assert "'samples_per_s' is 1e+308" in line, line
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
