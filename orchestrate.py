@@ -331,7 +331,7 @@ def _report(dirs: list[Path], out: Path) -> dict:
     try:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
-            typer.echo(line, err=True)
+            typer.echo(term(line), err=True)
         info = build_report(dirs, out)
     except KitError as err:
         fail(err)
@@ -392,12 +392,13 @@ def export(
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.export import export as export_bundle
 
     try:
         kept, skipped = holding_results(list(dirs))
         for line in skipped:
-            typer.echo(line, err=True)
+            typer.echo(term(line), err=True)
         info = export_bundle(kept, out)
     except KitError as err:
         fail(err)
@@ -495,7 +496,9 @@ def compare(
             line = (
                 f"error: regression beyond {threshold:.0%} in {len(names)} configurations: {names[0]} and {len(names) - 1} more"
             )
-        typer.echo(line, err=True)
+        from bench.core.text import term
+
+        typer.echo(term(line), err=True)
         raise typer.Exit(1)
 
 
@@ -621,6 +624,7 @@ def slurm_cmd(
     """Write one sbatch array script per resource shape of JOB_DIR (each task: one cell, its own results
     dir); --submit submits them, follows the jobs, and reports."""
     from bench.core.lock import results_lock
+    from bench.core.text import term
     from host.cluster import slurm as S
 
     job = _job(job_dir)
@@ -633,10 +637,11 @@ def slurm_cmd(
                 typer.echo(f"{shape}: {path} ({len(job.shapes[shape].tasks)} tasks): sbatch {path}")
             return
         with results_lock(job.dir):  # one submitter and follower per job dir
-            subs = S.submit(job, opts, typer.echo) if submit else S.latest(job)
+            echo = lambda s: typer.echo(term(s))  # noqa: E731 - labels from the job dir's specs: shown, never acted on
+            subs = S.submit(job, opts, echo) if submit else S.latest(job)
             if follow and not subs:
                 fail(f"{job.dir} has no submission to follow: --submit")
-            S.follow(job, subs, typer.echo, poll_s)
+            S.follow(job, subs, echo, poll_s)
     except KitError as err:
         fail(str(err))
     except KeyboardInterrupt:

@@ -138,6 +138,17 @@ def edits(draw, root_keys: dict[str, list[str]]):
     return f, how, key, value, line, junk
 
 
+def _parsed(p: Path, jsonl: bool):
+    """P's rows (a non-empty list of objects) or object, or None when an earlier edit left none."""
+    try:
+        text = p.read_text()
+        got = [json.loads(x) for x in text.splitlines()] if jsonl else json.loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ok = (got and all(isinstance(r, dict) for r in got)) if jsonl else isinstance(got, dict)
+    return got if ok else None
+
+
 def apply_edit(d: Path, edit) -> None:
     f, how, key, value, line, junk = edit
     p = d / f
@@ -147,8 +158,13 @@ def apply_edit(d: Path, edit) -> None:
     if how == "cut":
         p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
         return
-    if f.endswith(".jsonl"):
-        rows = [json.loads(x) for x in p.read_text().splitlines()]
+    jsonl = f.endswith(".jsonl")
+    got = _parsed(p, jsonl)
+    if got is None:  # an earlier edit left no JSON to edit: this one writes the value whole
+        p.write_text(dumps(value) + "\n")
+        return
+    if jsonl:
+        rows = got
         i = line % len(rows)
         if how == "whole":
             lines = [json.dumps(r) for r in rows]
@@ -161,12 +177,12 @@ def apply_edit(d: Path, edit) -> None:
             rows[i].pop(key, None)
         p.write_text("".join(dumps(r) + "\n" for r in rows))
         return
-    obj = json.loads(p.read_text())
+    obj = got
     if how == "whole":
         obj = value
     elif how == "set":
         target = obj
-        if isinstance(obj.get(key.split(".")[0]), dict) and "." in key:
+        if "." in key and isinstance(obj.get(key.split(".")[0]), dict):
             head, _, key = key.partition(".")
             target = obj[head]
         target[key] = value
