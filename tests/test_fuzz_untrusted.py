@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="Hypothesis is in requirements/dev.txt")
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from bench.core.errors import KitError  # noqa: E402
@@ -257,7 +257,9 @@ def test_report_and_verify_answer_every_edit_of_a_result_dir_without_a_traceback
             except KitError as err:
                 assert "\n" not in str(err)
                 assert not (top / "report").exists(), "a failed report left files"
+                event("report refused in one line")
             else:
+                event(f"report written, {sum(s.get('ok', 0) for s in info['studies'].values())} cell(s) ok")
                 assert_written_safely(top / "report")
                 assert isinstance(info["studies"], dict)
             try:
@@ -374,8 +376,9 @@ def _check_scripts(job_dir: Path, written: dict) -> None:
 
     for path in written.values():
         text = path.read_text()
-        assert PLANTED not in text and "planted-by-a-job-dir" not in text
         for line in text.splitlines():
+            if "planted-by-a-job-dir" in line:  # only as data: the data dir (read-only) or the image's name as a label
+                assert "--data-dir" in line or ":/data:ro" in line or line.startswith("export APPTAINERENV_KIT_IMAGE_ID="), line
             if line.startswith("cell=("):
                 assert line == f"cell=({shlex.quote(sys.executable)})" or line.startswith("cell=(apptainer exec "), line
                 if line.startswith("cell=(apptainer"):
@@ -384,10 +387,24 @@ def _check_scripts(job_dir: Path, written: dict) -> None:
                 assert line.startswith(f"export PYTHONPATH={shlex.quote(str(KIT_ROOT))}"), line
 
 
+# edits a plan can hold and still be read: the keys the kit keeps only as a record, where a job
+# dir's author would plant a program, and a switch to an image plan
+SOFT_EDITS = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["environment.python", "kit_root", "command", "kit_git_sha", "created_utc"]), TEXTS),
+        st.tuples(st.just("data.dir"), st.sampled_from([PLANTED, "/data", "/shared/datasets"])),
+        st.just(("environment.runtime", "container")),
+        st.just(("environment.image", {"ref": PLANTED, "id": "sha256:0"})),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
 @budget(30)
 @given(
-    edits=st.lists(st.tuples(st.sampled_from(MANIFEST_KEYS), MANIFEST_VALUES), min_size=1, max_size=3),
-    whole=st.none() | JSON | st.binary(max_size=40),
+    edits=st.lists(st.tuples(st.sampled_from(MANIFEST_KEYS), MANIFEST_VALUES), min_size=1, max_size=3) | SOFT_EDITS,
+    whole=st.none() | st.none() | st.none() | JSON | st.binary(max_size=40),
     link=st.sampled_from([None, None, None, "slurm", "slurm/logs", "task-0000", "specs"]),
 )
 def test_slurm_answers_every_edit_of_a_manifest_without_a_traceback_or_a_foreign_program(plan, edits, whole, link):
@@ -424,8 +441,10 @@ def test_slurm_answers_every_edit_of_a_manifest_without_a_traceback_or_a_foreign
                 written = S.write_scripts(j, S.Options(sif=top / "image.sif" if container else None))
             except KitError as err:
                 assert "\n" not in str(err)
+                event("refused in one line")
             else:
                 _check_scripts(job, written)
+                event("scripts written")
         if link:
             assert list((top / "outside").iterdir()) == [], "written through a planted link"
     finally:

@@ -280,7 +280,7 @@ def _types() -> Any:
     class ManifestCell(TypedDict, total=False):
         __pydantic_config__ = strict  # type: ignore[misc]
         task: Required[Annotated[StrictStr, StringConstraints(pattern=r"^[0-9]{4,7}$")]]
-        id: Required[Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]]
+        id: Required[Annotated[StrictStr, StringConstraints(pattern=r"^[A-Za-z0-9.+_-]{1,200}$")]]  # Cell.id's letters
         study: Text
         shape: Text
 

@@ -262,6 +262,8 @@ def plan(
 # ---------------------------------------------------------------------------- reading it back
 def _manifest(job: Path) -> dict:
     path = job / MANIFEST
+    if not str(job).isprintable():
+        raise KitError(f"job dir {schema.show(str(job), 200)}: a path of printable characters only (it goes into sbatch scripts)")
     if job.is_symlink() or not job.is_dir():
         raise KitError(
             f"job dir {job} {'is a symlink' if job.is_symlink() else 'does not exist'}: make one with `orchestrate.py plan`"
@@ -278,12 +280,14 @@ def _manifest(job: Path) -> dict:
         raise KitError(f"{path} is not a cnn-bench plan")
     if obj.get("format") != FORMAT or obj.get("kit_version") != bench.__version__:
         raise KitError(
-            f"{job} was planned by cnn-bench {str(obj.get('kit_version'))[:40]!r} (plan format {str(obj.get('format'))[:10]}); "
+            f"{job} was planned by cnn-bench {schema.show(obj.get('kit_version'), 40)} (plan format {schema.show(obj.get('format'), 10)}); "
             f"this is {bench.__version__} (format {FORMAT}): plan it again with this kit"
         )
     why = schema.check("manifest", obj)
     if why:
         raise KitError(f"{path}: {why}: plan again")
+    if obj["environment"]["runtime"] == "container" and not obj["environment"].get("image"):
+        raise KitError(f"{path}: a container plan names no image: plan again")
     return obj
 
 
@@ -298,7 +302,7 @@ def load(job: Path) -> Job:
     here = Job(job, manifest, [], {})
     for i, entry in enumerate(manifest["cells"]):
         if entry.get("task") != task_name(i):
-            raise KitError(f"{job / MANIFEST}: cell {i} is listed as task {str(entry.get('task'))[:20]!r}: plan again")
+            raise KitError(f"{job / MANIFEST}: cell {i} is listed as task {schema.show(entry.get('task'), 20)}: plan again")
         path = here.spec_path(i)
         if not R.is_regular(path):
             raise KitError(f"{path} is missing (or not a regular file): plan again")
