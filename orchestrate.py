@@ -467,6 +467,10 @@ def compare(
     try:
         threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
         res = cmp.compare(a, b, threshold)
+        from bench.core.text import term
+
+        for line in res["skipped"]:
+            typer.echo(term(line), err=True)
         if json_:
             import json
 

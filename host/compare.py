@@ -273,7 +273,8 @@ def _side(g: Group, part: str) -> dict:
 def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """Everything `compare` prints and writes, as one dict. KitError on bad input or when A and
     B have no configuration in common."""
-    a_cells, b_cells = load_set(a_dir, "A").cells, load_set(b_dir, "B").cells
+    a_set, b_set = load_set(a_dir, "A"), load_set(b_dir, "B")
+    a_cells, b_cells = a_set.cells, b_set.cells
     ga, gb = groups_of(a_cells), groups_of(b_cells)
     common = [k for k in ga if k in gb]
     if not common:
@@ -339,6 +340,7 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
     return {
         "a": str(a_dir),
         "b": str(b_dir),
+        "skipped": [f"A: {x}" for x in a_set.skipped] + [f"B: {x}" for x in b_set.skipped],  # copies of one run, read once
         "threshold": threshold,
         "definition": (
             f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "

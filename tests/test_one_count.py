@@ -102,6 +102,10 @@ def test_two_copies_of_one_run_are_read_once(run, once, tmp_path):
     shutil.copytree(run, inside / "b")
     r = orch("verify", str(inside), "--allow-unbaselined")
     assert "3 cells:" in r.stdout and "skipped: 3 cell(s)" in r.stderr, r.stdout + r.stderr
+    r = orch("compare", str(inside), str(run), "--json")
+    assert r.returncode == 0 and "A: skipped: 3 cell(s)" in r.stderr, r.stderr
+    (m,) = json.loads(r.stdout)["matched"]
+    assert len(m["a"]["per_repeat"]) == len(m["b"]["per_repeat"]) == 3 and m["ratio_interval"] == "range", m
 
 
 def test_a_rerun_of_the_same_cell_is_another_run_and_counts(run, tmp_path):
