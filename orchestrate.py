@@ -49,8 +49,11 @@ class Runtime(str, Enum):
 
 def fail(err: KitError | str, code: int | None = None) -> NoReturn:
     """One `error:` line, then exit: CODE, else 2 for a usage error (KitError's UsageError) and 1
-    for any other failure (host_exit_code); a plain message is a failed run (1)."""
-    typer.echo(f"error: {err}", err=True)
+    for any other failure (host_exit_code); a plain message is a failed run (1). The message
+    may quote a result dir, a job dir or a dataset: control and bidi characters show as escapes."""
+    from bench.core.text import term
+
+    typer.echo(f"error: {term(err)}", err=True)
     raise typer.Exit(code if code is not None else host_exit_code(err) if isinstance(err, KitError) else 1)
 
 
@@ -322,18 +325,22 @@ def run(
 
 def _report(dirs: list[Path], out: Path, context: list[Path] | None = None) -> dict:
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.report import build_report
 
     try:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
-            typer.echo(line, err=True)
+            typer.echo(term(line), err=True)
         info = build_report(dirs, out, context)
     except KitError as err:
         fail(err)
+    for line in info["skipped"]:
+        typer.echo(term(line), err=True)
     for name, s in info["studies"].items():
         typer.echo(
-            f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
+            f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
+            + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
     typer.echo(f"report: {info['report']}")
     return info
@@ -396,12 +403,13 @@ def export(
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.export import export as export_bundle
 
     try:
         kept, skipped = holding_results(list(dirs))
         for line in skipped:
-            typer.echo(line, err=True)
+            typer.echo(term(line), err=True)
         info = export_bundle(kept, out)
     except KitError as err:
         fail(err)
@@ -470,6 +478,10 @@ def compare(
     try:
         threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
         res = cmp.compare(a, b, threshold)
+        from bench.core.text import term
+
+        for line in res["skipped"]:
+            typer.echo(term(line), err=True)
         if json_:
             import json
 
@@ -499,7 +511,9 @@ def compare(
             line = (
                 f"error: regression beyond {threshold:.0%} in {len(names)} configurations: {names[0]} and {len(names) - 1} more"
             )
-        typer.echo(line, err=True)
+        from bench.core.text import term
+
+        typer.echo(term(line), err=True)
         raise typer.Exit(1)
 
 
@@ -550,9 +564,13 @@ def verify(
         res = ver.verify(dir, baseline, not allow_unbaselined, bdir)
     except KitError as err:
         fail(err)
+    from bench.core.text import term
+
+    for line in res["skipped"]:
+        typer.echo(term(line), err=True)
     for v in res["verdicts"]:
-        typer.echo(v.line())
-    typer.echo(res["summary"])
+        typer.echo(term(v.line()))  # reasons from a foreign result dir: nothing the terminal acts on
+    typer.echo(term(res["summary"]))
     if res["failed"]:
         raise typer.Exit(1)
 
@@ -649,6 +667,7 @@ def slurm_cmd(
     """Write one sbatch array script per resource shape of JOB_DIR (each task: one cell, its own results
     dir); --submit submits them, follows the jobs, and reports."""
     from bench.core.lock import results_lock
+    from bench.core.text import term
     from host.cluster import slurm as S
 
     job = _job(job_dir)
@@ -661,10 +680,11 @@ def slurm_cmd(
                 typer.echo(f"{shape}: {path} ({len(job.shapes[shape].tasks)} tasks): sbatch {path}")
             return
         with results_lock(job.dir):  # one submitter and follower per job dir
-            subs = S.submit(job, opts, typer.echo) if submit else S.latest(job)
+            echo = lambda s: typer.echo(term(s))  # noqa: E731 - labels from the job dir's specs: shown, never acted on
+            subs = S.submit(job, opts, echo) if submit else S.latest(job)
             if follow and not subs:
                 fail(f"{job.dir} has no submission to follow: --submit")
-            S.follow(job, subs, typer.echo, poll_s)
+            S.follow(job, subs, echo, poll_s)
     except KitError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -721,5 +741,7 @@ if __name__ == "__main__":
     try:
         app()
     except KitError as err:
-        typer.echo(f"error: {err}", err=True)
+        from bench.core.text import term
+
+        typer.echo(f"error: {term(err)}", err=True)
         sys.exit(host_exit_code(err))

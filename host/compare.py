@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import KitError, UsageError
-from bench.core.resultset import ResultCell, collect
+from bench.core.resultset import ResultCell, ResultSet, collect_set
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
 from bench.core.text import md_code, term
@@ -56,8 +56,8 @@ NOT_CONFIG = ("repeat", "name", "devices", "env")
 
 
 # ---------------------------------------------------------------------------- loading
-def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultCell], list[dict], list[str]]:
-    """(cells, platform notes, problems) of one result dir; KitError (one line, naming ROLE) for
+def load_set(d: Path, role: str, partial_ok: bool = False) -> ResultSet:
+    """The cells, platform notes, problems and skipped copies of one result dir; KitError (one line, naming ROLE) for
     a dir that is missing, empty, or written by a newer kit, and, unless PARTIAL_OK, for one
     holding cells that cannot be read (corrupt) or did not finish (partially written)."""
     d = Path(d)
@@ -66,9 +66,10 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
     if not d.is_dir():
         raise UsageError(f"{role}: {d} is not a directory")
     try:
-        cells, notes, problems = collect([d])
+        rs = collect_set([d])
     except KitError as err:
         raise type(err)(f"{role}: {err}") from None
+    cells, problems = rs.cells, rs.problems
     newer = [p for p in problems if "newer than this kit" in p]
     if newer:
         raise KitError(f"{role}: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
@@ -80,7 +81,7 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
             if bad:
                 more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
                 raise KitError(f"{role}: cell {bad[0].dir} {what}: {bad[0].note}{more}; rerun or remove it")
-    return cells, notes, problems
+    return rs
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -272,8 +273,8 @@ def _side(g: Group, part: str) -> dict:
 def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """Everything `compare` prints and writes, as one dict. KitError on bad input or when A and
     B have no configuration in common."""
-    a_cells, _, _ = load_set(a_dir, "A")
-    b_cells, _, _ = load_set(b_dir, "B")
+    a_set, b_set = load_set(a_dir, "A"), load_set(b_dir, "B")
+    a_cells, b_cells = a_set.cells, b_set.cells
     ga, gb = groups_of(a_cells), groups_of(b_cells)
     common = [k for k in ga if k in gb]
     if not common:
@@ -339,6 +340,7 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
     return {
         "a": str(a_dir),
         "b": str(b_dir),
+        "skipped": [f"A: {x}" for x in a_set.skipped] + [f"B: {x}" for x in b_set.skipped],  # copies of one run, read once
         "threshold": threshold,
         "definition": (
             f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "

@@ -25,7 +25,7 @@ a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot b
 
 `--make-baseline DIR --name NAME` writes NAME's entries into the baseline files from DIR
 (which must itself pass every check but the baselines); results/reference/README.md gives
-the procedure. Standard library only (no scipy): CI runs it from the host venv.
+the procedure. No scipy: CI runs it from the host venv.
 """
 
 from __future__ import annotations
@@ -232,9 +232,9 @@ def check_baseline(cell: ResultCell, part: str, e: dict) -> tuple[list[str], lis
 
 
 # ---------------------------------------------------------------------------- verify
-def unlisted_cell_dirs(d: Path, cells: list[ResultCell]) -> list[Path]:
-    """Dirs holding a cell.json that no collected cell covers (e.g. an empty rows.jsonl)."""
-    have = {c.dir.resolve() for c in cells}
+def unlisted_cell_dirs(d: Path, read: set[Path]) -> list[Path]:
+    """Dirs holding a cell.json that no cell read covers (READ: resolved cell dirs; e.g. an empty rows.jsonl)."""
+    have = read
     out = []
     for here, _subdirs, files in walk(d):  # as deep as collect() reads, symlinks not followed
         if "cell.json" in files and here.resolve() not in have:
@@ -254,7 +254,8 @@ def verify(
 ) -> dict:
     """Every check of the module docstring on DIR. KitError when DIR cannot be verified."""
     d = Path(d)
-    cells, notes, _ = load_set(d, "verify", partial_ok=True)
+    rs = load_set(d, "verify", partial_ok=True)
+    cells, notes = rs.cells, rs.notes
     baselines = load_baselines(bdir) if use_baselines else {}
     only = set_name(baseline) if baseline else None
     if only is not None:
@@ -269,7 +270,7 @@ def verify(
 
     verdicts: list[CellVerdict] = []
     matched: set[int] = set()
-    for cdir in unlisted_cell_dirs(d, cells):  # a cell.json with an empty rows.jsonl: not silently dropped
+    for cdir in unlisted_cell_dirs(d, rs.read):  # a cell.json with an empty rows.jsonl: not silently dropped
         note = "cell.json but no rows (rows.jsonl empty)"
         cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
     for c in sorted(cells, key=lambda c: (c.study, str(c.dir))):
@@ -345,6 +346,7 @@ def verify(
         "verdicts": verdicts,
         "counts": counts,
         "failed": counts["FAIL"] > 0,
+        "skipped": rs.skipped,
         "summary": f"verify {d}: {len(cells)} cells: {counts['ok']} ok, {counts['FAIL']} FAIL, "
         f"{counts['no baseline']} without a baseline, {counts['skipped']} skipped" + (f" (baseline set {only})" if only else ""),
     }
@@ -387,7 +389,7 @@ def make_baseline(
     bad = [v for v in res["verdicts"] if v.status == "FAIL"]
     if bad:
         raise KitError(f"{d} does not pass verify ({len(bad)} failing), so it cannot be a baseline: {bad[0].line()}")
-    cells, _, _ = load_set(d, "verify", partial_ok=True)
+    cells = load_set(d, "verify", partial_ok=True).cells
     groups: dict[str, list[ResultCell]] = {}
     for c in cells:
         if c.status == "ok" and not c.state:

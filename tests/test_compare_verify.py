@@ -146,7 +146,7 @@ def test_verify_checks_the_loss_curve(cpu):
         ("command", lambda rows: rows[0].update(command="bench cell"), "command is not"),
         ("lock", lambda rows: rows[1].update(lock_hash=""), "row lacks lock_hash"),
         ("image", lambda rows: rows[2].update(image_id=None), "row lacks image_id"),
-        ("schema", lambda rows: rows[0].update(schema=0), "row schema 0"),
+        ("schema", lambda rows: rows[0].update(schema=0), "'schema' is 0"),
         ("cell", lambda rows: rows[0].update(cell="other-0123"), "row names cell"),
         ("error", lambda rows: rows[-1].update(status="error", reason="boom"), "error: boom"),
     ],

@@ -358,14 +358,18 @@ class Study:
 
 def numbers_missing(rows: list[dict], need: dict[str, tuple[str, ...]]) -> str | None:
     """For check_rows: the first ok row of a phase in NEED (phase -> keys) whose key is not a
-    number, as one line ("epoch row: 'epoch_s' is missing, expected a number"), or None."""
+    measurement the report can divide by (bench.core.schema.measured_problem: a number, and a
+    time or rate above 0), as one line ("epoch row: 'epoch_s' is missing, expected a number"),
+    or None."""
+    from bench.core.schema import measured_problem
+
     for r in rows:
         if r.get("status") != "ok":
             continue
         for k in need.get(str(r.get("phase")), ()):
-            v = r.get(k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+            why = measured_problem(k, r.get(k))
+            if why:
+                return f"{r.get('phase')} row: {why}"
     return None
 
 

@@ -97,18 +97,15 @@ def settle_failure(
     cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None
 ) -> None:
     """rows.jsonl after a failure: finished steps kept (marked incomplete) + one row with
-    STATUS (error, or interrupted for Ctrl-C and a stop) and the reason."""
+    STATUS (error, or interrupted for Ctrl-C and a stop) and the reason, as one line (its last
+    meaningful line: a log's tail, Slurm's words). The steps are read within the rows' caps; a
+    line cut by the kill, or one the schema refuses, is left out."""
     partial = cell_dir / "rows.partial.jsonl"
     done = []
-    if partial.exists():
-        for line in partial.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by the kill
-            if isinstance(r, dict):
-                done.append({**r, "status": "incomplete"})
-    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir, status, extra)])
+    if os.path.lexists(partial):
+        good, _problems = R.read_rows_checked(partial)
+        done = [{**r, "status": "incomplete"} for r in good]
+    R.write_rows(cell_dir, done + [error_row(cell, one_line(reason), out, data_dir, status, extra)])
 
 
 def _follow_parent() -> None:

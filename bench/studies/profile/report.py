@@ -14,10 +14,13 @@ telemetry.csv of each cell; no torch).
 from __future__ import annotations
 
 import csv
+import io
 import statistics
 import textwrap
 from pathlib import Path
 
+from bench.core import bounded
+from bench.core.errors import KitError
 from bench.core.labels import distinct
 from bench.core.resultset import ResultCell as Cell
 from bench.core.stats import ratio
@@ -42,14 +45,18 @@ from bench.studies.profile.readout import rows as _rows
 PROJECTED = "projected to the seed's 20 epochs x 8,005 images"
 
 
+TELEMETRY_CAPS = bounded.Caps(file_bytes=64 << 20)  # a 20-epoch H100 cell's telemetry.csv: 1.5 MB
+
+
 def _csv(c: Cell) -> list[dict]:
+    """The cell's telemetry.csv as rows ([] where missing, unreadable or over TELEMETRY_CAPS)."""
     p = c.dir / "telemetry.csv"
     if not p.is_file() or p.is_symlink():
         return []
     try:
-        with open(p, newline="", encoding="utf-8") as f:
+        with bounded.open_stream(p, TELEMETRY_CAPS) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
             return list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, csv.Error, KitError):
         return []
 
 
