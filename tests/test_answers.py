@@ -425,3 +425,22 @@ def test_a_cpu_part_of_a_gpu_cell_is_named_by_its_cpu():
     [a] = A.judge(st, cells, st.claims[0])
     gpu, cpu = a.findings[0].sides
     assert "H100" in gpu.device and "Xeon" in cpu.device and "H100" not in cpu.device
+
+
+def test_a_dir_named_twice_is_judged_once(tmp_path):
+    """`report D D/` equals `report D`: the same cells, the same claims, no n=6 from 3 repeats."""
+    runs = []
+    for name, args in (
+        ("a", [str(REF / "cpu-2core-epyc")]),
+        ("b", [str(REF / "cpu-2core-epyc"), str(REF / "cpu-2core-epyc") + "/"]),
+    ):
+        r = subprocess.run(
+            [sys.executable, "orchestrate.py", "report", *args, "--out", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads((tmp_path / name / "report.json").read_text())["claims"])
+    assert runs[0] == runs[1]
+    assert all(len(s["run"]) and s["n"] <= 3 for c in runs[1] for f in c["findings"] for s in f["sides"])
