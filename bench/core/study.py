@@ -120,6 +120,10 @@ class Study:
     # what `--profile auto` (the CLIs' default) runs per platform; unnamed platforms get "default".
     # A study whose default matrix takes hours on some platform maps that one to "smoke".
     auto_profiles: ClassVar[dict[str, str]] = {}
+    # True where the study takes its own idle baseline and energy readings before it touches the
+    # device (profile's sampler): the cell entry point then neither initialises the device before
+    # open() nor runs its own energy meter (bench/run/cell.py before_open)
+    own_energy: ClassVar[bool] = False
 
     # ---- config and cells
     def config_defaults(self) -> dict:
