@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import KitError
 from bench.core.registry import studies
@@ -44,6 +45,12 @@ def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str
         what = f"{r.get('backend')} {r.get('variant', '')} ({r.get('cell')})"
         md.append(md_row([what, c.status, one_line(c.reason, 300)]))
     return md + [""]
+
+
+def _platform(registry: dict, c: ResultCell) -> str:
+    study = registry.get(c.study)
+    spec = study.backends.get(str(c.first.get("backend"))) if study else None
+    return spec.platform if spec else "cpu"
 
 
 def _names(v: object) -> list[str]:
@@ -75,10 +82,13 @@ def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
     return out
 
 
-def build_report(dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None) -> dict:
+def build_report(
+    dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None, prices: Any = None
+) -> dict:
     """REPORT.md, REPORT.html, report.json and the tidy table of DIRS under OUT. CONTEXT: result
     dirs whose cells answer a claim only against these dirs' own cells (the main job sets its
-    host's CPU against the committed references' GPUs); they add no section, table or plot."""
+    host's CPU against the committed references' GPUs); they add no section, table or plot.
+    PRICES (host.prices.Prices, or None: no cost column) price the GPU-over-CPU answers."""
     cells, notes, problems = collect(dirs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -100,12 +110,27 @@ def build_report(dirs: list[Path], out: Path = Path("results/report"), context: 
             "",
         ]
     from bench.core.answers import judge_all
+    from bench.core.worth import cell_device_name, worth_all
     from host import answers as ans
+    from host import worth as hw
 
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
-    md += ans.headline(judged) + ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
-    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "claims": ans.as_json(judged)}
+    if prices is not None:
+        prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
+    worths = worth_all(registry, judged, prices)
+    head = [w for w in worths if w.answer.claim.headline]
+    md += ans.headline(judged)
+    md += hw.section(head, "## Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
+    md += hw.prices_lines(prices) if head else []
+    md += ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
+    summary: dict = {
+        "studies": {},
+        "report": str(out / "REPORT.md"),
+        "claims": ans.as_json(judged),
+        "worth": hw.as_json(worths),
+        "prices": prices.describe() if prices is not None else None,
+    }
     for name, study in registry.items():
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
@@ -114,6 +139,8 @@ def build_report(dirs: list[Path], out: Path = Path("results/report"), context: 
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, out) if ok else ["_no finished cells_", ""]
         md += ans.study_section(name, judged)
+        mine_worth = [w for w in worths if w.answer.study == name]
+        md += hw.section(mine_worth, "### Is the GPU worth it?", out, name, prices)
         md += _not_run(mine, notes, name)
         summary["studies"][name] = {
             "cells": len(mine),

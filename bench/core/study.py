@@ -255,6 +255,18 @@ class Study:
             if (v := [s for s in secs if s > 0])
         }
 
+    def samples_per_unit(self, rows: list[dict], part: str) -> float | None:
+        """Training samples in one unit of `throughput` (samples/s: 1; an MLP iteration over its whole
+        training set: that set's size), for the break-even work (bench.core.worth). Default 1."""
+        return 1.0
+
+    def epoch_samples(self, cell: ResultCell) -> int | None:
+        """Samples in one epoch of the dataset the cell trained on (its training set as system.json
+        records it), or None: the break-even work is also given in epochs of it."""
+        ds = cell.system.get("dataset")
+        n = number(ds.get("n_train")) if isinstance(ds, dict) else None
+        return int(n) if n and n > 0 else None
+
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         """(metric, value) of the cell's final accuracy for row backend PART, or None (the study
         trains nothing it scores)."""
