@@ -121,7 +121,7 @@ def build_report(
     worths = worth_all(registry, judged, prices)
     head = [w for w in worths if w.answer.claim.headline]
     md += ans.headline(judged)
-    md += hw.section(head, "## Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
+    md += hw.section(head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
     md += hw.prices_lines(prices) if head else []
     md += ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
     summary: dict = {

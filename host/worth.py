@@ -37,6 +37,7 @@ def ratio_text(s: stats.Summary | None, why: str) -> str:
 def count(n: float) -> str:
     if math.isinf(n):
         return "never"
+    n = float(f"{n:.3g}")  # 999.9999 is 1k
     for unit, k in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= k:
             return f"{n / k:.3g}{unit}"
