@@ -434,7 +434,9 @@ def test_every_gpu_over_cpu_answer_has_time_energy_cost_and_break_even_and_each_
     got = json.loads((merged / "report.json").read_text())
     worth = got["worth"]
     assert {w["study"] for w in worth} == set(KIT_STUDIES), {w["study"] for w in worth}
-    heads = {(c["study"], c["id"]) for c in got["claims"] if c["headline"] and c["findings"] and len(c["findings"][0]["sides"]) == 2}
+    heads = {
+        (c["study"], c["id"]) for c in got["claims"] if c["headline"] and c["findings"] and len(c["findings"][0]["sides"]) == 2
+    }
     assert {(w["study"], w["claim"]) for w in worth} & heads
     for w in worth:
         assert w["time_ratio"] is not None and w["time_ratio"]["value"] > 0, w["text"]

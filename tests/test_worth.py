@@ -175,7 +175,9 @@ def test_no_nvml_is_one_reason_on_the_gpu_side(monkeypatch):
 # ---- prices ----------------------------------------------------------------------------------
 def test_prices_from_the_command_line_and_a_file_and_the_bad_ones_each_one_line(tmp_path):
     f = tmp_path / "p.toml"
-    f.write_text('[[device]]\nmatch = "H100"\nusd_per_hour = 2.0\nsource = "x"\n[[device]]\nmatch = "A100"\nusd_per_hour = -1.0\n')
+    f.write_text(
+        '[[device]]\nmatch = "H100"\nusd_per_hour = 2.0\nsource = "x"\n[[device]]\nmatch = "A100"\nusd_per_hour = -1.0\n'
+    )
     p = P.load(["H100=3.5", "EPYC=abc", "Xeon=-2", "nothing", "2-core AMD EPYC=0.1"], f, "0.2")
     assert p is not None and p.kwh_usd == 0.2
     assert p.for_device("NVIDIA H100 80GB HBM3").usd_per_hour == 3.5  # the command line wins over the file
@@ -242,7 +244,9 @@ def test_energy_cost_and_break_even_beside_the_time_ratio_by_hand(tmp_path):
     assert w.even_time.lo <= w.even_time.n <= w.even_time.hi and w.even_time.pairs == 3
     g = HW.for_work(w, 1e6)
     assert g["gpu"]["seconds"] == pytest.approx(12.0 + 1e6 / rg) and g["seconds_winner"] == "GPU"
-    assert g["gpu"]["joules"] == pytest.approx(4000) and g["cpu"]["joules"] == pytest.approx(20000) and g["joules_winner"] == "GPU"
+    assert (
+        g["gpu"]["joules"] == pytest.approx(4000) and g["cpu"]["joules"] == pytest.approx(20000) and g["joules_winner"] == "GPU"
+    )
 
 
 def test_a_side_without_a_counter_names_itself_and_the_rest_stands(tmp_path):
@@ -269,7 +273,9 @@ def test_the_report_and_worth_command_with_bad_prices_are_one_line_each_and_lose
     row = next(x for x in got if x["claim"] == "kit-torch-cuda-over-cpu")
     assert row["energy_ratio"]["value"] == pytest.approx(5.0) and row["cost_ratio"] is None
     assert row["break_even_time"]["kind"] == W.ABOVE
-    r = subprocess.run([*cmd, "worth", str(run), "--samples", "1e6", "--study", "mnist-cnn", *bad], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [*cmd, "worth", str(run), "--samples", "1e6", "--study", "mnist-cnn", *bad], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
     assert "time   GPU NVIDIA H100 80GB HBM3:" in r.stdout and "GPU wins" in r.stdout and "kWh" in r.stdout
     r = subprocess.run([*cmd, "worth", str(run), "--samples", "-5"], capture_output=True, text=True, cwd=ROOT)
@@ -281,3 +287,29 @@ def test_no_price_means_no_cost_column_ever(tmp_path):
     (w,) = _worths(run, None)
     md = "\n".join(HW.section([w], "## x", None, "", None))
     assert "No price given: no cost column" in md and "USD/h" not in md
+
+
+def test_a_cell_records_its_fixed_costs_phase_by_phase_and_its_energy_or_why_not(tmp_path):
+    """A real mnist-cnn cell on this CPU: system.json's fixed_costs holds every phase, adding up to
+    total_s; every epoch row carries the energy fields, here 'not measured' with the reason (no RAPL)."""
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "matrix", "mnist-cnn", "--profile", "smoke", "--only", "backend=torch-cpu",
+         "--only", "pipeline=resident", "--set", "epochs=1", "--out", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    (sysf,) = list(out.rglob("system.json"))
+    s = json.loads(sysf.read_text())
+    fc = s["fixed_costs"]
+    assert {"start_s", "imports_s", "device_init_s", "data_s", "warmup_s", "other_s", "open_s", "total_s"} <= set(fc)
+    assert fc["device_init_s"] is None and fc["notes"]["device_init_s"] == "no device to initialise on a CPU"
+    assert fc["data_s"] > 0 and fc["warmup_s"] > 0 and fc["other_s"] >= 0
+    assert fc["data_s"] + fc["warmup_s"] + fc["other_s"] == pytest.approx(fc["open_s"])
+    assert fc["total_s"] == pytest.approx(fc["start_s"] + fc["imports_s"] + fc["open_s"])
+    assert "energy" in s and ("cpu" in s["energy"]["sources"] or "cpu" in s["energy"]["missing"])
+    rows = [json.loads(x) for x in sysf.with_name("rows.jsonl").read_text().splitlines()]
+    epochs = [x for x in rows if x.get("epoch")]
+    assert epochs and all("energy_j_per_sample" in x for x in epochs)
+    if "cpu" in s["energy"]["missing"]:  # this VM: no RAPL
+        assert all(x["energy_j_per_sample"] is None and x["energy_note"].startswith("not measured: ") for x in epochs)
