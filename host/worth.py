@@ -137,7 +137,7 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
     if any(x.fixed_what.startswith(OLD_FIXED) for w in worths for x in (w.gpu, w.cpu)):
         md += [
             "\\* fixed costs of results made before the kit recorded them phase by phase: open() alone "
-            "(data, model, warm-up), without the process start and imports, so the break-even is a lower bound there.",
+            "(data, model, warm-up), without the process start and imports, which their break-even leaves out.",
             "",
         ]
     if out is not None:
