@@ -323,7 +323,21 @@ def run(
     raise typer.Exit(code)
 
 
-def _report(dirs: list[Path], out: Path, context: list[Path] | None = None) -> dict:
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--price", help="DEVICE=USD_PER_HOUR, matched to a device name by substring (repeatable; wins over --prices)"),
+]
+PricesOpt = Annotated[Path | None, typer.Option(help="a TOML file of prices (docs/prices-example.toml shows the shape)")]
+KwhOpt = Annotated[str | None, typer.Option(help="USD per kWh: the energy measured per sample at that price, added to the cost")]
+
+
+def _prices(price: list[str] | None, prices: Path | None, kwh: str | None):  # -> host.prices.Prices | None
+    from host.prices import load
+
+    return load(price, prices, kwh)
+
+
+def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, prices=None) -> dict:
     from bench.core.resultset import holding_results
     from bench.core.text import term
     from host.report import build_report
@@ -332,11 +346,13 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None) -> d
         dirs, skipped = holding_results(dirs)
         for line in skipped:
             typer.echo(term(line), err=True)
-        info = build_report(dirs, out, context)
+        info = build_report(dirs, out, context, prices)
     except KitError as err:
         fail(err)
     for line in info["skipped"]:
         typer.echo(term(line), err=True)
+    for line in (info.get("prices") or {}).get("problems", []):
+        typer.echo(f"warning: {term(line)}", err=True)
     for name, s in info["studies"].items():
         typer.echo(
             f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
@@ -354,9 +370,65 @@ def report(
         list[Path] | None,
         typer.Option(help="result dirs that answer the seeds' claims only against DIRS' own cells (repeatable)"),
     ] = None,
+    price: PriceOpt = None,
+    prices: PricesOpt = None,
+    kwh_price: KwhOpt = None,
 ) -> None:
     """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
-    _report(list(dirs), out, list(context or []))
+    _report(list(dirs), out, list(context or []), _prices(price, prices, kwh_price))
+
+
+@app.command(
+    rich_help_panel=RESULTS,
+    epilog="Example: python orchestrate.py worth results/reference/* --samples 1e6 --prices docs/prices-example.toml",
+)
+def worth(
+    dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
+    samples: Annotated[float, typer.Option(help="the amount of work: training samples (1e6 = a million)")] = 1e6,
+    study: Annotated[str | None, typer.Option(help="only this study's comparisons")] = None,
+    price: PriceOpt = None,
+    prices: PricesOpt = None,
+    kwh_price: KwhOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print every number as JSON")] = False,
+) -> None:
+    """For N samples of each GPU-over-CPU comparison: time, energy and cost on both devices, and which wins."""
+    import json
+    import math
+
+    from bench.core.answers import judge_all
+    from bench.core.registry import studies
+    from bench.core.resultset import collect, holding_results
+    from bench.core.worth import cell_device_name, worth_all
+    from host import worth as hw
+    from host.report import _platform
+
+    if not math.isfinite(samples) or samples <= 0:
+        usage(f"--samples {samples:g}: give a positive number of training samples")
+    registry = studies()
+    if study is not None and study not in registry:
+        usage(f"unknown study {study!r}: choose {', '.join(registry)}")
+    try:
+        kept, skipped = holding_results(list(dirs))
+        for line in skipped:
+            typer.echo(line, err=True)
+        cells, _, _ = collect(kept)
+    except KitError as err:
+        fail(err)
+    p = _prices(price, prices, kwh_price)
+    if p is not None:
+        p.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells})
+        for line in p.problems:
+            typer.echo(f"warning: {line}", err=True)
+    found = [w for w in worth_all(registry, judge_all(registry, cells), p) if w.answer.primary]
+    found = [w for w in found if study is None or w.answer.study == study]
+    if not found:
+        fail("no GPU-over-CPU comparison can be formed from these results (a study's CPU and GPU sides must both have run)")
+    got = [hw.for_work(w, samples) for w in found]
+    if json_out:
+        typer.echo(json.dumps(got, indent=1, default=str))
+        return
+    for g in got:
+        typer.echo(hw.work_text(g))
 
 
 @app.command("all", rich_help_panel=RUN, epilog="Example: python orchestrate.py all --profile smoke --schedule interleaved")

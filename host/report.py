@@ -27,6 +27,7 @@ import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import KitError, UsageError
 from bench.core.registry import studies
@@ -52,6 +53,12 @@ def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str
         what = f"{r.get('backend')} {r.get('variant', '')} ({r.get('cell')})"
         md.append(md_row([what, c.status, one_line(c.reason, 300)]))
     return md + [""]
+
+
+def _platform(registry: dict, c: ResultCell) -> str:
+    study = registry.get(c.study)
+    spec = study.backends.get(str(c.first.get("backend"))) if study else None
+    return spec.platform if spec else "cpu"
 
 
 def _names(v: object) -> list[str]:
@@ -95,11 +102,14 @@ def check_out(out: Path) -> None:
         raise UsageError(f"--out {out} holds files that are not a report: name a new dir (or an earlier report's)")
 
 
-def build_report(dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None) -> dict:
+def build_report(
+    dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None, prices: Any = None
+) -> dict:
     """Render the report of DIRS into OUT (see the module docstring); KitError (one line) when
     it cannot be written, with OUT left as it was. CONTEXT: result dirs whose cells answer a claim
     only against these dirs' own cells (the main job sets its host's CPU against the committed
-    references' GPUs); they add no section, table or plot."""
+    references' GPUs); they add no section, table or plot. PRICES (host.prices.Prices, or None:
+    no cost column) price the GPU-over-CPU answers."""
     out = Path(out)
     check_out(out)
     rs = collect_set(dirs)
@@ -108,7 +118,7 @@ def build_report(dirs: list[Path], out: Path = Path("results/report"), context: 
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         os.chmod(stage, 0o755)
-        summary = _render(rs, dirs, stage, out, context or [])
+        summary = _render(rs, dirs, stage, out, context or [], prices)
         _replace(stage, out)
     except OSError as err:
         what = err.strerror or type(err).__name__
@@ -139,7 +149,7 @@ def _replace(stage: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path]) -> dict:
+def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any) -> dict:
     """Write every file of the report into STAGE; the summary names them under OUT."""
     cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
@@ -160,15 +170,30 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
             "",
         ]
     from bench.core.answers import judge_all
+    from bench.core.worth import cell_device_name, worth_all
     from host import answers as ans
+    from host import worth as hw
 
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
+    if prices is not None:
+        prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
+    worths = worth_all(registry, judged, prices)
+    head = [w for w in worths if w.answer.claim.headline]
     md += ans.headline(judged)
+    md += hw.section(head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
+    md += hw.prices_lines(prices) if head else []
     if rs.skipped:
         md += ["> " + "; ".join(md_text(line) for line in rs.skipped), ""]
     md += ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
-    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "claims": ans.as_json(judged), "skipped": rs.skipped}
+    summary: dict = {
+        "studies": {},
+        "report": str(out / "REPORT.md"),
+        "claims": ans.as_json(judged),
+        "worth": hw.as_json(worths),
+        "prices": prices.describe() if prices is not None else None,
+        "skipped": rs.skipped,
+    }
     for name, study in registry.items():
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
@@ -177,6 +202,8 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
         md += ans.study_section(name, judged)
+        mine_worth = [w for w in worths if w.answer.study == name]
+        md += hw.section(mine_worth, "### Is the GPU worth it?", stage, name, prices)
         md += _not_run(mine, notes, name)
         summary["studies"][name] = {
             "cells": len(mine),

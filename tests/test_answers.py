@@ -195,9 +195,18 @@ def test_every_claim_is_well_formed(name):
 @pytest.fixture(scope="module")
 def merged(tmp_path_factory):
     out = tmp_path_factory.mktemp("merged")
-    # exactly the README's command: the glob names README.md, baselines/ and report folders too
+    # exactly the README's command (with the example prices): the glob names README.md, baselines/ and report folders too
     r = subprocess.run(
-        [sys.executable, "orchestrate.py", "report", *sorted(map(str, REF.glob("*"))), "--out", str(out)],
+        [
+            sys.executable,
+            "orchestrate.py",
+            "report",
+            *sorted(map(str, REF.glob("*"))),
+            "--out",
+            str(out),
+            "--prices",
+            "docs/prices-example.toml",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -444,3 +453,29 @@ def test_a_dir_named_twice_is_judged_once(tmp_path):
         runs.append(json.loads((tmp_path / name / "report.json").read_text())["claims"])
     assert runs[0] == runs[1]
     assert all(len(s["run"]) and s["n"] <= 3 for c in runs[1] for f in c["findings"] for s in f["sides"])
+
+
+def test_every_gpu_over_cpu_answer_has_time_energy_cost_and_break_even_and_each_study_a_plot(merged):
+    """With the example prices, every GPU-over-CPU answer of the five studies carries its time and cost
+    ratios (with intervals where both sides have repeats), its energy ratio or which side lacks a counter,
+    and the break-even work; every study that has one draws time and cost against the work."""
+    got = json.loads((merged / "report.json").read_text())
+    worth = got["worth"]
+    assert {w["study"] for w in worth} == set(KIT_STUDIES), {w["study"] for w in worth}
+    heads = {
+        (c["study"], c["id"]) for c in got["claims"] if c["headline"] and c["findings"] and len(c["findings"][0]["sides"]) == 2
+    }
+    assert {(w["study"], w["claim"]) for w in worth} & heads
+    for w in worth:
+        assert w["time_ratio"] is not None and w["time_ratio"]["value"] > 0, w["text"]
+        assert w["energy_ratio"] is not None or w["energy_why"].startswith("not measured: "), w["text"]
+        assert w["cost_ratio"] is not None or w["cost_why"].startswith("not measured: no price matches"), w["text"]
+        if w["time_ratio"]["n"] > 1:
+            assert w["time_ratio"]["lo"] <= w["time_ratio"]["value"] <= w["time_ratio"]["hi"]
+        assert w["break_even_time"] is None or w["break_even_time"]["kind"] in ("always", "above", "below", "never")
+    assert sum(w["cost_ratio"] is not None and w["break_even_cost"] is not None for w in worth) >= 15
+    for name in KIT_STUDIES:
+        assert (merged / f"{name}_worth.png").is_file(), name
+    md = (merged / "REPORT.md").read_text()
+    assert "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer" in md.split("\n## ")[1]
+    assert md.count("### Is the GPU worth it?\n") == len(KIT_STUDIES)

@@ -33,6 +33,7 @@ HOW = {
     ".venv/bin/python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%": "run",
     ".venv/bin/python orchestrate.py verify results/mine --allow-unbaselined": "run",
     ".venv/bin/python orchestrate.py verify results/mine --claims": "run",
+    ".venv/bin/python orchestrate.py worth results/mine results/reference/* --samples 1e6 --prices docs/prices-example.toml": "run",
     ".venv/bin/python orchestrate.py reference cpu --data-dir /path/to/datasets": "long: hours on 2 cores, a clean tree only",
     ".venv/bin/python orchestrate.py doctor": "run",
     ".venv/bin/python orchestrate.py base": "engine",

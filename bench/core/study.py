@@ -120,6 +120,10 @@ class Study:
     # what `--profile auto` (the CLIs' default) runs per platform; unnamed platforms get "default".
     # A study whose default matrix takes hours on some platform maps that one to "smoke".
     auto_profiles: ClassVar[dict[str, str]] = {}
+    # True where the study takes its own idle baseline and energy readings before it touches the
+    # device (profile's sampler): the cell entry point then neither initialises the device before
+    # open() nor runs its own energy meter (bench/run/cell.py before_open)
+    own_energy: ClassVar[bool] = False
 
     # ---- config and cells
     def config_defaults(self) -> dict:
@@ -250,6 +254,18 @@ class Study:
             for part, secs in self.timed_values(rows).items()
             if (v := [s for s in secs if s > 0])
         }
+
+    def samples_per_unit(self, rows: list[dict], part: str) -> float | None:
+        """Training samples in one unit of `throughput` (samples/s: 1; an MLP iteration over its whole
+        training set: that set's size), for the break-even work (bench.core.worth). Default 1."""
+        return 1.0
+
+    def epoch_samples(self, cell: ResultCell) -> int | None:
+        """Samples in one epoch of the dataset the cell trained on (its training set as system.json
+        records it), or None: the break-even work is also given in epochs of it."""
+        ds = cell.system.get("dataset")
+        n = number(ds.get("n_train")) if isinstance(ds, dict) else None
+        return int(n) if n and n > 0 else None
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         """(metric, value) of the cell's final accuracy for row backend PART, or None (the study

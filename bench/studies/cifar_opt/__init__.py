@@ -222,6 +222,11 @@ class CifarOpt(Study):
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
 
+    def epoch_samples(self, cell: Any) -> int | None:
+        """An epoch is the stratified subsample's training part (n_train), not the whole set."""
+        n = number((cell.spec.get("params") or {}).get("n_train"))
+        return int(n) if n and n > 0 else None
+
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
 

@@ -60,6 +60,7 @@ class Profile(Study):
     timing_key = "epoch_s"
     timing_unit = "epoch"
     auto_profiles = {"cpu": "smoke"}  # DenseNet-121 at 224 px on a laptop CPU takes long
+    own_energy = True  # its idle baseline and NVML/RAPL sampler (protocol.energy_fields), before it touches a GPU
     Config = ProfileConfig
     trainer_protocol = Trainer  # backends/__init__.py
     backends = {
