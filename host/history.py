@@ -389,4 +389,36 @@ def batches_of(store: Path, uids: set[str]) -> set[str]:
     return {b for u, b in rows if u in uids}
 
 
+def report_lines(out: Path, store: Path = DEFAULT_STORE) -> list[str]:
+    """REPORT.md's lines on the run history, where one exists: how many runs, and a link to its
+    trend page (relative to OUT) or the command that makes it."""
+    import os
+
+    path = db_path(store)
+    if not path.is_file():
+        return []
+    try:
+        con = open_store(store)
+        try:
+            n = con.execute("SELECT count(DISTINCT batch), count(*) FROM cells").fetchone()
+        finally:
+            con.close()
+    except KitError as err:
+        return ["## Run history", "", f"The history store cannot be read: {err}", ""]
+    page = path.parent / "report" / "index.html"
+    from bench.core.text import md_code
+
+    lines = [
+        "## Run history",
+        "",
+        f"{n[0]} run(s), {n[1]} cell(s) in {md_code(path)}: every run kept, a trend per configuration.",
+    ]
+    if page.is_file():
+        rel = os.path.relpath(page.resolve(), Path(out).resolve())
+        lines.append(f"Trend page (change points marked): [{rel}]({rel}).")
+    else:
+        lines.append("Make its trend page with `python orchestrate.py history report`.")
+    return lines + [""]
+
+
 __all__ = ["DEFAULT_STORE", "Point", "Series", "add", "as_json", "batches_of", "open_store", "series", "show_text"]

@@ -109,6 +109,9 @@ def build_report(dirs: list[Path], out: Path = Path("results/report")) -> dict:
 
     tidy = write_tidy(cells, out)
     md += report_lines(tidy)
+    from host.history import report_lines as history_lines
+
+    md += history_lines(out)
     summary["tidy"] = {k: v for k, v in tidy.items() if k != "note"}
     atomic_write_text(out / "REPORT.md", "\n".join(md))
     atomic_write_text(out / "REPORT.html", render_html("\n".join(md), out))

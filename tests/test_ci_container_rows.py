@@ -128,3 +128,28 @@ def _editable(cell: Path, edit) -> bool:
     except (StopIteration, IndexError):
         return False
     return True
+
+
+# ---- speed: the smoke held to ci-smoke's speed entries for its machine class (host/speed.py);
+# every cell of one study made 2x slower fails, naming the cell, the factor and the tolerance
+@pytest.mark.parametrize("study", sorted(OUT_OF_BAND))
+def test_a_smoke_made_2x_slower_fails_its_speed_check(study, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from test_speed_baselines import slow_down
+
+    if not (SMOKE / study).is_dir():
+        pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
+    root = Path(shutil.copytree(SMOKE, tmp_path / "smoke", symlinks=True))
+    cells = [d for d in sorted((root / study).iterdir()) if (d / "rows.jsonl").is_file()]
+    for d in cells:
+        slow_down(d)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+    )
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert r.returncode == 1 and fails, r.stdout
+    assert all(x.split()[1] == study and "x slower, beyond the tolerance" in x for x in fails), fails
+    assert {c.name for c in cells if any(c.name in x for x in fails)}, fails

@@ -179,3 +179,17 @@ def test_history_of_the_references_renders_a_page_a_headless_browser_opens(tmp_p
     assert "<h1>Run history</h1>" in dom and "Machine class: AMD EPYC, 2 cores" in dom
     assert "NVIDIA H100 80GB HBM3" in dom and dom.count("<svg") >= 100, dom[:500]
     assert "<script" not in page.read_text()
+
+
+def test_the_report_links_the_trend_page_where_a_history_exists(stepped, tmp_path):
+    from host import history
+
+    store, runs = stepped
+    out = tmp_path / "report"
+    assert history.report_lines(out, store) == []  # no history: nothing said
+    assert orch("history", "add", *runs[:2], "--store", store).returncode == 0
+    lines = history.report_lines(out, store)
+    assert lines[0] == "## Run history" and "2 run(s), 12 cell(s)" in lines[2] and "history report" in lines[3]
+    assert orch("history", "report", "--store", store).returncode == 0
+    lines = history.report_lines(out, store)
+    assert "Trend page" in lines[3] and "../history/report/index.html" in lines[3], lines
