@@ -11,8 +11,8 @@ What it finds on synthetic series (lab/changepoint_rates.py, seeded, 500 series 
 log-normal noise of the given relative sd; a step planted after point 15):
 
     noise sd   no change: series with a false alarm   10 % step: found within 2 points
-    2 %        3.0 %                                  100 %
-    5 %        4.6 %                                  88 %
+    2 %        4.8 %                                  100 %
+    5 %        5.0 %                                  94.4 %
 
 (README "Speed checks and history" keeps the same table; `python -m lab.changepoint_rates`
 prints it again.)

@@ -13,6 +13,7 @@ past run on its machine class is listed as not compared, with why.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import KitError
 from host import history, speed
@@ -56,7 +57,7 @@ def compare_history(run_dir: Path, store: Path = history.DEFAULT_STORE, threshol
             r = stats.ratio({1000 + i: v for i, v in b.items()}, a)
             flags = ";".join(f"r{c.repeat}:{c.flags}" for c in g.cells if c.flags)
             plain = judge(r.lo, r.hi, threshold)
-            side_a = {
+            side_a: dict[str, Any] = {
                 "median": stats.summarize(list(a.values())).median,
                 "n": len(a),
                 "hosts": [s.machine if s else ""],
@@ -65,7 +66,15 @@ def compare_history(run_dir: Path, store: Path = history.DEFAULT_STORE, threshol
             side_a |= {"environments": sorted({p.env for p in past}), "per_repeat": {f"run{i}": v for i, v in a.items()}}
             side_a |= {"lo": None, "hi": None, "acc": None}
             sb = stats.summarize(list(b.values()))
-            side_b = {"median": sb.median, "lo": sb.lo, "hi": sb.hi, "n": sb.n, "hosts": g.hosts, "flags": flags, "acc": None}
+            side_b: dict[str, Any] = {
+                "median": sb.median,
+                "lo": sb.lo,
+                "hi": sb.hi,
+                "n": sb.n,
+                "hosts": g.hosts,
+                "flags": flags,
+                "acc": None,
+            }
             side_b |= {
                 "environments": sorted({speed.env_label(speed.environment(c)) for c in g.cells}),
                 "per_repeat": {f"r{k}": v for k, v in sorted(b.items())},

@@ -61,7 +61,8 @@ def machine_class(cell: ResultCell) -> dict:
     backend = str(cell.first.get("backend") or cell.spec.get("backend") or "")
     platform = s.backends[backend].platform if s is not None and backend in s.backends else "cpu"
     if platform != "cpu":
-        gpu = sysinfo.get("gpu") if isinstance(sysinfo.get("gpu"), dict) else {}
+        g = sysinfo.get("gpu")
+        gpu: dict = g if isinstance(g, dict) else {}
         out["gpu"] = str(gpu.get("name") or cell.device)
         world = max((int(w) for r in cell.rows if (w := number(r.get("world_size")))), default=0)
         out["gpus"] = world or len(cell.spec.get("devices") or []) or 1
@@ -70,7 +71,8 @@ def machine_class(cell: ResultCell) -> dict:
 
 def environment(cell: ResultCell) -> dict:
     """{'runtime', 'libraries'} of CELL: native or container, and the timing libraries' versions."""
-    libs = cell.system.get("libraries") if isinstance(cell.system.get("libraries"), dict) else {}
+    got = cell.system.get("libraries")
+    libs: dict = got if isinstance(got, dict) else {}
     return {
         "runtime": str(cell.system.get("runtime") or "native"),
         "libraries": {k: str(libs[k]) for k in TIMING_LIBS if isinstance(libs.get(k), str)},

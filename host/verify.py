@@ -13,19 +13,22 @@ Every cell is checked for
   - equivalence and invariants: the checks a study records against a reference
     (Study.equivalence: present and passed) and what must hold in any honest run of it
     (Study.invariants: e.g. no point above its roof, latencies ordered);
-  - baselines (results/reference/baselines/<study>.json): the final accuracy inside the
-    band and the training-loss curve within the relative tolerance of every baseline entry
-    for the cell's configuration (study, backend, variant, seed and every parameter,
-    dataset name and checksum and epochs included). A cell with no entry is listed as
-    "no baseline" (a failure unless --allow-unbaselined is given: a check that checks
-    nothing must not pass).
+  - baselines (results/reference/baselines/<study>.json, host/baselines.py): the final
+    accuracy inside the band and the training-loss curve within the relative tolerance of the
+    baseline entries for the cell's configuration (study, backend, variant, seed and every
+    parameter, dataset name and checksum and epochs included) made in its own environment
+    (else every other environment's, at the cross-environment tolerance, and the line says
+    so); its speed within the tolerance of the entries of its own machine class and
+    environment (host/speed.py; another class: "no speed baseline for this class" on its
+    line; `--speed off` skips it). A cell with no entry is listed as "no baseline" (a failure
+    unless --allow-unbaselined is given: a check that checks nothing must not pass).
 
 Output: one line per cell ("ok", "skipped", "no baseline" or "FAIL" with every reason), then
 a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot be verified.
 
-`--make-baseline DIR --name NAME` writes NAME's entries into the baseline files from DIR
-(which must itself pass every check but the baselines); results/reference/README.md gives
-the procedure. Standard library only (no scipy): CI runs it from the host venv.
+`--make-baseline DIR... --name NAME` writes NAME's entries into the baseline files from the
+DIRs (which must each pass every check but the baselines); results/reference/README.md gives
+the procedure. No scipy: the host venv (requirements/host.txt) runs it.
 """
 
 from __future__ import annotations
