@@ -124,3 +124,20 @@ def test_a_bad_baseline_file_is_one_line_naming_file_and_key(tmp_path, edit, say
     err = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 1 and len(err) == 1 and err[0].startswith("error: baseline file "), r.stderr
     assert str(p) in err[0] and says in err[0], err[0]
+
+
+def test_a_baseline_from_several_runs_pools_their_repeats(tmp_path):
+    """`--make-baseline A B`: one entry per configuration, environment and class over both runs
+    (CI's smoke baseline is made from several smokes); `verify` takes one dir."""
+    a = copy_ref(tmp_path, "cpu-2core-epyc")
+    b = Path(shutil.copytree(a, tmp_path / "again"))
+    for p in b.glob("mlp-scratch/*/rows.jsonl"):  # the second run 10 % slower
+        slow_down(p.parent, 1.1)
+    bdir = tmp_path / "bl"
+    r = orch("verify", "--make-baseline", a, b, "--name", "two", "--baselines-dir", bdir)
+    assert r.returncode == 0, r.stderr
+    (e,) = [e for e in json.loads((bdir / "mlp-scratch.json").read_text())["sets"]["two"]["entries"] if "float64" in e["label"]]
+    assert e["repeats"] == 6 and len(e["speed"]["throughput"]["values"]) == 6 and e["cells"] == sorted(set(e["cells"]))
+    assert json.loads((bdir / "mlp-scratch.json").read_text())["sets"]["two"]["sources"] == [str(a), str(b)]
+    r = orch("verify", a, b)
+    assert r.returncode == 2 and "one result dir at a time" in r.stderr
