@@ -104,8 +104,11 @@ def test_verify_fails_on_a_smoke_row_edited_out_of_band(study, tmp_path):
     if not (SMOKE / study).is_dir():
         pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
     root = Path(shutil.copytree(SMOKE, tmp_path / "smoke", symlinks=True))
+    # speed is .ci/run's check of the smoke itself (and the test below): not a wall-clock bound here
     ok = subprocess.run(
-        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke", "--speed", "off"],
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr  # the smoke as made holds its baseline
     edit, what = OUT_OF_BAND[study]
@@ -114,7 +117,9 @@ def test_verify_fails_on_a_smoke_row_edited_out_of_band(study, tmp_path):
     edit(rows)
     (cell / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     r = subprocess.run(
-        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke", "--speed", "off"],
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 1, r.stdout + r.stderr
     fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
