@@ -264,7 +264,7 @@ def test_ci_smoke_baseline_holds_the_container_smoke_band():
         assert all(e["config"]["params"]["dataset"].endswith("-synthetic") for e in entries), study
     for study in ("mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile"):
         for e in _ci_smoke(study, "container"):
-            assert e["machine_class"]["cores"] == 2 and e["repeats"] >= 2, e["label"]
+            assert e["machine_class"]["cores"] == 2, e["label"]
             assert e["speed"] or "sweep" in e["label"], e["label"]
     # the Slurm smoke (.ci/slurm-smoke.sh): the same mnist-cnn and mlp-scratch configurations, natively on one core
     for study, n in (("mnist-cnn", 3), ("mlp-scratch", 1)):
