@@ -531,7 +531,9 @@ def verify(
     allow_unbaselined: Annotated[
         bool, typer.Option(help="list a cell with no baseline entry as `no baseline` instead of failing it")
     ] = False,
-    make_baseline: Annotated[bool, typer.Option(help="write DIR's accuracies and loss curves as baseline set --name")] = False,
+    make_baseline: Annotated[
+        bool, typer.Option(help="write the DIRs' accuracies, loss curves and speeds as baseline set --name")
+    ] = False,
     name: Annotated[str | None, typer.Option(help="--make-baseline: the set's name (default: DIR's name)")] = None,
     acc_margin: Annotated[float, typer.Option(help="--make-baseline: accuracy band = reference min-max +- this")] = 0.005,
     loss_rtol: Annotated[float, typer.Option(help="--make-baseline: relative tolerance per loss-curve point")] = 0.01,
