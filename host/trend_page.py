@@ -40,7 +40,7 @@ def _svg(s: Series) -> str:
         ax.axvline(i - 0.5, color="#c0392b", ls="--", lw=1.2)
     ax.set_ylabel(f"{s.metric} ({s.unit})", fontsize=8)
     ticks = [f"{p.commit[:7]}\n{p.date[:10]}" for p in s.points]
-    step = max(1, len(xs) // 12)
+    step = max(1, -(-len(xs) // 8))  # at most 8 labels: a commit and a date each
     ax.set_xticks(xs[::step], ticks[::step], fontsize=7)
     ax.tick_params(axis="y", labelsize=7)
     ax.margins(x=0.05)
