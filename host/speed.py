@@ -21,8 +21,10 @@ and the tolerance that spread gives (the rule, defined once here):
              tolerance; a latency or an energy per sample above median x tolerance). The last
              term keeps every repeat the baseline was made of inside its own tolerance.
 
-FLOOR (1.3) and SPREAD_K (2) come from CI's own machine: 10 container smokes on the shared
-2-core VM against a baseline of 5 (README "Speed checks and history" gives the figures). A
+FLOOR (1.3) and SPREAD_K (2) were set before CI's repeated smokes were held to them (README
+"Speed checks and history" says how those fared). The max / min term is there because on CI's
+shared 2-core VM two smokes of one cell differed by up to 8x, and with two repeats 1 + 2 x
+spread is below the ratio of their own values. A
 cell faster than the baseline by more than its tolerance passes with a note (the baseline may
 be stale). A cell of another class is never held to it: its line says that no speed baseline
 exists for its class.
