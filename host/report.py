@@ -233,6 +233,9 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
 
     tidy = write_tidy(cells, stage)
     md += report_lines(tidy)
+    from host.history import report_lines as history_lines
+
+    md += history_lines(out)
     summary["tidy"] = {
         k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
     }

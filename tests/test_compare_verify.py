@@ -241,21 +241,35 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
     assert (bdir / "mnist-cnn.json").read_bytes() == before
 
 
+def _ci_smoke(study: str, runtime: str) -> list[dict]:
+    entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
+    return [e for e in entries if e["environment"]["runtime"] == runtime]
+
+
 def test_ci_smoke_baseline_holds_the_container_smoke_band():
-    """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096 samples)."""
-    made = json.loads((REF / "baselines" / "mnist-cnn.json").read_text())["sets"]["ci-smoke"]
-    parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made["entries"]}
+    """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096
+    samples), and the Slurm smoke's (native, one core a task): both with speed entries."""
+    made = _ci_smoke("mnist-cnn", "container")
+    parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made}
     assert parts == {("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")}
-    for e in made["entries"]:
+    for e in made:
         assert e["acc_band"] == [0.25, 0.6]
         assert e["config"]["params"]["limit_train"] == 4096 and e["config"]["params"]["epochs"] == 2
-    mlp = json.loads((REF / "baselines" / "mlp-scratch.json").read_text())["sets"]["ci-smoke"]["entries"]
+    mlp = _ci_smoke("mlp-scratch", "container")
     assert [e["part"] for e in mlp] == ["numpy"] and mlp[0]["config"]["params"]["iterations"] == 100
     # the other three studies' smoke cells (.ci/docker-smoke.sh's profile smoke on synthetic data)
     for study, n in (("cifar-opt", 3), ("roofline", 3), ("profile", 2)):
-        entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
+        entries = _ci_smoke(study, "container")
         assert len(entries) == n and all(e["part"] == "torch-cpu" for e in entries), study
         assert all(e["config"]["params"]["dataset"].endswith("-synthetic") for e in entries), study
+    for study in ("mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile"):
+        for e in _ci_smoke(study, "container"):
+            assert e["machine_class"]["cores"] == 2, e["label"]
+            assert e["speed"] or "sweep" in e["label"], e["label"]
+    # the Slurm smoke (.ci/slurm-smoke.sh): the same mnist-cnn and mlp-scratch configurations, natively on one core
+    for study, n in (("mnist-cnn", 3), ("mlp-scratch", 1)):
+        native = _ci_smoke(study, "native")
+        assert len(native) == n and all(e["machine_class"]["cores"] == 1 and e["speed"] for e in native), study
 
 
 # ---------------------------------------------------------------------------- compare

@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from bench.core import machine
 from bench.core.cell import Cell
@@ -42,6 +42,14 @@ if TYPE_CHECKING:
 PLATFORMS = ("cpu", "cuda", "mps")
 PROFILES = ("smoke", "default", "full")
 AUTO = "auto"  # a requested profile that each study maps per platform (Study.profile_for)
+
+
+class Speed(NamedTuple):
+    """One speed figure of one repeat, as verify's speed baselines and the run history hold it."""
+
+    value: float
+    unit: str
+    higher_is_better: bool = True  # throughput: True; a latency or an energy per sample: False
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,13 @@ class Study:
         ds = cell.system.get("dataset")
         n = number(ds.get("n_train")) if isinstance(ds, dict) else None
         return int(n) if n and n > 0 else None
+
+    def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
+        """Metric name -> PART's speed figures in this repeat, as speed baselines and the run
+        history hold them. Default: the throughput; a study adds what else it measures (a latency,
+        an energy per sample)."""
+        v = self.throughput(rows).get(part)
+        return {"throughput": Speed(v, self.throughput_unit)} if v and v > 0 else {}
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         """(metric, value) of the cell's final accuracy for row backend PART, or None (the study

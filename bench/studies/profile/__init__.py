@@ -19,6 +19,7 @@ Importing this package imports no torch.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,20 @@ from bench.core import bounded
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
+from bench.core.study import (
+    PLATFORMS,
+    PROFILES,
+    BackendSpec,
+    Estimate,
+    RunContext,
+    Speed,
+    Study,
+    curve,
+    last,
+    medians,
+    number,
+    ok_rows,
+)
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.claims import CLAIMS
@@ -181,6 +195,18 @@ class Profile(Study):
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+
+    def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
+        """The training throughput and, where an energy counter was read, the net energy per image."""
+        out = super().speed(rows, part)
+        per = [
+            e / n
+            for r in ok_rows(rows, part)
+            if r.get("phase") == "epoch" and (e := number(r.get("energy_net_j"))) is not None and (n := number(r.get("samples")))
+        ]
+        if per and statistics.median(per) > 0:
+            out["energy_per_image"] = Speed(statistics.median(per), "J", higher_is_better=False)
+        return out
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
