@@ -39,7 +39,18 @@ from pathlib import Path
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
-from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of
+from host.compare import (
+    cell_name,
+    config_label,
+    config_of,
+    final_accuracy,
+    load_set,
+    loss_curve,
+    match_key,
+    parts,
+    study_of,
+    workload,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES_DIR = ROOT / "results" / "reference" / "baselines"
@@ -395,7 +406,7 @@ def make_baseline(
     new: dict[str, list[dict]] = {}
     for group in groups.values():
         c0 = group[0]
-        raw = {k: v for k, v in c0.spec.items() if k not in ("repeat", "name", "devices", "env", "study")}
+        raw = {k: v for k, v in workload(c0.spec).items() if k != "study"}
         for p in parts(c0):
             accs = [a for c in group for a in [final_accuracy(c, p)] if a]
             curves = [cv for c in group for cv in [loss_curve(c, p)] if cv]
