@@ -456,7 +456,11 @@ def scaling_figure(rows: list[tuple[Config, Summary, Summary | None]], out: Path
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     g0 = many[0][0]
-    fig.suptitle(plot_text(f"{g0.run}: {g0.first.device}, {g0.row('model')} at b{g0.row('batch_size')} a GPU"), fontsize=9)
+    fig.suptitle(
+        plot_text(f"{g0.run}: {g0.first.device}, {g0.row('model')} at b{g0.row('batch_size')} a GPU")
+        + " (bars: the interval over repeats; dotted: N x one GPU)",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(out / name, dpi=80)
     plt.close(fig)
