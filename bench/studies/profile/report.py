@@ -58,7 +58,16 @@ def _csv(c: Cell) -> list[dict]:
 # ---- tables --------------------------------------------------------------------------------
 
 
+def row_names(cells: list[Cell]) -> dict[int, str]:
+    """id(cell) -> its row label in the per-cell tables: its label, plus its run, device and repeat
+    where two cells would share it (the repeats of one configuration are a row each)."""
+    names = distinct([_label(c) for c in cells], [c.run_label for c in cells], [c.device for c in cells],
+                     [f"repeat {c.repeat}" for c in cells])  # fmt: skip
+    return {id(c): n for c, n in zip(cells, names, strict=True)}
+
+
 def training_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ep = _rows(c, "epoch")
@@ -67,7 +76,7 @@ def training_table(cells: list[Cell]) -> list[str]:
         pj = projection(c)
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "device": c.device,
                 "data": f"{c.first.get('dataset')}" + ("" if c.first.get("dataset_real") else " (synthetic)"),
                 "weights": ep[-1].get("weights"),
@@ -183,6 +192,7 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
 
 
 def telemetry_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ep = _rows(c, "epoch")
@@ -195,7 +205,7 @@ def telemetry_table(cells: list[Cell]) -> list[str]:
             g = f"gpu{i}_"
             out.append(
                 {
-                    "cell": _label(c),
+                    "cell": names[id(c)],
                     "gpu": "" if i is None else f"GPU {i}",
                     "util": _med(ep, g + "util_pct_mean") if i is not None else None,
                     "memu": _med(ep, g + "mem_util_pct_mean") if i is not None else None,
@@ -271,6 +281,7 @@ def _share_of_cores(pct: float | None, cores: int | None) -> float | str | None:
 
 
 def energy_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         if not _rows(c, "epoch"):
@@ -279,7 +290,7 @@ def energy_table(cells: list[Cell]) -> list[str]:
         g, cpu = e["gpu"], e["cpu"]
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "gsrc": (g["source"] or "not measured: " + str(g["note"] or "no reading")) if g else "no GPU in this cell",
                 "idle": g["idle_w"] if g else None,
                 "gross": g["j"] if g else None,
@@ -320,6 +331,7 @@ def energy_table(cells: list[Cell]) -> list[str]:
 
 
 def overhead_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ov, pr = _rows(c, "overhead"), _rows(c, "profile")
@@ -330,7 +342,7 @@ def overhead_table(cells: list[Cell]) -> list[str]:
         pairs = o.get("sampler_cost_pairs") or []
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "on": o.get("step_ms_sampler_on"),
                 "off": o.get("step_ms_sampler_off"),
                 "cost": f"{o['sampler_cost']:+.2%}" if isinstance(o.get("sampler_cost"), float) else "",
@@ -366,6 +378,7 @@ def overhead_table(cells: list[Cell]) -> list[str]:
 
 
 def breakdown_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out, keys, slow = [], [], []
     method = None
     for c in cells:
@@ -376,7 +389,7 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
         pr = next(iter(_rows(c, "profile")), {})
         unprof, ov = _num(pr.get("unprofiled_step_ms")), _num(pr.get("profiler_overhead"))
         row = {
-            "cell": _label(c),
+            "cell": names[id(c)],
             "steps": br.get("n_steps"),
             "unprof": unprof,
             "slow": f"{ov:+.0%}" if ov is not None else "not measured",
