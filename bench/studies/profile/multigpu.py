@@ -98,11 +98,6 @@ class Config:
         got = list(self.per_repeat(fn).values())
         return statistics.median(got) if got else None
 
-    def median_cell(self) -> Cell:
-        """The repeat whose throughput is the median of the configuration's (the lower of two)."""
-        order = sorted(self.cells, key=lambda c: self.ips[c.repeat])
-        return order[(len(order) - 1) // 2]
-
     def same_place(self, other: Config) -> bool:
         return self.run == other.run and self.first.device == other.first.device
 
