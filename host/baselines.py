@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell
 from host import speed
-from host.compare import config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of
+from host.compare import config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of, workload
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES_DIR = ROOT / "results" / "reference" / "baselines"
@@ -250,7 +250,7 @@ def _entry(group: list[ResultCell], p: str, bands: dict, acc_margin: float, loss
     spd, skipped = speed.record(group, p)
     if not accs and not curves and not spd:
         return None
-    raw = {k: v for k, v in c0.spec.items() if k not in ("repeat", "name", "devices", "env", "study")}
+    raw = {k: v for k, v in workload(c0.spec).items() if k != "study"}
     e: dict = {"label": config_label(config_of(c0)), "part": p, "config": raw}
     if accs:
         lo, hi = bands.get(c0.study, bands.get("*", (min(a[1] for a in accs) - acc_margin, max(a[1] for a in accs) + acc_margin)))

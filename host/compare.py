@@ -51,7 +51,8 @@ from bench.core.text import md as md_text
 from bench.core.text import md_code, term
 
 DEFAULT_THRESHOLD = 0.05
-# keys of a cell spec that are not part of its configuration across sets
+# keys of a cell spec that are not part of its configuration across sets; of `devices` only its
+# count above one is (`device_count`): DDP over 2 GPUs is another workload than over 4, which GPUs is free
 NOT_CONFIG = ("repeat", "name", "devices", "env")
 
 
@@ -91,12 +92,20 @@ def study_of(name: str):
     return studies().get(name)
 
 
+def workload(spec: dict) -> dict:
+    """SPEC without the keys that are not configuration (NOT_CONFIG), plus `device_count` where it
+    names more than one device (none or one: one device of its platform, the same work)."""
+    devices = spec.get("devices")
+    out = {k: v for k, v in spec.items() if k not in NOT_CONFIG}
+    if isinstance(devices, (list, tuple)) and len(devices) > 1:
+        out["device_count"] = len(devices)
+    return out
+
+
 def config_of(cell: ResultCell) -> dict:
-    """The cell's configuration: its spec (cell.json, else the row's own keys) without repeat,
-    name and devices, parameters completed with the study's current defaults."""
-    spec = dict(cell.spec) if cell.spec else {k: cell.first.get(k) for k in ("study", "backend", "variant", "seed")}
-    for k in NOT_CONFIG:
-        spec.pop(k, None)
+    """The cell's configuration: its spec (cell.json, else the row's own keys) as `workload` keeps
+    it, parameters completed with the study's current defaults."""
+    spec = workload(dict(cell.spec)) if cell.spec else {k: cell.first.get(k) for k in ("study", "backend", "variant", "seed")}
     spec.setdefault("study", cell.study)
     spec.setdefault("seed", 0)
     spec.setdefault("variant", "default")
@@ -129,10 +138,12 @@ def config_label(config: dict) -> str:
 
     study = str(config.get("study"))
     params = dict(config.get("params") or {})
+    n = config.get("device_count")
+    devices = tuple(str(i) for i in range(n)) if isinstance(n, int) and not isinstance(n, bool) and 1 < n <= 1024 else ()
     s = study_of(study)
     try:
         base = (
-            s.label(Cell(study, str(config.get("backend")), str(config.get("variant") or "default"), params))
+            s.label(Cell(study, str(config.get("backend")), str(config.get("variant") or "default"), params, devices=devices))
             if s
             else f"{config.get('backend')} {config.get('variant')}"
         )

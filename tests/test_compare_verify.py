@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
 CPU = REF / "cpu-2core-epyc"
 GPU = REF / "H100-80GB-HBM3"
+MULTI = REF / "H200-x4"
 
 
 def orch(*args, cwd=ROOT):
@@ -101,7 +102,7 @@ def add_repeats(root: Path, n: int, scale: float = 1.0, flags: str | None = None
 
 
 # ---------------------------------------------------------------------------- verify
-@pytest.mark.parametrize("ref", [CPU, GPU], ids=["cpu", "h100"])
+@pytest.mark.parametrize("ref", [CPU, GPU, MULTI], ids=["cpu", "h100", "h200-x4"])
 def test_verify_passes_on_the_references(ref):
     r = orch("verify", ref, "--baseline", ref)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -244,6 +245,33 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
 def _ci_smoke(study: str, runtime: str) -> list[dict]:
     entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
     return [e for e in entries if e["environment"]["runtime"] == runtime]
+
+
+def test_how_many_devices_is_part_of_a_configuration_which_ones_is_not(tmp_path):
+    """DDP over 2 and over 4 GPUs of one spec are two configurations for compare and verify (the
+    many-GPU reference's baseline holds one entry each, regenerated exactly); a spec naming one
+    device is the same configuration as one naming none."""
+    from host.compare import config_label, config_of, groups_of, load_set, match_key
+
+    cells = load_set(MULTI, "verify", partial_ok=True).cells
+    ddp = [c for c in cells if c.first.get("parallel") == "ddp" and c.first.get("variant") == "finetune"]
+    groups = groups_of(ddp)
+    assert sorted(len(g.cells) for g in groups.values()) == [3, 3]
+    assert sorted(config_label(g.config).split(" (")[0] for g in groups.values()) == [
+        "torch-cuda finetune synthetic-gpu b128 ddp x2",
+        "torch-cuda finetune synthetic-gpu b128 ddp x4",
+    ]
+    one = next(c for c in cells if c.first.get("parallel") == "none")
+    named = type(one)(one.dir, one.rows, one.system, spec={**one.spec, "devices": ["3"]})
+    assert match_key(config_of(named)) == match_key(config_of(one))
+    bdir = tmp_path / "baselines"
+    r = orch("verify", "--make-baseline", MULTI, "--name", "H200-x4", "--acc-margin", "0.005", "--loss-rtol", "0.02",
+             "--baselines-dir", bdir)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    made = json.loads((bdir / "profile.json").read_text())["sets"]["H200-x4"]["entries"]
+    committed = json.loads((REF / "baselines" / "profile.json").read_text())["sets"]["H200-x4"]["entries"]
+    assert made == committed and len(made) == 9
+    assert sorted(e["config"].get("device_count", 1) for e in made) == [1, 1, 2, 2, 2, 2, 2, 4, 4]
 
 
 def test_ci_smoke_baseline_holds_the_container_smoke_band():
