@@ -330,7 +330,7 @@ def render_html(md: str, out: Path) -> str:
 def _small_png(path: Path) -> bytes:
     """PATH as the page inlines it: quantized to 128 colours (the kit's plots are flat colours
     and lines; the full file stays beside the page), or as it is where that fails or is not
-    smaller. Keeps the merged page of every reference under 2 MB."""
+    smaller. Keeps the merged page of every reference under 3 MB (tests/test_answers.py)."""
     import io
 
     raw = path.read_bytes()
