@@ -191,7 +191,9 @@ UntilOpt = Annotated[
     ),
 ]
 MaxRepeatsOpt = Annotated[int | None, typer.Option(help="--until-decided: rounds a comparison may reach (default 20)")]
-BudgetOpt = Annotated[str | None, typer.Option(help="--until-decided: time for the whole run, e.g. 15m, 900s, 1h")]
+BudgetOpt = Annotated[
+    str | None, typer.Option(help="--until-decided: time for the rounds added after the first, e.g. 15m, 900s, 1h")
+]
 WidthOpt = Annotated[
     float | None, typer.Option(help="--until-decided: also stop a comparison at (hi - lo) / median <= this, e.g. 0.05")
 ]

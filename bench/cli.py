@@ -104,7 +104,8 @@ def matrix(
     ] = False,
     max_repeats: Annotated[int | None, typer.Option(help="--until-decided: rounds a comparison may reach (default 20)")] = None,
     budget: Annotated[
-        str | None, typer.Option(help="--until-decided: time for the whole run, e.g. 15m, 900s, 1h (default: none)")
+        str | None,
+        typer.Option(help="--until-decided: time for the rounds added after the first, e.g. 15m, 900s, 1h (default: none)"),
     ] = None,
     target_width: Annotated[
         float | None, typer.Option(help="--until-decided: also stop at (hi - lo) / median <= this, e.g. 0.05")

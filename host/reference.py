@@ -34,9 +34,9 @@ class Preset:
 
 
 PRESETS = {
-    # the CPU's comparisons get rounds until decided: 10 rounds of mnist-cnn's 3 cells take about
-    # 35 min on the 2-core reference machine (real MNIST, 10 epochs), so a 75 min budget decides a
-    # clear ratio and states the budget for one that is not
+    # the CPU's comparisons get rounds until decided: a round of mnist-cnn's 3 cells takes about
+    # 3.5 min on the 2-core reference machine (real MNIST, 10 epochs) and the sequence needs 10
+    # rounds, so 75 min for the added rounds decides a clear ratio and states the budget for one that is not
     "cpu": Preset(
         ("cpu",),
         "default",

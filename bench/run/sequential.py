@@ -16,8 +16,9 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
               matrix's schedule); cells no open comparison needs keep their repeats
 
 Round r runs repeat r of each cell in it, so repeat i of A and of B always ran in one round:
-the sequence pairs them. The budget counts from the matrix's start (the first rounds always
-run); a round is started only when the mean time of its cells' earlier repeats says it fits.
+the sequence pairs them. The budget is the time granted to the added rounds, counted from the
+end of the first ones (those are the matrix as asked, and always run whole); a round is started
+only when the mean time of its cells' earlier repeats says it fits in what is left.
 `<out>/sequential.json` is rewritten after every round: the method, the options, and per
 comparison its rounds, seconds of cells and why it stopped; the report reads it back to say
 which method made each interval (bench.core.seqstats.swap).
@@ -49,7 +50,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600}
 @dataclass(frozen=True)
 class Options:
     max_repeats: int = DEFAULT_MAX_REPEATS  # rounds a comparison may reach, first rounds included
-    budget_s: float | None = None  # seconds from the matrix's start; None: no limit
+    budget_s: float | None = None  # seconds for the rounds added after the first ones; None: no limit
     target_width: float | None = None  # stop at (hi - lo) / median <= this; None: only a decision stops
 
 
@@ -154,7 +155,8 @@ class Sequential:
     opts: Options
     run_round: Callable[[list[Cell]], list]  # the scheduler, on one round's cells -> Outcomes
     echo: Callable[[str], None]
-    started: float = field(default_factory=time.monotonic)  # the matrix's start: the budget counts from here
+    started: float = field(default_factory=time.monotonic)  # the matrix's start (the closing note's total)
+    added_from: float = 0.0  # when the first rounds ended: the budget counts from here
     comparisons: list[Comparison] = field(default_factory=list)
     _spent: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds of each repeat run here
 
@@ -234,6 +236,7 @@ class Sequential:
                     "target_width": self.opts.target_width,
                 },
                 "elapsed_s": round(time.monotonic() - self.started, 1),
+                "added_s": round(time.monotonic() - self.added_from, 1) if self.added_from else 0.0,
                 "comparisons": [c.record() for c in self.comparisons],
             },
         )
@@ -259,6 +262,7 @@ class Sequential:
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
         self.note(first)
+        self.added_from = time.monotonic()
         cells = list(self.cells)
         self.plan(cells)
         if not self.comparisons:
@@ -280,7 +284,7 @@ class Sequential:
                     break
                 keys = list(dict.fromkeys(k for comp in open_ for k in comp.keys))
                 round_cells = [base[k].replace(repeat=r) for k in keys if k in base]
-                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.started)
+                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
                 need = self._estimate(round_cells)
                 if left is not None and need > left:
                     for comp in open_:
@@ -322,9 +326,10 @@ class Sequential:
     def lines(self) -> list[str]:
         """The closing note: per comparison its value, verdict, rounds, time and why it stopped."""
         total = time.monotonic() - self.started
+        added = time.monotonic() - self.added_from if self.added_from else 0.0
         out = [
             "",
-            f"== until decided: {len(self.comparisons)} comparison(s) in {total:.0f} s "
+            f"== until decided: {len(self.comparisons)} comparison(s); the run took {total:.0f} s, its added rounds {added:.0f} s "
             f"({seqstats.METHOD}; record: {self.out / seqstats.RECORD})",
         ]
         for c in self.comparisons:
