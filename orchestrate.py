@@ -183,20 +183,16 @@ LabelOpt = Annotated[
     typer.Option(help="this run's label in every table and plot (recorded in system.json; default: the results dir's name)"),
 ]
 CaOpt = Annotated[Path | None, typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
+SEQ = "Until decided (a 95% confidence sequence per comparison)"
 UntilOpt = Annotated[
     bool,
     typer.Option(
-        help="after the first rounds, add fresh-process rounds for the cells behind each comparison until it is "
-        "decided (a 95% confidence sequence: valid however early it stops)"
+        "--until-decided", rich_help_panel=SEQ, help="after the first rounds, add rounds until each comparison is decided"
     ),
 ]
-MaxRepeatsOpt = Annotated[int | None, typer.Option(help="--until-decided: rounds a comparison may reach (default 20)")]
-BudgetOpt = Annotated[
-    str | None, typer.Option(help="--until-decided: time for the rounds added after the first, e.g. 15m, 900s, 1h")
-]
-WidthOpt = Annotated[
-    float | None, typer.Option(help="--until-decided: also stop a comparison at (hi - lo) / median <= this, e.g. 0.05")
-]
+MaxRepeatsOpt = Annotated[int | None, typer.Option(rich_help_panel=SEQ, help="rounds a comparison may reach (default 20)")]
+BudgetOpt = Annotated[str | None, typer.Option(rich_help_panel=SEQ, help="time for the added rounds: 15m, 900s, 1h")]
+WidthOpt = Annotated[float | None, typer.Option(rich_help_panel=SEQ, help="also stop at (hi - lo) / median <= this (0.05)")]
 
 
 def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None, label=None, until=(False, None, None, None)):

@@ -100,7 +100,9 @@ def matrix(
     ] = None,
     until_decided: Annotated[
         bool,
-        typer.Option(help="after the first rounds, add fresh-process rounds for each comparison until it is decided"),
+        typer.Option(
+            "--until-decided", help="after the first rounds, add fresh-process rounds for each comparison until it is decided"
+        ),
     ] = False,
     max_repeats: Annotated[int | None, typer.Option(help="--until-decided: rounds a comparison may reach (default 20)")] = None,
     budget: Annotated[

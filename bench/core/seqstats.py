@@ -72,6 +72,13 @@ def _cs_class() -> Any:
     return QuantileCS
 
 
+@functools.lru_cache(maxsize=1)
+def _cs() -> Any:
+    """The one sequence object: its mixture is fixed at construction (T_OPT, ALPHA), and `fit`
+    starts it afresh on each stream, so one instance serves every comparison (one thread)."""
+    return _cs_class()(q=0.5, alpha=ALPHA, t_opt=T_OPT, intersect=True)
+
+
 def paired_rounds(a: dict[int, float], b: dict[int, float]) -> list[float]:
     """A's value over B's for every round both hold, in round order (throughputs: > 0)."""
     rounds = sorted(set(a) & set(b))
@@ -91,8 +98,7 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Summary:
     ratios = paired_rounds(a, b)
     if not ratios:
         raise ValueError("a paired ratio needs rounds that both sides ran")
-    cs = _cs_class()(q=0.5, alpha=ALPHA, t_opt=T_OPT, intersect=True)
-    cs.fit([math.log(r) for r in ratios])
+    cs = _cs().fit([math.log(r) for r in ratios])
     lo, hi = cs.interval()
     ok = math.isfinite(lo) and math.isfinite(hi)
     q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
@@ -112,8 +118,7 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Summary:
 def min_rounds() -> int:
     """The first round at which the 95 % sequence is bounded (stats.CS_MIN_ROUNDS says it to
     code that must not import ville)."""
-    cs = _cs_class()(q=0.5, alpha=ALPHA, t_opt=T_OPT, intersect=True)
-    cs.fit([float(i % 7) for i in range(60)])
+    cs = _cs().fit([float(i % 7) for i in range(60)])
     bounded = [i for i, (lo, hi) in enumerate(zip(cs.lower_, cs.upper_), 1) if math.isfinite(lo) and math.isfinite(hi)]
     return bounded[0]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 PROCS = 10  # `orchestrate.py noise`: probe processes per device
 MATRIX_PROCS = 4  # the matrix's line: a shorter look
-SIMS = 400
+SIMS = 200
 _SEED = 20261126
 
 
@@ -188,11 +188,14 @@ def probe(kind: str, procs: int) -> tuple[list[float], str]:
                 timeout=120,
                 env=subprocess_env(),
             )
-            got = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"error": r.stderr.strip()[-200:]}
+            got: dict[str, Any] = (
+                json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"error": r.stderr.strip()[-200:]}
+            )
         except (OSError, subprocess.SubprocessError, ValueError) as err:
             got = {"error": f"{type(err).__name__}: {err}"}
-        if "per_s" in got and got["per_s"] > 0:
-            values.append(float(got["per_s"]))
+        v = got.get("per_s") if isinstance(got, dict) else None
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            values.append(float(v))
         else:
             why = str(got.get("error") or "no figure")
             break
@@ -242,7 +245,7 @@ def resolves(sd: float, ns: tuple[int, ...] = (3, 6, 10), rounds: tuple[int, ...
 
         for k in rounds:
             halves = []
-            for _ in range(SIMS // 4):
+            for _ in range(SIMS // 2):
                 d = rng.normal(0.0, sd * math.sqrt(2), k)
                 s = seqstats.paired({i: math.exp(x) for i, x in enumerate(d)}, {i: 1.0 for i in range(k)})
                 halves.append(math.inf if s.lo is None or s.hi is None else (s.hi - s.lo) / 2)
