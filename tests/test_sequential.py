@@ -162,3 +162,20 @@ def test_a_cell_failing_in_a_later_round_stops_its_comparison_in_one_line_and_ke
     kept = sorted(json.loads((d / "cell.json").read_text())["repeat"] for d in (out / "seq").iterdir())
     assert kept == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # the four good rounds of each, and the failed round's two cells
     assert not math.isnan(rec["fast-over-slow"]["seconds"])
+
+
+def test_a_spent_budget_or_the_last_round_stops_a_comparison_and_says_so(tmp_path):
+    out = tmp_path / "b"
+    r = _cli("-m", "bench", "matrix", "seq", "--set", "steps=1", "--repeats", "1", "--until-decided", "--budget", "1s",
+             "--out", str(out), env=SEQ_ENV)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = _record(out)["comparisons"]
+    assert {c["stopped"] for c in rec} == {"budget"} and all(c["rounds"] == 1 for c in rec)
+    assert "of the budget left" in rec[0]["why"] and "stopped budget" in r.stdout
+    out = tmp_path / "m"
+    r = _cli("-m", "bench", "matrix", "seq", "--set", "steps=1", "--repeats", "1", "--until-decided", "--max-repeats", "2",
+             "--out", str(out), env=SEQ_ENV)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = _record(out)["comparisons"]
+    assert {(c["stopped"], c["rounds"], c["verdict"]) for c in rec} == {("max-repeats", 2, "undecided")}
+    assert len(list((out / "seq").iterdir())) == 4
