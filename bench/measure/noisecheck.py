@@ -127,7 +127,7 @@ def gpu_state() -> list[dict[str, Any]] | str:
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
-        return "nvidia-ml-py not installed (GPU state not read)"
+        return _smi_state()
     try:
         pynvml.nvmlInit()
     except Exception as err:  # noqa: BLE001 - no driver, no GPU
@@ -170,6 +170,59 @@ def gpu_state() -> list[dict[str, Any]] | str:
         except Exception:  # noqa: BLE001
             pass
     return out
+
+
+def _smi_state() -> list[dict[str, Any]] | str:
+    """gpu_state's fields from nvidia-smi where nvidia-ml-py is not installed (a dev venv)."""
+    from bench.measure.telemetry import _GPU_POWER_CAP, _GPU_THROTTLE_BITS
+
+    fields = "index,name,clocks.sm,clocks.max.sm,clocks.mem,persistence_mode,temperature.gpu,clocks_throttle_reasons.active,uuid"
+    try:
+        q = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20
+        )
+        apps = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "no nvidia-ml-py and no nvidia-smi: no GPU state"
+    if q.returncode != 0 or not q.stdout.strip():
+        return "nvidia-smi lists no GPU"
+
+    def num(s: str) -> int | None:
+        try:
+            return int(float(s))
+        except ValueError:
+            return None
+
+    out = []
+    for line in q.stdout.strip().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 9:
+            continue
+        try:
+            bits = int(f[7], 16)
+        except ValueError:
+            bits = 0
+        out.append(
+            {
+                "index": num(f[0]),
+                "name": f[1],
+                "sm_mhz": num(f[2]),
+                "sm_mhz_max": num(f[3]),
+                "mem_mhz": num(f[4]),
+                "persistence": f[5].lower() == "enabled",
+                "processes": None if apps.returncode else sum(x.split(",")[0].strip() == f[8] for x in apps.stdout.splitlines()),
+                "temp_c": num(f[6]),
+                "throttle": sorted(n for b, n in _GPU_THROTTLE_BITS.items() if bits & b)
+                + (["sw-power-cap"] if bits & _GPU_POWER_CAP else []),
+                "source": "nvidia-smi",
+            }
+        )
+    return out or "nvidia-smi lists no GPU"
 
 
 # ---- the probe ---------------------------------------------------------------------------------
