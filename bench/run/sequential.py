@@ -11,7 +11,10 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
               width          (hi - lo) / median <= --target-width
               max-repeats    it has --max-repeats rounds
               failed         a cell of it failed in a round (its earlier rounds are kept)
-              budget         the next round would not fit in what is left of --budget
+              budget         the rounds it still needs before it can be decided (to its first
+                             bounded round, then one) do not fit in what is left of --budget;
+                             comparisons are admitted cheapest first, so the cheap ones are
+                             the ones the budget decides
     run       one more round (repeat index r for every cell an open comparison needs, under the
               matrix's schedule); cells no open comparison needs keep their repeats
 
@@ -41,7 +44,7 @@ from bench.core.errors import UsageError
 from bench.core.registry import get_study
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
-from bench.core.stats import Summary
+from bench.core.stats import CS_MIN_ROUNDS, Summary
 
 DEFAULT_MAX_REPEATS = 20
 _UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -243,9 +246,19 @@ class Sequential:
 
     # ---- the rounds
     def note(self, outcomes: list) -> None:
+        """Each outcome's seconds; a reused cell's from its files (cell.json is written as it
+        starts, rows.jsonl as it ends), so a resumed run still counts what its cells took."""
         for o in outcomes:
-            if o.status != "reused":
-                self._spent.setdefault(_config(o.cell), []).append(float(o.seconds))
+            secs = float(o.seconds)
+            if o.status == "reused":
+                d = o.cell.dir(self.out)
+                try:
+                    secs = (d / "rows.jsonl").stat().st_mtime - (d / "cell.json").stat().st_mtime
+                except OSError:
+                    continue
+                if not 0 < secs < 30 * 86400:
+                    continue
+            self._spent.setdefault(_config(o.cell), []).append(secs)
 
     def _estimate(self, round_cells: list[Cell]) -> float:
         """Seconds the round should take: each cell's mean over its repeats run here, else its study's estimate."""
@@ -258,6 +271,26 @@ class Sequential:
                 est = get_study(c.study).estimate(c)
                 total += est.open_s + est.steps * est.step_s
         return total
+
+    def _ahead(self, comp: Comparison) -> int:
+        """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one."""
+        return max(1, CS_MIN_ROUNDS - (comp.value.n if comp.value else 0))
+
+    def _admit(self, open_: list[Comparison], base: dict[str, Cell], left: float | None) -> tuple[list[Comparison], float]:
+        """The open comparisons the next round runs, cheapest first, while the rounds each still needs
+        before it can be decided fit in LEFT (None: all); and the round's estimated seconds. A
+        comparison that cannot reach its first bounded round in the budget stops now rather than
+        spend it: the cheap ones are the ones that get decided."""
+        cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
+        admitted: list[Comparison] = []
+        need = 0.0
+        for comp in sorted(open_, key=lambda c: cost[id(c)]):
+            trial = admitted + [comp]
+            keys = list(dict.fromkeys(k for c in trial for k in c.keys))
+            per = self._estimate([base[k] for k in keys if k in base])
+            if left is None or per * max(self._ahead(c) for c in trial) <= left:
+                admitted, need = trial, per
+        return admitted, need
 
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
@@ -282,15 +315,22 @@ class Sequential:
                     for comp in open_:
                         comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
                     break
+                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
+                admitted, need = self._admit(open_, base, left)
+                for comp in open_:
+                    if comp not in admitted:
+                        per = self._estimate([base[k] for k in comp.keys if k in base])
+                        ahead = self._ahead(comp)
+                        comp.stopped = "budget"
+                        comp.why = (
+                            f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget left; "
+                            f"{comp.verdict}"
+                        )
+                if not admitted:
+                    break
+                open_ = admitted
                 keys = list(dict.fromkeys(k for comp in open_ for k in comp.keys))
                 round_cells = [base[k].replace(repeat=r) for k in keys if k in base]
-                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
-                need = self._estimate(round_cells)
-                if left is not None and need > left:
-                    for comp in open_:
-                        comp.stopped = "budget"
-                        comp.why = f"round {r + 1} needs ~{need:.0f} s, {max(left, 0):.0f} s of the budget left; {comp.verdict}"
-                    break
                 self.echo(
                     f"until decided: round {r + 1} for {len(open_)} open comparison(s): {len(round_cells)} cells"
                     + (f", ~{need:.0f} s of {left:.0f} s left" if left is not None else "")
