@@ -139,7 +139,7 @@ def _model() -> Any:
         study: str = Field(max_length=200)
         claim: str = Field(max_length=200)
         what: str = Field(default="", max_length=500)
-        cells: list[str] = Field(max_length=4, min_length=2)  # the two sides' configuration names
+        cells: list[str] = Field(max_length=2, min_length=2)  # the two sides' names (seqstats.side_names)
         rounds: int = Field(ge=0, le=10_000)
         stopped: str = Field(max_length=40)  # decided | width | budget | max-repeats | failed | interrupted | open
         why: str = Field(default="", max_length=1000)
@@ -154,8 +154,13 @@ def _model() -> Any:
     return Record
 
 
-def record_of(root: Path) -> dict[tuple[str, str, str], dict] | None:
-    """(study, claim id, what) -> that comparison's stop, from ROOT/sequential.json; None when ROOT
+def side_names(finding: Finding) -> tuple[str, ...]:
+    """How the record names a comparison's sides (one workload of a claim from another)."""
+    return tuple(s.describe({}, device=False).split(" [")[0] for s in finding.sides)
+
+
+def record_of(root: Path) -> dict[tuple[str, str, str, tuple[str, ...]], dict] | None:
+    """(study, claim id, what, side names) -> that comparison's stop, from ROOT/sequential.json; None when ROOT
     holds none (a fixed-n run) or one that cannot be trusted (then the fixed-n interval stands,
     which is what a reader of the rows alone would compute)."""
     from bench.core.resultset import json_file
@@ -167,7 +172,7 @@ def record_of(root: Path) -> dict[tuple[str, str, str], dict] | None:
         rec = _model().model_validate(raw)
     except Exception:  # noqa: BLE001 - pydantic's ValidationError: an untrusted file that is not ours
         return None
-    return {(c.study, c.claim, c.what): c.model_dump() for c in rec.comparisons}
+    return {(c.study, c.claim, c.what, tuple(c.cells)): c.model_dump() for c in rec.comparisons}
 
 
 def _root(finding: Finding) -> Path | None:
@@ -192,7 +197,7 @@ def swap(study: str, claim_id: str, found: list[Finding]) -> list[Finding]:
             f.value = paired(f.sides[0].per, f.sides[1].per)
         except ValueError:
             continue
-        stop = rec.get((study, claim_id, f.what))
+        stop = rec.get((study, claim_id, f.what, side_names(f)))
         f.stop = stop_text(stop) if stop else "not planned by the sequential run (its repeats came with the others')"
     return found
 

@@ -196,7 +196,7 @@ class Sequential:
             if keys is None or ident in seen:
                 continue
             seen.add(ident)
-            names = tuple(s.describe({}, device=False).split(" [")[0] for s in f.sides)
+            names = seqstats.side_names(f)
             self.comparisons.append(Comparison(study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1])))
         return self.comparisons
 
