@@ -188,7 +188,11 @@ def run_matrix(
                 sched = Scheduler(out, data_dir, timeout_s, rerun, echo=say, devices=devices, progress=progress)
                 outcomes = sched.run(cells, schedule)
                 if until is not None:
-                    seq = Sequential(cells, Path(out), until, lambda more: sched.run(more, schedule), say or echo, started)
+                    # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so
+                    # the two sides of a comparison share the machine's state within a round: the round
+                    # is the unit the sequence pairs
+                    again = schedule if schedule == "per-device" else "interleaved"
+                    seq = Sequential(cells, Path(out), until, lambda more: sched.run(more, again), say or echo, started)
                     outcomes += seq.run(outcomes)
         except Interrupted as stop:
             n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}

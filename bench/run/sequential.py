@@ -15,8 +15,10 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
                              bounded round, then one) do not fit in what is left of --budget;
                              comparisons are admitted cheapest first, so the cheap ones are
                              the ones the budget decides
-    run       one more round (repeat index r for every cell an open comparison needs, under the
-              matrix's schedule); cells no open comparison needs keep their repeats
+    run       one more round (repeat index r for every cell an open comparison needs, its cells'
+              steps interleaved: step i of each before step i+1 of any, so both sides of a
+              comparison see the same machine within a round; per-device keeps its GPU slots);
+              cells no open comparison needs keep their repeats
 
 Round r runs repeat r of each cell in it, so repeat i of A and of B always ran in one round:
 the sequence pairs them. The budget is the time granted to the added rounds, counted from the
