@@ -123,7 +123,8 @@ class Comparison:
     why: str = ""
     value: Summary | None = None
     verdict: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # its cells' processes, every round (they overlap other cells' where interleaved)
+    at_s: float | None = None  # seconds from the matrix's start to its stop: the time it took
 
     @property
     def label(self) -> str:
@@ -140,6 +141,7 @@ class Comparison:
             "stopped": self.stopped,
             "why": self.why,
             "seconds": round(self.seconds, 3),
+            "at_s": None if self.at_s is None else round(self.at_s, 1),
             "verdict": self.verdict,
             "value": v.median if v else None,
             "lo": v.lo if v else None,
@@ -230,6 +232,10 @@ class Sequential:
                 comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n} rounds"
 
     def write(self) -> None:
+        now = time.monotonic() - self.started
+        for comp in self.comparisons:
+            if comp.stopped != "open" and comp.at_s is None:
+                comp.at_s = now
         write_json(
             self.out / seqstats.RECORD,
             {
@@ -379,7 +385,9 @@ class Sequential:
             val = f"{v.median:.3g}x{v.bracket()}" if v else "no rounds"
             out.append(
                 f"{c.label}: {c.names[0]} / {c.names[1]}: {val} {c.verdict or '-'}; "
-                + seqstats.stop_text({"rounds": v.n if v else 0, "seconds": c.seconds, "stopped": c.stopped, "why": ""})
+                + seqstats.stop_text(
+                    {"rounds": v.n if v else 0, "seconds": c.seconds, "at_s": c.at_s, "stopped": c.stopped, "why": ""}
+                )
                 + (f" ({c.why})" if c.why and c.stopped != "decided" else "")
             )
         return out
