@@ -209,12 +209,12 @@ def _took(seconds: float) -> str:
 
 
 def stop_text(stop: dict) -> str:
-    """'12 rounds, stopped decided 9 min 41 s into the run (its cells' processes: 6 min 02 s)' for
-    the report and the closing note. The time to the stop is the comparison's time taken; its
-    cells' own seconds overlap other cells' where rounds interleave."""
+    """'12 rounds, stopped decided 9 min 41 s into the run (its cells: 6 min 02 s)' for the report
+    and the closing note: the time from the run's start to its stop, and its cells' share of it
+    (an added round's wall time split over the cells in it)."""
     why = f" ({stop['why']})" if stop.get("why") else ""
     at = f" {_took(stop['at_s'])} into the run" if stop.get("at_s") is not None else ""
-    return f"{stop['rounds']} rounds, stopped {stop['stopped']}{at} (its cells' processes: {_took(stop['seconds'])}){why}"
+    return f"{stop['rounds']} rounds, stopped {stop['stopped']}{at} (its cells: {_took(stop['seconds'])}){why}"
 
 
 __all__ = [

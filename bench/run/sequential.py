@@ -123,7 +123,7 @@ class Comparison:
     why: str = ""
     value: Summary | None = None
     verdict: str = ""
-    seconds: float = 0.0  # its cells' processes, every round (they overlap other cells' where interleaved)
+    seconds: float = 0.0  # its cells' share of the run's time, every round (an added round's wall time split over its cells)
     at_s: float | None = None  # seconds from the matrix's start to its stop: the time it took
 
     @property
@@ -253,11 +253,13 @@ class Sequential:
         )
 
     # ---- the rounds
-    def note(self, outcomes: list) -> None:
-        """Each outcome's seconds; a reused cell's from its files (cell.json is written as it
-        starts, rows.jsonl as it ends), so a resumed run still counts what its cells took."""
+    def note(self, outcomes: list, share: float | None = None) -> None:
+        """Each outcome's seconds: SHARE (an added round's wall time over its cells: their steps
+        interleave, so each cell's own seconds span the whole round), else its own; a reused cell's
+        from its files (cell.json is written as it starts, rows.jsonl as it ends), so a resumed run
+        still counts what its cells took."""
         for o in outcomes:
-            secs = float(o.seconds)
+            secs = float(o.seconds) if share is None else share
             if o.status == "reused":
                 d = o.cell.dir(self.out)
                 try:
@@ -343,8 +345,9 @@ class Sequential:
                     f"until decided: round {r + 1} for {len(open_)} open comparison(s): {len(round_cells)} cells"
                     + (f", ~{need:.0f} s of {left:.0f} s left" if left is not None else "")
                 )
+                t0 = time.monotonic()
                 got = self.run_round(round_cells)
-                self.note(got)
+                self.note(got, (time.monotonic() - t0) / max(len(round_cells), 1))
                 added += got
                 cells += round_cells
                 failed = {_config(o.cell): o for o in got if o.status not in ("ok", "reused", "skipped")}
