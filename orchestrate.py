@@ -24,7 +24,7 @@ import typer
 
 from bench.core.choices import Profile, Schedule
 from bench.core.cli_style import style
-from bench.core.errors import KitError, host_exit_code
+from bench.core.errors import KitError, UsageError, host_exit_code
 
 EXIT_CODES = "Exit status: 0 done, 1 the work failed (download, build, cell, check, regression), 2 a usage error."
 app = typer.Typer(
@@ -39,6 +39,12 @@ data_app = typer.Typer(
 )
 app.add_typer(data_app, name="data", rich_help_panel="Data")
 RUN, RESULTS, IMAGES, CLUSTER = "Run", "Results (from any hosts)", "Images", "Clusters (Slurm, Kubernetes)"
+history_app = typer.Typer(
+    no_args_is_help=True,
+    help="Run history: keep every run, a trend per configuration, change points (results/history/).",
+    epilog="Example: python orchestrate.py history add results/reference/* && python orchestrate.py history show",
+)
+app.add_typer(history_app, name="history", rich_help_panel=RESULTS)
 
 
 class Runtime(str, Enum):
@@ -49,8 +55,11 @@ class Runtime(str, Enum):
 
 def fail(err: KitError | str, code: int | None = None) -> NoReturn:
     """One `error:` line, then exit: CODE, else 2 for a usage error (KitError's UsageError) and 1
-    for any other failure (host_exit_code); a plain message is a failed run (1)."""
-    typer.echo(f"error: {err}", err=True)
+    for any other failure (host_exit_code); a plain message is a failed run (1). The message
+    may quote a result dir, a job dir or a dataset: control and bidi characters show as escapes."""
+    from bench.core.text import term
+
+    typer.echo(f"error: {term(err)}", err=True)
     raise typer.Exit(code if code is not None else host_exit_code(err) if isinstance(err, KitError) else 1)
 
 
@@ -343,20 +352,40 @@ def run(
     raise typer.Exit(code)
 
 
-def _report(dirs: list[Path], out: Path, context: list[Path] | None = None) -> dict:
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--price", help="DEVICE=USD_PER_HOUR, matched to a device name by substring (repeatable; wins over --prices)"),
+]
+PricesOpt = Annotated[Path | None, typer.Option(help="a TOML file of prices (docs/prices-example.toml shows the shape)")]
+KwhOpt = Annotated[str | None, typer.Option(help="USD per kWh: the energy measured per sample at that price, added to the cost")]
+
+
+def _prices(price: list[str] | None, prices: Path | None, kwh: str | None):  # -> host.prices.Prices | None
+    from host.prices import load
+
+    return load(price, prices, kwh)
+
+
+def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, prices=None) -> dict:
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.report import build_report
 
     try:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
-            typer.echo(line, err=True)
-        info = build_report(dirs, out, context)
+            typer.echo(term(line), err=True)
+        info = build_report(dirs, out, context, prices)
     except KitError as err:
         fail(err)
+    for line in info["skipped"]:
+        typer.echo(term(line), err=True)
+    for line in (info.get("prices") or {}).get("problems", []):
+        typer.echo(f"warning: {term(line)}", err=True)
     for name, s in info["studies"].items():
         typer.echo(
-            f"{name}: {s['cells']} cells, {s.get('ok', 0)} ok" + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
+            f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
+            + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
     typer.echo(f"report: {info['report']}")
     return info
@@ -370,9 +399,65 @@ def report(
         list[Path] | None,
         typer.Option(help="result dirs that answer the seeds' claims only against DIRS' own cells (repeatable)"),
     ] = None,
+    price: PriceOpt = None,
+    prices: PricesOpt = None,
+    kwh_price: KwhOpt = None,
 ) -> None:
     """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
-    _report(list(dirs), out, list(context or []))
+    _report(list(dirs), out, list(context or []), _prices(price, prices, kwh_price))
+
+
+@app.command(
+    rich_help_panel=RESULTS,
+    epilog="Example: python orchestrate.py worth results/reference/* --samples 1e6 --prices docs/prices-example.toml",
+)
+def worth(
+    dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
+    samples: Annotated[float, typer.Option(help="the amount of work: training samples (1e6 = a million)")] = 1e6,
+    study: Annotated[str | None, typer.Option(help="only this study's comparisons")] = None,
+    price: PriceOpt = None,
+    prices: PricesOpt = None,
+    kwh_price: KwhOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print every number as JSON")] = False,
+) -> None:
+    """For N samples of each GPU-over-CPU comparison: time, energy and cost on both devices, and which wins."""
+    import json
+    import math
+
+    from bench.core.answers import judge_all
+    from bench.core.registry import studies
+    from bench.core.resultset import collect, holding_results
+    from bench.core.worth import cell_device_name, worth_all
+    from host import worth as hw
+    from host.report import _platform
+
+    if not math.isfinite(samples) or samples <= 0:
+        usage(f"--samples {samples:g}: give a positive number of training samples")
+    registry = studies()
+    if study is not None and study not in registry:
+        usage(f"unknown study {study!r}: choose {', '.join(registry)}")
+    try:
+        kept, skipped = holding_results(list(dirs))
+        for line in skipped:
+            typer.echo(line, err=True)
+        cells, _, _ = collect(kept)
+    except KitError as err:
+        fail(err)
+    p = _prices(price, prices, kwh_price)
+    if p is not None:
+        p.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells})
+        for line in p.problems:
+            typer.echo(f"warning: {line}", err=True)
+    found = [w for w in worth_all(registry, judge_all(registry, cells), p) if w.answer.primary]
+    found = [w for w in found if study is None or w.answer.study == study]
+    if not found:
+        fail("no GPU-over-CPU comparison can be formed from these results (a study's CPU and GPU sides must both have run)")
+    got = [hw.for_work(w, samples) for w in found]
+    if json_out:
+        typer.echo(json.dumps(got, indent=1, default=str))
+        return
+    for g in got:
+        typer.echo(hw.work_text(g))
 
 
 @app.command("all", rich_help_panel=RUN, epilog="Example: python orchestrate.py all --profile smoke --schedule interleaved")
@@ -445,12 +530,13 @@ def export(
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
     from bench.core.resultset import holding_results
+    from bench.core.text import term
     from host.export import export as export_bundle
 
     try:
         kept, skipped = holding_results(list(dirs))
         for line in skipped:
-            typer.echo(line, err=True)
+            typer.echo(term(line), err=True)
         info = export_bundle(kept, out)
     except KitError as err:
         fail(err)
@@ -504,8 +590,8 @@ def reference(
     rich_help_panel=RESULTS, epilog="Example: python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%"
 )
 def compare(
-    a: Annotated[Path, typer.Argument(help="result dir A (the baseline side: another host, commit or image)")],
-    b: Annotated[Path, typer.Argument(help="result dir B (judged against A)")],
+    a: Annotated[Path | None, typer.Argument(help="result dir A (the baseline side: another host, commit or image)")] = None,
+    b: Annotated[Path | None, typer.Argument(help="result dir B (judged against A)")] = None,
     fail_on_regression: Annotated[
         str | None, typer.Option(help="exit 1 when a configuration got slower by more than this (e.g. 5% or 0.05)")
     ] = None,
@@ -514,13 +600,32 @@ def compare(
         bool, typer.Option("--json", help="print the comparison as JSON (every number) instead of the table")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="list what only one side holds, and every flag")] = False,
+    against_history: Annotated[
+        Path | None,
+        typer.Option(help="instead of A and B: hold this result dir to its configurations' past runs in the history"),
+    ] = None,
+    history: Annotated[Path | None, typer.Option(help="--against-history: the history store (default results/history)")] = None,
 ) -> None:
-    """Two result sets side by side per configuration: a summary line, then B/A with its 95% CI, sorted by change."""
+    """Two result sets side by side per configuration (or a run against its history): a summary line, then B/A with its 95% CI."""
     from host import compare as cmp
 
     try:
         threshold = cmp.parse_threshold(fail_on_regression) if fail_on_regression else cmp.DEFAULT_THRESHOLD
-        res = cmp.compare(a, b, threshold)
+        if against_history is not None:
+            if a is not None or b is not None:
+                raise UsageError("compare takes A and B, or --against-history DIR, not both")
+            from host.history import DEFAULT_STORE
+            from host.history_compare import compare_history
+
+            res = compare_history(against_history, history or DEFAULT_STORE, threshold)
+        elif a is None or b is None:
+            raise UsageError("compare needs two result dirs, A and B (or --against-history DIR)")
+        else:
+            res = cmp.compare(a, b, threshold)
+        from bench.core.text import term
+
+        for line in res.get("skipped", []):
+            typer.echo(term(line), err=True)
         if json_:
             import json
 
@@ -550,13 +655,20 @@ def compare(
             line = (
                 f"error: regression beyond {threshold:.0%} in {len(names)} configurations: {names[0]} and {len(names) - 1} more"
             )
-        typer.echo(line, err=True)
+        from bench.core.text import term
+
+        typer.echo(term(line), err=True)
         raise typer.Exit(1)
+
+
+class SpeedCheck(str, Enum):
+    on = "on"
+    off = "off"
 
 
 @app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py verify results/myhost --baseline cpu-2core-epyc")
 def verify(
-    dir: Annotated[Path, typer.Argument(help="result dir to check (or, with --make-baseline, to make a baseline of)")],
+    dir: Annotated[list[Path], typer.Argument(help="result dir to check (with --make-baseline: the dirs to make a baseline of)")],
     baseline: Annotated[
         str | None,
         typer.Option(
@@ -567,7 +679,9 @@ def verify(
     allow_unbaselined: Annotated[
         bool, typer.Option(help="list a cell with no baseline entry as `no baseline` instead of failing it")
     ] = False,
-    make_baseline: Annotated[bool, typer.Option(help="write DIR's accuracies and loss curves as baseline set --name")] = False,
+    make_baseline: Annotated[
+        bool, typer.Option(help="write the DIRs' accuracies, loss curves and speeds as baseline set --name")
+    ] = False,
     name: Annotated[str | None, typer.Option(help="--make-baseline: the set's name (default: DIR's name)")] = None,
     acc_margin: Annotated[float, typer.Option(help="--make-baseline: accuracy band = reference min-max +- this")] = 0.005,
     loss_rtol: Annotated[float, typer.Option(help="--make-baseline: relative tolerance per loss-curve point")] = 0.01,
@@ -583,12 +697,15 @@ def verify(
             "exit 1 where a verdict flips with both intervals clear of the threshold",
         ),
     ] = False,
+    speed: Annotated[
+        SpeedCheck, typer.Option(help="hold each cell's speed to the baseline of its machine class (off: skip)")
+    ] = SpeedCheck.on,
 ) -> None:
-    """The reproducibility check: schema, provenance, completeness, equivalence, accuracy and loss bands."""
+    """The reproducibility check: schema, provenance, completeness, equivalence, accuracy, loss and speed baselines."""
     from host import verify as ver
 
     if claims:
-        _verify_claims(dir)
+        _verify_claims(list(dir))
         return
 
     bdir = baselines_dir or ver.BASELINES_DIR
@@ -596,32 +713,103 @@ def verify(
         if make_baseline:
             info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir)
             for w in info["written"]:
-                typer.echo(f"baseline set {w['set']}: {w['entries']} entries in {w['path']}")
+                nospeed = f" ({w['without_speed']} without a speed record)" if w["without_speed"] else ""
+                typer.echo(f"baseline set {w['set']}: {w['entries']} entries{nospeed} in {w['path']}")
             return
-        res = ver.verify(dir, baseline, not allow_unbaselined, bdir)
+        if len(dir) != 1:
+            raise UsageError("verify checks one result dir at a time (several only with --make-baseline)")
+        res = ver.verify(dir[0], baseline, not allow_unbaselined, bdir, with_speed=speed is SpeedCheck.on)
     except KitError as err:
         fail(err)
+    from bench.core.text import term
+
+    for line in res["skipped"]:
+        typer.echo(term(line), err=True)
     for v in res["verdicts"]:
-        typer.echo(v.line())
-    typer.echo(res["summary"])
+        typer.echo(term(v.line()))  # reasons from a foreign result dir: nothing the terminal acts on
+    typer.echo(term(res["summary"]))
     if res["failed"]:
         raise typer.Exit(1)
 
 
-def _verify_claims(dir: Path) -> None:
+def _verify_claims(dirs: list[Path]) -> None:
     from host.claimcheck import check
     from host.report import REFERENCES
 
     try:
-        lines, flips = check([dir], sorted(REFERENCES.iterdir()))
+        lines, flips = check(dirs, sorted(REFERENCES.iterdir()))
     except KitError as err:
         fail(err)
     for line in lines:
         typer.echo(line.text())
     same = sum(1 for x in lines if x.ours and x.ref and x.ours.verdict == x.ref.verdict)
-    typer.echo(f"{len(lines)} claims judged on {dir}: {same} as the references judge them, {flips} flipped")
+    where = ", ".join(str(d) for d in dirs)
+    typer.echo(f"{len(lines)} claims judged on {where}: {same} as the references judge them, {flips} flipped")
     if flips:
         raise typer.Exit(1)
+
+
+# ---------------------------------------------------------------------------- history (host/history.py)
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="the history store (default results/history)")]
+
+
+@history_app.command("add", epilog="Example: python orchestrate.py history add results/myhost --label nightly")
+def history_add(
+    dirs: Annotated[list[Path], typer.Argument(help="result dirs whose finished cells to append")],
+    label: Annotated[str | None, typer.Option(help="name these runs (default: each run's own label)")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Append every finished cell of DIRS (rows, environment, commit, host, label) to the history; never rewrites it."""
+    from host import history as hist
+
+    try:
+        res = hist.add(dirs, store or hist.DEFAULT_STORE, label)
+    except KitError as err:
+        fail(err)
+    typer.echo(
+        f"history {res['store']}: {res['added']} cell(s) added, {res['already']} already there, "
+        f"{res['not_added']} not added (not finished, or no speed figure)"
+    )
+
+
+@history_app.command("show", epilog="Example: python orchestrate.py history show")
+def history_show(
+    store: StoreOpt = None,
+    json_: Annotated[bool, typer.Option("--json", help="print every series as JSON")] = False,
+) -> None:
+    """Each configuration per machine class: runs, last value, trend and change points."""
+    from host import history as hist
+
+    try:
+        all_series = hist.series(store or hist.DEFAULT_STORE)
+    except KitError as err:
+        fail(err)
+    if json_:
+        import json
+
+        typer.echo(json.dumps(hist.as_json(all_series), indent=2, default=str))
+    else:
+        typer.echo(hist.show_text(all_series), nl=False)
+
+
+@history_app.command("report", epilog="Example: python orchestrate.py history report --out results/history/report")
+def history_report(
+    out: Annotated[Path | None, typer.Option(help="where to write index.html (default <store>/report)")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """A static trend page readable offline: one plot per configuration over commits and dates, change points marked."""
+    from host import history as hist
+    from host import trend_page
+
+    st = store or hist.DEFAULT_STORE
+    try:
+        all_series = hist.series(st)
+        path = trend_page.write(all_series, str(hist.db_path(st)), out or hist.db_path(st).parent / "report")
+    except KitError as err:
+        fail(err)
+    except OSError as err:
+        fail(f"cannot write {out}: {err.strerror or err}")
+    typer.echo(f"wrote {path} ({len(all_series)} series)")
 
 
 # ---------------------------------------------------------------------------- clusters (host/cluster/)
@@ -700,6 +888,7 @@ def slurm_cmd(
     """Write one sbatch array script per resource shape of JOB_DIR (each task: one cell, its own results
     dir); --submit submits them, follows the jobs, and reports."""
     from bench.core.lock import results_lock
+    from bench.core.text import term
     from host.cluster import slurm as S
 
     job = _job(job_dir)
@@ -712,10 +901,11 @@ def slurm_cmd(
                 typer.echo(f"{shape}: {path} ({len(job.shapes[shape].tasks)} tasks): sbatch {path}")
             return
         with results_lock(job.dir):  # one submitter and follower per job dir
-            subs = S.submit(job, opts, typer.echo) if submit else S.latest(job)
+            echo = lambda s: typer.echo(term(s))  # noqa: E731 - labels from the job dir's specs: shown, never acted on
+            subs = S.submit(job, opts, echo) if submit else S.latest(job)
             if follow and not subs:
                 fail(f"{job.dir} has no submission to follow: --submit")
-            S.follow(job, subs, typer.echo, poll_s)
+            S.follow(job, subs, echo, poll_s)
     except KitError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -772,5 +962,7 @@ if __name__ == "__main__":
     try:
         app()
     except KitError as err:
-        typer.echo(f"error: {err}", err=True)
+        from bench.core.text import term
+
+        typer.echo(f"error: {term(err)}", err=True)
         sys.exit(host_exit_code(err))

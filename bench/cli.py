@@ -17,7 +17,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: r
 
 
 def fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"{'error: ' if code != 130 else ''}{msg}", err=True)
+    from bench.core.text import term  # the message may quote a spec or a dataset: shown, never acted on
+
+    typer.echo(f"{'error: ' if code != 130 else ''}{term(msg)}", err=True)
     raise typer.Exit(code)
 
 
@@ -226,5 +228,7 @@ def main() -> None:
     try:
         app()
     except KitError as err:  # anything that slipped past a command's own handling
-        typer.echo(f"error: {err}", err=True)
+        from bench.core.text import term
+
+        typer.echo(f"error: {term(err)}", err=True)
         sys.exit(2)

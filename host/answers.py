@@ -266,7 +266,7 @@ def as_json(answers: list[A.Answer]) -> list[dict]:
                             {
                                 "run": s.run,
                                 "host": s.host.label,
-                                "device": s.first.device,
+                                "device": s.device,
                                 "dirs": sorted({str(c.dir.parent.parent) for c in s.cells}),
                                 "environment": s.env,
                                 "n": len(s.per),

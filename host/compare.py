@@ -45,19 +45,20 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import KitError, UsageError
-from bench.core.resultset import ResultCell, collect
+from bench.core.resultset import ResultCell, ResultSet, collect_set
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
 from bench.core.text import md_code, term
 
 DEFAULT_THRESHOLD = 0.05
-# keys of a cell spec that are not part of its configuration across sets
+# keys of a cell spec that are not part of its configuration across sets; of `devices` only its
+# count above one is (`device_count`): DDP over 2 GPUs is another workload than over 4, which GPUs is free
 NOT_CONFIG = ("repeat", "name", "devices", "env")
 
 
 # ---------------------------------------------------------------------------- loading
-def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultCell], list[dict], list[str]]:
-    """(cells, platform notes, problems) of one result dir; KitError (one line, naming ROLE) for
+def load_set(d: Path, role: str, partial_ok: bool = False) -> ResultSet:
+    """The cells, platform notes, problems and skipped copies of one result dir; KitError (one line, naming ROLE) for
     a dir that is missing, empty, or written by a newer kit, and, unless PARTIAL_OK, for one
     holding cells that cannot be read (corrupt) or did not finish (partially written)."""
     d = Path(d)
@@ -66,9 +67,10 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
     if not d.is_dir():
         raise UsageError(f"{role}: {d} is not a directory")
     try:
-        cells, notes, problems = collect([d])
+        rs = collect_set([d])
     except KitError as err:
         raise type(err)(f"{role}: {err}") from None
+    cells, problems = rs.cells, rs.problems
     newer = [p for p in problems if "newer than this kit" in p]
     if newer:
         raise KitError(f"{role}: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
@@ -80,7 +82,7 @@ def load_set(d: Path, role: str, partial_ok: bool = False) -> tuple[list[ResultC
             if bad:
                 more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
                 raise KitError(f"{role}: cell {bad[0].dir} {what}: {bad[0].note}{more}; rerun or remove it")
-    return cells, notes, problems
+    return rs
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -90,12 +92,20 @@ def study_of(name: str):
     return studies().get(name)
 
 
+def workload(spec: dict) -> dict:
+    """SPEC without the keys that are not configuration (NOT_CONFIG), plus `device_count` where it
+    names more than one device (none or one: one device of its platform, the same work)."""
+    devices = spec.get("devices")
+    out = {k: v for k, v in spec.items() if k not in NOT_CONFIG}
+    if isinstance(devices, (list, tuple)) and len(devices) > 1:
+        out["device_count"] = len(devices)
+    return out
+
+
 def config_of(cell: ResultCell) -> dict:
-    """The cell's configuration: its spec (cell.json, else the row's own keys) without repeat,
-    name and devices, parameters completed with the study's current defaults."""
-    spec = dict(cell.spec) if cell.spec else {k: cell.first.get(k) for k in ("study", "backend", "variant", "seed")}
-    for k in NOT_CONFIG:
-        spec.pop(k, None)
+    """The cell's configuration: its spec (cell.json, else the row's own keys) as `workload` keeps
+    it, parameters completed with the study's current defaults."""
+    spec = workload(dict(cell.spec)) if cell.spec else {k: cell.first.get(k) for k in ("study", "backend", "variant", "seed")}
     spec.setdefault("study", cell.study)
     spec.setdefault("seed", 0)
     spec.setdefault("variant", "default")
@@ -128,10 +138,12 @@ def config_label(config: dict) -> str:
 
     study = str(config.get("study"))
     params = dict(config.get("params") or {})
+    n = config.get("device_count")
+    devices = tuple(str(i) for i in range(n)) if isinstance(n, int) and not isinstance(n, bool) and 1 < n <= 1024 else ()
     s = study_of(study)
     try:
         base = (
-            s.label(Cell(study, str(config.get("backend")), str(config.get("variant") or "default"), params))
+            s.label(Cell(study, str(config.get("backend")), str(config.get("variant") or "default"), params, devices=devices))
             if s
             else f"{config.get('backend')} {config.get('variant')}"
         )
@@ -272,8 +284,8 @@ def _side(g: Group, part: str) -> dict:
 def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """Everything `compare` prints and writes, as one dict. KitError on bad input or when A and
     B have no configuration in common."""
-    a_cells, _, _ = load_set(a_dir, "A")
-    b_cells, _, _ = load_set(b_dir, "B")
+    a_set, b_set = load_set(a_dir, "A"), load_set(b_dir, "B")
+    a_cells, b_cells = a_set.cells, b_set.cells
     ga, gb = groups_of(a_cells), groups_of(b_cells)
     common = [k for k in ga if k in gb]
     if not common:
@@ -339,6 +351,7 @@ def compare(a_dir: Path, b_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> d
     return {
         "a": str(a_dir),
         "b": str(b_dir),
+        "skipped": [f"A: {x}" for x in a_set.skipped] + [f"B: {x}" for x in b_set.skipped],  # copies of one run, read once
         "threshold": threshold,
         "definition": (
             f"ratio = median throughput of B / median of A over repeats (> 1: B faster), 95% bootstrap interval "

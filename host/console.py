@@ -73,7 +73,9 @@ def main() -> None:
     try:
         app(args=argv, prog_name="cnn-bench")
     except KitError as err:  # as `python orchestrate.py` does
-        typer.echo(f"error: {err}", err=True)
+        from bench.core.text import term
+
+        typer.echo(f"error: {term(err)}", err=True)
         sys.exit(host_exit_code(err))
 
 

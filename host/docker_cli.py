@@ -28,7 +28,9 @@ class BuildTarget(str, Enum):
 
 
 def _fail(err: KitError) -> NoReturn:
-    typer.echo(f"error: {err}", err=True)
+    from bench.core.text import term
+
+    typer.echo(f"error: {term(err)}", err=True)
     raise typer.Exit(host_exit_code(err))
 
 

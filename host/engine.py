@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import re
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,11 @@ from bench.core.provenance import host_label
 from host import images
 
 PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
+# memory: a container may use this share of the host's RAM (no swap beyond it), so an input that
+# inflates in memory (a decompression bomb, a runaway reader) ends the container, never the host;
+# the references' largest cell peaked at 3.8 GB. KIT_CONTAINER_MEMORY (docker's units: 16g, 8192m)
+# names another limit.
+MEMORY_SHARE = 0.9
 RUN_UID = RUN_GID = 10001  # the images' own user, used when the host user is root
 
 
@@ -305,9 +311,22 @@ def _container_env(img, ref: str, labels: dict, data_dir: Path) -> dict[str, str
     }
 
 
+def container_memory() -> int | str:
+    """The memory limit of the kit's containers: $KIT_CONTAINER_MEMORY as given (docker's units),
+    else MEMORY_SHARE of this host's RAM, in bytes (a multiple of 1 MiB)."""
+    named = os.environ.get("KIT_CONTAINER_MEMORY", "").strip()
+    if named:
+        if not re.fullmatch(r"[0-9]+[bkmg]?", named.lower()):
+            raise KitError(f"KIT_CONTAINER_MEMORY={named!r}: give a size in docker's units, e.g. 16g or 8192m")
+        return named.lower()
+    import psutil
+
+    return int(psutil.virtual_memory().total * MEMORY_SHARE) >> 20 << 20
+
+
 def _container_options(platform: str, args: list[str], env: dict[str, str], data_dir: Path, results_dir: Path, gpu: bool) -> dict:
     """containers.run() keywords: the mounts, the user, and the confinement (no network, read-only
-    root, no capabilities, a pids limit), plus every GPU when GPU."""
+    root, no capabilities, a pids limit, a memory limit without swap), plus every GPU when GPU."""
     import docker
 
     kwargs = dict(
@@ -321,6 +340,8 @@ def _container_options(platform: str, args: list[str], env: dict[str, str], data
         cap_drop=["ALL"],  # the kit needs no capability at all
         security_opt=["no-new-privileges:true"],
         pids_limit=PIDS_LIMIT,
+        mem_limit=container_memory(),
+        memswap_limit=container_memory(),  # the same: no swap on top
         tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
         shm_size="1g",
         init=True,

@@ -16,7 +16,8 @@ The bundle (a gzipped tar with one top folder, named after the file) holds:
     COMMANDS.md              the export command line, the report command, and each cell's
                              reproduce command (from its rows)
     README.md                what is inside and how to check it
-    MANIFEST.sha256          sha256 of every other file (`sha256sum -c MANIFEST.sha256`)
+    MANIFEST.sha256          sha256 of every other file (`sha256sum -c MANIFEST.sha256`; a name
+                             holding a backslash or a line break escaped as sha256sum does)
 
 It is written under a temp name beside --out and renamed into place, so no half-written
 bundle is ever left; a missing, empty or non-result dir is refused before anything is
@@ -25,6 +26,7 @@ written. Host side only (no torch, numba or scikit-learn).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -44,8 +46,8 @@ from pathlib import Path
 
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, collect, walk
+from bench.core.text import manifest_line, md_code
 from bench.core.text import md as md_text
-from bench.core.text import md_code
 
 REPO = Path(__file__).resolve().parent.parent
 SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -125,6 +127,7 @@ def _labels(dirs: list[Path]) -> list[str]:
     return out
 
 
+@functools.cache  # one environment per process
 def _pip_freeze() -> str:
     try:
         r = subprocess.run(
@@ -302,7 +305,7 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
         manifest = []
         with tarfile.open(tmp, "w:gz") as tar:
             for name, p in members:
-                manifest.append(f"{_add_file(tar, info, name, p)}  {name}\n")
+                manifest.append(manifest_line(_add_file(tar, info, name, p), name))
             text = "".join(manifest).encode()
             tar.addfile(info("MANIFEST.sha256", len(text)), io.BytesIO(text))
         os.chmod(tmp, 0o644)

@@ -12,17 +12,26 @@ section; cells of a study this checkout does not know get a plain listing.
 
 Beside REPORT.md it writes the tidy table (`host/tidy.py`): every row of every cell, flat
 columns, as tidy.csv and tidy.parquet, with a section in REPORT.md on how to load it.
+
+Every file is written into a temp dir beside --out, which then replaces --out (an earlier
+report there, or an empty dir) in one rename: a full or read-only disk is one line and leaves
+--out as it was, never a report without its REPORT.md. A --out that holds anything but a
+report is refused before any work.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from bench.core.errors import KitError
+from bench.core.errors import KitError, UsageError
 from bench.core.registry import studies
-from bench.core.resultset import ResultCell, collect
+from bench.core.resultset import ResultCell, ResultSet, collect_set
 from bench.core.rows import atomic_write_text, write_json
 from bench.core.tables import md_row
 from bench.core.text import md as md_text
@@ -46,12 +55,19 @@ def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str
     return md + [""]
 
 
+def _platform(registry: dict, c: ResultCell) -> str:
+    study = registry.get(c.study)
+    spec = study.backends.get(str(c.first.get("backend"))) if study else None
+    return spec.platform if spec else "cpu"
+
+
 def _names(v: object) -> list[str]:
     """platforms.json's `studies` as names (anything else in that field names no study)."""
     return [str(x) for x in v] if isinstance(v, list) else []
 
 
 REFERENCES = Path(__file__).resolve().parent.parent / "results" / "reference"
+REPORT_FILES = ("REPORT.md", "report.json")  # a dir holding one of these is a report the next one may replace
 
 
 def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
@@ -62,7 +78,7 @@ def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
 
     try:
         keep, _ = holding_results(dirs)
-        cells, _, _ = collect(keep)
+        cells = collect_set(keep).cells
     except KitError:
         return []
     seen = {c.dir.resolve() for c in mine} | {(c.first.get("run_id"), c.dir.name) for c in mine}
@@ -75,13 +91,67 @@ def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
     return out
 
 
-def build_report(dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None) -> dict:
-    """REPORT.md, REPORT.html, report.json and the tidy table of DIRS under OUT. CONTEXT: result
-    dirs whose cells answer a claim only against these dirs' own cells (the main job sets its
-    host's CPU against the committed references' GPUs); they add no section, table or plot."""
-    cells, notes, problems = collect(dirs)
+def check_out(out: Path) -> None:
+    """UsageError (one line) when OUT cannot take a report: a symlink, a file, or a dir that
+    holds something other than an earlier report."""
+    if out.is_symlink():
+        raise UsageError(f"--out {out} is a symlink: name the dir itself")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: name a dir for the report")
+    if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
+        raise UsageError(f"--out {out} holds files that are not a report: name a new dir (or an earlier report's)")
+
+
+def build_report(
+    dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None, prices: Any = None
+) -> dict:
+    """Render the report of DIRS into OUT (see the module docstring); KitError (one line) when
+    it cannot be written, with OUT left as it was. CONTEXT: result dirs whose cells answer a claim
+    only against these dirs' own cells (the main job sets its host's CPU against the committed
+    references' GPUs); they add no section, table or plot. PRICES (host.prices.Prices, or None:
+    no cost column) price the GPU-over-CPU answers."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out)
+    rs = collect_set(dirs)
+    stage: Path | None = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        os.chmod(stage, 0o755)
+        summary = _render(rs, dirs, stage, out, context or [], prices)
+        _replace(stage, out)
+    except OSError as err:
+        what = err.strerror or type(err).__name__
+        raise KitError(
+            f"report --out {out}: cannot write ({what}): nothing written; free space or choose another --out"
+        ) from None
+    finally:
+        if stage is not None and stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
+    return summary
+
+
+def _replace(stage: Path, out: Path) -> None:
+    """STAGE becomes OUT: renamed into place, an earlier report (or empty dir) there renamed
+    away first and then removed."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        os.rmdir(old)
+        os.rename(out, old)
+    try:
+        os.rename(stage, out)
+    except OSError:
+        if old is not None:
+            os.rename(old, out)  # the earlier report back where it was
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any) -> dict:
+    """Write every file of the report into STAGE; the summary names them under OUT."""
+    cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
     by_study: dict[str, list[ResultCell]] = {}
     for c in cells:
@@ -100,20 +170,40 @@ def build_report(dirs: list[Path], out: Path = Path("results/report"), context: 
             "",
         ]
     from bench.core.answers import judge_all
+    from bench.core.worth import cell_device_name, worth_all
     from host import answers as ans
+    from host import worth as hw
 
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
-    md += ans.headline(judged) + ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
-    summary: dict = {"studies": {}, "report": str(out / "REPORT.md"), "claims": ans.as_json(judged)}
+    if prices is not None:
+        prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
+    worths = worth_all(registry, judged, prices)
+    head = [w for w in worths if w.answer.claim.headline]
+    md += ans.headline(judged)
+    md += hw.section(head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
+    md += hw.prices_lines(prices) if head else []
+    if rs.skipped:
+        md += ["> " + "; ".join(md_text(line) for line in rs.skipped), ""]
+    md += ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
+    summary: dict = {
+        "studies": {},
+        "report": str(out / "REPORT.md"),
+        "claims": ans.as_json(judged),
+        "worth": hw.as_json(worths),
+        "prices": prices.describe() if prices is not None else None,
+        "skipped": rs.skipped,
+    }
     for name, study in registry.items():
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
             continue
         md += [f"## {study.title or name}", ""]
         ok = [c for c in mine if c.status == "ok"]
-        md += study.report_section(ok, out) if ok else ["_no finished cells_", ""]
+        md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
         md += ans.study_section(name, judged)
+        mine_worth = [w for w in worths if w.answer.study == name]
+        md += hw.section(mine_worth, "### Is the GPU worth it?", stage, name, prices)
         md += _not_run(mine, notes, name)
         summary["studies"][name] = {
             "cells": len(mine),
@@ -141,13 +231,18 @@ def build_report(dirs: list[Path], out: Path = Path("results/report"), context: 
         md.append("")
     from host.tidy import report_lines, write_tidy
 
-    tidy = write_tidy(cells, out)
+    tidy = write_tidy(cells, stage)
     md += report_lines(tidy)
-    summary["tidy"] = {k: v for k, v in tidy.items() if k != "note"}
-    atomic_write_text(out / "REPORT.md", "\n".join(md))
-    atomic_write_text(out / "REPORT.html", render_html("\n".join(md), out))
+    from host.history import report_lines as history_lines
+
+    md += history_lines(out)
+    summary["tidy"] = {
+        k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
+    }
+    atomic_write_text(stage / "REPORT.md", "\n".join(md))
+    atomic_write_text(stage / "REPORT.html", render_html("\n".join(md), stage))
     summary["html"] = str(out / "REPORT.html")
-    write_json(out / "report.json", summary)
+    write_json(stage / "report.json", summary)
     summary["notes"] = notes
     summary["problems"] = problems
     return summary
@@ -235,7 +330,7 @@ def render_html(md: str, out: Path) -> str:
 def _small_png(path: Path) -> bytes:
     """PATH as the page inlines it: quantized to 128 colours (the kit's plots are flat colours
     and lines; the full file stays beside the page), or as it is where that fails or is not
-    smaller. Keeps the merged page of every reference under 2 MB."""
+    smaller. Keeps the merged page of every reference under 3 MB (tests/test_answers.py)."""
     import io
 
     raw = path.read_bytes()

@@ -18,7 +18,10 @@ A name with no unit suffix is a count (`epoch`, `samples`, `iteration`), a label
 dimensionless (`train_loss`).
 
 Written by `orchestrate.py report` as `<report>/tidy.csv` and (when pyarrow is installed)
-`<report>/tidy.parquet`. Host side only: pandas, never torch or numba.
+`<report>/tidy.parquet`. tidy.csv holds every string as bench.core.text.csv_cell shows it (one
+line, control characters as escapes, a leading `=`, `+`, `-` or `@` behind a `'`: never a
+spreadsheet formula); tidy.parquet holds the values as read. Host side only: pandas, never
+torch or numba.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 from bench.core.resultset import ResultCell
 from bench.core.rows import COMMON_KEYS, atomic_write_text
-from bench.core.rows import TYPES as ROW_TYPES
+from bench.core.text import csv_cell
 
 # library versions (system.json "libraries") that get their own column: <name>_version
 LIBRARIES = {
@@ -90,7 +93,6 @@ IDENTITY_TYPES = {
 }
 # common row keys this module has no place for above (a newer row schema): columns after IDENTITY
 EXTRA_COMMON = tuple(k for k in COMMON_KEYS if k not in IDENTITY and k != "command")
-COMMON_DTYPES = {str: "string", int: "Int64", bool: "boolean", float: "float64"}
 ACC = re.compile(r"(?:.+_)?acc")  # a fraction in [0, 1] in the rows; percent in the tidy table
 
 SNIPPET = """\
@@ -244,7 +246,7 @@ def tidy_frame(cells: list[ResultCell]):
         vals = [r.get(col) for r in records]
         dt = _dtype(vals)
         if col in IDENTITY or col in EXTRA_COMMON or col == "command":  # a fixed type: every report's schema is the same
-            fixed = IDENTITY_TYPES.get(col) or COMMON_DTYPES.get(ROW_TYPES.get(col, str), "string")
+            fixed = IDENTITY_TYPES.get(col) or "string"
             dt = fixed if dt == fixed or all(v is None for v in vals) else "string"
         if dt == "string":
             vals = [None if v is None else str(v) for v in vals]
@@ -254,12 +256,24 @@ def tidy_frame(cells: list[ResultCell]):
     return pd.DataFrame(data, columns=columns)
 
 
+def csv_frame(df):
+    """DF as tidy.csv holds it: every string, column names too, through bench.core.text.csv_cell
+    (shown one line, control and bidi characters as escapes, a formula's first character behind
+    a `'`)."""
+    out = df.copy()
+    for col in out.columns:
+        if str(out[col].dtype) == "string":
+            out[col] = out[col].map(csv_cell, na_action="ignore").astype("string")
+    out.columns = [csv_cell(c) for c in out.columns]  # a row's key is a column name: foreign text too
+    return out
+
+
 def write_tidy(cells: list[ResultCell], out: Path) -> dict:
     """Write OUT/tidy.csv and OUT/tidy.parquet (each under a temp name, then renamed).
     Returns what was written: {"rows", "columns", "csv", "parquet" (None without pyarrow), "note"}."""
     df = tidy_frame(cells)
     out = Path(out)
-    atomic_write_text(out / "tidy.csv", df.to_csv(index=False))
+    atomic_write_text(out / "tidy.csv", csv_frame(df).to_csv(index=False))
     info: dict[str, Any] = {"rows": len(df), "columns": len(df.columns), "csv": str(out / "tidy.csv"), "parquet": None}
     try:
         import pyarrow  # noqa: F401

@@ -13,39 +13,37 @@ Every cell is checked for
   - equivalence and invariants: the checks a study records against a reference
     (Study.equivalence: present and passed) and what must hold in any honest run of it
     (Study.invariants: e.g. no point above its roof, latencies ordered);
-  - baselines (results/reference/baselines/<study>.json): the final accuracy inside the
-    band and the training-loss curve within the relative tolerance of every baseline entry
-    for the cell's configuration (study, backend, variant, seed and every parameter,
-    dataset name and checksum and epochs included). A cell with no entry is listed as
-    "no baseline" (a failure unless --allow-unbaselined is given: a check that checks
-    nothing must not pass).
+  - baselines (results/reference/baselines/<study>.json, host/baselines.py): the final
+    accuracy inside the band and the training-loss curve within the relative tolerance of the
+    baseline entries for the cell's configuration (study, backend, variant, seed and every
+    parameter, dataset name and checksum and epochs included) made in its own environment
+    (else every other environment's, at the cross-environment tolerance, and the line says
+    so); its speed within the tolerance of the entries of its own machine class and
+    environment (host/speed.py; another class: "no speed baseline for this class" on its
+    line; `--speed off` skips it). A cell with no entry is listed as "no baseline" (a failure
+    unless --allow-unbaselined is given: a check that checks nothing must not pass).
 
 Output: one line per cell ("ok", "skipped", "no baseline" or "FAIL" with every reason), then
 a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot be verified.
 
-`--make-baseline DIR --name NAME` writes NAME's entries into the baseline files from DIR
-(which must itself pass every check but the baselines); results/reference/README.md gives
-the procedure. Standard library only (no scipy): CI runs it from the host venv.
+`--make-baseline DIR... --name NAME` writes NAME's entries into the baseline files from the
+DIRs (which must each pass every check but the baselines); results/reference/README.md gives
+the procedure. No scipy: the host venv (requirements/host.txt) runs it.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
-from host.compare import cell_name, config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of
+from host.baselines import BASELINES_DIR, check_part, entries, entry_key, load_baselines, make_baseline, set_name
+from host.compare import cell_name, config_label, config_of, load_set, match_key, parts
 
-ROOT = Path(__file__).resolve().parent.parent
-BASELINES_DIR = ROOT / "results" / "reference" / "baselines"
-FORMAT = 1
-DEFAULT_ACC_MARGIN = 0.005  # absolute, around the reference's min-max over repeats
-DEFAULT_LOSS_RTOL = 0.01  # relative, per point of the loss curve
 PROVENANCE_KEYS = ("host", "device", "image_id", "lock_hash", "dataset")
 
 
@@ -60,47 +58,6 @@ class CellVerdict:
     def line(self) -> str:
         text = "; ".join(self.why if self.status == "FAIL" else self.info)
         return f"{self.status:<11} {self.name} ({self.dir})" + (f": {text}" if text else "")
-
-
-# ---------------------------------------------------------------------------- baseline files
-def load_baselines(bdir: Path = BASELINES_DIR) -> dict[str, dict]:
-    """study -> its baseline file's content; KitError (one line) for a file that cannot be used."""
-    out: dict[str, dict] = {}
-    if not bdir.is_dir():
-        return out
-    for p in sorted(bdir.glob("*.json")):
-        try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise KitError(f"baseline file {p} cannot be read: {err}") from None
-        if not isinstance(obj, dict) or obj.get("format") != FORMAT or not isinstance(obj.get("sets"), dict):
-            raise KitError(
-                f"baseline file {p} is not a format-{FORMAT} baseline (regenerate it: see results/reference/README.md)"
-            )
-        out[str(obj.get("study") or p.stem)] = obj
-    return out
-
-
-def set_name(baseline: str) -> str:
-    """`--baseline results/reference/cpu-2core-epyc` or `--baseline cpu-2core-epyc` -> 'cpu-2core-epyc'."""
-    return Path(baseline.rstrip("/")).name
-
-
-def entries(baselines: dict[str, dict], only: str | None) -> list[dict]:
-    out = []
-    for study, obj in sorted(baselines.items()):
-        for name, s in sorted(obj["sets"].items()):
-            if only is None or name == only:
-                out += [{**e, "set": name, "study": study} for e in s.get("entries", [])]
-    return out
-
-
-def entry_key(e: dict) -> str:
-    from host.compare import complete_params
-
-    cfg = {**e["config"], "study": e["study"]}
-    cfg["params"] = complete_params(e["study"], dict(cfg.get("params") or {}))
-    return match_key(cfg, keep_checksum=True)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -201,40 +158,10 @@ def check_equivalence(cell: ResultCell) -> tuple[list[str], list[str]]:
     return why, info
 
 
-def check_baseline(cell: ResultCell, part: str, e: dict) -> tuple[list[str], list[str]]:
-    why, info = [], []
-    tag = f"[{e['set']}]"
-    acc = final_accuracy(cell, part)
-    if "acc_band" in e:  # an entry of a cell that scores nothing (synthetic-gpu: no evaluation) has only a curve
-        lo, hi = e["acc_band"]
-        if acc is None:
-            why.append(f"no final accuracy to check against baseline {tag}")
-        elif not lo <= acc[1] <= hi:
-            why.append(f"{acc[0]} {acc[1]:.4g} outside baseline band {lo:.4g}-{hi:.4g} {tag}")
-        else:
-            info.append(f"{acc[0]} {acc[1]:.4g} in {lo:.4g}-{hi:.4g} {tag}")
-    curve = loss_curve(cell, part)
-    if e.get("curve"):
-        got = dict(curve[2]) if curve else {}
-        xk, yk, rtol = e["curve_x"], e["curve_y"], float(e["loss_rtol"])
-        ref_curve = (e.get("curves") or {}).get(str(cell.repeat)) or e["curve"]  # this repeat's seed's own, where kept
-        for x, ref in ref_curve:
-            v = got.get(float(x))
-            if v is None:
-                why.append(f"{yk} lacks {xk} {x:g} {tag}")
-                break
-            if abs(v - ref) > rtol * abs(ref) + 1e-12:
-                why.append(f"{yk} {v:.5g} at {xk} {x:g} off baseline {ref:.5g} by more than {rtol:.2%} {tag}")
-                break
-        else:
-            info.append(f"{yk} within {rtol:.2%} at {len(e['curve'])} points")
-    return why, info
-
-
 # ---------------------------------------------------------------------------- verify
-def unlisted_cell_dirs(d: Path, cells: list[ResultCell]) -> list[Path]:
-    """Dirs holding a cell.json that no collected cell covers (e.g. an empty rows.jsonl)."""
-    have = {c.dir.resolve() for c in cells}
+def unlisted_cell_dirs(d: Path, read: set[Path]) -> list[Path]:
+    """Dirs holding a cell.json that no cell read covers (READ: resolved cell dirs; e.g. an empty rows.jsonl)."""
+    have = read
     out = []
     for here, _subdirs, files in walk(d):  # as deep as collect() reads, symlinks not followed
         if "cell.json" in files and here.resolve() not in have:
@@ -250,11 +177,17 @@ def _key_or_none(c: ResultCell) -> str:
 
 
 def verify(
-    d: Path, baseline: str | None = None, strict: bool = True, bdir: Path = BASELINES_DIR, use_baselines: bool = True
+    d: Path,
+    baseline: str | None = None,
+    strict: bool = True,
+    bdir: Path = BASELINES_DIR,
+    use_baselines: bool = True,
+    with_speed: bool = True,
 ) -> dict:
     """Every check of the module docstring on DIR. KitError when DIR cannot be verified."""
     d = Path(d)
-    cells, notes, _ = load_set(d, "verify", partial_ok=True)
+    rs = load_set(d, "verify", partial_ok=True)
+    cells, notes = rs.cells, rs.notes
     baselines = load_baselines(bdir) if use_baselines else {}
     only = set_name(baseline) if baseline else None
     if only is not None:
@@ -269,7 +202,7 @@ def verify(
 
     verdicts: list[CellVerdict] = []
     matched: set[int] = set()
-    for cdir in unlisted_cell_dirs(d, cells):  # a cell.json with an empty rows.jsonl: not silently dropped
+    for cdir in unlisted_cell_dirs(d, rs.read):  # a cell.json with an empty rows.jsonl: not silently dropped
         note = "cell.json but no rows (rows.jsonl empty)"
         cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
     for c in sorted(cells, key=lambda c: (c.study, str(c.dir))):
@@ -299,9 +232,9 @@ def verify(
                 es = by_key.get(key + "|" + p, [])
                 if not es:
                     unbased.append(p)
-                for e in es:
-                    matched.add(id(e))
-                    w, i = check_baseline(c, p, e)
+                matched.update(id(e) for e in es)
+                if es:
+                    w, i = check_part(c, p, es, with_speed)
                     pre = f"[{p}] " if len(parts(c)) > 1 else ""
                     v.why += [pre + x for x in w]
                     v.info += [pre + x for x in i]
@@ -338,6 +271,7 @@ def verify(
                     )
                 )
     counts = {s: sum(v.status == s for v in verdicts) for s in ("ok", "FAIL", "no baseline", "skipped")}
+    no_speed = sum(any("no speed baseline for this class" in i for i in v.info) for v in verdicts if v.status == "ok")
     return {
         "dir": str(d),
         "baseline": only,
@@ -345,125 +279,14 @@ def verify(
         "verdicts": verdicts,
         "counts": counts,
         "failed": counts["FAIL"] > 0,
+        "skipped": rs.skipped,
         "summary": f"verify {d}: {len(cells)} cells: {counts['ok']} ok, {counts['FAIL']} FAIL, "
-        f"{counts['no baseline']} without a baseline, {counts['skipped']} skipped" + (f" (baseline set {only})" if only else ""),
+        f"{counts['no baseline']} without a baseline, {counts['skipped']} skipped"
+        + (f" (baseline set {only})" if only else "")
+        + (f"; {no_speed} ok cell(s) with no speed baseline for their class" if no_speed else "")
+        + ("" if with_speed else "; speed not checked (--speed off)"),
+        "no_speed_baseline": no_speed,
     }
 
 
-# ---------------------------------------------------------------------------- making baselines
-def _band_overrides(specs: list[str]) -> dict[str, tuple[float, float]]:
-    """['mnist-cnn=0.25-0.60', '0.3-0.5'] -> {'mnist-cnn': (0.25, 0.6), '*': (0.3, 0.5)}."""
-    out = {}
-    for s in specs:
-        study, _, band = s.rpartition("=")
-        try:
-            lo, hi = (float(x) for x in band.split("-"))
-        except ValueError:
-            raise UsageError(f"--acc-band {s!r}: write [STUDY=]LO-HI, e.g. mnist-cnn=0.25-0.60") from None
-        if not 0 <= lo < hi <= 1:
-            raise UsageError(f"--acc-band {s!r}: need 0 <= LO < HI <= 1")
-        out[study or "*"] = (lo, hi)
-    return out
-
-
-def make_baseline(
-    d: Path,
-    name: str | None = None,
-    acc_margin: float = DEFAULT_ACC_MARGIN,
-    loss_rtol: float = DEFAULT_LOSS_RTOL,
-    acc_bands: list[str] | None = None,
-    bdir: Path = BASELINES_DIR,
-) -> dict:
-    """Write baseline set NAME (default: DIR's name) from DIR into BDIR/<study>.json, replacing
-    that set's entries and keeping every other set. DIR must pass every non-baseline check."""
-    d = Path(d)
-    name = set_name(name or str(d))
-    if not name or name in (".", ".."):
-        raise UsageError("a baseline set needs a name: pass --name")
-    if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
-        raise UsageError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
-    bands = _band_overrides(acc_bands or [])
-    res = verify(d, strict=False, use_baselines=False)
-    bad = [v for v in res["verdicts"] if v.status == "FAIL"]
-    if bad:
-        raise KitError(f"{d} does not pass verify ({len(bad)} failing), so it cannot be a baseline: {bad[0].line()}")
-    cells, _, _ = load_set(d, "verify", partial_ok=True)
-    groups: dict[str, list[ResultCell]] = {}
-    for c in cells:
-        if c.status == "ok" and not c.state:
-            groups.setdefault(match_key(config_of(c), keep_checksum=True), []).append(c)
-    new: dict[str, list[dict]] = {}
-    for group in groups.values():
-        c0 = group[0]
-        raw = {k: v for k, v in c0.spec.items() if k not in ("repeat", "name", "devices", "env", "study")}
-        for p in parts(c0):
-            accs = [a for c in group for a in [final_accuracy(c, p)] if a]
-            curves = [cv for c in group for cv in [loss_curve(c, p)] if cv]
-            if not accs and not curves:
-                continue
-            e: dict = {"label": config_label(config_of(c0)), "part": p, "config": raw}
-            if accs:
-                lo, hi = bands.get(
-                    c0.study, bands.get("*", (min(a[1] for a in accs) - acc_margin, max(a[1] for a in accs) + acc_margin))
-                )
-                e.update(
-                    acc_metric=accs[0][0],
-                    acc=statistics.median(a[1] for a in accs),
-                    acc_band=[round(max(lo, 0.0), 6), round(min(hi, 1.0), 6)],
-                )
-            e.update(
-                {
-                    "repeats": len(group),
-                    "cells": sorted(c.dir.name for c in group),
-                    "kit_git_sha": sorted({str(c.system.get("kit_git_sha")) for c in group}),
-                    "libraries": {
-                        k: v
-                        for k, v in sorted((c0.system.get("libraries") or {}).items())
-                        if k in ("torch", "numba", "numpy", "cupy")
-                    },
-                }
-            )
-            if curves:
-                xs = sorted(set.intersection(*(set(x for x, _ in cv[2]) for cv in curves)))
-                e.update(
-                    curve_x=curves[0][0],
-                    curve_y=curves[0][1],
-                    loss_rtol=loss_rtol,
-                    curve=[[x, statistics.median(dict(cv[2])[x] for cv in curves)] for x in xs],
-                )
-                s = study_of(c0.study)
-                if s is not None and s.repeat_is_seed:  # each repeat trained from its own seed: its own curve
-                    e["curves"] = {str(c.repeat): [list(p) for p in cv[2]] for c in group if (cv := loss_curve(c, p))}
-            new.setdefault(c0.study, []).append(e)
-    if not new:
-        raise KitError(f"{d} has no finished cell with an accuracy or a loss curve to make a baseline of")
-    from bench.core.rows import write_json
-
-    written = []
-    args = f" --acc-margin {acc_margin:g} --loss-rtol {loss_rtol:g}" + "".join(f" --acc-band {b}" for b in acc_bands or [])
-    for study, es in sorted(new.items()):
-        path = bdir / f"{study}.json"
-        old = load_baselines(bdir).get(study) or {}
-        sets = dict(old.get("sets") or {})
-        sets[name] = {
-            "source": str(d),
-            "command": f"python orchestrate.py verify --make-baseline {d} --name {name}{args}",
-            "acc_margin": acc_margin,
-            "loss_rtol": loss_rtol,
-            "entries": sorted(es, key=lambda e: (e["label"], e["part"])),
-        }
-        write_json(
-            path,
-            {
-                "format": FORMAT,
-                "study": study,
-                "about": "Expected final accuracy (band) and training-loss curve (relative tolerance) per configuration; "
-                "checked by `orchestrate.py verify`. Regenerate a set with its `command`; see results/reference/README.md.",
-                "sets": sets,
-            },
-        )
-        written.append({"path": str(path), "set": name, "entries": len(es)})
-    return {"set": name, "written": written}
-
-
-__all__ = ["BASELINES_DIR", "CellVerdict", "load_baselines", "make_baseline", "verify"]
+__all__ = ["BASELINES_DIR", "CellVerdict", "entry_key", "load_baselines", "make_baseline", "verify"]

@@ -19,6 +19,8 @@
 #         cpu.txt pins; aarch64-apple-darwin (macOS 14+), wheels only; one lock per Python minor:
 #         mps.txt (3.11) and mps-py3.12.txt ... (MPS_PYTHONS; a minor's pins can differ: setuptools on
 #         3.12+, contourpy)
+#   changepoint  signal-processing-algorithms alone, --no-deps (its pins conflict with numpy 2):
+#         installed after dev.txt by scripts/setup.sh; linux x86_64, python 3.11
 #   cpu-torchcpu  cpu image with torch's CPU wheel (build cpu --torch-cpu-only): only when named;
 #         needs https://download.pytorch.org/whl/cpu (.github/workflows/lock-cpu-only.yml runs it)
 set -euo pipefail
@@ -35,11 +37,11 @@ for a in "$@"; do
   case "$a" in
     -U|--upgrade) UPGRADE=(--upgrade) ;;
     -h|--help) awk 'NR > 1 && /^set -e/ { exit } NR > 1' "$0"; exit 0 ;;
-    host|dev|cpu|cuda|mps|cpu-torchcpu) TARGETS+=("$a") ;;
+    host|dev|cpu|cuda|mps|cpu-torchcpu|changepoint) TARGETS+=("$a") ;;
     *) echo "lock.sh: unknown argument '$a' (targets: host dev cpu cuda mps; --upgrade)" >&2; exit 2 ;;
   esac
 done
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(host dev cuda cpu mps)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(host dev cuda cpu mps changepoint)
 # cpu depends on cuda.txt and mps on cpu.txt: redo dependents, in dependency order.
 want() { local t; for t in "${TARGETS[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
 want cuda && ! want cpu && TARGETS+=(cpu)
@@ -104,6 +106,8 @@ for t in "${TARGETS[@]}"; do
   case "$t" in
     host) lock host --universal ;;
     dev)  lock dev --python-platform x86_64-manylinux_2_28 ;;
+    # one package without its pinned dependencies (see changepoint.in), installed after dev.txt
+    changepoint) lock changepoint --python-platform x86_64-manylinux_2_28 --no-deps ;;
     cuda) lock cuda --python-platform x86_64-manylinux_2_28 ;;
     cpu)  lock cpu --python-platform x86_64-manylinux_2_28 -- requirements/cuda.txt ;;
     mps)  # one lock per Python minor (3.11: mps.txt), checked for macOS MPS_MACOS arm64 wheels

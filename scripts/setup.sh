@@ -59,3 +59,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ "$rc" = 0 ] || { echo "error: pip could not install $lock (exit code $rc; its messages are above)" >&2; exit "$rc"; }
   echo "$want" > "$stamp"
 fi
+# dev: the run history's change-point detector, alone and without its dependencies (its metadata
+# pins numpy<2; what it imports is in dev.txt: requirements/changepoint.in says why)
+cp_lock=requirements/changepoint.txt cp_stamp=.venv/.kit-lock-changepoint
+if [ "$target" = dev ] && [ "$(cat "$cp_stamp" 2>/dev/null)" != "$( (sha256sum "$cp_lock" 2>/dev/null || shasum -a 256 "$cp_lock") | cut -d' ' -f1)" ]; then
+  echo "installing $cp_lock into .venv (signal-processing-algorithms, --no-deps)"
+  set +e
+  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --no-deps --require-hashes -r "$cp_lock" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) | grep --line-buffered -E "^(Collecting|Successfully installed)"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" = 0 ] || { echo "error: pip could not install $cp_lock (exit code $rc; its messages are above)" >&2; exit "$rc"; }
+  (sha256sum "$cp_lock" 2>/dev/null || shasum -a 256 "$cp_lock") | cut -d' ' -f1 > "$cp_stamp"
+fi

@@ -104,8 +104,11 @@ def test_verify_fails_on_a_smoke_row_edited_out_of_band(study, tmp_path):
     if not (SMOKE / study).is_dir():
         pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
     root = Path(shutil.copytree(SMOKE, tmp_path / "smoke", symlinks=True))
+    # speed is .ci/run's check of the smoke itself (and the test below): not a wall-clock bound here
     ok = subprocess.run(
-        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke", "--speed", "off"],
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr  # the smoke as made holds its baseline
     edit, what = OUT_OF_BAND[study]
@@ -114,7 +117,9 @@ def test_verify_fails_on_a_smoke_row_edited_out_of_band(study, tmp_path):
     edit(rows)
     (cell / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     r = subprocess.run(
-        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke", "--speed", "off"],
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 1, r.stdout + r.stderr
     fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
@@ -128,3 +133,53 @@ def _editable(cell: Path, edit) -> bool:
     except (StopIteration, IndexError):
         return False
     return True
+
+
+# ---- speed: the smoke held to ci-smoke's speed entries for its machine class (host/speed.py).
+# The cells whose entry can see a 2x slowdown of this run (2x its own figure lies beyond every
+# tolerance) made 2x slower fail, naming the cell, the factor and the tolerance; the others'
+# spread on CI's shared VM is wider than that (results/reference/README.md gives it).
+def _sees_2x(cell: Path) -> bool:
+    from bench.core.resultset import collect
+    from host import baselines, speed
+    from host.compare import config_of, match_key, parts
+
+    (c,) = [x for x in collect([cell.parent.parent])[0] if x.dir == cell]
+    key = match_key(config_of(c), keep_checksum=True)
+    es = [
+        e
+        for e in baselines.entries(baselines.load_baselines(), "ci-smoke")
+        if baselines.entry_key(e) == key and e["part"] in parts(c) and e["speed"]
+    ]
+    mine = [e for e in es if speed.key(e["machine_class"]) == speed.key(speed.machine_class(c))]
+    got = {m: sp for p in parts(c) for m, sp in speed.figures(c, p).items()}
+    # this run made 2x slower lies beyond every metric's tolerance (the factor is to the median)
+    return bool(mine) and all(
+        m in got and 2 * speed.slower_by(got[m].value, rec) > rec["tolerance"] for e in mine for m, rec in e["speed"].items()
+    )
+
+
+@pytest.mark.parametrize("study", sorted(OUT_OF_BAND))
+def test_a_smoke_made_2x_slower_fails_its_speed_check(study, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from test_speed_baselines import slow_down
+
+    if not (SMOKE / study).is_dir():
+        pytest.skip(f"no container smoke results under {SMOKE} (run .ci/docker-smoke.sh)")
+    root = Path(shutil.copytree(SMOKE, tmp_path / "smoke", symlinks=True))
+    cells = [d for d in sorted((root / study).iterdir()) if (d / "rows.jsonl").is_file() and _sees_2x(d)]
+    if not cells:
+        pytest.skip(f"no {study} cell of this smoke made 2x slower lies beyond its ci-smoke tolerance (its spread on CI's VM)")
+    for d in cells:
+        slow_down(d)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
+    )
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert r.returncode == 1 and len(fails) == len(cells), r.stdout
+    for d in cells:
+        line = next(x for x in fails if d.name in x)
+        assert line.split()[1] == study and "x slower, beyond the tolerance" in line, line

@@ -148,7 +148,7 @@ def test_bad_input_is_one_line_nonzero_and_leaves_no_result(tmp_path, args, mess
     [
         ('{"study": "mnist-cnn", "backend": "tensorflow"}', "unknown backend 'tensorflow'"),
         ('{"study": "imagenet", "backend": "x"}', "unknown study 'imagenet'"),
-        ('{"study": "mnist-cnn"}', "lacks backend"),
+        ('{"study": "mnist-cnn"}', "'backend' is missing"),
         ('{"study": "mnist-cnn", "backend": "torch-cpu", "colour": 1}', "unknown field(s) colour"),
         ("{not json", "not JSON"),
         ('{"study": "mnist-cnn", "backend": "torch-cpu", "params": {"epochs": 1}}', "lacks parameter"),

@@ -362,7 +362,7 @@ def test_a_task_cancelled_before_it_ran_becomes_an_error_row_and_the_rerun_runs_
     # Slurm command can say more than that, so the row says exactly that
     assert rows[-1]["status"] == "error" and "left the queue while PENDING" in rows[-1]["reason"], rows[-1]
     assert rows[-1]["scheduler_task"] == f"{job_id}_1" and (cell_dir / "cell.json").is_file()
-    r = orch("verify", str(job), "--allow-unbaselined")
+    r = orch("verify", str(job), "--allow-unbaselined", "--speed", "off")
     assert r.returncode == 1 and "left the queue while PENDING" in r.stdout
     again = orch("slurm", str(job), "--submit", "--cpus-per-task", "1", "--poll-s", "0.5")
     assert again.returncode == 0, again.stdout[-3000:]
@@ -468,7 +468,7 @@ def test_pod_contract_each_completion_index_runs_its_cell(cpu_image: str, tmp_pa
         assert {x["status"] for x in rows} == {"ok"} and {x["scheduler"] for x in rows} == {"kubernetes"}
         assert {x["scheduler_task"] for x in rows} == {f"{kjob['metadata']['name']}/{k}"}
         assert {x["scheduler_node"] for x in rows} == {"node-a"} and rows[0]["image_id"] != "native"
-    v = orch("verify", str(job), "--allow-unbaselined")
+    v = orch("verify", str(job), "--allow-unbaselined", "--speed", "off")
     assert v.returncode == 0, v.stdout[-3000:]
     assert f"{len(m['cells'])} cells" in v.stdout
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
 CPU = REF / "cpu-2core-epyc"
 GPU = REF / "H100-80GB-HBM3"
+MULTI = REF / "H200-x4"
 
 
 def orch(*args, cwd=ROOT):
@@ -101,7 +102,7 @@ def add_repeats(root: Path, n: int, scale: float = 1.0, flags: str | None = None
 
 
 # ---------------------------------------------------------------------------- verify
-@pytest.mark.parametrize("ref", [CPU, GPU], ids=["cpu", "h100"])
+@pytest.mark.parametrize("ref", [CPU, GPU, MULTI], ids=["cpu", "h100", "h200-x4"])
 def test_verify_passes_on_the_references(ref):
     r = orch("verify", ref, "--baseline", ref)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -146,7 +147,7 @@ def test_verify_checks_the_loss_curve(cpu):
         ("command", lambda rows: rows[0].update(command="bench cell"), "command is not"),
         ("lock", lambda rows: rows[1].update(lock_hash=""), "row lacks lock_hash"),
         ("image", lambda rows: rows[2].update(image_id=None), "row lacks image_id"),
-        ("schema", lambda rows: rows[0].update(schema=0), "row schema 0"),
+        ("schema", lambda rows: rows[0].update(schema=0), "'schema' is 0"),
         ("cell", lambda rows: rows[0].update(cell="other-0123"), "row names cell"),
         ("error", lambda rows: rows[-1].update(status="error", reason="boom"), "error: boom"),
     ],
@@ -241,21 +242,62 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
     assert (bdir / "mnist-cnn.json").read_bytes() == before
 
 
+def _ci_smoke(study: str, runtime: str) -> list[dict]:
+    entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
+    return [e for e in entries if e["environment"]["runtime"] == runtime]
+
+
+def test_how_many_devices_is_part_of_a_configuration_which_ones_is_not(tmp_path):
+    """DDP over 2 and over 4 GPUs of one spec are two configurations for compare and verify (the
+    many-GPU reference's baseline holds one entry each, regenerated exactly); a spec naming one
+    device is the same configuration as one naming none."""
+    from host.compare import config_label, config_of, groups_of, load_set, match_key
+
+    cells = load_set(MULTI, "verify", partial_ok=True).cells
+    ddp = [c for c in cells if c.first.get("parallel") == "ddp" and c.first.get("variant") == "finetune"]
+    groups = groups_of(ddp)
+    assert sorted(len(g.cells) for g in groups.values()) == [3, 3]
+    assert sorted(config_label(g.config).split(" (")[0] for g in groups.values()) == [
+        "torch-cuda finetune synthetic-gpu b128 ddp x2",
+        "torch-cuda finetune synthetic-gpu b128 ddp x4",
+    ]
+    one = next(c for c in cells if c.first.get("parallel") == "none")
+    named = type(one)(one.dir, one.rows, one.system, spec={**one.spec, "devices": ["3"]})
+    assert match_key(config_of(named)) == match_key(config_of(one))
+    bdir = tmp_path / "baselines"
+    r = orch("verify", "--make-baseline", MULTI, "--name", "H200-x4", "--acc-margin", "0.005", "--loss-rtol", "0.02",
+             "--baselines-dir", bdir)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    made = json.loads((bdir / "profile.json").read_text())["sets"]["H200-x4"]["entries"]
+    committed = json.loads((REF / "baselines" / "profile.json").read_text())["sets"]["H200-x4"]["entries"]
+    assert made == committed and len(made) == 9
+    assert sorted(e["config"].get("device_count", 1) for e in made) == [1, 1, 2, 2, 2, 2, 2, 4, 4]
+
+
 def test_ci_smoke_baseline_holds_the_container_smoke_band():
-    """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096 samples)."""
-    made = json.loads((REF / "baselines" / "mnist-cnn.json").read_text())["sets"]["ci-smoke"]
-    parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made["entries"]}
+    """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096
+    samples), and the Slurm smoke's (native, one core a task): both with speed entries."""
+    made = _ci_smoke("mnist-cnn", "container")
+    parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made}
     assert parts == {("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")}
-    for e in made["entries"]:
+    for e in made:
         assert e["acc_band"] == [0.25, 0.6]
         assert e["config"]["params"]["limit_train"] == 4096 and e["config"]["params"]["epochs"] == 2
-    mlp = json.loads((REF / "baselines" / "mlp-scratch.json").read_text())["sets"]["ci-smoke"]["entries"]
+    mlp = _ci_smoke("mlp-scratch", "container")
     assert [e["part"] for e in mlp] == ["numpy"] and mlp[0]["config"]["params"]["iterations"] == 100
     # the other three studies' smoke cells (.ci/docker-smoke.sh's profile smoke on synthetic data)
     for study, n in (("cifar-opt", 3), ("roofline", 3), ("profile", 2)):
-        entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
+        entries = _ci_smoke(study, "container")
         assert len(entries) == n and all(e["part"] == "torch-cpu" for e in entries), study
         assert all(e["config"]["params"]["dataset"].endswith("-synthetic") for e in entries), study
+    for study in ("mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile"):
+        for e in _ci_smoke(study, "container"):
+            assert e["machine_class"]["cores"] == 2, e["label"]
+            assert e["speed"] or "sweep" in e["label"], e["label"]
+    # the Slurm smoke (.ci/slurm-smoke.sh): the same mnist-cnn and mlp-scratch configurations, natively on one core
+    for study, n in (("mnist-cnn", 3), ("mlp-scratch", 1)):
+        native = _ci_smoke(study, "native")
+        assert len(native) == n and all(e["machine_class"]["cores"] == 1 and e["speed"] for e in native), study
 
 
 # ---------------------------------------------------------------------------- compare

@@ -52,7 +52,8 @@ def test_compose_service_is_locked_down(compose: dict, name: str, platform: str)
     assert svc["user"] == "${KIT_UID:-0}:${KIT_GID:-0}"
     assert svc["entrypoint"] == ["python", "/opt/cnn-bench/compose-entry.py"]
     assert svc["cap_drop"] == ["ALL"] and sorted(svc["cap_add"]) == ["CHOWN", "SETGID", "SETUID"]
-    assert "no-new-privileges:true" in svc["security_opt"]
+    assert "no-new-privileges:true" in svc["security_opt"] and svc["pids_limit"] == 4096
+    assert svc["mem_limit"] == svc["memswap_limit"] == "${KIT_CONTAINER_MEMORY:-16g}"
     assert svc["pull_policy"] == "never" and svc["build"]["target"] == platform
     mounts = {v["target"]: v for v in svc["volumes"]}
     assert mounts["/data"]["read_only"] is True and mounts["/data"]["type"] == "bind"
@@ -346,6 +347,57 @@ def test_the_kits_own_run_path_confines_the_container(cpu_image, tmp_path: Path)
     assert int(facts["cap_eff"], 16) == 0 and int(facts["cap_bnd"], 16) == 0, "every capability dropped"
     assert facts["no_new_privs"] == "1"
     assert facts["pids_max"] == str(engine.PIDS_LIMIT)
+    assert facts["memory_max"] == str(engine.container_memory()) and facts["swap_max"] in ("0", None)
+
+
+@pytest.mark.docker
+def test_the_kits_container_options_set_a_memory_limit_the_kernel_enforces(tmp_path: Path) -> None:
+    """engine's options (what `orchestrate.py run` starts every container with) as the kernel
+    reports them inside one: the memory limit, no swap beyond it, and the pids limit; a
+    KIT_CONTAINER_MEMORY names another limit. Read with the image's Python, whatever its bench
+    (any cpu image of the kit will do: this checkout's, else cnn-bench/cpu:latest)."""
+    import docker
+
+    try:
+        _ref, img = engine.find_image("cpu")
+    except KitError:
+        try:
+            img = images.docker_client().images.get("cnn-bench/cpu:latest")
+        except (KitError, docker.errors.DockerException) as err:  # type: ignore[attr-defined]
+            pytest.skip(f"no cpu image of the kit: {str(err)[:200]}")
+    probe = (  # memory limit, swap allowed beyond it, pids limit: cgroup v2, else v1
+        "import os\n"
+        "def r(*fs):\n"
+        "    return next(open('/sys/fs/cgroup/' + f).read().strip() for f in fs if os.path.exists('/sys/fs/cgroup/' + f))\n"
+        "mem = r('memory.max', 'memory/memory.limit_in_bytes')\n"
+        "swap = r('memory.swap.max') if os.path.exists('/sys/fs/cgroup/memory.swap.max') else "
+        "str(int(r('memory/memory.memsw.limit_in_bytes')) - int(mem))\n"
+        "print(mem, swap, r('pids.max', 'pids/pids.max'))\n"
+    )
+    data, res = tmp_path / "data", tmp_path / "res"
+    data.mkdir()
+    res.mkdir()
+    for named, want in ((None, engine.container_memory()), ("512m", 512 << 20)):
+        env = {"KIT_CONTAINER_MEMORY": named} if named else {}
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            opts = engine._container_options("cpu", ["-c", probe], {}, data, res, gpu=False)
+        opts.update(entrypoint=["python"], detach=True)
+        c = images.docker_client().containers.run(img.id, **opts)
+        try:
+            assert c.wait(timeout=120)["StatusCode"] == 0
+            got = c.logs().decode().split()
+        finally:
+            try:
+                c.remove(force=True)
+            except docker.errors.DockerException:  # type: ignore[attr-defined]
+                pass
+        assert got == [str(want), "0", str(engine.PIDS_LIMIT)], (named, got)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KIT_CONTAINER_MEMORY", "lots")
+        with pytest.raises(KitError, match="KIT_CONTAINER_MEMORY"):
+            engine.container_memory()
 
 
 def test_cuda_image_nvidia_require_cuda_from_docker_image_inspect() -> None:

@@ -61,7 +61,7 @@ def iso(tmp_path, monkeypatch):
 def test_synthetic_tiny_imagenet_has_the_official_layout(tmp_path):
     tree = tiny(tmp_path)
     assert tree == tmp_path / "tinyimagenet-synthetic" / "tiny-imagenet-200"
-    assert sorted(p.name for p in tree.parent.iterdir()) == ["tiny-imagenet-200"]  # no temp dir left
+    assert sorted(p.name for p in tree.parent.iterdir()) == ["tiny-imagenet-200", "tiny-imagenet-200.sha256"]  # no temp dir left
     assert sorted(p.name for p in tree.iterdir()) == ["test", "train", "val", "wnids.txt", "words.txt"]
     wnids = (tree / "wnids.txt").read_text().split()
     assert len(wnids) == 3 and all(w.startswith("n") and len(w) == 9 and w[1:].isdigit() for w in wnids)

@@ -33,7 +33,16 @@ HOW = {
     ".venv/bin/python orchestrate.py compare results/hostA results/hostB --fail-on-regression 5%": "run",
     ".venv/bin/python orchestrate.py verify results/mine --allow-unbaselined": "run",
     ".venv/bin/python orchestrate.py verify results/mine --claims": "run",
+    ".venv/bin/python orchestrate.py worth results/mine results/reference/* --samples 1e6 --prices docs/prices-example.toml": "run",
     ".venv/bin/python orchestrate.py reference cpu --data-dir /path/to/datasets": "long: hours on 2 cores, a clean tree only",
+    ".venv/bin/python orchestrate.py verify results/mine --allow-unbaselined --speed off": "run",
+    ".venv/bin/python orchestrate.py history add results/reference/* results/mine": "run",
+    ".venv/bin/python orchestrate.py history show": "run",
+    ".venv/bin/python orchestrate.py history report --out results/history/report": "run",
+    ".venv/bin/python orchestrate.py compare --against-history results/next": (
+        "history: needs past runs of the same configurations; tests/test_history.py::"
+        "test_compare_against_history_flags_a_slower_run runs it on a history of 6 runs"
+    ),
     ".venv/bin/python orchestrate.py doctor": "run",
     ".venv/bin/python orchestrate.py base": "engine",
     ".venv/bin/python orchestrate.py build cpu --ca-cert /etc/ssl/certs/ca-certificates.crt": "engine",
@@ -155,7 +164,7 @@ def test_every_readme_command_exists_with_its_options():
         if argv[1] == "-m":  # python -m bench CMD ...: check the command and its options
             probe = argv[:4] + ["--help"]
         else:  # orchestrate.py CMD [SUB]: --help on the (sub)command
-            probe = argv[:3] + ([argv[3]] if argv[2] == "data" else []) + ["--help"]
+            probe = argv[:3] + ([argv[3]] if argv[2] in ("data", "history") else []) + ["--help"]
         r = subprocess.run(probe, capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 0, (argv, r.stderr[-500:])
         for opt in [a.split("=")[0] for a in argv if a.startswith("--")]:

@@ -183,6 +183,72 @@ def test_16_bit_images_scale_to_8_bit_instead_of_saturating(tmp_path):
     assert np.array_equal(load_image(eight)[0], (v >> 8).astype(np.uint8))
 
 
+def test_float_images_scale_by_their_range_instead_of_clipping(tmp_path):
+    """A float TIFF (mode F) of 0..1, as image libraries write floats, and one of 0..4000 (a
+    16-bit range): each scaled to 8 bit from its range; Pillow's convert clipped the first to
+    0-1 (black) and the second to 255 (white). Not-a-number reads as 0."""
+    ramp = np.linspace(0.0, 1.0, 32 * 32, dtype=np.float32).reshape(32, 32)
+    cases = {"unit.tif": (ramp, np.rint(ramp * 255)), "wide.tif": (ramp * 4000, np.rint(ramp * 4000 * 255 / 65535))}
+    holes = ramp.copy()
+    holes[0, :4] = np.nan
+    cases["nan.tif"] = (holes, np.rint(np.nan_to_num(holes) * 255))
+    for name, (pixels, want) in cases.items():
+        path = tmp_path / name
+        Image.fromarray(pixels, mode="F").save(path)
+        with Image.open(path) as im:
+            assert im.mode == "F"
+        x = load_image(path)
+        assert x.shape == (3, 32, 32) and x.dtype == np.uint8
+        assert np.abs(x[0].astype(int) - want.astype(int)).max() <= 1, name
+
+
+def test_one_file_in_two_places_of_a_tree_is_one_line_when_indexed(iso):
+    """The issue's form: a hard link between train/ and val/. Here: a hard link between two
+    classes of train/ (one image, two labels), and a symlink to a file of the same class (one
+    image counted twice): each names both paths."""
+    tree = folder(iso / "cd", n=6)
+    (tree / "val" / "cat").mkdir(parents=True)
+    for k in range(3):
+        jpeg(tree / "val" / "cat" / f"v{k}.jpg", 900 + k)
+        jpeg(tree / "val" / "dog" / f"v{k}.jpg", 950 + k)
+    os.link(tree / "train" / "cat" / "cat.0.jpg", tree / "train" / "dog" / "dog.extra.jpg")
+    with pytest.raises(KitError) as err:
+        imagefolder.read_folder(tree)
+    one_line(err, "cat.0.jpg", "dog.extra.jpg", "one file")
+    (tree / "train" / "dog" / "dog.extra.jpg").unlink()
+    (tree / "train" / "cat" / "cat.again.jpg").symlink_to(tree / "train" / "cat" / "cat.1.jpg")
+    with pytest.raises(KitError) as err:
+        imagefolder.read_folder(tree)
+    one_line(err, "cat.1.jpg", "cat.again.jpg", "one file")
+    (tree / "train" / "cat" / "cat.again.jpg").unlink()
+    assert len(imagefolder.read_folder(tree).files("train")) == 12
+
+
+def test_a_file_changed_in_a_cached_synthetic_tree_is_one_line_when_read(iso):
+    """The issue's form: an image swapped for another. Here: one keeping its size (a byte
+    changed), one added, and the list beside the tree removed: each one line naming it."""
+    kw = {"n_train_per_class": 3, "n_val_per_class": 2}
+    ix = images.synthetic_cached(imagefolder.FAMILY, kw)
+    victim = ix.root / ix.train_files[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(KitError) as err:
+        images.synthetic_cached(imagefolder.FAMILY, kw)
+    one_line(err, victim.name, "changed since the kit wrote", "delete")
+    victim.write_bytes(bytes(data[: len(data) // 2]) + bytes([data[len(data) // 2] ^ 0xFF]) + bytes(data[len(data) // 2 + 1 :]))
+    assert images.synthetic_cached(imagefolder.FAMILY, kw).checksum == ix.checksum  # restored: reads again
+    jpeg(victim.parent / "planted.jpg", 7)
+    with pytest.raises(KitError) as err:
+        images.synthetic_cached(imagefolder.FAMILY, kw)
+    one_line(err, "planted.jpg was added")
+    (victim.parent / "planted.jpg").unlink()
+    images.content_path(ix.root).unlink()
+    with pytest.raises(KitError) as err:
+        images.synthetic_cached(imagefolder.FAMILY, kw)
+    one_line(err, ".sha256 beside it")
+
+
 def test_an_imagefolder_tree_of_16_bit_pngs_trains_on_scaled_pixels(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841  (the dataset yields tensors)
     v = _ramp16()
@@ -318,6 +384,64 @@ def test_profile_model_is_checked_up_front_in_one_line():
             study.validate(study.cell("torch-cpu", "finetune", model=bad))
         one_line(err, why)
     study.validate(study.cell("torch-cpu", "finetune", model="resnet50"))
+
+
+@pytest.mark.parametrize(
+    "model, size, why",
+    [
+        ("googlenet", 224, "auxiliary logits"),
+        ("inception_v3", 299, "auxiliary logits"),
+        ("vit_b_16", 64, "224 px images only"),
+        ("vit_l_32", 256, "224 px images only"),
+        ("maxvit_t", 160, "224 px images only"),
+        ("alexnet", 48, "image_size >= 63"),
+    ],
+)
+def test_a_profile_model_that_cannot_train_at_its_size_is_one_line_up_front(model, size, why):
+    """Each of these passed validate and failed ~20 s into the cell (the model built, the data
+    indexed, the first batch through it): now one line before any work."""
+    study = get_study("profile")
+    with pytest.raises(KitError) as err:
+        study.validate(study.cell("torch-cpu", "finetune", model=model, image_size=size))
+    one_line(err, model, why)
+
+
+def _trains_on_meta(name: str, size: int) -> bool:
+    """Whether torchvision's NAME, its head replaced as build_model does, takes one training
+    step (forward + backward, batch 2) at SIZE px: on the meta device (shapes only, no memory)."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    from bench.studies.profile.trainer import _head, _set_head
+
+    try:
+        with torch.device("meta"):
+            model = torchvision.models.get_model(name, weights=None)
+            head_name, head = _head(model)
+            _set_head(model, head_name, torch.nn.Linear(head.in_features, 2))
+            out = model.train()(torch.randn(2, 3, size, size))
+            if not isinstance(out, torch.Tensor):
+                return False
+            out.sum().backward()
+    except (RuntimeError, AssertionError, ValueError):
+        return False
+    return True
+
+
+def test_the_profile_model_rules_are_what_torchvision_builds():
+    """The rules validate applies (config.AUX_OUTPUTS, FIXED_SIZE, MIN_SIZE) against the models
+    themselves: refused at the edge, trained just inside it."""
+    import warnings
+
+    from bench.studies.profile.config import AUX_OUTPUTS, FIXED_SIZE, MIN_SIZE
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # googlenet/inception's init note
+    for name in AUX_OUTPUTS:
+        assert not _trains_on_meta(name, 299), name
+    for name, size in [("vit_b_16", 224), ("maxvit_t", 224)]:
+        assert FIXED_SIZE[name] == size and _trains_on_meta(name, size) and not _trains_on_meta(name, size + 32), name
+    assert _trains_on_meta("alexnet", MIN_SIZE["alexnet"]) and not _trains_on_meta("alexnet", MIN_SIZE["alexnet"] - 1)
+    for name in ("resnet18", "densenet121", "mobilenet_v3_small", "swin_t", "efficientnet_b0"):
+        assert _trains_on_meta(name, 32), f"{name} at 32 px: the floor validate keeps for every other model"
 
 
 def test_profile_validate_imports_no_torchvision():

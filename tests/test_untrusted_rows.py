@@ -21,14 +21,14 @@ import pytest
 from bench.core import resultset
 from bench.core.resultset import MAX_DEPTH, collect
 from bench.core.rows import (
-    MAX_LINE_BYTES,
-    MAX_ROWS_FILE_BYTES,
+    ROWS_CAPS,
     read_rows,
     read_rows_checked,
     row_value,
     write_rows,
 )
 
+MAX_LINE_BYTES, MAX_ROWS_FILE_BYTES = ROWS_CAPS.line_bytes, ROWS_CAPS.file_bytes
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
 CPU = REF / "cpu-2core-epyc" / "mnist-cnn"
@@ -86,14 +86,19 @@ def bundle_text(path: Path, suffix: str) -> str:
         ("samples_per_s", "-Infinity", "'samples_per_s' is -inf"),
         ("test_acc", "NaN", "'test_acc' is nan"),  # no unit, still a number that must be finite
         ("epoch_s", "1e400", "'epoch_s' is inf"),  # a float literal too large is read as inf
-        ("samples", "1" + "0" * 400, "'samples' is too large"),  # an int no float can hold
-        ("epoch_s", "-1.5", "'epoch_s' is -1.5: a time (_s) cannot be negative"),
-        ("rss_mean_mb", "-3", "'rss_mean_mb' is -3: a memory size (_mb) cannot be negative"),
-        ("vram_bytes", "-1", "'vram_bytes' is -1: a memory size (_bytes) cannot be negative"),
-        ("gpu_energy_j", "-0.5", "'gpu_energy_j' is -0.5: an energy (_j) cannot be negative"),
-        ("latency_p50_ms", "-0.1", "'latency_p50_ms' is -0.1: a time (_ms) cannot be negative"),
-        ("traces", "[[1.0, NaN]]", "'traces' holds nan"),  # nested: no non-finite number anywhere
+        ("samples", "1" + "0" * 400, "'samples' is an integer of 401 digits"),  # an int no float can hold
+        ("epoch_s", "-1.5", "'epoch_s' is -1.5: a time (_s) must be from 0 to 1e+07"),
+        ("rss_mean_mb", "-3", "'rss_mean_mb' is -3: a memory size (_mb) must be from 0 to 1e+09"),
+        ("vram_bytes", "-1", "'vram_bytes' is -1: a memory size (_bytes) must be from 0 to 1e+15"),
+        ("gpu_energy_j", "-0.5", "'gpu_energy_j' is -0.5: an energy (_j) must be from 0 to 1e+12"),
+        ("latency_p50_ms", "-0.1", "'latency_p50_ms' is -0.1: a time (_ms) must be from 0 to 1e+10"),
+        ("traces", "[[1.0, NaN]]", "'traces[0][1]' holds nan"),  # nested: no non-finite number anywhere
         ("train_loss", "-Infinity", "'train_loss' is -inf"),  # a diverged loss goes up, never to -inf
+        # finite but past arithmetic's reach, or a rate of nothing (issue: these crashed report and export)
+        ("epoch_s", "1e308", "'epoch_s' is 1e+308: a time (_s) must be from 0 to 1e+07"),
+        ("samples_per_s", "0", "'samples_per_s' is 0: a rate (_per_s) must be above 1e-09"),
+        ("samples", "1e300", "'samples' is 1e+300: a number must be finite and at most 1e+18"),
+        ("traces", "[[1.0, 1e300]]", "'traces[0][1]' holds 1e+300"),
     ],
 )
 def test_a_non_finite_or_impossible_metric_makes_the_line_corrupt_naming_file_line_and_key(tmp_path, key, text, says):
@@ -196,7 +201,7 @@ def _long_line_file(path: Path, size: int) -> None:
 
 def test_a_line_over_1mb_is_corrupt_and_never_read_whole(tmp_path):
     cell = copy_cell(tmp_path)
-    _long_line_file(cell / "rows.jsonl", 50 << 20)  # 50 MB, one line
+    _long_line_file(cell / "rows.jsonl", MAX_ROWS_FILE_BYTES - 100)  # one line, just under the file cap
     tracemalloc.start()
     try:
         rows, problems = read_rows_checked(cell / "rows.jsonl")
@@ -205,7 +210,7 @@ def test_a_line_over_1mb_is_corrupt_and_never_read_whole(tmp_path):
         tracemalloc.stop()
     assert rows == [] and len(problems) == 1
     assert problems[0].startswith(f"{cell / 'rows.jsonl'}:1: ") and "longer than" in problems[0], problems[0]
-    assert peak < 10 * MAX_LINE_BYTES, f"held {peak / 1e6:.0f} MB to judge one 50 MB line"
+    assert peak < 10 * MAX_LINE_BYTES, f"held {peak / 1e6:.0f} MB to judge one 16 MB line"
     # a long line between good ones: only it is corrupt, and the line numbers after it are right
     good = (CPU / SEED_CELL / "rows.jsonl").read_text().splitlines(True)
     with open(cell / "rows.jsonl", "w") as fh:
@@ -302,14 +307,14 @@ def test_nothing_below_the_max_depth_is_followed(tmp_path):
 
 # ---------------------------------------------------------------------------- all at once
 def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_tree):
-    """One good dir, one foreign dir holding a NaN cell, a 50 MB one-line rows file and a 2,000
+    """One good dir, one foreign dir holding a NaN cell, a 15 MB one-line rows file and a 2,000
     level tree: both commands exit 0, each bad cell listed as corrupt with its reason."""
     good, foreign = tmp_path / "mine", deep_tree
     copy_cell(good, RESIDENT_CELL)
     nan = copy_cell(foreign, "torch-cpu_seed_default-c01a972748a9")
     edit_rows(nan, 4, samples_per_s="NaN")
     big = copy_cell(foreign, "torch-cpu_resident_default-317a467c1ca2")
-    _long_line_file(big / "rows.jsonl", 50 << 20)
+    _long_line_file(big / "rows.jsonl", 15 << 20)
     r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
     no_traceback(r)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -324,3 +329,63 @@ def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_
     no_traceback(r)
     assert r.returncode == 0, r.stderr[-2000:]
     assert bundle_text(tmp_path / "b.tar.gz", "report/REPORT.md").count("| corrupt |") == 2
+
+
+# ---------------------------------------------------------------------------- side files and arithmetic
+def _edit_json(path: Path, **values) -> None:
+    obj = json.loads(path.read_text())
+    obj.update(values)
+    path.write_text(json.dumps(obj))
+
+
+def test_a_side_file_of_the_wrong_shape_makes_its_cell_corrupt_and_report_and_export_go_on(tmp_path):
+    """The issue's forms crashed `report` and `export` (system.json's `gpu` a string). Each file
+    kind is held to its schema: its cell is listed corrupt, named by file and key; the others
+    are reported; a platforms.json of the wrong shape is named and left out."""
+    good, foreign = tmp_path / "mine", tmp_path / "foreign"
+    copy_cell(good, SEED_CELL)
+    cases = {
+        RESIDENT_CELL: ("system.json", {"gpu": "x"}, "'gpu' is 'x'"),
+        "torch-cpu_seed_default-c01a972748a9": ("system.json", {"kit_source": ["dirty"]}, "'kit_source' is a list"),
+        "torch-cpu_resident_default-317a467c1ca2": ("cell.json", {"params": [1, 2]}, "'params' is a list"),
+        "numba-cpu_resident_default-0a9343382f40": ("cell.json", {"seed": "0"}, "'seed' is '0'"),
+    }
+    for name, (file, values, _says) in cases.items():
+        _edit_json(copy_cell(foreign, name) / file, **values)
+    (foreign / "platforms.json").write_text(json.dumps({"cpu": "ran", "cuda": {"status": ["x"]}}))
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    for name, (file, _values, says) in cases.items():
+        (line,) = [x for x in md.splitlines() if "| corrupt |" in x and name in x]
+        assert file in line and says in line, line
+    assert "platforms.json: 'cpu' is 'ran'" in md
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0 and (tmp_path / "b.tar.gz").is_file(), r.stderr[-2000:]
+
+
+def test_a_zero_time_or_a_huge_rate_that_the_report_divides_by_is_corrupt_and_report_and_export_go_on(tmp_path):
+    """The issue's forms: a zero time or rate, a finite number too large for a sum (1e308),
+    crashed the report. cifar-opt's epoch of 0 s and mnist-cnn's 1e308 samples/s: corrupt."""
+    good, foreign = tmp_path / "mine", tmp_path / "foreign"
+    copy_cell(good, SEED_CELL)
+    huge = copy_cell(foreign, RESIDENT_CELL)
+    edit_rows(huge, 2, samples_per_s="1e308")
+    opt = REF / "cpu-2core-epyc-cifar-opt-default" / "cifar-opt"
+    zero = foreign / "cifar-opt" / "torch-cpu_resnet18_default-25801c73e457"
+    shutil.copytree(opt / zero.name, zero)
+    rows = [json.loads(x) for x in (zero / "rows.jsonl").read_text().splitlines()]
+    (zero / "rows.jsonl").write_text("".join(json.dumps({**x, "epoch_s": 0.0} if "epoch_s" in x else x) + "\n" for x in rows))
+    r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    (line,) = [x for x in md.splitlines() if "| corrupt |" in x and zero.name in x]
+    assert "'epoch_s' is 0: a measured time is at least 1e-12 s" in line, line
+    (line,) = [x for x in md.splitlines() if "| corrupt |" in x and RESIDENT_CELL in x]
+    assert "'samples_per_s' is 1e+308" in line, line
+    r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
+    no_traceback(r)
+    assert r.returncode == 0, r.stderr[-2000:]

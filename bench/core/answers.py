@@ -155,6 +155,15 @@ class Side:
         return host_of(self.first)
 
     @property
+    def device(self) -> str:
+        """What this side ran on: a CPU part of a GPU cell (mlp-scratch's NumPy beside CuPy) ran on the CPU."""
+        if self.facets.get("platform") == "cpu" and self.facets.get("cell_platform") != "cpu":
+            s = self.first.system
+            cores = s.get("cpu_affinity") or s.get("cpu_logical_cores")
+            return str(s.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
+        return self.first.device
+
+    @property
     def env(self) -> dict[str, str]:
         return env_of(self.first)
 
@@ -191,7 +200,7 @@ class Side:
         reader already has it: the answer names its hosts)."""
         bits = [self.part, str(self.first.first.get("variant"))]
         bits += [f"{k}={v}" for k, v in keys.items() if k not in ("backend", "variant", "platform")]
-        where = f" on {self.first.device}" if device else ""
+        where = f" on {self.device}" if device else ""
         return f"{' '.join(bits)}{where} [{self.run}, n={len(self.per)}]"
 
 
@@ -385,17 +394,30 @@ def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list
     ]
 
 
-def conditions(*items: tuple[str, C.Ratio | C.Level, C.Expect | None]) -> C.Measured:
+def conditions(
+    *items: tuple[str, C.Ratio | C.Level, C.Expect | None], per_workload: bool = False, exact: bool = False
+) -> C.Measured:
     """A claim that holds when every (what, rule, expect) does: "Numba CUDA > Numba CPU > PyTorch
-    CUDA", each a Ratio (or Level) with its own region (None: the claim's)."""
+    CUDA", each a Ratio (or Level) with its own region (None: the claim's). By default each
+    condition takes its best finding wherever it ran (a ranking may span setups and hosts);
+    PER_WORKLOAD: one answer per workload (and host) instead, every condition read from that
+    workload's cells (a table row per dtype). EXACT: counts, whose value decides alone."""
 
     def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
         out = []
         for what, rule, expect in items:
             got = ratio_findings(study, cells, rule) if isinstance(rule, C.Ratio) else level_findings(study, cells, rule)
             for f in got:
-                f.what, f.expect, f.split = what, expect, {}
+                f.what, f.expect, f.exact = what, expect, exact or f.exact
+                if not per_workload:
+                    f.split = {}
             out += got
+        if per_workload:
+            keys = sorted({k for f in out for k in f.split})
+            vary = [k for k in keys if len({_key({"v": f.split.get(k)}) for f in out}) > 1]
+            hosts = len({f.scope for f in out}) > 1
+            for f in out:
+                f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
         return out
 
     return C.Measured(measure, tuple(what for what, _, _ in items))
@@ -510,7 +532,7 @@ def verdict_of(claim: C.Claim, best: list[Finding]) -> tuple[str, str]:
     if claim.comparable:
         return C.NOT_COMPARABLE, claim.comparable
     if claim.seed_hw:
-        devices = sorted({s.first.device for f in best for s in f.sides})
+        devices = sorted({s.device for f in best for s in f.sides})
         if not all(any(h.lower() in d.lower() for h in claim.seed_hw) for d in devices):
             return C.NOT_COMPARABLE, f"the seed's figure is for {' / '.join(claim.seed_hw)}; ours ran on {', '.join(devices)}"
     verdicts, whys = [], []

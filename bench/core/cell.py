@@ -38,19 +38,21 @@ def _canonical(value: Any) -> Any:
 
 
 def check_devices(devices: Any) -> tuple[str, ...]:
-    """DEVICES as a tuple of names: GPU ids (each once) or 'cpu' ranks, never a mix; KitError else."""
+    """DEVICES as a tuple of names: GPU ids (each once, compared as numbers: `0` and `00` are one
+    GPU; written without leading zeros) or 'cpu' ranks, never a mix; KitError else."""
     if isinstance(devices, str):
         devices = [d for d in devices.split(",")]
     if not isinstance(devices, (list, tuple)):
         raise KitError(f"cell devices must be a list of GPU ids or cpu ranks (got {type(devices).__name__})")
-    devs = tuple(str(d).strip() for d in devices)
-    if any(not re.fullmatch(r"cpu|[0-9]{1,3}|(GPU|MIG)-[A-Za-z0-9/-]{1,80}", d) for d in devs):
-        raise KitError(f"devices must be GPU indices (0,1), GPU/MIG UUIDs, or cpu ranks (cpu,cpu); got {','.join(devs)!r}")
+    given = tuple(str(d).strip() for d in devices)
+    if any(not re.fullmatch(r"cpu|[0-9]{1,3}|(GPU|MIG)-[A-Za-z0-9/-]{1,80}", d) for d in given):
+        raise KitError(f"devices must be GPU indices (0,1), GPU/MIG UUIDs, or cpu ranks (cpu,cpu); got {','.join(given)!r}")
+    devs = tuple(str(int(d)) if d.isdigit() else d for d in given)
     gpus = [d for d in devs if d != "cpu"]
     if gpus and len(gpus) != len(devs):
-        raise KitError(f"devices mix cpu ranks and GPUs ({','.join(devs)}): choose one kind")
+        raise KitError(f"devices mix cpu ranks and GPUs ({','.join(given)}): choose one kind")
     if len(set(gpus)) != len(gpus):
-        raise KitError(f"devices name a GPU twice ({','.join(devs)}): each GPU runs one rank")
+        raise KitError(f"devices name a GPU twice ({','.join(given)}): each GPU runs one rank")
     return devs
 
 
@@ -124,25 +126,29 @@ class Cell:
 
     @classmethod
     def from_json(cls, text: str) -> Cell:
+        """The Cell TEXT holds, held to the cell spec's schema (bench.core.schema) first: KitError
+        (one line naming the key) for anything else."""
+        from bench.core import schema
+
         try:
             d = json.loads(text)
-        except json.JSONDecodeError as err:
+        except (ValueError, RecursionError) as err:
             raise KitError(f"cell spec is not JSON: {err}") from None
-        if not isinstance(d, dict):
-            raise KitError("cell spec must be a JSON object")
-        unknown = set(d) - set(_FIELDS)
-        if unknown:
-            raise KitError(f"cell spec has unknown field(s) {', '.join(sorted(unknown))}: expected {', '.join(_FIELDS)}")
-        missing = {"study", "backend"} - set(d)
-        if missing:
-            raise KitError(f"cell spec lacks {', '.join(sorted(missing))}")
+        if isinstance(d, dict) and set(d) - set(_FIELDS):
+            unknown = sorted(set(d) - set(_FIELDS), key=str)
+            raise KitError(f"cell spec has unknown field(s) {', '.join(map(str, unknown))[:200]}: expected {', '.join(_FIELDS)}")
+        why = schema.check("cell_spec", d)
+        if why:
+            raise KitError(f"cell spec: {why}")
         d["devices"] = d.get("devices") or ()
         return cls(**d)
 
     @classmethod
     def load(cls, path: Path) -> Cell:
+        from bench.core import bounded
+
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as err:
-            raise KitError(f"cannot read cell spec {path}: {err.strerror}") from None
+            text = bounded.read_bytes(Path(path), bounded.Caps(file_bytes=1 << 20)).decode("utf-8", errors="replace")
+        except (KitError, OSError, EOFError) as err:
+            raise KitError(f"cell spec {err}") from None
         return cls.from_json(text)

@@ -24,7 +24,11 @@ def results_lock(out: Path) -> Iterator[None]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        why = "a symlink" if os.path.islink(path) else err.strerror or str(err)
+        raise KitError(f"{path}: cannot be the results dir's lock ({why}): remove it") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,13 +1,15 @@
 """Cells under any number of result dirs, with their provenance: what the report and the
-matrix summary read. Standard library only (the host side uses it).
+matrix summary read. The standard library and the schemas (bench.core.schema, pydantic) only:
+the host side uses it.
 
 Reading never trusts the tree: symlinks are not followed (files or dirs), nothing deeper
-than MAX_DEPTH levels below a named dir is looked at (`walk`), every row is checked
-(bench.core.rows.check_row: types, finite and possible numbers, bounded line and file sizes;
-plus the study's own check), and a cell with a line that cannot be trusted is reported as
-`corrupt` with the line named, never half-read. A cell dir with no rows.jsonl (killed,
-Ctrl-C, disk full) is reported as `interrupted`. JSON side files (system.json, cell.json,
-platforms.json) over MAX_JSON_BYTES, or that cannot be parsed, read as empty.
+than MAX_DEPTH levels below a named dir is looked at (`walk`), every file is held to its
+schema (bench.core.schema: rows line by line, and the study's required measurements;
+system.json, cell.json, platforms.json whole, read within JSON_CAPS), and a cell with a line or
+a side file that cannot be trusted is reported as `corrupt` with the file, line and key named,
+never half-read. A cell dir with no rows.jsonl (killed, Ctrl-C, disk full) is reported as
+`interrupted`. One cell is read once: a dir reached twice (named twice, or inside another
+named dir) or a second copy of one run (the same cell and run_id) is skipped with a line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core import bounded, schema
 from bench.core.errors import KitError, UsageError
 from bench.core.rows import is_regular, read_rows_checked, status_of
 
@@ -28,6 +31,7 @@ CELL_FILES = ("rows.jsonl", "rows.partial.jsonl", "cell.json")
 # results/. Nothing deeper is looked at: a tree thousands of levels deep costs nothing.
 MAX_DEPTH = 8
 MAX_JSON_BYTES = 16 << 20  # system.json is under 0.1 MB
+JSON_CAPS = bounded.Caps(file_bytes=MAX_JSON_BYTES)
 
 
 def walk(top: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, list[str], list[str]]]:
@@ -148,16 +152,37 @@ class ResultCell:
 def json_file(path: Path) -> dict:
     """The JSON object in PATH; {} for a symlink, a file over MAX_JSON_BYTES, or anything that
     is not a JSON object (unreadable, not JSON, nested past the parser's limit)."""
-    if not is_regular(path):
-        return {}
+    obj, _why = _json_object(path)
+    return obj
+
+
+def _json_object(path: Path) -> tuple[dict, str | None]:
+    """(the JSON object in PATH, None), or ({}, why it is not one)."""
     try:
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size > MAX_JSON_BYTES:
-                return {}
-            obj = json.loads(fh.read(MAX_JSON_BYTES + 1).decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return {}
-    return obj if isinstance(obj, dict) else {}
+        raw = bounded.read_bytes(path, JSON_CAPS)
+    except KitError as err:
+        return {}, str(err)
+    except (OSError, EOFError) as err:
+        return {}, f"{path}: cannot be read ({err})"
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return {}, f"{path}: not JSON the kit can read ({type(err).__name__})"
+    if not isinstance(obj, dict):
+        return {}, f"{path}: not a JSON object"
+    return obj, None
+
+
+def checked_json(path: Path, kind: str) -> tuple[dict, str | None]:
+    """(the object in side file PATH, None) when it fits schema KIND (bench.core.schema.check);
+    ({}, 'path: why') when it does not; ({}, None) when there is no such file."""
+    if not os.path.lexists(path):
+        return {}, None
+    obj, why = _json_object(path)
+    if why is None:
+        bad = schema.check(kind, obj)
+        why = f"{path}: {bad}" if bad else None
+    return (obj, None) if why is None else ({}, why)
 
 
 def _study_check(rows: list[dict]) -> str | None:
@@ -168,11 +193,18 @@ def _study_check(rows: list[dict]) -> str | None:
     return study.check_rows(rows) if study else None
 
 
+def _here(d: Path, line: str) -> str:
+    """A problem LINE about a file of cell dir D, naming the file by its name alone."""
+    return line.removeprefix(f"{d}{os.sep}")
+
+
 def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
-    """The cell in dir D (None when D holds no cell). Bad lines are appended to PROBLEMS."""
+    """The cell in dir D (None when D holds no cell). Lines and side files that cannot be
+    trusted are appended to PROBLEMS; the cell is then `corrupt`."""
     problems = problems if problems is not None else []
-    system = json_file(d / "system.json")
-    spec = json_file(d / "cell.json")
+    system, sys_bad = checked_json(d / "system.json", "system")
+    spec, spec_bad = checked_json(d / "cell.json", "cell_spec")
+    side = [w for w in (spec_bad, sys_bad) if w]
     rows_path = d / "rows.jsonl"
     if os.path.lexists(rows_path):
         rows, bad = read_rows_checked(rows_path)
@@ -180,18 +212,22 @@ def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
             why = _study_check(rows)
             if why:
                 bad = [f"{rows_path}: {why}"]
+        bad += side
         if bad:
             problems += bad
-            note = f"rows.jsonl cannot be trusted: {bad[0]}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+            note = f"cannot be trusted: {_here(d, bad[0])}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
             return ResultCell(d, rows, system, "corrupt", note, spec)
         return ResultCell(d, rows, system, spec=spec) if rows else None
     partial, bad = read_rows_checked(d / "rows.partial.jsonl") if os.path.lexists(d / "rows.partial.jsonl") else ([], [])
-    problems += bad
+    problems += bad + side
     if not partial and not is_regular(d / "cell.json"):
         return None
+    marked = [{**r, "status": "incomplete"} for r in partial]
+    if side:
+        return ResultCell(d, marked, system, "corrupt", f"cannot be trusted: {_here(d, side[0])}", spec)
     steps = len(partial)
     note = f"did not finish (killed, interrupted or out of disk) after {steps} step(s); rerun to resume"
-    return ResultCell(d, [{**r, "status": "incomplete"} for r in partial], system, "interrupted", note, spec)
+    return ResultCell(d, marked, system, "interrupted", note, spec)
 
 
 def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -217,38 +253,84 @@ def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return keep, [f"skipped: {w}" for w in why]
 
 
-def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
-    """(cells, platform notes, problems). Every dir must exist; a dir with no cells and no
-    notes is an error. Symlinked files and dirs are not followed, nor dirs below MAX_DEPTH."""
-    cells: list[ResultCell] = []
-    notes: list[dict] = []
-    problems: list[str] = []
-    for d in dirs:
-        d = Path(d)
+@dataclass
+class ResultSet:
+    """What result dirs hold: cells, platform notes, problem lines (files that cannot be
+    trusted) and skipped lines (what was read once although reached twice)."""
+
+    cells: list[ResultCell]
+    notes: list[dict]
+    problems: list[str]
+    skipped: list[str] = field(default_factory=list)
+    read: set[Path] = field(default_factory=set)  # every cell dir read, skipped copies too (resolved)
+
+
+def _inside(p: Path, q: Path) -> bool:
+    return p == q or q in p.parents
+
+
+def collect_set(dirs: list[Path]) -> ResultSet:
+    """Every cell under DIRS, each read once. Every dir must exist; a dir with no cells and no
+    notes is an error. Symlinked files and dirs are not followed, nor dirs below MAX_DEPTH. A
+    dir named twice, or inside a dir named before it, is skipped; a cell dir reached again, or
+    a second copy of one run (the same cell id and run ids), is skipped; one line says so."""
+    rs = ResultSet([], [], [])
+    named: list[tuple[Path, Path]] = []  # (as named, resolved)
+    cell_dirs: set[Path] = set()
+    plat_files: set[Path] = set()
+    runs: dict[tuple[str, tuple[str, ...]], Path] = {}
+    for d in map(Path, dirs):
         if not d.is_dir():
             raise UsageError(f"result dir {d} does not exist")
+        real = d.resolve()
+        first = next((n for n, r in named if _inside(real, r)), None)
+        if first is not None:
+            how = "named twice" if first.resolve() == real else f"inside {first}"
+            rs.skipped.append(f"skipped: {d}: {how}, already read (each cell is counted once)")
+            continue
+        named.append((d, real))
         found = False
+        again: dict[Path, int] = {}  # where a cell of this dir was already read from -> how many
         for here, _subdirs, files in walk(d):
             if any(f in files for f in CELL_FILES):
-                cell = load_cell(here, problems)
+                cell = load_cell(here, rs.problems)
                 if cell is not None:
+                    found = True
+                    rs.read.add(here.resolve())
+                    key = (here.name, tuple(sorted({str(r["run_id"]) for r in cell.rows if r.get("run_id")})))
+                    prior = here.resolve() if here.resolve() in cell_dirs else runs.get(key) if key[1] else None
+                    if prior is not None:
+                        again[prior.parent.parent] = again.get(prior.parent.parent, 0) + 1
+                        continue
+                    cell_dirs.add(here.resolve())
+                    if key[1]:
+                        runs[key] = here
                     run = here.parent.parent
                     try:
-                        cell.origin = str(Path(d.resolve().name) / run.resolve().relative_to(d.resolve()))
+                        cell.origin = str(Path(real.name) / run.resolve().relative_to(real))
                     except ValueError:
                         cell.origin = run.name
                     cell.origin = cell.origin.removesuffix("/.")
-                    cells.append(cell)
-                    found = True
-            if "platforms.json" in files:
-                plat = json_file(here / "platforms.json")
+                    rs.cells.append(cell)
+            if "platforms.json" in files and (here / "platforms.json").resolve() not in plat_files:
+                plat_files.add((here / "platforms.json").resolve())
+                plat, why = checked_json(here / "platforms.json", "platforms")
+                if why:
+                    rs.problems.append(why)
                 for name, info in plat.items():
-                    if isinstance(info, dict):
-                        notes.append({"platform": name, **info, "source": str(here)})
-                found = found or bool(plat)
+                    rs.notes.append({"platform": name, **info, "source": str(here)})
+                found = found or bool(plat) or bool(why)
+        for where, n in again.items():
+            rs.skipped.append(f"skipped: {n} cell(s) under {d}: the same runs were already read from {where}")
         if not found:
             raise KitError(f"no results under {d} (expected <dir>/<study>/<cell>/rows.jsonl)")
-    return cells, notes, problems
+    return rs
+
+
+def collect(dirs: list[Path]) -> tuple[list[ResultCell], list[dict], list[str]]:
+    """(cells, platform notes, problems) of collect_set(DIRS)."""
+    rs = collect_set(dirs)
+    return rs.cells, rs.notes, rs.problems
 
 
 def load_cells(dirs: list[Path]) -> list[ResultCell]:

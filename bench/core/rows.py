@@ -11,23 +11,15 @@ A cell's directory (one place computes it: `Cell.dir(out)`): <out>/<study>/<cell
 Every row is flat: the COMMON_KEYS below (filled by the cell entry point, never by a
 study), then the study's own metrics with units in their names (`epoch_s`, `rss_peak_mb`).
 
-Rows are checked, not believed (they come from other machines): `check_row` rejects a line
-whose numbers are impossible, by one rule (see `number_problem`):
-  - every number is finite (Python's json reads `NaN`, `Infinity`, `-Infinity` and `1e400`,
-    none of which a measurement is), nested values included; the one exception is a loss
-    (`loss`, `*_loss`), which may be NaN or +Infinity: a diverged training is a result the
-    study flags (`loss_finite` False, `diverged`), never -Infinity;
-  - a key whose name ends in a unit of something that cannot be below zero is >= 0:
-    NONNEGATIVE_UNITS (times `_s` `_ms` `_us` `_ns`, rates `*_per_s`, memory `_mb` `_gb`
-    `_kb` `_bytes`, energy `_j`, power `_w`, frequency `_hz` `_mhz`), except a key naming a
-    difference or a remainder: a word of MAY_BE_NEGATIVE_WORDS in its name (`energy_net_j`,
-    `framework_overhead_bytes`, `mean_other_ms`, ...) or a key of MAY_BE_NEGATIVE_KEYS
-    (`memory_total_bytes`: memory growth). Keys without such a unit (`sampler_cost`,
-    `profiler_overhead`, `acc_drop_pts`, ratios, accuracies) are checked for finiteness only.
+Rows are checked, not believed (they come from other machines): `check_row` holds every line
+to the rows schema (bench.core.schema: the common keys' types, and the number rule: every number
+finite and bounded, a time, memory size, energy, power or frequency from 0 to its physical bound,
+a rate above 0, a loss NaN or +Infinity when training diverged).
 The writer never writes what this rejects: a non-finite number is stored as null (an empty
 CSV cell), except a loss's NaN / +Infinity, kept as `NaN` / `Infinity`.
-A line over MAX_LINE_BYTES, or a rows file over MAX_ROWS_FILE_BYTES, is corrupt and never
-read whole.
+A rows file is read by the bounded reader (bench.core.bounded) with ROWS_CAPS: a line over
+its cap is corrupt and never read whole; a file over the size or line-count cap is corrupt and
+not read further.
 """
 
 from __future__ import annotations
@@ -40,12 +32,15 @@ import os
 import stat
 import tempfile
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: `flags`
+from bench.core import bounded
+from bench.core.errors import KitError
+from bench.core.schema import SCHEMA_VERSION, STATUSES, check_row, is_loss, number_problem  # noqa: F401 - re-exported
+from bench.core.text import csv_cell
+
 # Keys every row carries, in this order (None where a key does not apply).
 COMMON_KEYS = (
     "schema",  # SCHEMA_VERSION of the writer
@@ -67,62 +62,10 @@ COMMON_KEYS = (
     "dataset_real",  # True for the real dataset, False for embedded/synthetic data
     "command",  # the exact command that reruns this cell
 )
-STATUSES = ("ok", "skipped", "error", "incomplete", "interrupted")
-# types every row's common keys must have when present (None is allowed for all but these)
-REQUIRED: dict[str, type] = {"study": str, "status": str}
-TYPES = {
-    "schema": int,
-    "cell": str,
-    "backend": str,
-    "variant": str,
-    "seed": int,
-    "repeat": int,
-    "run_id": str,
-    "reason": str,
-    "flags": str,
-    "host": str,
-    "device": str,
-    "image_id": str,
-    "lock_hash": str,
-    "dataset": str,
-    "dataset_real": bool,
-    "command": str,
-    # under a cluster scheduler only (bench.core.provenance.scheduler_row_fields): slurm | kubernetes,
-    # the job, the task (Slurm: <array job>_<task>, as squeue names it), the node
-    "scheduler": str,
-    "scheduler_job": str,
-    "scheduler_task": str,
-    "scheduler_node": str,
-}
-
-
-# Rows files are small (the largest committed one is 0.2 MB, its longest line 4 kB): a line or a
-# file past these limits is corrupt, judged without reading it whole.
-MAX_LINE_BYTES = 1 << 20
-MAX_ROWS_FILE_BYTES = 64 << 20
-
-# unit suffix -> what it measures: a key ending in one of these cannot be negative
-NONNEGATIVE_UNITS = {
-    "_s": "a time",
-    "_ms": "a time",
-    "_us": "a time",
-    "_ns": "a time",
-    "_mb": "a memory size",
-    "_gb": "a memory size",
-    "_kb": "a memory size",
-    "_bytes": "a memory size",
-    "_j": "an energy",
-    "_w": "a power",
-    "_hz": "a frequency",
-    "_mhz": "a frequency",
-}
-# ... unless it is a difference or a remainder, which its name says with one of these words
-# (`energy_net_j`: energy minus the idle baseline; `framework_overhead_bytes`: growth minus the
-# arrays; `mean_other_ms` / `mean_idle_ms`: step minus the parts, which float rounding can take
-# a hair below zero) ...
-MAY_BE_NEGATIVE_WORDS = frozenset({"net", "overhead", "delta", "diff", "drop", "change", "gain", "cost", "other", "idle"})
-# ... or is one of these keys
-MAY_BE_NEGATIVE_KEYS = frozenset({"memory_total_bytes"})  # mlp-scratch: growth of process memory (end - start)
+# Rows files are small (the largest committed one is 0.2 MB and 179 lines, its longest line 4 kB):
+# past these caps a file is corrupt, judged without reading it whole.
+ROWS_CAPS = bounded.Caps(file_bytes=16 << 20, line_bytes=1 << 20, lines=100_000)
+MAX_PROBLEMS = 20  # problem lines kept per rows file (the rest are counted)
 
 
 def new_run_id() -> str:
@@ -158,11 +101,6 @@ def jsonable(v: Any) -> Any:
     return v
 
 
-def is_loss(key: str) -> bool:
-    """A loss (`loss`, `train_loss`, ...): may be NaN or +Infinity when training diverged."""
-    return key == "loss" or key.endswith("_loss")
-
-
 def _finite_or_none(v: Any) -> Any:
     """V with numpy scalars as Python numbers, tuples as lists, and every non-finite float,
     nested ones too, as None."""
@@ -194,11 +132,10 @@ def rows_to_csv(rows: list[dict]) -> str:
     for r in rows:
         keys += [k for k in r if k not in keys]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
-    w.writeheader()
+    w = csv.writer(buf)
+    w.writerow([csv_cell(k) for k in keys])
     for r in rows:
-        cells = {k: row_value(k, r.get(k)) for k in keys}
-        w.writerow({k: ("" if v is None else v) for k, v in cells.items()})
+        w.writerow(["" if (v := row_value(k, r.get(k))) is None else csv_cell(v) for k in keys])
     return buf.getvalue()
 
 
@@ -214,8 +151,6 @@ def open_nofollow(path: Path, mode: str):
         fd = os.open(path, flags, 0o644)
     except OSError as err:
         if os.path.islink(path):
-            from bench.core.errors import KitError
-
             raise KitError(f"{path} is a symlink: results are never written through one; remove it") from None
         raise err
     return os.fdopen(fd, mode, encoding="utf-8")
@@ -249,127 +184,52 @@ def is_regular(path: Path) -> bool:
         return False
 
 
-def _name(key: str) -> str:
-    return repr(key) if len(key) <= 80 else repr(key[:77] + "...")
-
-
-def _not_finite(v: Any) -> str | None:
-    """Why number V is not a finite one (None: it is, or V is not a number)."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, float) and not math.isfinite(v):
-        return f"{v}"
-    if isinstance(v, int):
-        try:
-            float(v)
-        except OverflowError:
-            return "too large"
-    return None
-
-
-def number_problem(key: str, v: Any) -> str | None:
-    """Why the value V of row key KEY is impossible (None: it is not). The one rule: every
-    number finite (a loss may be NaN or +inf), and >= 0 under a NONNEGATIVE_UNITS suffix unless
-    the key is a difference or remainder (MAY_BE_NEGATIVE_WORDS / MAY_BE_NEGATIVE_KEYS)."""
-    if isinstance(v, (list, dict)):
-        stack: list[Any] = [v]
-        while stack:  # iterative: json nests up to the interpreter's recursion limit
-            x = stack.pop()
-            if isinstance(x, (list, dict)):
-                stack.extend(x.values() if isinstance(x, dict) else x)
-            elif (why := _not_finite(x)) is not None:
-                return f"{_name(key)} holds {why}: not a finite number"
-        return None
-    why = _not_finite(v)
-    if why is not None:
-        if is_loss(key) and isinstance(v, float) and (math.isnan(v) or v > 0):
-            return None  # a diverged training: the study flags it
-        return f"{_name(key)} is {why}: not a finite number"
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v >= 0:
-        return None
-    unit = next((u for u in sorted(NONNEGATIVE_UNITS, key=len, reverse=True) if key.endswith(u)), None)
-    if unit is None or key in MAY_BE_NEGATIVE_KEYS or MAY_BE_NEGATIVE_WORDS & set(key.split("_")):
-        return None
-    what = "a rate" if "_per_" in key else NONNEGATIVE_UNITS[unit]
-    return f"{_name(key)} is {v}: {what} ({unit}) cannot be negative"
-
-
-def check_row(row: object) -> str | None:
-    """Why ROW cannot be trusted (None: it can): the common keys' presence and types, and every
-    number possible (number_problem)."""
-    if not isinstance(row, dict):
-        return f"not an object ({type(row).__name__})"
-    for k, t in REQUIRED.items():
-        if not isinstance(row.get(k), t):
-            return f"{k!r} missing or not a {t.__name__}"
-    if row["status"] not in STATUSES:
-        return f"unknown status {row['status']!r}"
-    for k, t in TYPES.items():
-        v = row.get(k)
-        if v is not None and not (isinstance(v, t) and not (t is int and isinstance(v, bool))):
-            return f"{k!r} is {type(v).__name__}, expected {t.__name__}"
-    if (row.get("schema") or 0) > SCHEMA_VERSION:
-        return f"schema {row['schema']} is newer than this kit's {SCHEMA_VERSION}: update the kit"
-    for k, v in row.items():
-        why = number_problem(k, v)
-        if why:
-            return why
-    return None
-
-
-def _lines(fh: Any, limit: int) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, the line's bytes, or None for a line longer than LIMIT bytes) of binary file
-    FH; never holds more than LIMIT + 1 bytes of one line."""
-    n = 0
-    while True:
-        line = fh.readline(limit + 1)
-        if not line:
-            return
-        n += 1
-        if len(line) > limit and not line.endswith(b"\n"):
-            while True:  # skip the rest of the line, a block at a time
-                rest = fh.readline(limit)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            yield n, None
-        else:
-            yield n, line
-
-
 def read_rows_checked(path: Path) -> tuple[list[dict], list[str]]:
-    """(good rows, problems 'path:line: why') of a rows file; a symlink or unreadable file, or one
-    over MAX_ROWS_FILE_BYTES, is one problem; a line over MAX_LINE_BYTES is one, unread."""
+    """(good rows, problems 'path:line: why') of a rows file, read within ROWS_CAPS: a symlink,
+    an unreadable file, one over a cap, or a line over the line cap is a problem; after
+    MAX_PROBLEMS problems the rest are counted, not listed."""
     if not is_regular(path):
         return [], [f"{path}: not a regular file (a symlink?): not read"]
-    rows, problems = [], []
+    rows: list[dict] = []
+    problems: list[str] = []
+    more = 0
+
+    def problem(line: str) -> None:
+        nonlocal more
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(line)
+        else:
+            more += 1
+
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > MAX_ROWS_FILE_BYTES:
-                mib = MAX_ROWS_FILE_BYTES >> 20
-                return [], [f"{path}: {size / 2**20:.0f} MiB, over the {mib} MiB a rows file may have: not read"]
-            for n, raw in _lines(fh, MAX_LINE_BYTES):
-                if raw is None:
-                    problems.append(f"{path}:{n}: line longer than {MAX_LINE_BYTES >> 20} MiB: not read")
-                    continue
-                line = raw.decode("utf-8", errors="replace")
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    problems.append(f"{path}:{n}: not JSON ({err.msg})")
-                    continue
-                except (ValueError, RecursionError) as err:  # an int of too many digits, nesting too deep
-                    problems.append(f"{path}:{n}: not JSON the kit can read ({type(err).__name__})")
-                    continue
-                why = check_row(row)
-                if why:
-                    problems.append(f"{path}:{n}: {why}")
-                else:
-                    rows.append(row)
-    except OSError as err:
-        problems.append(f"{path}: cannot be read ({err.strerror or err})")
+        for n, raw in bounded.lines(path, ROWS_CAPS):
+            if raw is None:
+                problem(f"{path}:{n}: line longer than {bounded.mib(ROWS_CAPS.line_bytes)}: not read")
+                continue
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                problem(f"{path}:{n}: not JSON ({err.msg})")
+                continue
+            except (ValueError, RecursionError) as err:  # an int of too many digits, nesting too deep
+                problem(f"{path}:{n}: not JSON the kit can read ({type(err).__name__})")
+                continue
+            why = check_row(row)
+            if why:
+                problem(f"{path}:{n}: {why}")
+            else:
+                rows.append(row)
+    except bounded.TooBig as err:
+        return [], [str(err)]
+    except (OSError, EOFError) as err:
+        problem(f"{path}: cannot be read ({getattr(err, 'strerror', None) or err})")
+    except KitError as err:
+        problem(str(err))
+    if more:
+        problems.append(f"{path}: {more} more line(s) that cannot be trusted")
     return rows, problems
 
 
@@ -377,8 +237,6 @@ def read_rows(path: Path) -> list[dict]:
     """Every row of a rows file; KitError (one line, naming the line) when any cannot be trusted."""
     rows, problems = read_rows_checked(path)
     if problems:
-        from bench.core.errors import KitError
-
         raise KitError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     return rows
 

@@ -91,7 +91,7 @@ def run_selfcheck(platform: str, echo=print) -> bool:
 def sandbox_facts() -> dict:
     """What confines this process (for tests of the container runtime): user, read-only
     root, network interfaces, /data and /results writability, capabilities, no_new_privs,
-    the pids limit. Each fact is read from the kernel, not assumed."""
+    the pids and memory limits. Each fact is read from the kernel, not assumed."""
     import os
     import socket
 
@@ -112,13 +112,21 @@ def sandbox_facts() -> dict:
             status[k] = v.strip()
     except OSError:
         pass
-    pids_max = None
-    for p in ("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"):
-        try:
-            pids_max = open(p, encoding="utf-8").read().strip()
-            break
-        except OSError:
-            continue
+
+    def first(*paths: str) -> str | None:
+        for p in paths:
+            try:
+                return open(p, encoding="utf-8").read().strip()
+            except OSError:
+                continue
+        return None
+
+    pids_max = first("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+    memory_max = first("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # cgroup v2, v1
+    swap_max = first("/sys/fs/cgroup/memory.swap.max")
+    memsw = first("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")  # v1: memory + swap
+    if swap_max is None and memsw is not None and memory_max is not None and memsw.isdigit() and memory_max.isdigit():
+        swap_max = str(int(memsw) - int(memory_max))
     return {
         "uid": os.getuid(),
         "gid": os.getgid(),
@@ -131,4 +139,6 @@ def sandbox_facts() -> dict:
         "cap_bnd": status.get("CapBnd"),
         "no_new_privs": status.get("NoNewPrivs"),
         "pids_max": pids_max,
+        "memory_max": memory_max,
+        "swap_max": swap_max,
     }

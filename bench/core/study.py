@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from bench.core import machine
 from bench.core.cell import Cell
@@ -42,6 +42,14 @@ if TYPE_CHECKING:
 PLATFORMS = ("cpu", "cuda", "mps")
 PROFILES = ("smoke", "default", "full")
 AUTO = "auto"  # a requested profile that each study maps per platform (Study.profile_for)
+
+
+class Speed(NamedTuple):
+    """One speed figure of one repeat, as verify's speed baselines and the run history hold it."""
+
+    value: float
+    unit: str
+    higher_is_better: bool = True  # throughput: True; a latency or an energy per sample: False
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,10 @@ class Study:
     # what `--profile auto` (the CLIs' default) runs per platform; unnamed platforms get "default".
     # A study whose default matrix takes hours on some platform maps that one to "smoke".
     auto_profiles: ClassVar[dict[str, str]] = {}
+    # True where the study takes its own idle baseline and energy readings before it touches the
+    # device (profile's sampler): the cell entry point then neither initialises the device before
+    # open() nor runs its own energy meter (bench/run/cell.py before_open)
+    own_energy: ClassVar[bool] = False
 
     # ---- config and cells
     def config_defaults(self) -> dict:
@@ -251,6 +263,25 @@ class Study:
             if (v := [s for s in secs if s > 0])
         }
 
+    def samples_per_unit(self, rows: list[dict], part: str) -> float | None:
+        """Training samples in one unit of `throughput` (samples/s: 1; an MLP iteration over its whole
+        training set: that set's size), for the break-even work (bench.core.worth). Default 1."""
+        return 1.0
+
+    def epoch_samples(self, cell: ResultCell) -> int | None:
+        """Samples in one epoch of the dataset the cell trained on (its training set as system.json
+        records it), or None: the break-even work is also given in epochs of it."""
+        ds = cell.system.get("dataset")
+        n = number(ds.get("n_train")) if isinstance(ds, dict) else None
+        return int(n) if n and n > 0 else None
+
+    def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
+        """Metric name -> PART's speed figures in this repeat, as speed baselines and the run
+        history hold them. Default: the throughput; a study adds what else it measures (a latency,
+        an energy per sample)."""
+        v = self.throughput(rows).get(part)
+        return {"throughput": Speed(v, self.throughput_unit)} if v and v > 0 else {}
+
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         """(metric, value) of the cell's final accuracy for row backend PART, or None (the study
         trains nothing it scores)."""
@@ -358,14 +389,18 @@ class Study:
 
 def numbers_missing(rows: list[dict], need: dict[str, tuple[str, ...]]) -> str | None:
     """For check_rows: the first ok row of a phase in NEED (phase -> keys) whose key is not a
-    number, as one line ("epoch row: 'epoch_s' is missing, expected a number"), or None."""
+    measurement the report can divide by (bench.core.schema.measured_problem: a number, and a
+    time or rate above 0), as one line ("epoch row: 'epoch_s' is missing, expected a number"),
+    or None."""
+    from bench.core.schema import measured_problem
+
     for r in rows:
         if r.get("status") != "ok":
             continue
         for k in need.get(str(r.get("phase")), ()):
-            v = r.get(k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return f"{r.get('phase')} row: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+            why = measured_problem(k, r.get(k))
+            if why:
+                return f"{r.get('phase')} row: {why}"
     return None
 
 

@@ -1,7 +1,21 @@
-"""Text from result dirs made safe to show (standard library only).
+"""Text from result dirs made safe to show (standard library only): one rule per sink.
 
 Every string a report reads from a result dir (rows, cell.json, system.json, platforms.json,
-a dir's name) comes from another machine and is untrusted. Two rules:
+a dir's name) comes from another machine and is untrusted. Wherever it is shown, a line break
+or tab becomes a space and every other control character (ESC included) and every bidi control
+(which reorders what follows it on screen) is shown as its escape (`\x1b`, `\u202e`): `visible`.
+Then each sink has its rule:
+
+- the terminal: `term` (one line, nothing the terminal acts on);
+- markdown (and the HTML rendered from it): `md`, `md_code`, `md_alt`, below;
+- CSV (tidy.csv, table1.csv, rows.csv): `csv_cell`: a cell starting with `=`, `+`, `-` or `@`
+  (after leading spaces) gets a `'` in front, so no spreadsheet reads it as a formula (OWASP,
+  CSV injection);
+- a plot's label: `plot_text` (no mathtext);
+- the bundle's MANIFEST.sha256: `manifest_line`, as GNU sha256sum writes a name holding a
+  backslash, a newline or a carriage return, so `sha256sum -c` reads every name back.
+
+Two rules more for markdown:
 
 - a reason (an error or skip reason, a platform's note) is ONE line: `one_line` keeps the
   last meaningful line of an exception text (a DataLoader worker's traceback, rich's boxed
@@ -24,6 +38,12 @@ REASON_MAX = 500  # characters of a one-line reason
 
 # line breaks as str.splitlines knows them, plus every other C0/C1 control character
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# what `visible` shows as a space (line breaks and tabs, as str.splitlines knows them) ...
+_SPACE = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
+# ... and as an escape: every other control character, and the bidi controls (ALM, LRM, RLM,
+# LRE..RLO, LRI..PDI)
+_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_FORMULA = ("=", "+", "-", "@")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # rich's boxes and panels (box drawing, block elements) and a traceback's carets and tildes
 _FRAME = "\u2500-\u259f"
@@ -52,12 +72,19 @@ def one_line(text: Any, limit: int = REASON_MAX) -> str:
     return line if len(line) <= limit else line[: max(0, limit - 1)].rstrip() + "…"
 
 
+def visible(value: Any) -> str:
+    """VALUE as one line whose every character shows: line breaks and tabs as spaces, other
+    control characters and bidi controls as escapes (`\x1b`, `\u202e`)."""
+    s = _SPACE.sub(" ", "" if value is None else str(value))
+    return _INVISIBLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
+
+
 def md(value: Any) -> str:
-    """VALUE as inline markdown text that shows exactly VALUE: one line, no HTML, no link,
-    no code span, no table break. An `Md` is returned as it is."""
+    """VALUE as inline markdown text that shows exactly VALUE: one line (`visible`), no HTML,
+    no link, no code span, no table break. An `Md` is returned as it is."""
     if isinstance(value, Md):
         return str(value)
-    s = _CONTROL.sub(" ", "" if value is None else str(value))
+    s = visible(value)
     return _MD_ESCAPE.sub(lambda m: _MD_ENTITY.get(m.group()) or "\\" + m.group(), s)
 
 
@@ -66,7 +93,7 @@ def md_alt(value: Any) -> str:
     the first unescaped `]`)."""
     if isinstance(value, Md):
         return str(value)
-    s = _CONTROL.sub(" ", "" if value is None else str(value))
+    s = visible(value)
     return _MD_ALT_ESCAPE.sub(lambda m: _MD_ENTITY.get(m.group()) or "\\" + m.group(), s)
 
 
@@ -79,7 +106,7 @@ def md_code(value: Any) -> str:
     """VALUE as a code span when it can be one as it is (no backtick, HTML or table
     character, one line), else as escaped text (`md`): what a path or a command shows as."""
     s = "" if value is None else str(value)
-    if s and not _CONTROL.search(s) and not any(ch in s for ch in "`<>&|\\"):
+    if s and not _CONTROL.search(s) and not _INVISIBLE.search(s) and not any(ch in s for ch in "`<>&|\\"):
         return f"`{s}`"
     return md(s)
 
@@ -96,12 +123,46 @@ def safe_name(value: Any) -> str:
 
 
 def term(value: Any) -> str:
-    """VALUE for a terminal: one line, ANSI sequences and every control character (ESC
-    included) gone, so an untrusted string cannot move the cursor or recolour the screen."""
-    return _CONTROL.sub(" ", _ANSI.sub("", "" if value is None else str(value)))
+    """VALUE for a terminal: one line (`visible`), ESC and every other control or bidi
+    character shown as an escape, so an untrusted string cannot clear the screen, set the
+    window title, move the cursor, recolour or reorder what follows."""
+    return visible(value)
 
 
 def plot_text(value: Any) -> str:
-    """VALUE for a matplotlib label: one line, every `$` escaped (shown as `$`), so an
-    untrusted string is never parsed as mathtext (a bad formula fails the whole figure)."""
-    return _CONTROL.sub(" ", "" if value is None else str(value)).replace("$", r"\$")
+    """VALUE for a matplotlib label: one line (`visible`), every `$` escaped (shown as `$`), so
+    an untrusted string is never parsed as mathtext (a bad formula fails the whole figure)."""
+    return visible(value).replace("$", r"\$")
+
+
+def csv_cell(value: Any) -> Any:
+    """VALUE as a CSV cell: a number, a bool or None as it is; a string `visible`, with a `'`
+    in front when it starts (after spaces) with `=`, `+`, `-` or `@`, so a spreadsheet shows it
+    as text and never runs it as a formula (OWASP: CSV injection)."""
+    if not isinstance(value, str):
+        return value
+    s = visible(value)
+    return "'" + s if s.lstrip().startswith(_FORMULA) else s
+
+
+def csv_text(rows: list[dict], fieldnames: list[str]) -> str:
+    """ROWS as CSV text with a header, every cell (the header's too) through `csv_cell`."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([csv_cell(k) for k in fieldnames])
+    for r in rows:
+        w.writerow([csv_cell(r.get(k)) for k in fieldnames])
+    return buf.getvalue()
+
+
+def manifest_line(digest: str, name: str) -> str:
+    """One line of a sha256sum manifest for file NAME, as GNU sha256sum writes it: a name
+    holding a backslash, a newline or a carriage return is escaped and the line starts with a
+    backslash, so `sha256sum -c` reads every name back."""
+    if any(ch in name for ch in "\\\n\r"):
+        esc = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        return f"\\{digest}  {esc}\n"
+    return f"{digest}  {name}\n"

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.core import bounded
 from bench.core.cache import cache_dir  # noqa: F401  (re-exported: cifar10.cache_dir)
 from bench.core.errors import KitError, UsageError
 from bench.data import check_resolved, data_dir_named, fetch_hint, resolve_data_dir, shown
@@ -159,29 +160,44 @@ def _check_member(path: Path, m: tarfile.TarInfo) -> None:
         raise KitError(f"{path}: member {m.name!r} is a link or special file: refused (only regular files are read)")
 
 
+# CIFAR-10's binary archive is 163 MB, 185 MB unpacked in 8 members of at most 30.7 MB: an archive
+# is read as a stream within these caps, each member's size checked from its header before it is read
+ARCHIVE_CAPS = bounded.Caps(file_bytes=512 << 20, out_bytes=512 << 20)
+MAX_MEMBER_BYTES = 64 << 20
+MAX_MEMBERS = 256
+
+
 def read_archive(path: str | os.PathLike) -> Cifar10:
-    """Decode cifar-10-binary.tar.gz (or a synthetic one) in memory; KitError (one line) on anything malformed."""
+    """Decode cifar-10-binary.tar.gz (or a synthetic one) in memory, streamed within ARCHIVE_CAPS;
+    KitError (one line) on anything malformed or over a cap."""
     path = Path(path)
     wanted = {f"{BATCH_DIR}/{n}" for n in (*TRAIN_FILES, TEST_FILE, README_FILE)}
     files: dict[str, bytes] = {}
+    if not os.path.lexists(path):
+        raise KitError(f"{path}: no such file")
     try:
-        with tarfile.open(path, "r:gz") as tar:
-            for m in tar:  # one pass in stream order: no backward seeks in the gzip stream
+        with bounded.open_stream(path, ARCHIVE_CAPS, follow=True) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+            for n, m in enumerate(tar, 1):  # one pass in stream order
+                if n > MAX_MEMBERS:
+                    raise KitError(f"{path}: over {MAX_MEMBERS} members: not a CIFAR-10 archive")
                 _check_member(path, m)
                 name = m.name[2:] if m.name.startswith("./") else m.name
                 if name in wanted and m.isfile():
+                    if m.size > MAX_MEMBER_BYTES:
+                        raise KitError(
+                            f"{path}: member {m.name!r} is {m.size:,} bytes, over the {bounded.mib(MAX_MEMBER_BYTES)} one may have"
+                        )
                     base = name.rsplit("/", 1)[1]
                     if base in files:
                         raise KitError(f"{path}: member {m.name!r} appears twice")
                     fh = tar.extractfile(m)
                     files[base] = fh.read() if fh else b""
-            assert tar.fileobj is not None
-            while tar.fileobj.read(1 << 20):  # to the gzip trailer: its CRC and length are checked there
+            while raw.read(1 << 20):  # to the gzip trailer: its CRC and length are checked there
                 pass
-    except FileNotFoundError:
-        raise KitError(f"{path}: no such file") from None
+    except KitError:
+        raise
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        broken = isinstance(err, (EOFError, zlib.error, gzip.BadGzipFile)) or "end of data" in str(err)  # mid-stream
+        broken = isinstance(err, (EOFError, zlib.error)) or "end of data" in str(err)  # mid-stream
         what = "truncated or corrupt" if broken else "not a gzip'd tar"
         raise KitError(f"{path}: {what} ({err}); delete it and fetch (or synthesize) it again") from None
     return _assemble(str(path), files, str(path))
@@ -196,9 +212,9 @@ def read_dir(path: str | os.PathLike) -> Cifar10:
         p = d / name
         if p.is_file():
             try:
-                files[name] = p.read_bytes()
+                files[name] = bounded.read_bytes(p, bounded.Caps(file_bytes=MAX_MEMBER_BYTES), follow=True)
             except OSError as err:
-                raise KitError(f"{p}: cannot read ({err.strerror})") from None
+                raise KitError(f"{p}: cannot read ({err.strerror})") from None  # KitError (a cap) passes as it is
     return _assemble(str(d), files, str(d))
 
 

@@ -10,9 +10,9 @@ the reader looks.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import os
+import zlib
 from pathlib import Path
 
 from bench.core.errors import KitError, UsageError
@@ -25,12 +25,18 @@ MIRRORS = (
 
 
 def _raw_sha256(path: Path) -> str:
+    """sha256 of the decompressed bytes of a fetched .gz, streamed within mnist.IDX_CAPS."""
+    from bench.core import bounded
+    from bench.data.mnist import IDX_CAPS
+
     h = hashlib.sha256()
     try:
-        with gzip.open(path, "rb") as fh:
+        with bounded.open_stream(path, IDX_CAPS, follow=True) as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-    except (OSError, EOFError) as err:
+    except bounded.TooBig:
+        raise
+    except (OSError, EOFError, zlib.error, KitError) as err:
         raise KitError(f"{path.name}: not a valid gzip stream ({err})") from None
     return h.hexdigest()
 

@@ -152,7 +152,9 @@ def dataset(
 
 # ---- the synthetic twin -------------------------------------------------------------------------
 
-SYNTHETIC_VERSION = 1  # bump when write_synthetic's output changes: cached trees keyed by it are then remade
+SYNTHETIC_VERSION = (
+    2  # bump when write_synthetic's output (its files or their CONTENT list) changes: cached trees keyed by it are then remade
+)
 GRAY_FRACTION = 0.02  # share of images written as 1-channel JPEGs (the real sets hold a few)
 NOISE_SD = 16.0  # Gaussian pixel noise, 0..255 units
 

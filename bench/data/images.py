@@ -132,6 +132,18 @@ class TreeWalk:
     def __init__(self) -> None:
         self.entered: dict[str, Path] = {}  # real path -> the path it was first entered by
         self.classes: dict[str, str] = {}  # real path of a class dir -> its class
+        self.files: dict[tuple[int, int], Path] = {}  # (device, inode) of every image file -> its first path
+
+    def add_file(self, path: Path, st: os.stat_result) -> None:
+        """One file, one place: a second path to the same file (a hard link, or a link to a file,
+        between train/ and val/ or two classes) would put one image in two splits or under two
+        labels: KitError naming both."""
+        first = self.files.setdefault((st.st_dev, st.st_ino), path)
+        if first != path:
+            raise KitError(
+                f"{path} and {first} are one file (a hard link or a link): an image may sit in one place of a tree only; "
+                "copy it or remove one"
+            )
 
     def add_class(self, d: Path, label: str) -> None:
         self.classes[os.path.realpath(d)] = label
@@ -194,7 +206,9 @@ def scan_images(
                     continue
                 if e.is_symlink():
                     walk.check_owner(p, os.path.realpath(p), label)
-                size = e.stat().st_size
+                st = e.stat()
+                walk.add_file(p, st)
+                size = st.st_size
                 if size == 0:
                     raise KitError(f"{p}: empty file (0 bytes), not an image; delete it (or fetch the dataset again)")
                 found.append((f"{rel}{e.name}", size))
@@ -286,17 +300,27 @@ def load_image(path: str | os.PathLike, size: int | None = None) -> np.ndarray:
 
 
 WIDE_INT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # one channel, 16-bit range (Pillow opens 16-bit PGMs as I)
+FLOAT_MODES = ("F",)  # one channel, 32-bit float (a float TIFF)
+FLOAT_RANGES = (1.0, 255.0, 65535.0)  # a float image's range: the first of these its largest value fits
 
 
 def to_rgb(src: Image.Image) -> Image.Image:
-    """SRC as 8-bit RGB. Pillow's convert("RGB") clips a 16-bit image at 255 (a 16-bit PNG or PGM
-    turns almost all white), so those modes (WIDE_INT_MODES) are scaled from their full 16-bit
-    range: v8 = round(v16 x 255 / 65535), values outside 0..65535 (mode I) clipped. Every other
+    """SRC as 8-bit RGB, every mode scaled by its range. Pillow's convert("RGB") clips a 16-bit
+    or float image at 255 (a 16-bit PNG turns almost all white, a float TIFF of 0..1 all black),
+    so those modes are scaled here: 16-bit (WIDE_INT_MODES) from 0..65535, v8 = round(v16 x 255 /
+    65535), values outside it (mode I) clipped; float (FLOAT_MODES) from 0..R, R the first of
+    FLOAT_RANGES (0..1 as image libraries write floats, else 0..255, else 0..65535) that holds its
+    largest value, else the image's own largest, below 0 and not-a-number as 0. Every other
     mode (L, P, LA, RGBA, CMYK, ...) converts as Pillow does; 16-bit RGB PNGs Pillow already
     opens as 8-bit RGB."""
     if src.mode in WIDE_INT_MODES:
         v = np.clip(np.asarray(src).astype(np.int64), 0, 65535)
         return Image.fromarray(((v * 255 + 32767) // 65535).astype(np.uint8)).convert("RGB")  # 2-D uint8: mode L
+    if src.mode in FLOAT_MODES:
+        f = np.nan_to_num(np.asarray(src, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+        top = float(f.max(initial=0.0))
+        span = next((r for r in FLOAT_RANGES if top <= r), top)
+        return Image.fromarray(np.rint(f * (255.0 / span)).clip(0, 255).astype(np.uint8)).convert("RGB")
     return src.convert("RGB")
 
 
@@ -362,8 +386,76 @@ def new_tree(final: Path, exist_ok: bool) -> tuple[Path, list[Path]] | None:
     return tmp, made
 
 
+def content_path(tree: Path) -> Path:
+    """Where the kit keeps what it wrote into TREE: `<tree>.sha256` beside it (the sha256 of every
+    file, as sha256sum writes it), so the tree itself holds exactly its format's files."""
+    return tree.with_name(tree.name + ".sha256")
+
+
+def _tree_files(root: Path) -> list[str]:
+    """Every regular file under ROOT (relative, sorted)."""
+    out = []
+    for here, _dirs, files in os.walk(root):
+        out += [os.path.relpath(os.path.join(here, n), root) for n in files]
+    return sorted(out)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_content(tree: Path, to: Path) -> None:
+    """TO: the sha256 of every file of TREE, a tree the kit wrote (written under a temp name)."""
+    from bench.core.rows import atomic_write_text
+    from bench.core.text import manifest_line
+
+    atomic_write_text(to, "".join(manifest_line(_sha256_file(tree / rel), rel) for rel in _tree_files(tree)))
+
+
+def check_content(tree: Path) -> None:
+    """KitError (one line) when TREE, a tree the kit wrote and cached, is not what it wrote: a
+    file changed, swapped, added or gone since (content_path), or that list missing. A tree of
+    HEADER_STAMP_MIN_FILES files or more remembers a passed check in the cache dir, keyed by the
+    list and every file's path, size, mtime and inode: a swapped file is hashed again."""
+    fix = f"delete {tree} and it is written again"
+    manifest = content_path(tree)
+    if not manifest.is_file() or manifest.is_symlink():
+        raise KitError(f"{tree}: no {manifest.name} beside it (not a tree this kit wrote and cached, or one cut short): {fix}")
+    text = manifest.read_text(encoding="utf-8", errors="replace")
+    rels = _tree_files(tree)
+    stamp = None
+    if len(rels) >= HEADER_STAMP_MIN_FILES:
+        key = hashlib.sha256((_stamp_key(tree, rels) + text).encode()).hexdigest()
+        stamp = cache_dir() / "content-checks" / f"{key}.ok"
+        if stamp.is_file():
+            return
+    want = {rel: digest for digest, _, rel in (line.partition("  ") for line in text.splitlines())}
+    if set(want) != set(rels):
+        extra, gone = sorted(set(rels) - set(want)), sorted(set(want) - set(rels))
+        what = f"{extra[0]} was added" if extra else f"{gone[0]} is gone"
+        raise KitError(f"{tree}: {what} since the kit wrote this cached tree: {fix}")
+    for rel in rels:
+        if _sha256_file(tree / rel) != want[rel]:
+            raise KitError(
+                f"{tree / rel}: changed since the kit wrote this cached tree (not the sha256 {manifest.name} holds): {fix}"
+            )
+    if stamp is not None:
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+        except OSError:
+            pass  # a stamp is only a shortcut
+
+
 def publish_tree(tmp: Path, final: Path) -> None:
-    """Rename the finished TMP to FINAL; when another writer got there first, theirs stands."""
+    """Write what TMP holds beside FINAL (content_path), then rename the finished TMP to FINAL;
+    when another writer got there first, theirs stands (the same files: the writers are
+    deterministic)."""
+    write_content(tmp, content_path(final))
     try:
         os.rename(tmp, final)
     except OSError as err:
@@ -447,9 +539,12 @@ def _nonempty(d: Path) -> bool:
 
 
 def synthetic_cached(fam: Family, kw: dict) -> ImageIndex:
-    """FAM's synthetic tree for the generator arguments KW, written once into the cache dir."""
+    """FAM's synthetic tree for the generator arguments KW, written once into the cache dir and
+    checked against what was written (check_content) each time it is read."""
     key = "-".join([fam.synthetic, f"v{fam.version}", *(f"{k}{kw[k]}" for k in sorted(kw))])
-    return fam.read(fam.write_synthetic(cache_dir() / "synthetic" / key, exist_ok=True, **kw))
+    tree = fam.write_synthetic(cache_dir() / "synthetic" / key, exist_ok=True, **kw)
+    check_content(tree)
+    return fam.read(tree)
 
 
 def cached_trees(fam: Family) -> list[Path]:

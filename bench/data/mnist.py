@@ -6,14 +6,15 @@ Data dir: --data-dir, else $KIT_DATA_DIR, else ./data.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bench.core import bounded
 from bench.core.errors import KitError
 from bench.data import fetch_hint, shown
 
@@ -35,6 +36,11 @@ RAW_SHA256 = {
 }
 _MAGIC_IMAGES = 2051
 _MAGIC_LABELS = 2049
+# An IDX file is read header first: its 8 or 16 bytes say how much follows, checked against these
+# caps before the rest is read (a .gz decompressed as it streams, never past what the header
+# promised): MNIST's train images are 60,000 (47 MB raw, 9.9 MB gzip'd); EMNIST's largest split 698k.
+MAX_IDX_ITEMS = 1_000_000
+IDX_CAPS = bounded.Caps(file_bytes=1 << 30, out_bytes=16 + MAX_IDX_ITEMS * 28 * 28 + 1)
 
 
 @dataclass(frozen=True)
@@ -71,36 +77,43 @@ def _find(mnist_dir: Path, stem: str) -> Path | None:
 
 
 def read_idx(path: Path, magic: int) -> np.ndarray:
-    """Read one IDX file; every way it can be malformed is a KitError naming the file."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """Read one IDX file (raw or .gz): the header first, checked (magic, 28x28, at most
+    MAX_IDX_ITEMS items), then exactly the bytes it promises, and nothing after them. Every way
+    it can be malformed is a KitError naming the file."""
+    what = "image" if magic == _MAGIC_IMAGES else "label"
     try:
-        with opener(path, "rb") as fh:
-            raw = fh.read()
-    except (OSError, EOFError) as err:  # gzip raises these for truncated/corrupt streams
+        with bounded.open_stream(path, IDX_CAPS, follow=True) as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise KitError(f"{path}: truncated IDX file ({len(head)} bytes)")
+            got_magic, count = struct.unpack(">II", head)
+            if got_magic != magic:
+                raise KitError(f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {what} file")
+            shape: tuple[int, ...] = (count,)
+            if magic == _MAGIC_IMAGES:
+                dims = fh.read(8)
+                if len(dims) < 8:
+                    raise KitError(f"{path}: truncated or corrupt IDX header ({8 + len(dims)} bytes)")
+                rows, cols = struct.unpack(">II", dims)
+                if (rows, cols) != (28, 28):
+                    raise KitError(f"{path}: images are {rows}x{cols}, expected 28x28")
+                shape = (count, rows, cols)
+            if count > MAX_IDX_ITEMS:
+                raise KitError(f"{path}: header says {count:,} {what}s, over the {MAX_IDX_ITEMS:,} an IDX file may hold here")
+            header = 16 if magic == _MAGIC_IMAGES else 8
+            need = header + int(np.prod(shape))
+            body = fh.read(need - header)
+            extra = len(body) == need - header and fh.read(1) != b""
+            if len(body) != need - header or extra:
+                have = f"more than {need}" if extra else str(header + len(body))
+                raise KitError(
+                    f"{path}: header says {count} items ({need} bytes) but the file has {have} bytes (truncated or corrupt)"
+                )
+    except KitError:
+        raise
+    except (OSError, EOFError, zlib.error) as err:  # gzip raises these for truncated/corrupt streams
         raise KitError(f"{path}: cannot read ({err}); delete it and run `python orchestrate.py data fetch mnist`") from None
-    if len(raw) < 8:
-        raise KitError(f"{path}: truncated IDX file ({len(raw)} bytes)")
-    got_magic, count = struct.unpack(">II", raw[:8])
-    if got_magic != magic:
-        raise KitError(
-            f"{path}: wrong IDX magic {got_magic} (expected {magic}); not an MNIST {'image' if magic == _MAGIC_IMAGES else 'label'} file"
-        )
-    header = 16 if magic == _MAGIC_IMAGES else 8
-    if len(raw) < header:
-        raise KitError(f"{path}: truncated or corrupt IDX header ({len(raw)} bytes)")
-    if magic == _MAGIC_IMAGES:
-        rows, cols = struct.unpack(">II", raw[8:16])
-        if (rows, cols) != (28, 28):
-            raise KitError(f"{path}: images are {rows}x{cols}, expected 28x28")
-        shape: tuple[int, ...] = (count, rows, cols)
-    else:
-        shape = (count,)
-    need = header + int(np.prod(shape))
-    if len(raw) != need:
-        raise KitError(
-            f"{path}: header says {count} items ({need} bytes) but the file has {len(raw)} bytes (truncated or corrupt)"
-        )
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+    return np.frombuffer(body, dtype=np.uint8).reshape(shape)
 
 
 def load_mnist(data_dir: Path) -> Dataset:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.core import bounded
 from bench.core.errors import KitError, UsageError
 from bench.data import fetch_hint, resolve_data_dir
 from bench.data.archive import download, extract_zip
@@ -73,9 +74,11 @@ __all__ = ["load_image", "read_tree", "write_synthetic", "fetch_tinyimagenet", "
 def _read_text(p: Path, what: str) -> str:
     if not p.is_file():
         raise KitError(f"{p}: missing ({what}); not a complete {TREE}/ tree")
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+    try:  # wnids.txt is 2 kB, val_annotations.txt 0.4 MB
+        return bounded.read_bytes(p, bounded.Caps(file_bytes=16 << 20), follow=True).decode("utf-8")
+    except bounded.TooBig:
+        raise
+    except (OSError, UnicodeDecodeError, KitError) as err:
         raise KitError(f"{p}: cannot read ({' '.join(str(err).split())})") from None
 
 
@@ -199,7 +202,9 @@ def dataset(index: ImageIndex, split: str = "train", transform: Callable | None 
 
 # ---- the synthetic twin -------------------------------------------------------------------------
 
-SYNTHETIC_VERSION = 1  # bump when write_synthetic's output changes: cached trees keyed by it are then remade
+SYNTHETIC_VERSION = (
+    2  # bump when write_synthetic's output (its files or their CONTENT list) changes: cached trees keyed by it are then remade
+)
 GRAY_FRACTION = 0.02  # share of images written as 1-channel JPEGs, as a few real ones are (exercises the RGB conversion)
 NOISE_SD = 14.0  # Gaussian pixel noise, 0..255 units
 

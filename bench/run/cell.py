@@ -40,6 +40,7 @@ from bench.core.machine import allocated_gpus
 from bench.core.registry import get_study
 from bench.core.study import RunContext, devices_missing
 from bench.core.text import one_line
+from bench.measure import energy, fixedcost
 from bench.measure.telemetry import Telemetry
 from bench.run.ranks import open_ranks
 
@@ -97,18 +98,15 @@ def settle_failure(
     cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None
 ) -> None:
     """rows.jsonl after a failure: finished steps kept (marked incomplete) + one row with
-    STATUS (error, or interrupted for Ctrl-C and a stop) and the reason."""
+    STATUS (error, or interrupted for Ctrl-C and a stop) and the reason, as one line (its last
+    meaningful line: a log's tail, Slurm's words). The steps are read within the rows' caps; a
+    line cut by the kill, or one the schema refuses, is left out."""
     partial = cell_dir / "rows.partial.jsonl"
     done = []
-    if partial.exists():
-        for line in partial.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by the kill
-            if isinstance(r, dict):
-                done.append({**r, "status": "incomplete"})
-    R.write_rows(cell_dir, done + [error_row(cell, reason, out, data_dir, status, extra)])
+    if os.path.lexists(partial):
+        good, _problems = R.read_rows_checked(partial)
+        done = [{**r, "status": "incomplete"} for r in good]
+    R.write_rows(cell_dir, done + [error_row(cell, one_line(reason), out, data_dir, status, extra)])
 
 
 def _follow_parent() -> None:
@@ -205,9 +203,14 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     ctx = RunContext(
         out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=run_id, echo=lambda s: print(s, file=sys.stderr, flush=True)
     )
-    t0 = time.perf_counter()
     world = study.world_size(cell)
-    run = open_ranks(study, cell, ctx, world) if world else study.open(cell, ctx)  # KitError propagates: nothing written
+    pre, fixed_notes = before_open(study, cell, platform, world)
+    t0 = time.perf_counter()
+    try:
+        run = open_ranks(study, cell, ctx, world) if world else study.open(cell, ctx)  # KitError propagates: nothing written
+    except BaseException:
+        energy.use(None)
+        raise
     open_s = time.perf_counter() - t0
     clear_results(cell_dir)
     R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
@@ -247,6 +250,8 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
             "command": command,
             "open_s": open_s,
             "warmup_s": run.warmup_s,
+            "fixed_costs": fixedcost.assemble(pre, open_s, run.warmup_s, fixed_notes),
+            "energy": pre["energy"],
             **run.system_extra(),
         }
         R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
@@ -269,9 +274,50 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         raise
     finally:
         telemetry.stop()
+        energy.use(None)
     status = R.cell_status(cell_dir) or "error"
     proto.send(DONE, {"status": status})
     return 0 if status in ("ok", "skipped") else 1
+
+
+def before_open(study: Any, cell: Cell, platform: str, world: int) -> tuple[dict, dict[str, str]]:
+    """What the cell pays before open(), timed (bench.measure.fixedcost), and the energy meter of its
+    device with its idle baseline (bench.measure.energy), taken first: nothing of this process on the
+    device yet. Returns (the phases and the meter's description for system.json, notes)."""
+    pre: dict[str, Any] = {"start_s": fixedcost.since_process_start()}
+    notes: dict[str, str] = {}
+    fixedcost.reset()
+    families = [study.backends[p].family for p in cell.backend.split("+") if p in study.backends]
+    if world:
+        why = "a cell of ranks: each rank imports and initialises its device inside its own open()"
+        notes.update(imports_s=why, device_init_s=why)
+        pre["energy"] = {"missing": {"cell": energy.NO_METER}}
+        return pre, notes
+    if getattr(study, "own_energy", False):  # it takes its idle baseline before touching the device itself
+        notes["device_init_s"] = "inside open(): the study measures its idle baseline before it touches the device"
+        pre["imports_s"] = fixedcost.import_families(families)
+        pre["energy"] = {"missing": {"cell": "the study measures energy itself (its rows' energy_source)"}}
+        return pre, notes
+    gpus: list[int] = []
+    if platform == "cuda":
+        from bench.measure.sampler import nvml_indices_for_visible
+
+        try:
+            found = nvml_indices_for_visible()
+            gpus = found if cell.devices else found[:1]
+        except RuntimeError as err:
+            notes["energy"] = one_line(err)
+    t0 = time.perf_counter()
+    meter = energy.Meter(energy.Counters(platform, gpus))
+    meter.measure_idle(energy.idle_seconds())
+    energy.use(meter)
+    pre["idle_baseline_s"] = time.perf_counter() - t0
+    pre["energy"] = meter.describe()
+    pre["imports_s"] = fixedcost.import_families(families)
+    pre["device_init_s"], failed = fixedcost.init_device(platform, families)
+    if failed:
+        notes["device_init_s"] = failed
+    return pre, notes
 
 
 def clear_results(cell_dir: Path) -> None:

@@ -14,7 +14,7 @@ protocol is described in bench/run/cell.py):
 
 A cell whose rows.jsonl says ok/skipped is reused unless rerun=True. A crash, a non-zero
 exit, a kill or a timeout becomes rows.jsonl with the finished steps marked incomplete and
-one error row carrying the reason (the tail of the cell's log).
+one error row carrying the reason (the last meaningful line of the cell's log, as one line).
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.core import bounded
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
+from bench.core.text import one_line
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 from bench.run.eta import Eta
 
@@ -198,9 +200,8 @@ def settle(
         rows = R.read_rows(cell_dir / "rows.jsonl")
         why = next((r.get("reason") or "" for r in rows if r.get("status") in ("error", "skipped", "interrupted")), "")
         return have, why
-    log = cell_dir / "log.txt"
-    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if R.is_regular(log) else []
-    reason = reason or (f"exit code {rc}: " + " | ".join(tail))
+    tail = bounded.tail(cell_dir / "log.txt")  # a log of any length: its last 64 kB
+    reason = reason or f"exit code {rc}" + (f": {one_line(tail)}" if one_line(tail) else "")
     settle_failure(cell_dir, cell, reason, out, data_dir, status)
     return status, reason
 

@@ -19,13 +19,18 @@ The cells are resolved by the matrix code every run uses (bench.run.matrix.resol
 Python (a venv on the shared filesystem) or, with --image, that image's (read from the image
 itself), since a cell refuses to run in another environment than it was resolved for.
 
-Everything read back from a job dir is checked (it may be old, or edited): the manifest's
-format and kit version, its shape, and every spec against the id the plan gave it.
+A job dir is data, on a filesystem other users may write: everything read back from it is
+checked (it may be old, or edited): the manifest against its schema (bench.core.schema:
+format, kit version, shape, paths), and every spec against the id the plan gave it. Nothing in
+it chooses what runs: the Python, the kit and the image a task runs come from the machine that
+submits (host/cluster/slurm.py). Every path the kit reads or writes under it is resolved inside
+it (`Job.path`): a symlink or a non-dir where a dir belongs is one line, never followed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import bench
+from bench.core import bounded, schema
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
@@ -96,14 +102,36 @@ class Job:
         d = self.manifest["data"].get("dir")
         return str(d) if d else None
 
+    def path(self, *parts: str, make: bool = False) -> Path:
+        """JOB/PARTS..., every part a dir of the job dir itself: KitError (one line) when one is
+        a symlink or holds something else than a dir. MAKE: create the missing ones."""
+        p = self.dir
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part:
+                raise KitError(f"{self.dir}: {part!r} is not a name inside the job dir")
+            p = p / part
+            if make and not os.path.lexists(p):
+                p.mkdir(exist_ok=True)
+            if os.path.islink(p) or (os.path.lexists(p) and not p.is_dir()):
+                raise KitError(f"{p} is a symlink or not a directory: a job dir's paths stay inside it; remove it")
+        return p
+
+    def file(self, *parts: str, make: bool = False) -> Path:
+        """JOB/PARTS..., a file (never a symlink) in dirs of the job dir itself (`path`)."""
+        f = self.path(*parts[:-1], make=make) / parts[-1]
+        if os.path.islink(f):
+            raise KitError(f"{f} is a symlink: a job dir's paths stay inside it; remove it")
+        return f
+
     def task_dir(self, i: int) -> Path:
-        return self.dir / f"task-{task_name(i)}"
+        return self.path(f"task-{task_name(i)}")
 
     def spec_path(self, i: int) -> Path:
-        return self.dir / "specs" / f"{task_name(i)}.json"
+        return self.file("specs", f"{task_name(i)}.json")
 
-    def cell_dir(self, i: int) -> Path:
-        return self.cells[i].dir(self.task_dir(i))
+    def cell_dir(self, i: int, make: bool = False) -> Path:
+        c = self.cells[i]
+        return self.path(f"task-{task_name(i)}", c.study, c.id, make=make)
 
     def finished(self, i: int) -> bool:
         """Task I has a finished result (ok or skipped): a rerun leaves it alone."""
@@ -234,6 +262,8 @@ def plan(
 # ---------------------------------------------------------------------------- reading it back
 def _manifest(job: Path) -> dict:
     path = job / MANIFEST
+    if not str(job).isprintable():
+        raise KitError(f"job dir {schema.show(str(job), 200)}: a path of printable characters only (it goes into sbatch scripts)")
     if job.is_symlink() or not job.is_dir():
         raise KitError(
             f"job dir {job} {'is a symlink' if job.is_symlink() else 'does not exist'}: make one with `orchestrate.py plan`"
@@ -241,29 +271,23 @@ def _manifest(job: Path) -> dict:
     if not R.is_regular(path):
         raise KitError(f"{job} holds no plan ({MANIFEST} missing or not a regular file): make one with `orchestrate.py plan`")
     try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise KitError(f"{path} is over {MAX_JSON_BYTES >> 20} MiB: not a plan the kit wrote")
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as err:
+        obj = json.loads(bounded.read_bytes(path, bounded.Caps(file_bytes=MAX_JSON_BYTES)).decode("utf-8"))
+    except bounded.TooBig as err:
+        raise KitError(f"{err}: not a plan the kit wrote") from None
+    except (KitError, OSError, ValueError, RecursionError) as err:
         raise KitError(f"{path} cannot be read as JSON ({type(err).__name__}): plan again") from None
     if not isinstance(obj, dict) or obj.get("kit") != "cnn-bench":
         raise KitError(f"{path} is not a cnn-bench plan")
     if obj.get("format") != FORMAT or obj.get("kit_version") != bench.__version__:
         raise KitError(
-            f"{job} was planned by cnn-bench {str(obj.get('kit_version'))[:40]!r} (plan format {str(obj.get('format'))[:10]}); "
+            f"{job} was planned by cnn-bench {schema.show(obj.get('kit_version'), 40)} (plan format {schema.show(obj.get('format'), 10)}); "
             f"this is {bench.__version__} (format {FORMAT}): plan it again with this kit"
         )
-    env, data, cells = obj.get("environment"), obj.get("data"), obj.get("cells")
-    if not (isinstance(env, dict) and isinstance(env.get("label"), str) and env.get("runtime") in ("native", "container")):
-        raise KitError(f"{path}: no environment the cells were resolved for: plan again")
-    if env["runtime"] == "native" and not isinstance(env.get("python"), str):
-        raise KitError(f"{path}: a native plan names no Python: plan again")
-    if env["runtime"] == "container" and not (isinstance(env.get("image"), dict) and isinstance(env["image"].get("ref"), str)):
+    why = schema.check("manifest", obj)
+    if why:
+        raise KitError(f"{path}: {why}: plan again")
+    if obj["environment"]["runtime"] == "container" and not obj["environment"].get("image"):
         raise KitError(f"{path}: a container plan names no image: plan again")
-    if not isinstance(data, dict) or not (data.get("dir") is None or isinstance(data.get("dir"), str)):
-        raise KitError(f"{path}: its data entry is not the kit's: plan again")
-    if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in cells):
-        raise KitError(f"{path}: its cell list is not the kit's: plan again")
     return obj
 
 
@@ -275,10 +299,11 @@ def load(job: Path) -> Job:
     manifest = _manifest(job)
     label = manifest["environment"]["label"]
     cells: list[Cell] = []
+    here = Job(job, manifest, [], {})
     for i, entry in enumerate(manifest["cells"]):
         if entry.get("task") != task_name(i):
-            raise KitError(f"{job / MANIFEST}: cell {i} is listed as task {str(entry.get('task'))[:20]!r}: plan again")
-        path = job / "specs" / f"{task_name(i)}.json"
+            raise KitError(f"{job / MANIFEST}: cell {i} is listed as task {schema.show(entry.get('task'), 20)}: plan again")
+        path = here.spec_path(i)
         if not R.is_regular(path):
             raise KitError(f"{path} is missing (or not a regular file): plan again")
         try:

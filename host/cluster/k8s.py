@@ -195,8 +195,7 @@ def manifests(
 
 
 def write(job: Job, docs: list[dict]) -> Path:
-    path = job.dir / "k8s" / f"{dns_name(job.name, 63)}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = job.file("k8s", f"{dns_name(job.name, 63)}.yaml", make=True)
     header = f"# cnn-bench {bench.__version__}: job dir {job.dir} (orchestrate.py k8s); kubectl apply -f {path.name}\n"
     R.atomic_write_text(path, header + yaml.safe_dump_all(docs, sort_keys=False, width=1000))
     return path

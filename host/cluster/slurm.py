@@ -8,8 +8,11 @@ follows the jobs to the end.
 
 Array task i runs `python -m bench cell specs/i.json --out task-i` (the array index is the task
 number, so a rerun's array names only the cells without a finished result), natively with the
-Python that made the plan (a venv on the shared filesystem) or, for a plan made with --image,
-in the Apptainer image built from it (`--sif`):
+Python that runs this command and this kit's own code (PYTHONPATH: its root; both on the shared
+filesystem; its environment must be the one the plan resolved the cells for), or, for a plan
+made with --image, in the Apptainer image built from it (`--sif`). Nothing in the job dir
+chooses the program: a manifest's `python` and `kit_root` say where the plan was made, and are
+never run.
 
     apptainer exec --cleanenv [--nv] --bind DATA:/data:ro,JOB/specs:/specs:ro,JOB/task-i:/results \\
         IMAGE.sif python -m bench cell /specs/i.json --out /results --data-dir /data
@@ -32,6 +35,7 @@ import json
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,9 +43,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import bench
+from bench.core import bounded, schema
 from bench.core import rows as R
 from bench.core.errors import KitError
-from host.cluster.jobdir import Job, Shape, dns_name, task_name
+from host.cluster.jobdir import KIT_ROOT, Job, Shape, dns_name, task_name
 
 Echo = Callable[[str], None]
 # Slurm's job states after which a task runs no more (sacct may add words: "CANCELLED by 0")
@@ -118,8 +123,17 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
             "docker save + apptainer build, README), or plan again without --image for a venv"
         )
     if not container and opts.sif is not None:
-        raise KitError(f"{job.dir} was planned for this venv ({env['python']}), not an image: drop --sif, or plan with --image")
-    logs = job.dir / "slurm" / "logs"
+        raise KitError(f"{job.dir} was planned for a venv, not an image: drop --sif, or plan with --image")
+    if not container:
+        from bench.core.provenance import environment_label
+
+        here = environment_label()
+        if here != env["label"]:
+            raise KitError(
+                f"{job.dir} was planned for environment {env['label']}; this Python ({sys.executable}) is {here}: "
+                "submit from the venv that made the plan, or plan again from this one"
+            )
+    logs = job.path("slurm", "logs")
     cpus = max(opts.cpus_per_task, shape.ranks)
     lines = [
         "#!/bin/bash",
@@ -145,6 +159,7 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
         "set -euo pipefail",
         f"JOB={_q(job.dir)}",
         'i=$(printf %04d "$SLURM_ARRAY_TASK_ID")',
+        'if [ -L "$JOB/task-$i" ]; then echo "$JOB/task-$i is a symlink: a job dir\'s paths stay inside it" >&2; exit 1; fi',
         'mkdir -p "$JOB/task-$i"',
         "unset KIT_RDZV_ENDPOINT KIT_NNODES KIT_RDZV_ID",
         "export KIT_GPU_ALLOCATION=1  # a cell's GPU ids are positions in this task's allocation",
@@ -163,9 +178,9 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
             'spec="/specs/$i.json"; out=/results' + ("; data=(--data-dir /data)" if data else "; data=()"),
         ]
     else:
-        lines += [
-            f"export PYTHONPATH={_q(job.manifest.get('kit_root') or '')}" + "${PYTHONPATH:+:$PYTHONPATH}",
-            f"cell=({_q(env['python'])})",
+        lines += [  # this kit and this Python: never a path the job dir names
+            f"export PYTHONPATH={_q(KIT_ROOT)}" + "${PYTHONPATH:+:$PYTHONPATH}",
+            f"cell=({_q(sys.executable)})",
             'spec="$JOB/specs/$i.json"; out="$JOB/task-$i"' + (f"; data=(--data-dir {_q(data)})" if data else "; data=()"),
         ]
     if shape.nodes == 1:
@@ -190,14 +205,16 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
 def write_scripts(job: Job, opts: Options, todo: list[int] | None = None) -> dict[str, Path]:
     """One script per shape with tasks in TODO (default: every task); shape -> path."""
     todo = list(range(len(job.cells))) if todo is None else todo
-    (job.dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
+    texts = {
+        name: script(job, shape, mine, opts)
+        for name, shape in job.shapes.items()
+        if (mine := [t for t in shape.tasks if t in set(todo)])
+    }
+    job.path("slurm", "logs", make=True)
     out = {}
-    for name, shape in job.shapes.items():
-        mine = [t for t in shape.tasks if t in set(todo)]
-        if not mine:
-            continue
-        path = job.dir / "slurm" / f"{name}.sbatch"
-        R.atomic_write_text(path, script(job, shape, mine, opts))
+    for name, text in texts.items():
+        path = job.file("slurm", f"{name}.sbatch")
+        R.atomic_write_text(path, text)
         path.chmod(0o755)
         out[name] = path
     return out
@@ -293,29 +310,32 @@ def sacct_states(array_job: str) -> dict[int, TaskState]:
 
 
 # ---------------------------------------------------------------------------- submissions
+SUBMISSIONS_CAPS = bounded.Caps(file_bytes=16 << 20, line_bytes=1 << 20, lines=10_000)
+
+
 def _submissions_path(job: Job) -> Path:
-    return job.dir / "slurm" / "submissions.jsonl"
+    return job.file("slurm", "submissions.jsonl")
 
 
 def submissions(job: Job) -> list[dict]:
-    """Every submission recorded in the job dir (read as untrusted: bad lines are skipped)."""
+    """Every submission recorded in the job dir, the latest 1,000 (read as untrusted, within
+    SUBMISSIONS_CAPS: lines that do not fit the submission schema, or name a task the plan has
+    not, are skipped)."""
     path = _submissions_path(job)
     out: list[dict] = []
     if not R.is_regular(path):
         return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[-1000:]:
-        try:
-            s = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(s, dict)
-            and str(s.get("job_id", "")).isdigit()
-            and isinstance(s.get("tasks"), list)
-            and all(isinstance(t, int) and 0 <= t < len(job.cells) for t in s["tasks"])
-        ):
-            out.append(s)
-    return out
+    try:
+        for _n, raw in bounded.lines(path, SUBMISSIONS_CAPS):
+            try:
+                s = json.loads(raw.decode("utf-8", errors="replace")) if raw else None
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(s, dict) and schema.check("submission", s) is None and all(t < len(job.cells) for t in s["tasks"]):
+                out.append(s)
+    except KitError as err:
+        raise KitError(f"{err}: move {path} away to start the submissions over") from None
+    return out[-1000:]
 
 
 def latest(job: Job) -> list[dict]:
@@ -360,7 +380,7 @@ def submit(job: Job, opts: Options, echo: Echo) -> list[dict]:
 
     for i in todo:  # no stale error row of an earlier try may stand for this one
         d = job.cell_dir(i)
-        if d.is_dir() and not d.is_symlink():
+        if d.is_dir():
             clear_results(d)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     new = []
@@ -394,10 +414,10 @@ def settle(job: Job, i: int, st: TaskState, log: Path) -> str:
     have = R.cell_status(d)
     if have is not None:
         return have  # the cell wrote its own rows (ok, skipped, or its own error and reason)
+    d = job.cell_dir(i, make=True)
     why = f"slurm task {st.task or '?'} (job {st.job_id or '?'}) ended {st.state}"
     why += (f": {st.reason}" if st.reason else "") + (f" on {st.node}" if st.node else "")
     why += f" without a result (log: {log}); `orchestrate.py slurm {job.dir} --submit` runs it again"
-    d.mkdir(parents=True, exist_ok=True)
     if not R.is_regular(d / "cell.json"):
         R.atomic_write_text(d / "cell.json", job.cells[i].to_json(indent=2) + "\n")
     extra = {"scheduler": "slurm", "scheduler_job": st.job_id or None, "scheduler_task": st.task or None}

@@ -28,7 +28,20 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
+from bench.core.study import (
+    PLATFORMS,
+    PROFILES,
+    BackendSpec,
+    Estimate,
+    RunContext,
+    Speed,
+    Study,
+    curve,
+    last,
+    medians,
+    number,
+    ok_rows,
+)
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.claims import CLAIMS
@@ -221,6 +234,19 @@ class CifarOpt(Study):
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+
+    def epoch_samples(self, cell: Any) -> int | None:
+        """An epoch is the stratified subsample's training part (n_train), not the whole set."""
+        n = number((cell.spec.get("params") or {}).get("n_train"))
+        return int(n) if n and n > 0 else None
+
+    def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
+        """The training throughput and each deployment form's batch-1 latency p50."""
+        out = super().speed(rows, part)
+        for r in ok_rows(rows, part):
+            if r.get("phase") == "inference" and (v := number(r.get("latency_p50_ms"))) and v > 0:
+                out[f"latency_p50[{r.get('form')}]"] = Speed(v, "ms", higher_is_better=False)
+        return out
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")

@@ -133,6 +133,7 @@ class CellRun:
         return {**row, "trial_rss_peak_mb": rss.peak_mb, "trial_gpu_alloc_peak_mb": gpu}
 
     def epoch(self, epoch: int) -> dict:
+        from bench.measure import energy
         from bench.measure.memory import RSSSampler
         from bench.measure.timer import stopwatch
 
@@ -145,8 +146,10 @@ class CellRun:
             if dist:
                 dist.barrier()
 
+        e0 = energy.read()  # outside the clock
         with RSSSampler() as rss, stopwatch(sync) as sw:
             stats = tr.train_epoch()
+        e1 = energy.read()
         if stats["steps"] < 1:  # whatever the backend's trainer: an epoch that trained nothing is an error, never ok
             raise zero_steps(tr.batch, len(self.split.y_train), f"epoch {epoch} ran")
         if dist:
@@ -175,6 +178,7 @@ class CellRun:
             "python_heap_peak_mb": self.heap_mb,
             **tr.memory(),
             **({f"after_search_{k}": v for k, v in self.released.items()} if epoch == 1 else {}),
+            **energy.fields(e0, e1, stats["samples"], self.cfg.device if self.cfg.device in ("cuda", "mps") else "cpu"),
         }
 
     def inference(self) -> list[dict]:
@@ -213,6 +217,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     import torch
 
     from bench.data import cifar10
+    from bench.measure.fixedcost import phase
 
     cfg = settings(cell)
     threads = study.runtime_setup(cell, cfg.threads)
@@ -222,8 +227,9 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
         return backend.create(cell, TrainerData(cfg, split, batch_size, lr, cfg.seed, variant, ctx.dist))
 
     torch.backends.cudnn.benchmark = True  # the seed's CUDA setting
-    ds = cifar10.load_for_cell(cell.params, ctx.data_dir)
-    sub = cifar10.subsample(ds, cfg.n_train, cfg.n_test, cfg.subsample_seed)
+    with phase("data_s"):
+        ds = cifar10.load_for_cell(cell.params, ctx.data_dir)
+        sub = cifar10.subsample(ds, cfg.n_train, cfg.n_test, cfg.subsample_seed)
     split = Split(sub.x_train, sub.y_train, sub.x_test, sub.y_test)
     if ctx.dist is not None:  # this rank trains on its share; batch_size is per rank, the test set whole (rank 0)
         mine = np.asarray(ctx.dist.shard(len(split.y_train)))

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.core import bounded
 from bench.core.errors import KitError
 from bench.core.rows import is_regular, open_nofollow
 from bench.studies.cifar_opt.config import MIN_BATCH, SEED_BATCHES, Settings, chance_limit
@@ -64,10 +65,16 @@ def check_cell_dir(cell_dir: Path) -> None:
         raise KitError(f"cell dir {cell_dir} is not a directory; move it away")
 
 
+# a journal of 36 trials is 60 kB, its longest line 2 kB: Optuna reads it whole, so it is checked
+# within these caps first
+JOURNAL_CAPS = bounded.Caps(file_bytes=64 << 20, line_bytes=1 << 20, lines=1_000_000)
+
+
 def check_journal(path: Path) -> None:
     """KitError (one line) when PATH exists and is not a journal: a symlink, not a regular file,
-    or a line that is not JSON. Optuna would append to it (through a link, to its target); this
-    keeps it as it is for a person to look at."""
+    over JOURNAL_CAPS, or a line that is not an Optuna journal operation (bench.core.schema's
+    journal_line). Optuna would append to it (through a link, to its target) and read it whole;
+    this keeps it as it is for a person to look at."""
     if path.is_symlink():
         raise KitError(f"Optuna journal {path} is a symlink: results are never written through one; remove it")
     if not os.path.lexists(path):
@@ -76,17 +83,26 @@ def check_journal(path: Path) -> None:
         raise KitError(f"Optuna journal {path} is not a regular file; move it away to start the search over")
     import json
 
-    n = 0
+    from bench.core import schema
+
+    def damaged(where: str) -> KitError:
+        return KitError(f"Optuna journal {path} is damaged ({where}); move it away to start the search over")
+
     try:
-        with path.open("rb") as fh:
-            for line in fh:
-                n += 1
-                json.loads(line)
-    except (OSError, ValueError) as err:
-        where = f"line {n}" if n else "reading it"
-        raise KitError(
-            f"Optuna journal {path} is damaged ({where}: {type(err).__name__}); move it away to start the search over"
-        ) from None
+        for n, raw in bounded.lines(path, JOURNAL_CAPS):
+            if raw is None:
+                raise damaged(f"line {n}: longer than {bounded.mib(JOURNAL_CAPS.line_bytes)}")
+            try:
+                op = json.loads(raw)
+            except (ValueError, RecursionError) as err:
+                raise damaged(f"line {n}: {type(err).__name__}") from None
+            why = schema.check("journal_line", op)
+            if why:
+                raise damaged(f"line {n}: {why}")
+    except bounded.TooBig as err:
+        raise damaged(str(err).removeprefix(f"{path}: ")) from None
+    except OSError as err:
+        raise damaged(f"reading it: {type(err).__name__}") from None
 
 
 def journal_storage(path: Path):

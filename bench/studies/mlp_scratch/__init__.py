@@ -165,6 +165,11 @@ class MlpScratch(Study):
                 by.setdefault(str(r.get("backend")), []).append(n / t)
         return {p: statistics.median(v) for p, v in by.items()}
 
+    def samples_per_unit(self, rows: list[dict], part: str) -> float | None:
+        """Full-batch gradient descent: one iteration passes the whole training set (its rows' n_train)."""
+        n = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("n_train")))]
+        return float(n[0]) if n else None
+
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         vals = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("final_val_acc"))) is not None]
         return ("final_val_acc", statistics.median(vals)) if vals else None

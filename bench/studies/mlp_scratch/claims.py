@@ -40,11 +40,9 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import json
 import statistics
 
 from bench.core import answers
-from bench.core.answers import Finding
 from bench.core.claims import WORK_AMOUNT, Claim, Level, Measured, Metric, Needs, Ratio, above, below, between
 from bench.core.study import number
 
@@ -132,21 +130,12 @@ def curve_gap_pts(rows: list[dict], part: str) -> float | None:
 def both_columns(key: str) -> Measured:
     """A row of Table 5 as the seed prints it, NumPy's column and CuPy's, one answer per dtype; each
     column is a count (array bytes: its value decides)."""
-
-    def measure(study, cells) -> list[Finding]:
-        found = []
-        for what, side in (("NumPy", NP), ("CuPy", CP)):
-            for f in answers.level_findings(study, cells, Level(side, memory_mb(key), "MB")):
-                f.what, f.exact = what, True
-                found.append(f)
-        keys = sorted({k for f in found for k in f.split})
-        vary = [k for k in keys if len({json.dumps(f.split.get(k), default=str) for f in found}) > 1]
-        hosts = len({f.scope for f in found}) > 1
-        for f in found:
-            f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
-        return found
-
-    return Measured(measure, ("NumPy", "CuPy"))
+    return answers.conditions(
+        ("NumPy", Level(NP, memory_mb(key), "MB"), None),
+        ("CuPy", Level(CP, memory_mb(key), "MB"), None),
+        per_workload=True,
+        exact=True,
+    )
 
 
 def _faster(cid: str, text: str, where: str, metric: Metric | None, seed: tuple[float, float], **kw) -> Claim:

@@ -85,6 +85,7 @@ class MlpRun:
     warmup_s: float = 0.0
     runs: dict = field(default_factory=dict)
     agree: dict = field(default_factory=dict)
+    platforms: dict = field(default_factory=dict)  # row backend -> its platform (which energy counters are its)
 
     @property
     def steps(self) -> int:
@@ -99,11 +100,16 @@ class MlpRun:
         if i == 0:
             return self._check()
         if i <= n_plain:
+            from bench.measure import energy
+
             rows = []
             for v, var in self.variants.items():
+                e0 = energy.read()  # around the run as a whole: its total_s is the clock inside
                 r = var.plain(X, y, Xv, yv, self.rcfg)
+                e1 = energy.read()
                 self.runs.setdefault(v, []).append(r)
-                rows.append(self._row(v, "plain", plain_run=i - 1, **{k: r.get(k) for k in PLAIN_KEYS}))
+                spent = energy.fields(e0, e1, self.rcfg.iterations * len(X), self.platforms[v])
+                rows.append(self._row(v, "plain", plain_run=i - 1, **{k: r.get(k) for k in PLAIN_KEYS}, **spent))
             return rows
         if i == n_plain + 1:
             iters = min(self.params["breakdown_iterations"], self.params["iterations"])
@@ -168,8 +174,11 @@ class MlpRun:
 
 
 def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
+    from bench.measure.fixedcost import phase
+
     p = cell.params
-    X, y, Xv, yv, dsinfo = load_xy(p, ctx.data_dir)
+    with phase("data_s"):
+        X, y, Xv, yv, dsinfo = load_xy(p, ctx.data_dir)
     variants: dict[str, Trainer] = {}
     skipped = {}
     for v in study.parts(cell):
@@ -192,4 +201,6 @@ def open_cell(study, cell: Cell, ctx: RunContext) -> MlpRun:
         "blas": blas["blas"],
         "blas_threads": blas["blas_threads"],
     }
-    return MlpRun(cell, variants, modules, study.reference(), skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base, blas)
+    run = MlpRun(cell, variants, modules, study.reference(), skipped, (X, y, Xv, yv), rcfg, p, dsinfo, base, blas)
+    run.platforms = {v: study.backend_spec(v).platform for v in variants}
+    return run

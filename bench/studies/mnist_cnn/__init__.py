@@ -230,14 +230,16 @@ class MnistCnn(Study):
         return open_cell(self, cell, ctx)
 
     def check_rows(self, rows: list[dict]) -> str | None:
-        need = ("epoch_s", "samples_per_s", "test_acc", "rss_mean_mb")  # what Table I reads
+        from bench.core.schema import measured_problem
+
+        need = ("epoch_s", "samples_per_s", "test_acc", "rss_mean_mb")  # what Table I reads (and divides by)
         for r in rows:
             if r.get("status") not in ("ok", "incomplete") or r.get("epoch") is None:
                 continue
             for k in need:
-                v = r.get(k)
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    return f"epoch {r.get('epoch')}: {k!r} is {type(v).__name__ if k in r else 'missing'}, expected a number"
+                why = measured_problem(k, r.get(k))
+                if why:
+                    return f"epoch {r.get('epoch')}: {why}"
         return None
 
     def report_section(self, cells, out: Path) -> list[str]:

@@ -73,10 +73,12 @@ class EpochRun:
     base: dict = field(default_factory=dict)
     profile: dict = field(default_factory=dict)  # per-batch phase seconds from the profiling pass
     dist: Any = None  # bench.core.dist.Dist under ranks: each trains its share of every global batch
+    platform: str = "cpu"  # the backend's: which energy counters stand for its device
 
     def step(self, i: int) -> list[dict]:
         """Train epoch i+1 (timed, RSS sampled), then evaluate (timed apart). Under ranks the
         clock runs from one barrier to the next and the samples are the whole world's."""
+        from bench.measure import energy
         from bench.measure.memory import RSSSampler
         from bench.measure.timer import NullTimer, stopwatch
 
@@ -90,8 +92,10 @@ class EpochRun:
             if dist:
                 dist.barrier()
 
+        e0 = energy.read()  # outside the clock: the counters' reads are not the epoch's
         with RSSSampler() as rss, stopwatch(sync) as sw:
             stats = trainer.train_epoch(mine, timer)
+        e1 = energy.read()
         if not math.isfinite(stats["train_loss"]):  # diverged: a flagged end, never a silent number
             raise KitError(f"non-finite training loss ({stats['train_loss']}) in epoch {epoch}: lr {cfg.lr} diverged")
         with stopwatch() as ev:
@@ -118,6 +122,7 @@ class EpochRun:
             **trainer.phase_fields(timer),
             **self.phase_split(len(order) // cfg.batch_size),
             **trainer.memory(),
+            **energy.fields(e0, e1, len(order), self.platform),
         }
         return [row]
 
@@ -149,12 +154,14 @@ class EpochRun:
 def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
     """Load data, build the trainer, warm up. KitError on bad input, before anything is written."""
     from bench.data.digits import load_for_cell
+    from bench.measure.fixedcost import phase
     from bench.studies.mnist_cnn.config import trains
     from bench.studies.mnist_cnn.net import init_params
 
     cfg = settings(cell)
     threads = study.runtime_setup(cell, cfg.threads, cfg.seed)  # the backend family's threads and seed
-    data = load_for_cell(cell.params, ctx.data_dir)
+    with phase("data_s"):
+        data = load_for_cell(cell.params, ctx.data_dir)
     if cfg.limit_train:
         data = dataclasses.replace(data, x_train=data.x_train[: cfg.limit_train], y_train=data.y_train[: cfg.limit_train])
     n_train = len(data.y_train)
@@ -175,7 +182,9 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> EpochRun:
         "compile_kind": trainer.compile_kind(),
     }
     base["world_size"] = world
-    return EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile, ctx.dist)
+    run = EpochRun(cfg, trainer, n_train, threads, data.describe(), cfg.epochs, compile_s, base, profile, ctx.dist)
+    run.platform = study.platform_of(cell)
+    return run
 
 
 PROFILE_BATCHES = 20  # batches in the profiling pass (fewer when an epoch has fewer)

@@ -3,8 +3,6 @@ did not report), Fig. 1, the seed's own numbers, and the same-session throughput
 
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +12,7 @@ from bench.core.labels import qualify
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
 from bench.core.tables import markdown, md_row, sig, text_table
+from bench.core.text import csv_text
 from bench.core.text import md as md_text
 
 TABLE1_COLUMNS = [
@@ -323,18 +322,10 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
 
     rows = table1(cells)
     plot_paths = plots.fig1([c for c in cells if c.status == "ok" and epochs(c)], out, label) if rows else []
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=TABLE1_CSV, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(out / "table1.csv", buf.getvalue())  # one row per cell (repeat)
+    atomic_write_text(out / "table1.csv", csv_text(rows, list(TABLE1_CSV)))  # one row per cell (repeat)
     write_json(out / "table1.json", {"rows": rows})
     summ = summary_table(cells)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=SUMMARY_CSV, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(summ)
-    atomic_write_text(out / "table1_summary.csv", buf.getvalue())  # one row per configuration, over repeats
+    atomic_write_text(out / "table1_summary.csv", csv_text(summ, list(SUMMARY_CSV)))  # one row per configuration, over repeats
     write_json(out / "table1_summary.json", {"rows": summ})
     md = [
         "### Table I (measured)",

@@ -19,18 +19,36 @@ Importing this package imports no torch.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.core import bounded
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, PROFILES, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
+from bench.core.study import (
+    PLATFORMS,
+    PROFILES,
+    BackendSpec,
+    Estimate,
+    RunContext,
+    Speed,
+    Study,
+    curve,
+    last,
+    medians,
+    number,
+    ok_rows,
+)
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.claims import CLAIMS
 from bench.studies.profile.config import (
+    AUX_OUTPUTS,
     DATASETS,
+    FIXED_SIZE,
+    MIN_SIZE,
     NO_LINEAR_HEAD,
     PARALLEL,
     PIPELINES,
@@ -56,6 +74,7 @@ class Profile(Study):
     timing_key = "epoch_s"
     timing_unit = "epoch"
     auto_profiles = {"cpu": "smoke"}  # DenseNet-121 at 224 px on a laptop CPU takes long
+    own_energy = True  # its idle baseline and NVML/RAPL sampler (protocol.energy_fields), before it touches a GPU
     Config = ProfileConfig
     trainer_protocol = Trainer  # backends/__init__.py
     backends = {
@@ -111,6 +130,17 @@ class Profile(Study):
             )
         if model in NO_LINEAR_HEAD:
             raise KitError(f"model {model!r} ends in a conv classifier, not a Linear one to replace: choose another model")
+        if model in AUX_OUTPUTS:
+            raise KitError(
+                f"model {model!r} returns auxiliary logits while training, which this study's trainer does not take: "
+                "choose another model"
+            )
+        size = p["image_size"]
+        if model in FIXED_SIZE and size != FIXED_SIZE[model]:
+            need = FIXED_SIZE[model]
+            raise KitError(f"model {model!r} takes {need} px images only (image_size={size}): set image_size={need}")
+        if model in MIN_SIZE and isinstance(size, int) and size < MIN_SIZE[model]:
+            raise KitError(f"model {model!r} needs image_size >= {MIN_SIZE[model]} px (got {size})")
         if cell.variant.split("+")[0] not in TRANSFERS:
             raise KitError(f"unknown transfer {cell.variant!r}: choose {', '.join(TRANSFERS)}")
         checks = [
@@ -165,6 +195,18 @@ class Profile(Study):
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+
+    def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
+        """The training throughput and, where an energy counter was read, the net energy per image."""
+        out = super().speed(rows, part)
+        per = [
+            e / n
+            for r in ok_rows(rows, part)
+            if r.get("phase") == "epoch" and (e := number(r.get("energy_net_j"))) is not None and (n := number(r.get("samples")))
+        ]
+        if per and statistics.median(per) > 0:
+            out["energy_per_image"] = Speed(statistics.median(per), "J", higher_is_better=False)
+        return out
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
@@ -257,10 +299,15 @@ class Profile(Study):
         return summary(cells)
 
 
+# a trace is read whole to check it is JSON: the references' largest is 3 MB gzip'd, 47 MB unpacked
+TRACE_CAPS = bounded.Caps(file_bytes=256 << 20, out_bytes=256 << 20)
+
+
 def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
-    """Why the profile step's traces are not all there and readable gzip JSON, or None."""
-    import gzip
+    """Why the profile step's traces are not all there and readable gzip JSON (within
+    TRACE_CAPS), or None."""
     import json
+    import zlib
 
     if not traces:
         return "the profile row names no trace"
@@ -269,8 +316,9 @@ def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
     for name in traces:
         path = Path(cell_dir) / "trace" / Path(str(name)).name
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                json.load(f)
-        except (OSError, ValueError, EOFError) as err:
+            json.loads(bounded.read_bytes(path, TRACE_CAPS).decode("utf-8"))
+        except KitError as err:
+            return f"{path.name}: {str(err).removeprefix(str(path) + ': ')}"
+        except (OSError, ValueError, EOFError, RecursionError, zlib.error) as err:
             return f"{path.name}: {type(err).__name__}"
     return None

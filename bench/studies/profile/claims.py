@@ -41,7 +41,6 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Callable
@@ -184,24 +183,8 @@ def copy_over_kernels(rows: list[dict], part: str) -> float | None:
 
 # ---- conditions read from one workload ---------------------------------------------------------
 def each(*items: tuple[str, Level, Expect | None]) -> Measured:
-    """Several levels of one side, each with its region, one answer per workload (and host): every
-    condition is read from that workload's cells (answers.conditions takes each condition's best
-    cells wherever they ran, for rankings across setups)."""
-
-    def measure(study, cells) -> list[Finding]:
-        found = []
-        for what, rule, expect in items:
-            for f in answers.level_findings(study, cells, rule):
-                f.what, f.expect = what, expect
-                found.append(f)
-        keys = sorted({k for f in found for k in f.split})
-        vary = [k for k in keys if len({json.dumps(f.split.get(k), default=str) for f in found}) > 1]
-        hosts = len({f.scope for f in found}) > 1
-        for f in found:
-            f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
-        return found
-
-    return Measured(measure, tuple(what for what, _, _ in items))
+    """Several levels of one side, each with its region, one answer per workload (and host)."""
+    return answers.conditions(*items, per_workload=True)
 
 
 def per_gpu(side: dict, key: str, agg: Callable[[list[float]], float], regions: tuple[Expect, ...], unit: str) -> Measured:

@@ -47,6 +47,14 @@ TORCHVISION_MODELS = tuple(
     """.split()
 )
 NO_LINEAR_HEAD = ("squeezenet1_0", "squeezenet1_1")  # their classifier is a conv: nothing for build_model to replace
+# What else a model needs to train here, as checked on the meta device (forward + backward of a
+# batch of 2 in train mode, tests/test_trusted_inputs.py): these two return (logits, auxiliary
+# logits) while training, where the trainer takes one tensor ...
+AUX_OUTPUTS = ("googlenet", "inception_v3")
+# ... these are built for 224 px inputs only (position embeddings, fixed attention windows) ...
+FIXED_SIZE = {**{m: 224 for m in TORCHVISION_MODELS if m.startswith("vit_")}, "maxvit_t": 224}
+# ... and AlexNet's three stride-2 pools leave nothing of an image under 63 px (the rest take 32)
+MIN_SIZE = {"alexnet": 63}
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's per-channel mean/std (0..1 scale): the pretrained weights expect them
 STD = (0.229, 0.224, 0.225)
 

@@ -95,6 +95,15 @@ def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> d
     out["energy_net_j"] = main
     out["j_per_img"] = main / samples if main is not None and samples and main > 0 else None
     out["img_per_j"] = samples / main if main is not None and samples and main > 0 else None
+    # the fields every study's timed rows carry (bench.measure.energy): J per sample, or why not
+    out["energy_j_per_sample"] = out["j_per_img"]
+    if out["j_per_img"] is not None:
+        out["energy_note"] = None
+    elif main is not None and main <= 0:
+        out["energy_note"] = "not measured: the idle baseline is at or above the load over this window"
+    else:
+        note = out["gpu_energy_note"] if gpus else out["cpu_energy_note"]
+        out["energy_note"] = f"not measured: {note or 'no energy counter over the window'}"
     return out
 
 
@@ -386,9 +395,11 @@ def prepare(cfg: Settings, cell: Cell, ctx: RunContext) -> tuple[Any, dict, list
     baseline). The index and the step check come first: bad data is one line before the idle wait.
     Under ddp only rank 0 samples (every GPU of the run); the others wait for it at a barrier."""
     from bench.data import imagefolder
+    from bench.measure.fixedcost import phase
     from bench.measure.sampler import idle_baseline
 
-    index = imagefolder.load_for_cell(cell.params, ctx.data_dir)  # reads files only: no GPU touched
+    with phase("data_s"):
+        index = imagefolder.load_for_cell(cell.params, ctx.data_dir)  # reads files only: no GPU touched
     check_steps(cfg, index)
     if ctx.dist is not None and not ctx.dist.is_main:
         ctx.dist.barrier()  # rank 0's idle baseline: nothing of ours on any GPU yet

@@ -46,8 +46,10 @@ def med(rs: list[dict], key: str) -> float | None:
 def label(c: Cell) -> str:
     r = c.first
     par = r.get("parallel") or "none"
-    return f"{PLATFORM.get(str(r.get('backend')), '?')} {r.get('variant')}, {r.get('pipeline')}, b{r.get('batch_size')}" + (
-        f", {par} x{r.get('world_size')}" if par != "none" else ""
+    return (
+        f"{PLATFORM.get(str(r.get('backend')), '?')} {r.get('variant')}, {r.get('pipeline')}, b{r.get('batch_size')}"
+        + (f", {par} x{r.get('world_size')}" if par != "none" else "")
+        + (", cudnn.benchmark off" if r.get("cudnn_benchmark") is False else "")
     )
 
 

@@ -3,28 +3,32 @@ images and the CPU cells beside the GPU cells (time and energy ratios), telemetr
 and time series from the sampler's CSV; CPU % as a share of every core), energy per image against
 an idle baseline (GPU and CPU each on their own), the sampler's and the profiler's overheads, the
 step-time breakdown with the profiler's slowdown beside it, the operator tables and chart (one
-level each: operators or kernels), and the two-GPU comparison (DataParallel vs DDP: throughput,
-scaling efficiency, per-GPU memory). Numbers only: the seed's claims (claims.py) are judged by
-the answer engine, whose table follows this section.
+level each: operators or kernels), and the many-GPU section (multigpu.py: one GPU, DDP and
+DataParallel per configuration, scaling efficiency, DataParallel's collapse). The tables above
+list every cell; the telemetry and operator figures and the operator tables show one repeat per
+configuration, the median one by throughput. Numbers only: the seed's claims (claims.py) are
+judged by the answer engine, whose table follows this section.
 
-Host side: standard library, numpy and matplotlib only (rows, system.json, profile.json and
-telemetry.csv of each cell; no torch).
+Host side: standard library, numpy, matplotlib and pydantic only (rows, system.json, profile.json
+and telemetry.csv of each cell, a run's lab/ JSON; no torch).
 """
 
 from __future__ import annotations
 
 import csv
-import statistics
+import io
 import textwrap
 from pathlib import Path
 
+from bench.core import bounded, palette
+from bench.core.errors import KitError
 from bench.core.labels import distinct
 from bench.core.resultset import ResultCell as Cell
-from bench.core.stats import ratio
+from bench.core.resultset import group_repeats
 from bench.core.tables import markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, md_reason, plot_text
-from bench.studies.profile import seed
+from bench.studies.profile import multigpu, seed
 from bench.studies.profile.readout import (
     SEED_IMAGE_SIZE,
     cpu_gpu_pairs,
@@ -42,21 +46,34 @@ from bench.studies.profile.readout import rows as _rows
 PROJECTED = "projected to the seed's 20 epochs x 8,005 images"
 
 
+TELEMETRY_CAPS = bounded.Caps(file_bytes=64 << 20)  # a 20-epoch H100 cell's telemetry.csv: 1.5 MB
+
+
 def _csv(c: Cell) -> list[dict]:
+    """The cell's telemetry.csv as rows ([] where missing, unreadable or over TELEMETRY_CAPS)."""
     p = c.dir / "telemetry.csv"
     if not p.is_file() or p.is_symlink():
         return []
     try:
-        with open(p, newline="", encoding="utf-8") as f:
+        with bounded.open_stream(p, TELEMETRY_CAPS) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
             return list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, csv.Error, KitError):
         return []
 
 
 # ---- tables --------------------------------------------------------------------------------
 
 
+def row_names(cells: list[Cell]) -> dict[int, str]:
+    """id(cell) -> its row label in the per-cell tables: its label, plus its run, device and repeat
+    where two cells would share it (the repeats of one configuration are a row each)."""
+    names = distinct([_label(c) for c in cells], [c.run_label for c in cells], [c.device for c in cells],
+                     [f"repeat {c.repeat}" for c in cells])  # fmt: skip
+    return {id(c): n for c, n in zip(cells, names, strict=True)}
+
+
 def training_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ep = _rows(c, "epoch")
@@ -65,7 +82,7 @@ def training_table(cells: list[Cell]) -> list[str]:
         pj = projection(c)
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "device": c.device,
                 "data": f"{c.first.get('dataset')}" + ("" if c.first.get("dataset_real") else " (synthetic)"),
                 "weights": ep[-1].get("weights"),
@@ -181,6 +198,7 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
 
 
 def telemetry_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ep = _rows(c, "epoch")
@@ -193,7 +211,7 @@ def telemetry_table(cells: list[Cell]) -> list[str]:
             g = f"gpu{i}_"
             out.append(
                 {
-                    "cell": _label(c),
+                    "cell": names[id(c)],
                     "gpu": "" if i is None else f"GPU {i}",
                     "util": _med(ep, g + "util_pct_mean") if i is not None else None,
                     "memu": _med(ep, g + "mem_util_pct_mean") if i is not None else None,
@@ -269,6 +287,7 @@ def _share_of_cores(pct: float | None, cores: int | None) -> float | str | None:
 
 
 def energy_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         if not _rows(c, "epoch"):
@@ -277,7 +296,7 @@ def energy_table(cells: list[Cell]) -> list[str]:
         g, cpu = e["gpu"], e["cpu"]
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "gsrc": (g["source"] or "not measured: " + str(g["note"] or "no reading")) if g else "no GPU in this cell",
                 "idle": g["idle_w"] if g else None,
                 "gross": g["j"] if g else None,
@@ -318,6 +337,7 @@ def energy_table(cells: list[Cell]) -> list[str]:
 
 
 def overhead_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out = []
     for c in cells:
         ov, pr = _rows(c, "overhead"), _rows(c, "profile")
@@ -328,7 +348,7 @@ def overhead_table(cells: list[Cell]) -> list[str]:
         pairs = o.get("sampler_cost_pairs") or []
         out.append(
             {
-                "cell": _label(c),
+                "cell": names[id(c)],
                 "on": o.get("step_ms_sampler_on"),
                 "off": o.get("step_ms_sampler_off"),
                 "cost": f"{o['sampler_cost']:+.2%}" if isinstance(o.get("sampler_cost"), float) else "",
@@ -364,6 +384,7 @@ def overhead_table(cells: list[Cell]) -> list[str]:
 
 
 def breakdown_table(cells: list[Cell]) -> list[str]:
+    names = row_names(cells)
     out, keys, slow = [], [], []
     method = None
     for c in cells:
@@ -374,7 +395,7 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
         pr = next(iter(_rows(c, "profile")), {})
         unprof, ov = _num(pr.get("unprofiled_step_ms")), _num(pr.get("profiler_overhead"))
         row = {
-            "cell": _label(c),
+            "cell": names[id(c)],
             "steps": br.get("n_steps"),
             "unprof": unprof,
             "slow": f"{ov:+.0%}" if ov is not None else "not measured",
@@ -394,7 +415,13 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
     if not out:
         return []
     cols = [("cell", "cell"), ("steps", "steps"), ("unprof", "unprofiled step ms"), ("slow", "profiler slowdown")] + [
-        (k, k.replace("mean_", "").replace("_ms", " ms (profiled)").replace("_share", " share")) for k in keys
+        (
+            k,
+            "kernels (profiled)"
+            if k == "mean_kernel_count"
+            else k.replace("mean_", "").replace("_ms", " ms (profiled)").replace("_share", " share"),
+        )
+        for k in keys
     ]
     span = (
         f"The profiled steps ran {min(slow):+.0%} to {max(slow):+.0%} against the same cell's unprofiled steps"
@@ -467,9 +494,30 @@ def op_level(prof: dict, level: str, k: int | None = None) -> tuple[list[dict], 
     return (ops[:k] if k else ops), key
 
 
+def representatives(cells: list[Cell]) -> list[tuple[str, Cell, str]]:
+    """One cell per configuration (ResultCell.config_key: one run's repeats of one spec) that timed
+    epochs: the repeat whose throughput is the median of its configuration's (the lower of two),
+    its name (the cell's label, plus the run or device where two configurations share it) and
+    which repeat it is ('' for a configuration of one repeat)."""
+
+    def ips(c: Cell) -> float | None:
+        return _med(_rows(c, "epoch"), "samples_per_s")
+
+    groups = [[c for c in g if ips(c) is not None] for g in group_repeats(cells)]
+    groups = [g for g in groups if g]
+    names = distinct([_label(g[0]) for g in groups], [g[0].run_label for g in groups], [g[0].device for g in groups])
+    out = []
+    for g, name in zip(groups, names, strict=True):
+        order = sorted(g, key=lambda c: ips(c) or 0.0)
+        c = order[(len(order) - 1) // 2]
+        out.append((name, c, f"repeat {c.repeat}, the median of {len(g)} by throughput" if len(g) > 1 else ""))
+    return out
+
+
 def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
+    """Per configuration (its median repeat): the top K of each operator level."""
     lines: list[str] = []
-    for c in cells:
+    for label, c, which in representatives(cells):
         prof = _profile(c)
         for level, title in (
             ("op", "operators by self device time"),
@@ -507,10 +555,17 @@ def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
                     ("cpu_memory_mb", "CPU mem MB"),
                 ]
             )
-            lines += [f"##### {md_text(_label(c))}: top {len(ops)} {title}", "", markdown(rows, cols), ""]
+            lines += [
+                f"##### {md_text(label)}: top {len(ops)} {title}" + (f" ({which})" if which else ""),
+                "",
+                markdown(rows, cols),
+                "",
+            ]
     if lines:
         lines = [
             "#### Operators (torch.profiler key_averages over the recorded steps)",
+            "",
+            "Per configuration, from one repeat: the one whose throughput is the median of the configuration's.",
             "",
             "One level per table and chart: operators are the CPU-side rows (aten operators and runtime calls such as "
             "cudaLaunchKernel; annotations such as ProfilerStep* are ranges and left out), kernels the GPU-side rows. An "
@@ -524,96 +579,12 @@ def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
     return lines
 
 
-# ---- two GPUs --------------------------------------------------------------------------------
-
-
-def _ips_by_key(c: Cell) -> dict[int, float]:
-    """Throughput per repeat (median over its epochs); one repeat: per epoch (stated in the table)."""
-    ep = _rows(c, "epoch")
-    by: dict[int, list[float]] = {}
-    for r in ep:
-        v = _num(r.get("samples_per_s"))
-        if v is not None:
-            by.setdefault(int(r.get("repeat") or 0), []).append(v)
-    if len(by) >= 2:
-        return {k: statistics.median(v) for k, v in by.items()}
-    only = next(iter(by.values()), [])
-    return dict(enumerate(only))
-
-
-def scaling(cells: list[Cell]) -> list[str]:
-    multi = [c for c in cells if (c.first.get("parallel") or "none") != "none"]
-    wanted = [
-        c
-        for c in cells
-        if c.first.get("backend") == "torch-cuda" and (c.spec.get("params") or {}).get("parallel") not in (None, "none")
-    ]
-    if not multi and not wanted:
-        return []
-    lines = ["#### Two GPUs: nn.DataParallel (the seed's) vs DDP under torchrun", ""]
-    ran = [c for c in multi if _rows(c, "epoch")]
-    if not ran:
-        why = sorted({str(c.first.get("reason") or c.note or c.status) for c in wanted or multi})
-        return lines + [f"Not run here: {'; '.join(md_reason(w) for w in why)}.", ""]
-    out = []
-    for c in ran:
-        r0 = c.first
-        base = [
-            b
-            for b in cells
-            if b is not c
-            and (b.first.get("parallel") or "none") == "none"
-            and b.first.get("backend") == r0.get("backend")
-            and b.first.get("variant") == r0.get("variant")
-            and b.first.get("pipeline") == r0.get("pipeline")
-            and b.first.get("batch_size") == r0.get("batch_size")
-            and _rows(b, "epoch")
-        ]
-        row = {
-            "cell": _label(c),
-            "ips": _med(_rows(c, "epoch"), "samples_per_s"),
-            "world": r0.get("world_size"),
-        }
-        ep = _rows(c, "epoch")
-        for i in _gpus(c):
-            row[f"mem{i}"] = _med(ep, f"gpu{i}_mem_used_mb_max")
-            row[f"util{i}"] = _med(ep, f"gpu{i}_util_pct_mean")
-        if base:
-            one = _ips_by_key(base[0])
-            two = _ips_by_key(c)
-            world = int(r0.get("world_size") or 2)
-            r = ratio(two, {k: v * world for k, v in one.items()})
-            row["base"] = _med(_rows(base[0], "epoch"), "samples_per_s")
-            row["eff"] = r.median
-            row["ci"] = r.interval("{:.3f}")
-        out.append(row)
-    gpu_cols = sorted({k for r in out for k in r if k.startswith(("mem", "util"))}, key=lambda k: (k[-1], k))
-    lines += [
-        "Scaling efficiency = 2-GPU throughput / (2 x the 1-GPU throughput at the same per-GPU batch); its interval "
-        "resamples repeats, or the epochs of a single repeat (not independent: a rough interval).",
-        "",
-        markdown(
-            out,
-            [
-                ("cell", "cell"),
-                ("world", "GPUs"),
-                ("ips", "img/s"),
-                ("base", "1-GPU img/s"),
-                ("eff", "scaling efficiency"),
-                ("ci", "interval"),
-            ]
-            + [(k, ("GPU " + k[-1] + (" mem MB" if k.startswith("mem") else " util %"))) for k in gpu_cols],
-        ),
-        "",
-    ]
-    return lines
-
-
 # ---- figures ---------------------------------------------------------------------------------
 
 
-def _series_figure(c: Cell, out: Path, name: str) -> tuple[str | None, int]:
-    """The telemetry time series of C as NAME under OUT: (the file name or None, how many CPU
+def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str | None, int]:
+    """The telemetry time series of C as NAME under OUT, titled TITLE (else C's label): every GPU
+    in one row of panels, a line each, then the CPU's; (the file name or None, how many CPU
     samples read above 100 % x the logical cores: impossible, left out of the plot)."""
     rows = _csv(c)
     if len(rows) < 2:
@@ -652,41 +623,39 @@ def _series_figure(c: Cell, out: Path, name: str) -> tuple[str | None, int]:
         series["cpu_process_share"] = proc
         proc_title = "process % (100 = one core; cores unknown)"
     gpus = _gpus(c)
-    panels = [
-        (
-            plot_text(f"GPU {i}"),
-            [
-                (f"gpu{i}_util_pct", "util %"),
-                (f"gpu{i}_mem_used_mb", "memory MB"),
-                (f"gpu{i}_power_w", "power W"),
-                (f"gpu{i}_temp_c", "temp °C"),
-            ],
-        )
-        for i in gpus
-    ]
+    colour = palette.colors([(i, "nvidia") for i in gpus])
+    panels: list[tuple[str, list[tuple[str, str]]]] = []
+    if gpus:  # every GPU of the cell in one row, a line each
+        panels.append(("GPU" + ("s" if len(gpus) > 1 else f" {gpus[0]}"), [("util_pct", "util %"), ("mem_used_mb", "memory MB"),
+                       ("power_w", "power W"), ("temp_c", "temp °C")]))  # fmt: skip
     panels.append(
         ("CPU", [("cpu_system_pct", "system %"), ("cpu_process_share", proc_title), ("rss_mb", "RSS MB"), ("threads", "threads")])
     )
-    fig, axes = plt.subplots(len(panels), 4, figsize=(16, 2.6 * len(panels)), squeeze=False)
-    for (title, cols), ax_row in zip(panels, axes, strict=True):
+    fig, axes = plt.subplots(len(panels), 4, figsize=(12, 2.3 * len(panels)), squeeze=False)
+    for (panel, cols), ax_row in zip(panels, axes, strict=True):
         for (k, what), ax in zip(cols, ax_row, strict=True):
-            y = series[k] if k in series else col(k)
-            pts = [(a, b) for a, b in zip(t, y, strict=True) if b is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1)
+            lines: list[tuple[str, str | None, list[float | None]]] = []
+            if panel.startswith("GPU"):
+                lines = [(f"GPU {i}", colour[i], col(f"gpu{i}_{k}")) for i in gpus]
+            for legend, shade, y in lines or [("", None, series[k] if k in series else col(k))]:
+                pts = [(a, b) for a, b in zip(t, y, strict=True) if b is not None]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1, color=shade, label=legend or None)
+            if len(lines) > 1:
+                ax.legend(fontsize=6, loc="lower right")
             if k in ("cpu_system_pct", "cpu_process_share") and (cores or k == "cpu_system_pct"):
                 ax.set_ylim(0, 105)
-            ax.set_title(f"{title}: {what}", fontsize=9)
+            ax.set_title(f"{panel}: {what}", fontsize=9)
             ax.set_xlabel("s", fontsize=8)
             ax.tick_params(labelsize=7)
-    fig.suptitle(plot_text(_label(c)) + " (timed epochs)", fontsize=10)
+    fig.suptitle(plot_text(title or _label(c)) + " (timed epochs)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / name, dpi=80)
     plt.close(fig)
     return name, impossible
 
 
-def _ops_figure(c: Cell, out: Path, name: str, k: int = 12) -> str | None:
+def _ops_figure(c: Cell, out: Path, name: str, title: str = "", k: int = 12) -> str | None:
     """One level: the operators by self device time (a GPU cell) or self CPU time, largest on top."""
     ops, key = op_level(_profile(c), "op", k)
     if not ops:
@@ -700,7 +669,7 @@ def _ops_figure(c: Cell, out: Path, name: str, k: int = 12) -> str | None:
     names = [plot_text(str(o.get("name"))[:48]) for o in ops][::-1]
     ax.barh(names, [_num(o.get(key)) or 0.0 for o in ops][::-1])
     ax.set_xlabel(key.replace("_", " ").replace(" ms", ", ms"))
-    ax.set_title(plot_text(_label(c)) + ": operators (aten level, no kernels)", fontsize=10)
+    ax.set_title(plot_text(title or _label(c)) + ": operators (aten level, no kernels)", fontsize=10)
     ax.tick_params(labelsize=7)
     fig.tight_layout()
     fig.savefig(out / name, dpi=80)
@@ -721,21 +690,26 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "",
     ]
     lines += training_table(cells) + cpu_vs_gpu(cells) + telemetry_table(cells) + energy_table(cells) + overhead_table(cells)
-    lines += scaling(cells) + breakdown_table(cells) + op_tables(cells)
+    lines += multigpu.section(cells, out) + breakdown_table(cells) + op_tables(cells)
     figs, impossible = [], []
-    for n, c in enumerate(cells):
-        if _rows(c, "epoch"):
-            f, bad = _series_figure(c, out, f"profile_telemetry_{n}.png")
-            if f:
-                figs.append(f"![telemetry: {md_alt(_label(c))}]({f})")
-            if bad:
-                impossible.append(f"{md_text(_label(c))}: {bad}")
+    for n, (label, c, which) in enumerate(representatives(cells)):
+        title = label + (f" ({which})" if which else "")
+        f, bad = _series_figure(c, out, f"profile_telemetry_{n}.png", title)
+        if f:
+            figs.append(f"![telemetry: {md_alt(title)}]({f})")
+        if bad:
+            impossible.append(f"{md_text(title)}: {bad}")
         if _rows(c, "profile"):
-            f = _ops_figure(c, out, f"profile_ops_{n}.png")
+            f = _ops_figure(c, out, f"profile_ops_{n}.png", title)
             if f:
-                figs.append(f"![operators: {md_alt(_label(c))}]({f})")
+                figs.append(f"![operators: {md_alt(title)}]({f})")
     if figs:
-        lines += ["#### Figures", ""]
+        lines += [
+            "#### Figures",
+            "",
+            "Per configuration, from one repeat: the one whose throughput is the median of the configuration's.",
+            "",
+        ]
         if impossible:
             lines += [
                 "Process CPU samples above 100 % x the host's logical cores are impossible and left out of the plots "

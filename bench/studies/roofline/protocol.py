@@ -161,6 +161,7 @@ class CellRun:
     def _timed(self, fn):
         """FN under the clock: device synced (and every rank met) at both ends; its images are the
         whole world's (every rank ran the same number of steps)."""
+        from bench.measure import energy
         from bench.measure.memory import RSSSampler
         from bench.measure.timer import stopwatch
 
@@ -174,12 +175,15 @@ class CellRun:
         tr.reset_peak()
         self.cpu.start()
         self.gpu.start()
+        e0 = energy.read()  # outside the clock
         with RSSSampler() as rss, stopwatch(sync) as sw:
             stats = fn()
+        e1 = energy.read()
         usage = {**self.cpu.stop(), **self.gpu.stop()}
         if dist:
             stats = {**stats, "images": stats["images"] * dist.world}
-        return stats, sw.seconds, {"rss_peak_mb": rss.peak_mb, **tr.memory(), **usage}
+        spent = energy.fields(e0, e1, stats["images"], tr.device.type if tr.device.type in ("cuda", "mps") else "cpu")
+        return stats, sw.seconds, {"rss_peak_mb": rss.peak_mb, **tr.memory(), **usage, **spent}
 
     def train_row(self) -> dict:
         cfg = self.cfg
@@ -361,6 +365,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     import torch
 
     from bench.data import tinyimagenet
+    from bench.measure.fixedcost import phase
     from bench.measure.usage import CpuUsage, GpuUsage
     from bench.studies.roofline.trainer import set_tf32
 
@@ -369,7 +374,8 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     cpu = CpuUsage()  # primed here: its first reading would be a meaningless 0.0
     torch.backends.cudnn.benchmark = True
     tf32 = set_tf32(cfg.precision)
-    index = tinyimagenet.load_for_cell(cell.params, ctx.data_dir)
+    with phase("data_s"):
+        index = tinyimagenet.load_for_cell(cell.params, ctx.data_dir)
     if cfg.scenario == "A":
         for split in ("train", "val"):
             if len(index.files(split)) < cfg.batch_size:

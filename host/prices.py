@@ -1,0 +1,174 @@
+"""Prices for the cost answer: `--price DEVICE=USD_PER_HOUR` (repeatable), `--prices FILE` (TOML,
+docs/prices-example.toml is one) and `--kwh-price USD`. The user's own prices are the only ones:
+no price given, no cost column; a command-line price wins over the file's for the same device.
+
+A price is matched to a side by its device name (bench.core.worth.device_name: the GPU's name, or
+'<cores>-core <CPU model>'), case-insensitively as a substring; where several match, the longest
+wins ('H100 80GB HBM3' over 'H100'). A GPU side pays its price once per GPU it uses.
+
+A price that is negative, not a number or names no device any cell ran on, and a file that is
+not TOML or not of this shape, is one line on stderr and left out (`problems`): the cost that
+needed it reads "not measured", and nothing else of the report is lost.
+
+    [electricity]                   # optional: for owned hardware (cloud hourly prices include it)
+    usd_per_kwh = 0.12
+    source = "where the figure comes from"
+    [[device]]
+    match = "H100"                  # a substring of the device name
+    usd_per_hour = 3.78             # per GPU, or per CPU machine of that many cores
+    source = "https://..."          # where the figure comes from
+    date = "2026-05-07"             # when it was that
+    note = "1x H100 SXM on-demand"
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Device(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    match: str = Field(min_length=1, max_length=200)
+    usd_per_hour: float = Field(ge=0, allow_inf_nan=False)
+    source: str = ""
+    date: str = ""
+    note: str = ""
+
+
+class _Electricity(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    usd_per_kwh: float = Field(ge=0, allow_inf_nan=False)
+    source: str = ""
+    date: str = ""
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    device: list[_Device] = []
+    electricity: _Electricity | None = None
+
+
+@dataclass(frozen=True)
+class Price:
+    match: str
+    usd_per_hour: float
+    source: str = ""  # "--price" for the command line, else the file's source for the entry
+    date: str = ""
+    note: str = ""
+
+
+@dataclass
+class Prices:
+    entries: list[Price] = field(default_factory=list)
+    kwh_usd: float | None = None
+    kwh_source: str = ""
+    problems: list[str] = field(default_factory=list)  # one line each: what was left out and why
+    origin: str = ""  # the file, or "--price"
+
+    def for_device(self, name: str) -> Price | None:
+        hits = [p for p in self.entries if p.match.lower() in name.lower()]
+        return max(hits, key=lambda p: len(p.match)) if hits else None
+
+    def check_devices(self, names: set[str]) -> None:
+        """Leave out (with a line) every price that matches none of NAMES, the devices cells ran on."""
+        keep = []
+        for p in self.entries:
+            if any(p.match.lower() in n.lower() for n in names):
+                keep.append(p)
+            else:
+                self.problems.append(
+                    f"price for {p.match!r} ({p.usd_per_hour:g} USD/h) matches no device a cell ran on "
+                    f"({', '.join(sorted(names)) or 'none'}): not used"
+                )
+        self.entries = keep
+
+    def describe(self) -> dict:
+        return {
+            "devices": [vars(p) for p in self.entries],
+            "usd_per_kwh": self.kwh_usd,
+            "kwh_source": self.kwh_source,
+            "problems": self.problems,
+            "origin": self.origin,
+        }
+
+
+def _number(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def load(cli: list[str] | None = None, path: Path | None = None, kwh: str | float | None = None) -> Prices | None:
+    """The prices given (None when none is: no cost). Bad entries become `problems`, never an exception."""
+    if not cli and path is None and kwh is None:
+        return None
+    out = Prices(origin=", ".join(x for x in (str(path) if path else "", "--price" if cli else "") if x))
+    if path is not None:
+        _read_file(Path(path), out)
+    for raw in cli or []:
+        dev, sep, val = raw.rpartition("=")
+        v = _number(val.strip())
+        if not sep or not dev.strip():
+            out.problems.append(f"--price {raw!r}: give DEVICE=USD_PER_HOUR (e.g. H100=3.78): not used")
+        elif v is None:
+            out.problems.append(f"--price {raw!r}: {val.strip()!r} is not a number of USD per hour: not used")
+        elif v < 0:
+            out.problems.append(f"--price {raw!r}: a price cannot be negative: not used")
+        else:
+            out.entries = [p for p in out.entries if p.match.lower() != dev.strip().lower()]
+            out.entries.append(Price(dev.strip(), v, "--price"))
+    if kwh is not None:
+        v = kwh if isinstance(kwh, float) else _number(str(kwh).strip())
+        if v is None or v < 0:
+            out.problems.append(f"--kwh-price {kwh!r}: give a non-negative number of USD per kWh: not used")
+        else:
+            out.kwh_usd, out.kwh_source = v, "--kwh-price"
+    return out
+
+
+def _read_file(path: Path, out: Prices) -> None:
+    try:
+        if path.is_symlink() or not path.is_file():
+            raise OSError("not a regular file")
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        out.problems.append(f"prices file {path}: cannot read it ({err}): no price from it")
+        return
+    except tomllib.TOMLDecodeError as err:
+        out.problems.append(f"prices file {path}: not TOML ({err}): no price from it")
+        return
+    devices = raw.get("device") if isinstance(raw, dict) else None
+    rest = {k: v for k, v in raw.items() if k != "device"}
+    try:
+        head = _File.model_validate(rest)
+    except ValidationError as err:
+        out.problems.append(f"prices file {path}: {_first(err)}: its electricity price not used")
+        head = _File()
+    if head.electricity is not None:
+        out.kwh_usd, out.kwh_source = head.electricity.usd_per_kwh, head.electricity.source or str(path)
+    if devices is not None and not isinstance(devices, list):
+        out.problems.append(f"prices file {path}: 'device' must be a list of [[device]] tables: no device price from it")
+        return
+    for i, d in enumerate(devices or [], 1):
+        try:
+            e = _Device.model_validate(d)
+        except ValidationError as err:
+            out.problems.append(f"prices file {path}: device entry {i}: {_first(err)}: not used")
+            continue
+        out.entries.append(Price(e.match, e.usd_per_hour, e.source or str(path), e.date, e.note))
+
+
+def _first(err: ValidationError) -> str:
+    e = err.errors()[0]
+    where = ".".join(str(x) for x in e.get("loc", ())) or "entry"
+    return f"{where}: {e.get('msg', 'invalid')}"
+
+
+__all__ = ["Price", "Prices", "load"]

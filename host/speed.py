@@ -1,0 +1,191 @@
+"""Speed baselines: what `verify` holds a cell's speed to, on its own machine class.
+
+A cell's speed figures are the study's (`Study.speed`: its throughput, and a latency or an
+energy per sample where it measures one), one value per repeat. They are comparable only
+between cells of one *speed class*:
+
+  machine class  what the cell ran on, told by what it is, never by hostname: the CPU model and
+                 the cores the cell could use (system.json `cpu_model`, `cpu_affinity`), and for
+                 a GPU cell the GPU's name and how many it used (`world_size`, else its devices);
+  environment    what times the work besides the hardware: the runtime (native or container)
+                 and the versions of the timing libraries (bench.core.provenance.TIMING_LIBS).
+                 The image's content tag is left out: it changes with every edit of bench/.
+
+A baseline entry records, per metric, every repeat's value, their median and their spread,
+and the tolerance that spread gives (the rule, defined once here):
+
+  spread     (max - min) / median over the repeats; with one repeat, the same over that
+             repeat's timed steps (its epochs or runs: `Study.timed_values`), and the entry says so
+  tolerance  max(FLOOR, 1 + SPREAD_K x spread, max / min), a factor: a cell fails when it is
+             slower than the baseline's median by more than it (throughput below median /
+             tolerance; a latency or an energy per sample above median x tolerance). The last
+             term keeps every repeat the baseline was made of inside its own tolerance.
+
+FLOOR (1.3) and SPREAD_K (2) were set before CI's repeated smokes were held to them (README
+"Speed checks and history" says how those fared). The max / min term is there because on CI's
+shared 2-core VM two smokes of one cell differed by up to 8x, and with two repeats 1 + 2 x
+spread is below the ratio of their own values. A
+cell faster than the baseline by more than its tolerance passes with a note (the baseline may
+be stale). A cell of another class is never held to it: its line says that no speed baseline
+exists for its class.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from bench.core.errors import KitError
+from bench.core.provenance import TIMING_LIBS
+from bench.core.resultset import ResultCell
+from bench.core.study import Speed, number
+
+FLOOR = 1.3  # the smallest tolerance factor: no baseline is tighter than 30 %
+SPREAD_K = 2.0  # tolerance = 1 + SPREAD_K x the baseline's relative spread (at least FLOOR)
+
+
+def _study(name: str):
+    from bench.core.registry import studies
+
+    return studies().get(name)
+
+
+# ---------------------------------------------------------------------------- classes
+def machine_class(cell: ResultCell) -> dict:
+    """{'cpu', 'cores', 'gpu', 'gpus'} of CELL; KitError (one line) when system.json does not say."""
+    sysinfo = cell.system or {}
+    cpu = sysinfo.get("cpu_model")
+    cores = number(sysinfo.get("cpu_affinity")) or number(sysinfo.get("cpu_logical_cores"))
+    if not isinstance(cpu, str) or not cpu.strip() or not cores:
+        raise KitError(f"{cell.dir}: machine class unknown (system.json lacks cpu_model or cpu_affinity)")
+    out: dict[str, Any] = {"cpu": cpu.strip(), "cores": int(cores), "gpu": None, "gpus": 0}
+    s = _study(cell.study)
+    backend = str(cell.first.get("backend") or cell.spec.get("backend") or "")
+    platform = s.backends[backend].platform if s is not None and backend in s.backends else "cpu"
+    if platform != "cpu":
+        g = sysinfo.get("gpu")
+        gpu: dict = g if isinstance(g, dict) else {}
+        out["gpu"] = str(gpu.get("name") or cell.device)
+        world = max((int(w) for r in cell.rows if (w := number(r.get("world_size")))), default=0)
+        out["gpus"] = world or len(cell.spec.get("devices") or []) or 1
+    return out
+
+
+def environment(cell: ResultCell) -> dict:
+    """{'runtime', 'libraries'} of CELL: native or container, and the timing libraries' versions."""
+    got = cell.system.get("libraries")
+    libs: dict = got if isinstance(got, dict) else {}
+    return {
+        "runtime": str(cell.system.get("runtime") or "native"),
+        "libraries": {k: str(libs[k]) for k in TIMING_LIBS if isinstance(libs.get(k), str)},
+    }
+
+
+def key(d: dict | None) -> str:
+    return json.dumps(d or {}, sort_keys=True)
+
+
+def class_label(mc: dict) -> str:
+    cpu = f"{mc.get('cpu')}, {mc.get('cores')} cores"
+    return f"{mc.get('gpus')}x {mc.get('gpu')} ({cpu})" if mc.get("gpu") else cpu
+
+
+def env_label(env: dict) -> str:
+    libs = env.get("libraries") or {}
+    shown = [f"{k} {libs[k]}" for k in ("torch", "numba", "numpy", "cupy-cuda12x", "cupy-cuda13x") if k in libs]
+    return ", ".join([str(env.get("runtime"))] + shown)
+
+
+# ---------------------------------------------------------------------------- figures
+def figures(cell: ResultCell, part: str) -> dict[str, Speed]:
+    """Metric -> CELL's speed figure for PART (the study's Study.speed)."""
+    s = _study(cell.study)
+    return s.speed(cell.ok_rows, part) if s is not None else {}
+
+
+def step_times(cell: ResultCell, part: str) -> list[float]:
+    """CELL's timed steps' seconds for PART (Study.timed_values)."""
+    s = _study(cell.study)
+    return [v for v in (s.timed_values(cell.ok_rows).get(part, []) if s else []) if v > 0]
+
+
+def tolerance(values: list[float]) -> float:
+    """The rule above, over VALUES (the repeats' figures, or one repeat's step times)."""
+    spread = (max(values) - min(values)) / statistics.median(values)
+    return round(max(FLOOR, 1.0 + SPREAD_K * spread, max(values) / min(values)), 3)
+
+
+def record(cells: list[ResultCell], part: str) -> tuple[dict, list[str]]:
+    """(metric -> its baseline record, why a metric got none) over the repeats CELLS of one
+    configuration, environment and machine class."""
+    got: dict[str, tuple[Speed, list[float]]] = {}
+    for c in cells:
+        for name, sp in figures(c, part).items():
+            got.setdefault(name, (sp, []))[1].append(sp.value)
+    out, skipped = {}, []
+    for name, (sp, values) in sorted(got.items()):
+        med = statistics.median(values)
+        rec: dict[str, Any] = {"unit": sp.unit, "higher_is_better": sp.higher_is_better, "values": values}
+        over, steps = (values, "repeats") if len(values) >= 2 else (step_times(cells[0], part), "")
+        if len(over) < 2:
+            skipped.append(f"{name}: one repeat of one timed step, no spread")
+            continue
+        spread = (max(over) - min(over)) / statistics.median(over)
+        rec.update(
+            median=med,
+            spread=round(spread, 6),
+            spread_from=steps or f"{len(over)} timed steps of one repeat",
+            tolerance=tolerance(over),
+        )
+        out[name] = rec
+    return out, skipped
+
+
+# ---------------------------------------------------------------------------- checking
+def slower_by(value: float, rec: dict) -> float:
+    """How many times slower VALUE is than the baseline's median (< 1: faster)."""
+    med = float(rec["median"])
+    return med / value if rec.get("higher_is_better", True) else value / med
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], list[str]]:
+    """(failures, what passed or why nothing was checked) of CELL's speed for PART against the
+    entries of its configuration that hold a speed record (any set, environment or class)."""
+    try:
+        mc = machine_class(cell)
+    except KitError as err:
+        return [], [f"no speed check: {err}".replace(f"{cell.dir}: ", "")]
+    have = figures(cell, part)
+    if not have:  # nothing timed to hold (roofline's batch sweep: img/s per batch size only)
+        return [], []
+    env = environment(cell)
+    mine = [
+        e for e in entries if e.get("speed") and key(e.get("machine_class")) == key(mc) and key(e.get("environment")) == key(env)
+    ]
+    if not mine:
+        return [], [f"no speed baseline for this class ({class_label(mc)}; {env_label(env)})"]
+    why, info = [], []
+    for e in mine:
+        tag = f"[{e['set']}]"
+        for name, rec in sorted(e["speed"].items()):
+            sp = have.get(name)
+            if sp is None:
+                why.append(f"no {name} to hold to the speed baseline {tag}")
+                continue
+            f, tol = slower_by(sp.value, rec), float(rec["tolerance"])
+            what = f"{name} {_fmt(sp.value)} {rec['unit']} vs baseline {_fmt(float(rec['median']))}"
+            if f > tol:
+                why.append(f"{what}: {f:.2f}x slower, beyond the tolerance {tol:.2f}x {tag}")
+            elif 1 / f > tol:
+                info.append(f"{what}: {1 / f:.2f}x faster, beyond the tolerance {tol:.2f}x (a stale baseline?) {tag}")
+            else:
+                info.append(f"{name} {1 / f:.2f}x the baseline's speed (tolerance {tol:.2f}x)")
+    return why, info
+
+
+__all__ = ["FLOOR", "SPREAD_K", "check", "class_label", "env_label", "environment", "machine_class", "record", "tolerance"]

@@ -1,0 +1,288 @@
+"""Is the GPU worth it? The report's section beside the headline and beside each study's claims,
+its plot per study, report.json's `worth`, and `orchestrate.py worth` (for N samples: time,
+energy, cost, which wins). Renders bench.core.worth's figures; names no study.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.core import stats
+from bench.core import worth as W
+from bench.core.tables import md_row, md_sep
+from bench.core.text import md as md_text
+
+LEGEND = (
+    "**time** is the GPU side's training throughput over the CPU side's (the headline's ratio, as the GPU's "
+    "advantage), **energy** the CPU side's net joules per sample over the GPU side's, **cost** the CPU side's "
+    "dollars per sample over the GPU side's at the prices given: above 1x the GPU is ahead. **GPU first above** "
+    "is the work (samples, and epochs of the dataset) above which the GPU finishes first once each side's fixed "
+    "costs (process start to the first timed step) count; **GPU cheaper above** the same for cost. Intervals as "
+    f"the headline's ({stats.INTERVAL_TEXT}); a break-even's is the range over the repeat pairs."
+)
+
+
+def _fig(v: float) -> str:
+    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def ratio_text(s: stats.Summary | None, why: str) -> str:
+    if s is None:
+        return why or "–"
+    return f"{_fig(s.median)}x" + s.bracket("{:,.3g}")
+
+
+def count(n: float) -> str:
+    if math.isinf(n):
+        return "never"
+    n = float(f"{n:.3g}")  # 999.9999 is 1k
+    for unit, k in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= k:
+            return f"{n / k:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+def even_text(e: W.Even | None, why: str, epoch: int | None) -> str:
+    """'above 12.3k samples (0.21 epochs) [9.1k–15k, range of 9 pairs]', 'from the first sample', ..."""
+    if e is None:
+        return why or "–"
+    ep = f" ({e.n / epoch:.3g} epochs)" if epoch and not math.isinf(e.n) else ""
+    bracket = f" [{count(e.lo)}–{count(e.hi)}, range of {e.pairs} pairs]" if e.lo is not None and e.hi is not None else ""
+    split = f"; {e.split}" if e.split else ""
+    if e.kind == W.ALWAYS:
+        return f"from the first sample{bracket}{split}"
+    if e.kind == W.NEVER:
+        return f"never{bracket}{split}"
+    if e.kind == W.BELOW:
+        return f"only below {count(e.n)} samples{ep}{bracket}{split}"
+    return f"above {count(e.n)} samples{ep}{bracket}{split}"
+
+
+def _on(w: W.Worth) -> str:
+    return f"{w.gpu.name} / {w.cpu.name}"
+
+
+def table(worths: list[W.Worth], first: int = 1) -> list[str]:
+    md = [
+        md_row(
+            [
+                "#",
+                "comparison",
+                "GPU / CPU",
+                "time",
+                "energy per sample",
+                "cost per sample",
+                "GPU first above",
+                "GPU cheaper above",
+            ]
+        ),
+        md_sep(8),
+    ]
+    for i, w in enumerate(worths, first):
+        md.append(
+            md_row(
+                [
+                    i,
+                    f"{w.answer.study}: {w.answer.label}",
+                    _on(w),
+                    ratio_text(w.time, "–"),
+                    ratio_text(w.energy, "not measured"),
+                    ratio_text(w.cost, "no price" if w.cost_why == "no price given" else "not measured"),
+                    even_text(w.even_time, "not formed", w.epoch),
+                    even_text(w.even_cost, "–" if w.even_cost_why == "no price given" else "not formed", w.epoch),
+                ]
+            )
+        )
+    return md + [""]
+
+
+OLD_FIXED = "open_s"
+
+
+def _mid(v: dict) -> float:
+    return sorted(v.values())[len(v) // 2]
+
+
+def detail(w: W.Worth) -> str:
+    """One line: each side's rate, fixed costs, energy and price; why a figure is missing (once)."""
+    bits = []
+    for x, role in ((w.gpu, "GPU"), (w.cpu, "CPU")):
+        got = [f"{_fig(_mid(x.rate))} samples/s" if x.rate else "no rate"]
+        mark = "*" if x.fixed_what.startswith(OLD_FIXED) else ""
+        got.append(f"fixed {_fig(_mid(x.fixed))} s{mark}" if x.fixed else "no fixed costs recorded")
+        if x.energy:
+            got.append(f"{_fig(_mid(x.energy) * 1e3)} mJ/sample ({x.energy_domain})")
+        if x.price is not None:
+            got.append(f"{x.price.usd_per_hour:g} USD/h" + (f" x {x.devices} GPUs" if x.devices > 1 else ""))
+        bits.append(f"{role} {x.name}: {', '.join(got)}")
+    if w.energy is None and w.energy_why:
+        bits.append(f"energy {w.energy_why}")
+    if w.cost is None and w.cost_why and w.cost_why != "no price given":
+        bits.append(f"cost {w.cost_why}")
+    if w.kwh is not None:
+        bits.append(f"electricity at {w.kwh:g} USD/kWh on top of the hourly prices")
+    return ". ".join(bits)
+
+
+def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, prices: Any) -> list[str]:
+    if not worths:
+        return []
+    md = [heading, "", LEGEND, ""]
+    if prices is None:
+        md += ["_No price given: no cost column (`--price DEVICE=USD_PER_HOUR` or `--prices FILE`; never a default)._", ""]
+    md += table(worths)
+    md += [f"{i}. {md_text(detail(w))}" for i, w in enumerate(worths, 1)] + [""]
+    if any(x.fixed_what.startswith(OLD_FIXED) for w in worths for x in (w.gpu, w.cpu)):
+        md += [
+            "\\* fixed costs of results made before the kit recorded them phase by phase: open() alone "
+            "(data, model, warm-up), without the process start and imports, which their break-even leaves out.",
+            "",
+        ]
+    if out is not None:
+        fig = plot(worths, out, name)
+        if fig:
+            md += [f"![time and cost to finish against the work]({fig})", ""]
+    return md
+
+
+def prices_lines(prices: Any) -> list[str]:
+    if prices is None:
+        return []
+    md = []
+    if prices.entries:
+        md.append(
+            "Prices used (the user's own; never measured by the kit): "
+            + "; ".join(
+                f"{p.match} {p.usd_per_hour:g} USD/h ({p.source}{', ' + p.date if p.date else ''})" for p in prices.entries
+            )
+        )
+    if prices.kwh_usd is not None:
+        md.append(f"Electricity: {prices.kwh_usd:g} USD/kWh ({prices.kwh_source}).")
+    md += [f"Not used: {p}" for p in prices.problems]
+    return [f"- {md_text(x)}" for x in md] + [""] if md else []
+
+
+def plot(worths: list[W.Worth], out: Path, name: str) -> str | None:
+    """Time (and cost) to finish against the work for the first answer that has both lines, both
+    sides, the crossing marked; log-log. Returns the file name or None."""
+    w = next((x for x in worths if x.lines("time")), None)
+    if w is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.core import palette
+
+    kinds = [k for k in ("time", "cost") if w.lines(k)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.0), squeeze=False)
+    evens = {"time": w.even_time, "cost": w.even_cost}
+    top = max((e.n for e in evens.values() if e and not math.isinf(e.n) and e.n > 0), default=0.0)
+    epoch = w.epoch or 1000
+    hi = max(100.0 * epoch, 10 * top, 1e3)
+    n = [10 ** (k / 40) for k in range(int(40 * math.log10(hi)) + 1)]
+    for ax, kind in zip(axes[0], kinds):
+        g, c = w.lines(kind)  # type: ignore[misc]
+        ax.plot(n, [g.at(x) for x in n], color=palette.SHADES["nvidia"][0], label=f"GPU: {w.gpu.name}"[:40])
+        ax.plot(n, [c.at(x) for x in n], color=palette.SHADES["cpu"][0], label=f"CPU: {w.cpu.name}"[:40])
+        e = evens[kind]
+        if e is not None and e.kind in (W.ABOVE, W.BELOW) and 0 < e.n < hi:
+            ax.axvline(e.n, color="0.4", ls="--", lw=0.8)
+            ax.plot([e.n], [g.at(e.n)], "o", color="k", ms=4)
+            ax.annotate(f"{count(e.n)}", (e.n, g.at(e.n)), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        if w.epoch:
+            ax.axvline(w.epoch, color="0.75", ls=":", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("samples trained" + (" (dotted: one epoch)" if w.epoch else ""), fontsize=7)
+        ax.set_ylabel("seconds to finish" if kind == "time" else "USD to finish", fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=6, loc="upper left")
+    fig.suptitle(f"{w.answer.study}: {w.answer.label}"[:90], fontsize=7)
+    fig.tight_layout()
+    fname = f"{name}_worth.png"
+    fig.savefig(out / fname, dpi=70)
+    plt.close(fig)
+    return fname
+
+
+def as_json(worths: list[W.Worth]) -> list[dict]:
+    def s(x: stats.Summary | None) -> dict | None:
+        return None if x is None else {"value": x.median, "lo": x.lo, "hi": x.hi, "interval": x.kind, "n": x.n}
+
+    def e(x: W.Even | None) -> dict | None:
+        if x is None:
+            return None
+
+        def fin(v: float | None) -> float | None:
+            return None if v is None or math.isinf(v) else v
+
+        return {"kind": x.kind, "samples": fin(x.n), "lo": fin(x.lo), "hi": fin(x.hi), "pairs": x.pairs, "split": x.split}
+
+    return [
+        {
+            "study": w.answer.study,
+            "claim": w.answer.claim.id,
+            "text": w.answer.label,
+            "scope": w.answer.scope_label,
+            "gpu": w.gpu.name,
+            "cpu": w.cpu.name,
+            "time_ratio": s(w.time),
+            "energy_ratio": s(w.energy),
+            "energy_why": w.energy_why,
+            "cost_ratio": s(w.cost),
+            "cost_why": w.cost_why,
+            "break_even_time": e(w.even_time),
+            "break_even_cost": e(w.even_cost),
+            "epoch_samples": w.epoch,
+        }
+        for w in worths
+    ]
+
+
+def for_work(w: W.Worth, samples: float) -> dict:
+    """`orchestrate.py worth`: for SAMPLES on each side at the medians: seconds, joules, USD, who wins."""
+    out: dict[str, Any] = {"comparison": f"{w.answer.study}: {w.answer.label}", "samples": samples}
+    t = w.lines("time")
+    c = w.lines("cost")
+    for x, role, k in ((w.gpu, "gpu", 0), (w.cpu, "cpu", 1)):
+        rate = sorted(x.rate.values())[len(x.rate) // 2] if x.rate else None
+        energy = sorted(x.energy.values())[len(x.energy) // 2] if x.energy else None
+        out[role] = {
+            "device": x.name,
+            "seconds": t[k].at(samples) if t else (samples / rate if rate else None),
+            "seconds_note": "" if t else "fixed costs not recorded: the rate alone",
+            "joules": energy * samples if energy is not None else None,
+            "joules_note": "" if energy is not None else x.energy_why,
+            "usd": c[k].at(samples) if c else None,
+            "usd_note": "" if c else (w.cost_why or "no price"),
+        }
+    for what in ("seconds", "joules", "usd"):
+        g, p = out["gpu"][what], out["cpu"][what]
+        out[f"{what}_winner"] = None if g is None or p is None else ("GPU" if g < p else "CPU" if p < g else "tie")
+    return out
+
+
+def work_text(g: dict) -> str:
+    """`orchestrate.py worth`'s lines for one comparison (for_work's dict)."""
+
+    def val(v: float | None, unit: str) -> str:
+        if v is None:
+            return "not measured"
+        return {"s": f"{v:,.1f} s", "J": f"{v / 3.6e6:,.3g} kWh ({v:,.0f} J)", "USD": f"{v:,.4g} USD"}[unit]
+
+    lines = [f"{g['comparison']}: {count(g['samples'])} samples"]
+    for what, unit, label in (("seconds", "s", "time"), ("joules", "J", "energy"), ("usd", "USD", "cost")):
+        gp, cp = g["gpu"], g["cpu"]
+        win = g[f"{what}_winner"]
+        note = gp[f"{what}_note"] or cp[f"{what}_note"]
+        text = f"  {label:6} GPU {gp['device']}: {val(gp[what], unit)}; CPU {cp['device']}: {val(cp[what], unit)}"
+        text += f" -> {win} wins" if win else ""
+        lines.append(text + (f" ({note})" if note and not win else ""))
+    return "\n".join(lines)
+
+
+__all__ = ["as_json", "even_text", "for_work", "plot", "prices_lines", "section", "table", "work_text"]

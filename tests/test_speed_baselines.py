@@ -1,0 +1,143 @@
+"""Speed baselines in `verify` (host/speed.py, host/baselines.py), on copies of the committed
+references: one cell made 2x slower fails naming the cell, the metric, the factor and the
+tolerance; an untouched copy passes; a copy from another machine class says, per cell, that no
+speed baseline exists for its class; a bad baseline file is one line naming file and key."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference"
+BASELINES = REF / "baselines"
+# one committed reference per study: (study, folder = baseline set)
+STUDIES = [
+    ("mnist-cnn", "cpu-2core-epyc"),
+    ("mlp-scratch", "cpu-2core-epyc"),
+    ("cifar-opt", "cpu-2core-epyc-cifar-opt-default"),
+    ("roofline", "cpu-2core-epyc-roofline-table8"),
+    ("profile", "H100-80GB-HBM3-profile"),
+]
+
+
+def orch(*args):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), *map(str, args)], capture_output=True, text=True)
+
+
+def read_rows(p: Path) -> list[dict]:
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+
+def slow_down(cell_dir: Path, factor: float = 2.0) -> None:
+    """Every timing in CELL_DIR's rows FACTOR times slower: rates divided; times, latencies and
+    energies multiplied; every other number as it was (so each invariant still holds)."""
+    rows = read_rows(cell_dir / "rows.jsonl")
+    for r in rows:
+        for k, v in list(r.items()):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if k.endswith("_per_s"):
+                r[k] = v / factor
+            elif k.endswith(("_s", "_ms", "_j")):
+                r[k] = v * factor
+    (cell_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def speed_entry(study: str, set_name: str) -> dict:
+    """The first entry of SET_NAME whose every speed tolerance is below 2x (one that can see it)."""
+    entries = json.loads((BASELINES / f"{study}.json").read_text())["sets"][set_name]["entries"]
+    return next(e for e in entries if e["speed"] and all(m["tolerance"] < 2 for m in e["speed"].values()))
+
+
+def copy_ref(tmp_path: Path, name: str) -> Path:
+    return Path(shutil.copytree(REF / name, tmp_path / name, ignore=shutil.ignore_patterns("report")))
+
+
+@pytest.mark.parametrize(("study", "ref"), STUDIES, ids=[s for s, _ in STUDIES])
+def test_a_cell_made_2x_slower_fails_naming_it_and_an_untouched_copy_passes(tmp_path, study, ref):
+    d = copy_ref(tmp_path, ref)
+    r = orch("verify", d, "--baseline", ref)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    e = speed_entry(study, ref)
+    victim = next(d.glob(f"{study}/{e['cells'][0]}"))
+    slow_down(victim)
+    r = orch("verify", d, "--baseline", ref)
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert r.returncode == 1 and len(fails) == 1, r.stdout[-3000:]
+    line = fails[0]
+    assert victim.name in line and re.search(r"[0-9.]+x slower, beyond the tolerance [0-9.]+x", line), line
+    assert all(f"{n} " in line for n in e["speed"]), (e["speed"].keys(), line)
+    # --speed off skips the speed check (and says so)
+    r = orch("verify", d, "--baseline", ref, "--speed", "off")
+    assert r.returncode == 0 and "speed not checked (--speed off)" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize(("study", "ref"), STUDIES[1:], ids=[s for s, _ in STUDIES[1:]])
+def test_another_machine_class_says_no_speed_baseline_per_cell(tmp_path, study, ref):
+    d = copy_ref(tmp_path, ref)
+    for p in d.glob("*/*/system.json"):
+        s = json.loads(p.read_text())
+        s["cpu_model"] = "Some Other CPU"
+        p.write_text(json.dumps(s))
+    r = orch("verify", d, "--baseline", ref)
+    assert r.returncode == 0, r.stdout[-3000:]
+    ok = [x for x in r.stdout.splitlines() if x.startswith("ok ")]
+    assert ok and all("no speed baseline for this class (" in x and "Some Other CPU" in x for x in ok), ok[:3]
+    assert f"{len(ok)} ok cell(s) with no speed baseline for their class" in r.stdout.splitlines()[-1]
+
+
+def test_every_committed_set_made_from_repeats_has_speed_entries():
+    """Every committed reference's configurations have a speed record, but those with no speed
+    figure at all (roofline's batch sweeps: img/s per batch size, no pass throughput)."""
+    for p in sorted(BASELINES.glob("*.json")):
+        obj = json.loads(p.read_text())
+        assert obj["format"] == 2
+        for name, s in obj["sets"].items():
+            for e in s["entries"]:
+                sweep = e["config"].get("variant") == "sweep" or "sweep" in e["label"]
+                assert e["speed"] or sweep, (p.name, name, e["label"])
+                for m in e["speed"].values():
+                    assert m["tolerance"] >= 1.3 and len(m["values"]) >= 1 and m["spread"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda o: o["sets"]["cpu-2core-epyc"]["entries"][0]["speed"]["throughput"].pop("spread"), "speed.throughput.spread"),
+        (lambda o: o.update(format=1), "format 1, this kit reads format 2"),
+        (lambda o: o["sets"]["cpu-2core-epyc"]["entries"][0]["speed"]["throughput"].update(median=-1.0), "median"),
+    ],
+    ids=["no-spread", "old-format", "negative-median"],
+)
+def test_a_bad_baseline_file_is_one_line_naming_file_and_key(tmp_path, edit, says):
+    bdir = Path(shutil.copytree(BASELINES, tmp_path / "baselines"))
+    p = bdir / "mnist-cnn.json"
+    obj = json.loads(p.read_text())
+    edit(obj)
+    p.write_text(json.dumps(obj))
+    r = orch("verify", REF / "cpu-2core-epyc", "--baselines-dir", bdir)
+    err = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 1 and len(err) == 1 and err[0].startswith("error: baseline file "), r.stderr
+    assert str(p) in err[0] and says in err[0], err[0]
+
+
+def test_a_baseline_from_several_runs_pools_their_repeats(tmp_path):
+    """`--make-baseline A B`: one entry per configuration, environment and class over both runs
+    (CI's smoke baseline is made from several smokes); `verify` takes one dir."""
+    a = copy_ref(tmp_path, "cpu-2core-epyc")
+    b = Path(shutil.copytree(a, tmp_path / "again"))
+    for p in b.glob("mlp-scratch/*/rows.jsonl"):  # the second run 10 % slower
+        slow_down(p.parent, 1.1)
+    bdir = tmp_path / "bl"
+    r = orch("verify", "--make-baseline", a, b, "--name", "two", "--baselines-dir", bdir)
+    assert r.returncode == 0, r.stderr
+    (e,) = [e for e in json.loads((bdir / "mlp-scratch.json").read_text())["sets"]["two"]["entries"] if "float64" in e["label"]]
+    assert e["repeats"] == 6 and len(e["speed"]["throughput"]["values"]) == 6 and e["cells"] == sorted(set(e["cells"]))
+    assert json.loads((bdir / "mlp-scratch.json").read_text())["sets"]["two"]["sources"] == [str(a), str(b)]
+    r = orch("verify", a, b)
+    assert r.returncode == 2 and "one result dir at a time" in r.stderr
