@@ -192,11 +192,27 @@ LabelOpt = Annotated[
     typer.Option(help="this run's label in every table and plot (recorded in system.json; default: the results dir's name)"),
 ]
 CaOpt = Annotated[Path | None, typer.Option(help="CA bundle for pip inside image builds (a BuildKit secret)")]
+SEQ = "Until decided (a 95% confidence sequence per comparison)"
+UntilOpt = Annotated[
+    bool,
+    typer.Option(
+        "--until-decided", rich_help_panel=SEQ, help="after the first rounds, add rounds until each comparison is decided"
+    ),
+]
+MaxRepeatsOpt = Annotated[int | None, typer.Option(rich_help_panel=SEQ, help="rounds a comparison may reach (default 20)")]
+BudgetOpt = Annotated[str | None, typer.Option(rich_help_panel=SEQ, help="time for the added rounds: 15m, 900s, 1h")]
+WidthOpt = Annotated[float | None, typer.Option(rich_help_panel=SEQ, help="also stop at (hi - lo) / median <= this (0.05)")]
 
 
-def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None, label=None):
+def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=None, label=None, until=(False, None, None, None)):
     from bench.core.registry import select
+    from bench.run.sequential import until_options
     from host.plan import MatrixRequest
+
+    try:
+        until_options(*until)  # a bad --budget, --max-repeats or --target-width: one line, before any work
+    except KitError as err:
+        usage(str(err))
 
     try:
         select(study or [])  # an unknown study is one line here, before any work
@@ -213,7 +229,9 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=Non
             label = check_run_label(label)
         except KitError as err:
             usage(str(err))
-    return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats, label)
+    return MatrixRequest(
+        study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats, label, *until
+    )
 
 
 def _execute(
@@ -318,11 +336,16 @@ def run(
     repeats: RepeatsOpt = None,
     label: LabelOpt = None,
     ca_cert: CaOpt = None,
+    until_decided: UntilOpt = False,
+    max_repeats: MaxRepeatsOpt = None,
+    budget: BudgetOpt = None,
+    target_width: WidthOpt = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label)
+    until = (until_decided, max_repeats, budget, target_width)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label, until)
     out = out or default_out()
     notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
@@ -459,11 +482,16 @@ def all_cmd(
         bool,
         typer.Option(help="answer the seeds' claims also against the committed references (this CPU against their GPUs)"),
     ] = True,
+    until_decided: UntilOpt = False,
+    max_repeats: MaxRepeatsOpt = None,
+    budget: BudgetOpt = None,
+    target_width: WidthOpt = None,
 ) -> None:
     """Run every platform this host can run, then write the report."""
     from bench.core.rows import write_json
 
-    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label)
+    until = (until_decided, max_repeats, budget, target_width)
+    req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label, until)
     out = out or default_out()
     notes, code = _execute([], req, runtime, data_dir, out, ca_cert)
     write_json(out / "platforms.json", notes)
@@ -472,6 +500,27 @@ def all_cmd(
     context = sorted(REFERENCES.iterdir()) if references and REFERENCES.is_dir() else []
     _report([out], report_dir or (out / "report" if out != default_out() else Path("results/report")), context)
     raise typer.Exit(code)
+
+
+@app.command(rich_help_panel=RUN, epilog="Example: python orchestrate.py noise --procs 10")
+def noise(
+    procs: Annotated[int, typer.Option(min=2, max=100, help="fresh probe processes per device")] = 10,
+    gpu: Annotated[bool, typer.Option(help="also probe the GPU where NVML lists one")] = True,
+    json_: Annotated[bool, typer.Option("--json", help="print every figure as JSON")] = False,
+) -> None:
+    """How noisy this host is for a comparison: a fixed probe's process-to-process spread, what drives it
+    (governor, turbo, steal, other processes; GPU clocks, persistence, throttling) and the smallest
+    difference it resolves at 3, 6 and 10 repeats."""
+    from bench.measure import noisecheck
+
+    d = noisecheck.check(procs, gpu)
+    if json_:
+        import json
+
+        typer.echo(json.dumps(d, indent=2, default=str))
+        return
+    for line in noisecheck.lines(d):
+        typer.echo(line)
 
 
 @app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results.tar.gz")
@@ -524,11 +573,13 @@ def reference(
     if plan.check_data_dir(data_dir) is None:
         usage("a reference runs on real data: pass --data-dir (the dir holding mnist/) or set KIT_DATA_DIR")
     n = repeats if repeats is not None else p.repeats
+    seq = f" then until decided (at most {p.max_repeats} rounds, budget {p.budget})" if p.until_decided else ""
     typer.echo(
-        f"reference {preset.value}: {p.about}; {n} repeats, {p.schedule}, native -> {dest}"
+        f"reference {preset.value}: {p.about}; {n} repeats{seq}, {p.schedule}, native -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
-    req = _request(None, Profile(p.profile), list(p.sets), None, Schedule(p.schedule), False, None, n)
+    until = (True, p.max_repeats, p.budget, None) if p.until_decided else (False, None, None, None)
+    req = _request(None, Profile(p.profile), list(p.sets), None, Schedule(p.schedule), False, None, n, None, until)
     notes, code = _execute(list(p.platforms), req, Runtime.native, data_dir, dest, None)
     write_json(dest / "platforms.json", notes)
     _report([dest], dest / "report")

@@ -100,11 +100,30 @@ def matrix(
         str | None,
         typer.Option(help="this run's label in every table and plot (system.json run_label; default: the results dir's name)"),
     ] = None,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided", help="after the first rounds, add fresh-process rounds for each comparison until it is decided"
+        ),
+    ] = False,
+    max_repeats: Annotated[int | None, typer.Option(help="--until-decided: rounds a comparison may reach (default 20)")] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(help="--until-decided: time for the rounds added after the first, e.g. 15m, 900s, 1h (default: none)"),
+    ] = None,
+    target_width: Annotated[
+        float | None, typer.Option(help="--until-decided: also stop at (hi - lo) / median <= this, e.g. 0.05")
+    ] = None,
 ) -> None:
     """Resolve the studies' matrices for PLATFORM(s) and run every cell, each in its own process."""
     from bench.core.provenance import RUN_LABEL_ENV, check_run_label
     from bench.run.matrix import run_matrix
+    from bench.run.sequential import until_options
 
+    try:
+        until = until_options(until_decided, max_repeats, budget, target_width)
+    except KitError as err:
+        fail(str(err), 2)
     out = out or default_out()
     if label is not None:
         try:
@@ -128,6 +147,7 @@ def matrix(
             echo=typer.echo,
             bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb",
             repeats=repeats,
+            until=until,
         )
     except KitError as err:
         fail(str(err), err.exit_code)

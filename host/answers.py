@@ -12,6 +12,15 @@ from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
 
 STALE, DIRTY, FLAG = "†", "‡", "⚑"
+# which method made an interval (report.json's `method`), by Summary.kind
+METHODS = {
+    "ci": "95% percentile bootstrap over the repeats (scipy.stats.bootstrap): a fixed number of repeats",
+    "range": "the range of the repeats (below 6 repeats; its confidence is 1 - 2^(1-n))",
+    "bounds": "the two bounds a count allows",
+    "none": "one repeat: no interval",
+    "cs": "95% confidence sequence of the median per-round ratio (Howard & Ramdas 2022, ville.QuantileCS): "
+    "valid at whatever round --until-decided stopped",
+}
 
 
 def _num(v: float, unit: str) -> str:
@@ -32,11 +41,13 @@ def value_text(a: A.Answer) -> str:
     parts = []
     for f in a.findings:
         v = f.value
-        bracket = (
-            ""
-            if f.exact or v.lo is None or v.hi is None
-            else f" [{_fig(v.lo)}–{_fig(v.hi)}" + {"ci": "]", "bounds": ", bounds]"}.get(v.kind, f", range of {v.n}]")
-        )
+        if v.kind == "cs" and (v.lo is None or v.hi is None):
+            bracket = f" [unbounded, 95% CS of {v.n} rounds]"
+        elif f.exact or v.lo is None or v.hi is None:
+            bracket = ""
+        else:
+            kinds = {"ci": "]", "bounds": ", bounds]", "cs": f", 95% CS of {v.n} rounds]"}
+            bracket = f" [{_fig(v.lo)}–{_fig(v.hi)}" + kinds.get(v.kind, f", range of {v.n}]")
         txt = _num(v.median, f.unit) + bracket
         parts.append(f"{f.what}: {txt}" if f.what else txt)
     return "; ".join(parts)
@@ -76,6 +87,8 @@ def details(a: A.Answer, note: bool = True) -> str:
         bits.append(f"{head}{sides}{pairing}")
         if f.differs:
             bits.append("what differs: " + "; ".join(f.differs))
+        if f.stop:
+            bits.append(f"until decided: {f.stop}; the interval is the median per-round ratio's 95% confidence sequence")
     if a.value is not None and a.claim.seed is not None:
         bits.append("against the seed: " + C.versus_seed(a.value, a.claim.seed))
     if a.why:
@@ -95,7 +108,9 @@ def headline(answers: list[A.Answer]) -> list[str]:
         "",
         "One row per comparison a seed made, for every host (or pair of hosts: this GPU against that CPU) "
         "that ran both sides, same-host pairs first. **Ours** is the ratio of the two sides' throughputs (above 1x "
-        f"the first side is faster) with its interval ({stats.INTERVAL_TEXT}). **Verdict** reads the interval by "
+        f"the first side is faster) with its interval ({stats.INTERVAL_TEXT}; where a run added rounds until the "
+        "comparison was decided, `95% CS`: the median per-round ratio with its 95% confidence sequence, "
+        "valid however early the run stopped). **Verdict** reads the interval by "
         "the kit's one policy: *holds* when all of it lies where the claim holds, *does not hold* when none of it "
         "does, *undecided* when it reaches across, *too few repeats* with one repeat a side. "
         f"{STALE} a side made before a fix that changes numbers, {DIRTY} from an unclean tree, {FLAG} noisy cells; "
@@ -241,6 +256,8 @@ def as_json(answers: list[A.Answer]) -> list[dict]:
                         "lo": f.value.lo,
                         "hi": f.value.hi,
                         "interval": f.value.kind,
+                        "method": METHODS.get(f.value.kind, f.value.kind),
+                        "until_decided": f.stop,
                         "unit": f.unit,
                         "pairing": f.pairing,
                         "differs": f.differs,

@@ -33,6 +33,10 @@ class MatrixRequest:
     timeout_s: float | None = None
     repeats: int | None = None  # None: the profile's default (bench.run.matrix.DEFAULT_REPEATS)
     label: str | None = None  # the run's label (bench matrix --label): system.json run_label
+    until_decided: bool = False  # bench matrix --until-decided (bench/run/sequential.py)
+    max_repeats: int | None = None
+    budget: str | None = None  # as typed: 15m, 900s
+    target_width: float | None = None
 
     def args(self, platforms: list[str], out: str, data_dir: str | None) -> list[str]:
         """The matrix command's arguments (after `python -m bench`)."""
@@ -54,6 +58,15 @@ class MatrixRequest:
             a += ["--repeats", str(self.repeats)]
         if self.label:
             a += ["--label", self.label]
+        if self.until_decided:
+            a.append("--until-decided")
+            for flag, v in (
+                ("--max-repeats", self.max_repeats),
+                ("--budget", self.budget),
+                ("--target-width", self.target_width),
+            ):
+                if v is not None:
+                    a += [flag, str(v)]
         return a
 
 
@@ -109,6 +122,13 @@ def validate(req: MatrixRequest, platforms: list[str], root: Path | None) -> Non
     cells = resolve(
         req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True, repeats=req.repeats
     )
+    if req.until_decided:
+        from bench.run.matrix import MAX_REPEATS
+        from bench.run.sequential import check, until_options
+
+        until = until_options(True, req.max_repeats, req.budget, req.target_width)
+        if until is not None and cells:
+            check(until, max(c.repeat for c in cells) + 1, MAX_REPEATS)
     for c in cells:
         name = str(c.params.get("dataset", ""))
         if name in FETCHERS or name in PLACED:

@@ -2,7 +2,8 @@
 it was made, so a reference is always "the command beside it, from a clean tree".
 
 A preset fixes everything that shapes the numbers: platforms, profile, repeats (3, fresh
-processes, in rounds across cells), the interleaved schedule, real data (a reference never
+processes, in rounds across cells; the cpu preset then adds rounds for each comparison until it
+is decided, within a stated budget: `--until-decided`), the interleaved schedule, real data (a reference never
 runs on the embedded default), the native runtime (an image runs the same bench/ code; the
 host's own packages are what a GPU box has), and the output dir results/reference/<label>
 with its report. It refuses an unclean source tree: numbers that no commit can reproduce
@@ -27,10 +28,23 @@ class Preset:
     repeats: int = 3
     schedule: str = "interleaved"
     sets: tuple[str, ...] = field(default=("mnist-cnn.dataset=mnist", "mlp-scratch.dataset=mnist"))
+    until_decided: bool = False  # add rounds for each comparison until decided (bench/run/sequential.py)
+    max_repeats: int | None = None
+    budget: str | None = None
 
 
 PRESETS = {
-    "cpu": Preset(("cpu",), "default", "a CPU host: every study's cpu matrix, the seeds' setups (mnist-cnn: 10 epochs)"),
+    # the CPU's comparisons get rounds until decided: a round of mnist-cnn's 3 cells takes about
+    # 3.5 min on the 2-core reference machine (real MNIST, 10 epochs) and the sequence needs 10
+    # rounds, so 75 min for the added rounds decides a clear ratio and states the budget for one that is not
+    "cpu": Preset(
+        ("cpu",),
+        "default",
+        "a CPU host: every study's cpu matrix, the seeds' setups (mnist-cnn: 10 epochs)",
+        until_decided=True,
+        max_repeats=20,
+        budget="75m",
+    ),
     "gpu": Preset(("cpu", "cuda"), "full", "a GPU host: every cell of both platforms, full profile (extra GPU variants)"),
     "gpu-cuda": Preset(("cuda",), "full", "a GPU host's cuda cells only (when one run must fit a time limit)"),
 }

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.core import claims as C
-from bench.core import fixes, stats
+from bench.core import fixes, seqstats, stats
 
 if TYPE_CHECKING:
     from bench.core.resultset import ResultCell
@@ -277,6 +277,8 @@ class Finding:
     exact: bool = False  # a count, not a timing: the value decides alone
     expect: C.Expect | None = None  # a Measured condition's own region (else the claim's)
     split: dict = field(default_factory=dict)  # the workload params that tell this answer apart
+    of_ratio: bool = False  # value is the ratio of the two sides' per-repeat values (ratio_findings)
+    stop: str = ""  # a sequential run's rounds and why it stopped (bench.core.seqstats); "" for fixed n
 
     @property
     def scope(self) -> tuple[str, ...]:
@@ -370,7 +372,7 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
             if rank > limit:
                 continue
             value = stats.ratio(a.per, b.per, paired=rank == 0)
-            out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work))
+            out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
     return out
 
 
@@ -474,6 +476,7 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
     except DeclarationError as err:
         return [Answer(study.name, claim, C.NOT_JUDGED, f"{study.name}: {claim.id}: {err}")]
     found = [f for f in found if not all(s.context for s in f.sides)]
+    found = seqstats.swap(study.name, claim.id, found)  # a sequential run's comparisons: its confidence sequence
     if not found:
         return [Answer(study.name, claim, C.NOT_HERE, missing(study, cells, claim))]
     measured = isinstance(claim.rule, C.Measured)

@@ -15,7 +15,9 @@ cells:
 and an `Expect`: the region of the value where the claim holds (above 1x, 10-50x, < 20 s).
 
 One policy decides every verdict (`decide`), from the value's interval (bench.core.stats: a
-95 % bootstrap interval from MIN_CI_REPEATS repeats, below that the range of the repeats):
+95 % bootstrap interval from MIN_CI_REPEATS repeats, below that the range of the repeats; for a
+comparison whose rounds were added until it was decided, the 95 % confidence sequence of
+bench.core.seqstats, which stays valid whenever the run stopped):
 
     holds              the whole interval inside the claim's region
     does not hold      the whole interval outside it
@@ -43,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.core.stats import MIN_CI_REPEATS, Summary
+from bench.core.stats import CS_MIN_ROUNDS, MIN_CI_REPEATS, Summary
 
 if TYPE_CHECKING:
     from bench.core.answers import Finding
@@ -236,6 +238,8 @@ def decide(value: Summary, expect: Expect, exact: bool = False) -> tuple[str, st
     """(verdict, why) for VALUE against EXPECT by the one policy (module docstring)."""
     if exact:
         lo = hi = value.median
+    elif value.kind == "cs" and (value.lo is None or value.hi is None):
+        return UNDECIDED, f"{value.n} rounds: the 95% confidence sequence is unbounded below {CS_MIN_ROUNDS} rounds"
     elif value.lo is None or value.hi is None:
         return FEW, f"n={value.n}: one repeat a side gives no interval; rerun with --repeats 3"
     else:
@@ -247,6 +251,8 @@ def decide(value: Summary, expect: Expect, exact: bool = False) -> tuple[str, st
         return FAILS, ""
     if value.kind == "bounds":
         return UNDECIDED, f"its bounds reach across {expect.text}"
+    if value.kind == "cs":
+        return UNDECIDED, f"the 95% confidence sequence after {value.n} rounds reaches across {expect.text}"
     if value.kind == "range":
         return UNDECIDED, (
             f"the range of {value.n} repeats reaches across {expect.text}; {MIN_CI_REPEATS} repeats give a 95% interval"

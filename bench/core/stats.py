@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 CONFIDENCE = 0.95
 MIN_CI_REPEATS = 6  # fewer: the range of the repeats, called the range (module docstring)
+# a sequential run's 95 % confidence sequence (bench.core.seqstats) is unbounded below this many
+# rounds (tests/test_seqstats.py checks it against the sequence itself)
+CS_MIN_ROUNDS = 10
 # how reports name the interval they print beside a median or a ratio
 INTERVAL_TEXT = f"a 95% bootstrap interval from {MIN_CI_REPEATS} repeats, below that the range of the repeats"
 RESAMPLES = 9999
@@ -47,18 +50,22 @@ class Summary:
     min: float
     max: float
     n: int  # repeats
-    kind: str = "ci"  # "ci": 95 % bootstrap interval; "range": min-max of the repeats (n < MIN_CI_REPEATS); "none"
+    # "ci": 95 % bootstrap interval; "range": min-max of the repeats (n < MIN_CI_REPEATS); "none";
+    # "cs": a sequential run's 95 % confidence sequence (bench.core.seqstats; lo/hi None while unbounded)
+    kind: str = "ci"
 
     @property
     def coverage(self) -> float | None:
         """The interval's confidence for the true median: 0.95, or 1 - 2^(1-n) for a range."""
         if self.kind == "none" or self.lo is None:
             return None
-        return CONFIDENCE if self.kind == "ci" else range_coverage(self.n)
+        return CONFIDENCE if self.kind in ("ci", "cs") else range_coverage(self.n)
 
     @property
     def tag(self) -> str:
-        """What the interval is, for a label: '95% CI', 'range of 3 (75%)', 'n=1'."""
+        """What the interval is, for a label: '95% CI', 'range of 3 (75%)', '95% CS', 'n=1'."""
+        if self.kind == "cs":
+            return "95% CS" if self.lo is not None else f"95% CS, unbounded below {CS_MIN_ROUNDS} rounds"
         if self.lo is None or self.hi is None:
             return f"n={self.n}, no interval"
         if self.kind == "range":
@@ -66,17 +73,27 @@ class Summary:
         return "95% CI"
 
     def interval(self, fmt: str = "{:,.0f}") -> str:
-        """'lo–hi' for a 95 % interval, 'lo–hi (range of 3)' for a range, 'n=1, no interval'."""
+        """'lo–hi' for a 95 % interval, 'lo–hi (range of 3)' for a range, 'lo–hi (95% CS)' for a
+        sequential run's confidence sequence, 'n=1, no interval'."""
+        if self.kind == "cs" and (self.lo is None or self.hi is None):
+            return f"unbounded (95% CS, {self.n} rounds)"
         if self.lo is None or self.hi is None:
             return "n=1, no interval"
         text = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        if self.kind == "cs":
+            return f"{text} (95% CS, {self.n} rounds)"
         return text if self.kind == "ci" else f"{text} (range of {self.n})"
 
     def bracket(self, fmt: str = "{:.3g}") -> str:
-        """' [lo–hi]' for a 95 % interval, ' [lo–hi, range of 3]' for a range, '' without one."""
+        """' [lo–hi]' for a 95 % interval, ' [lo–hi, range of 3]' for a range, ' [lo–hi, 95% CS]' for
+        a confidence sequence, '' without one."""
+        if self.kind == "cs" and (self.lo is None or self.hi is None):
+            return " [unbounded, 95% CS]"
         if self.lo is None or self.hi is None:
             return ""
         inner = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        if self.kind == "cs":
+            return f" [{inner}, 95% CS]"
         return f" [{inner}]" if self.kind == "ci" else f" [{inner}, range of {self.n}]"
 
 
@@ -214,6 +231,7 @@ def undecided(r: Summary, what: str) -> str:
 
 __all__ = [
     "CONFIDENCE",
+    "CS_MIN_ROUNDS",
     "INTERVAL_TEXT",
     "MIN_CI_REPEATS",
     "Summary",

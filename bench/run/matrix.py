@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.study import PLATFORMS
 from bench.run.schedule import Interrupted, Scheduler
+from bench.run.sequential import Options, Sequential, check
 
 
 def resolve(
@@ -153,11 +155,18 @@ def run_matrix(
     echo: Callable[[str], None] = print,
     bar: bool = False,
     repeats: int | None = None,
+    until: Options | None = None,
+    noise: bool = True,
 ) -> int:
     """Run the matrix; returns the exit code (1 when any cell ended in error). Every step prints
     one plain line with the run's ETA (containers and logs read those); BAR adds a rich progress
-    bar for a terminal."""
+    bar for a terminal. UNTIL (--until-decided): after the first rounds, rounds for the cells
+    behind each comparison until it is decided (bench/run/sequential.py). NOISE: print the host's
+    noise line first (bench/measure/noisecheck.py; its probe only where a cell has 2+ repeats)."""
+    started = time.monotonic()
     cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True, repeats=repeats)
+    if until is not None:
+        check(until, max((c.repeat for c in cells), default=0) + 1, MAX_REPEATS)
     if not cells:  # these studies have no cell for this platform (e.g. mlp-scratch on mps)
         echo(f"nothing to run: {', '.join(study_names) or 'no study'} has no cell on {', '.join(platforms)}")
         return 0
@@ -168,12 +177,23 @@ def run_matrix(
         f"schedule {schedule}) -> {out}"
     )
     echo(f"data: {', '.join(f'{n} {h}' if h else n for n, h in data)}")
+    if noise:
+        from bench.measure.noisecheck import matrix_line
+
+        echo(matrix_line(repeated=any(c.repeat for c in cells), platforms=platforms))
+    seq: Sequential | None = None
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
             with _bar(bar) as (say, progress):
-                outcomes = Scheduler(out, data_dir, timeout_s, rerun, echo=say, devices=devices, progress=progress).run(
-                    cells, schedule
-                )
+                sched = Scheduler(out, data_dir, timeout_s, rerun, echo=say, devices=devices, progress=progress)
+                outcomes = sched.run(cells, schedule)
+                if until is not None:
+                    # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so
+                    # the two sides of a comparison share the machine's state within a round: the round
+                    # is the unit the sequence pairs
+                    again = schedule if schedule == "per-device" else "interleaved"
+                    seq = Sequential(cells, Path(out), until, lambda more: sched.run(more, again), say or echo, started)
+                    outcomes += seq.run(outcomes)
         except Interrupted as stop:
             n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}
             raise KitError(
@@ -189,6 +209,8 @@ def run_matrix(
             echo("\n".join(["", f"== {name}", *lines]))
         if summary:
             write_json(Path(out) / "summaries" / f"{name}.json", summary)  # this run's cells only
+    if seq is not None:
+        echo("\n".join(seq.lines()))
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "reused", "skipped", "error")}
     echo(f"\n{len(outcomes)} cells: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f"; rows under {out}")
     return 1 if counts["error"] else 0

@@ -324,7 +324,8 @@ class Scheduler:
         settled); a full disk raises KitError (one line) after stopping the others."""
         if schedule not in SCHEDULES:
             raise KitError(f"unknown schedule {schedule!r}: choose {', '.join(SCHEDULES)}")
-        self._repeats = len({c.repeat for c in cells})
+        # labels name the repeat once the run has more than one (a later round of --until-decided too)
+        self._repeats = max(self._repeats, len({c.repeat for c in cells}), 2 if any(c.repeat for c in cells) else 1)
         todo, outcomes = [], []
         for cell in cells:
             d = cell.dir(self.out)

@@ -1,0 +1,404 @@
+"""`--until-decided`: fresh-process rounds for the cells behind each declared comparison, until
+its verdict is decided.
+
+After the matrix's first rounds (its profile's repeats), every comparison the run forms from
+its own cells is planned: the Ratio claims of its studies, and each ratio a Measured claim is
+made of (`answers.conditions`), whose two sides ran in this run. Then, round after round:
+
+    judge     each open comparison by its 95 % confidence sequence (bench.core.seqstats) on the
+              rounds both sides ran, against the claim's region (claims.decide)
+    stop it   decided        the sequence lies wholly inside or outside the region
+              width          (hi - lo) / median <= --target-width
+              max-repeats    it has --max-repeats rounds
+              failed         a cell of it failed in a round (its earlier rounds are kept)
+              budget         the rounds it still needs before it can be decided (to its first
+                             bounded round, then one) do not fit in what is left of --budget;
+                             comparisons are admitted cheapest first, so the cheap ones are
+                             the ones the budget decides
+    run       one more round (repeat index r for every cell an open comparison needs, its cells'
+              steps interleaved: step i of each before step i+1 of any, so both sides of a
+              comparison see the same machine within a round; per-device keeps its GPU slots);
+              cells no open comparison needs keep their repeats
+
+Round r runs repeat r of each cell in it, so repeat i of A and of B always ran in one round:
+the sequence pairs them. The budget is the time granted to the added rounds, counted from the
+end of the first ones (those are the matrix as asked, and always run whole); a round is started
+only when the mean time of its cells' earlier repeats says it fits in what is left.
+`<out>/sequential.json` is rewritten after every round: the method, the options, and per
+comparison its rounds, seconds of cells and why it stopped; the report reads it back to say
+which method made each interval (bench.core.seqstats.swap).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core import answers as A
+from bench.core import claims as C
+from bench.core import seqstats
+from bench.core.cell import Cell
+from bench.core.errors import UsageError
+from bench.core.registry import get_study
+from bench.core.resultset import load_cells
+from bench.core.rows import write_json
+from bench.core.stats import CS_MIN_ROUNDS, Summary
+
+DEFAULT_MAX_REPEATS = 20
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+@dataclass(frozen=True)
+class Options:
+    max_repeats: int = DEFAULT_MAX_REPEATS  # rounds a comparison may reach, first rounds included
+    budget_s: float | None = None  # seconds for the rounds added after the first ones; None: no limit
+    target_width: float | None = None  # stop at (hi - lo) / median <= this; None: only a decision stops
+
+
+def parse_budget(text: str) -> float:
+    """'15m', '900s', '1h30m', '90' (seconds) -> seconds; UsageError (one line) otherwise or when not above 0."""
+    t = str(text).strip().lower().replace(" ", "")
+    if re.fullmatch(r"-?\d+(\.\d+)?", t):
+        secs = float(t)
+    elif re.fullmatch(r"-?(\d+(\.\d+)?[hms])+", t):
+        secs = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", t)) * (-1 if t[0] == "-" else 1)
+    else:
+        raise UsageError(f"--budget takes a time such as 15m, 900s or 1h30m, got {text!r}")
+    if not secs > 0 or not math.isfinite(secs):
+        raise UsageError(f"--budget must be a time above zero (15m, 900s, 1h), got {text!r}")
+    return secs
+
+
+def until_options(on: bool, max_repeats: int | None, budget: str | None, target_width: float | None) -> Options | None:
+    """The CLI's --until-decided options as Options (None: off); UsageError (one line) for a bad
+    one, or for --max-repeats, --budget or --target-width without --until-decided."""
+    given = [
+        n for n, v in (("--max-repeats", max_repeats), ("--budget", budget), ("--target-width", target_width)) if v is not None
+    ]
+    if not on:
+        if given:
+            raise UsageError(f"{', '.join(given)} only applies with --until-decided")
+        return None
+    opts = Options(
+        DEFAULT_MAX_REPEATS if max_repeats is None else max_repeats,
+        None if budget is None else parse_budget(budget),
+        target_width,
+    )
+    check(opts, 1, MAX_ROUNDS)
+    return opts
+
+
+MAX_ROUNDS = 50  # as bench.run.matrix.MAX_REPEATS
+
+
+def check(opts: Options, first_round: int, most: int) -> None:
+    """Bad options are one line each, before any cell runs."""
+    if not isinstance(opts.max_repeats, int) or opts.max_repeats < first_round:
+        raise UsageError(
+            f"--max-repeats {opts.max_repeats} is below the first round's {first_round} repeats: "
+            f"it must be at least {first_round} (rounds are only ever added)"
+        )
+    if opts.max_repeats > most:
+        raise UsageError(f"--max-repeats must be at most {most}, got {opts.max_repeats}")
+    if opts.budget_s is not None and not (opts.budget_s > 0 and math.isfinite(opts.budget_s)):
+        raise UsageError(f"--budget must be a time above zero (15m, 900s, 1h), got {opts.budget_s!r} s")
+    w = opts.target_width
+    if w is not None and not (isinstance(w, (int, float)) and math.isfinite(w) and w > 0):
+        raise UsageError(f"--target-width must be above 0 (the interval's width over its median: 0.05 is 5 %), got {w!r}")
+
+
+@dataclass
+class Comparison:
+    study: str
+    claim: C.Claim
+    what: str  # the condition of a Measured claim ("" for a Ratio)
+    expect: C.Expect
+    keys: tuple[str, str]  # the sides' configurations (Cell.replace(repeat=0).key)
+    names: tuple[str, str]  # how the note names them
+    stopped: str = "open"
+    why: str = ""
+    value: Summary | None = None
+    verdict: str = ""
+    seconds: float = 0.0  # its cells' share of the run's time, every round (an added round's wall time split over its cells)
+    at_s: float | None = None  # seconds from the matrix's start to its stop: the time it took
+
+    @property
+    def label(self) -> str:
+        return f"{self.study} {self.claim.id}" + (f" ({self.what})" if self.what else "")
+
+    def record(self) -> dict:
+        v = self.value
+        return {
+            "study": self.study,
+            "claim": self.claim.id,
+            "what": self.what,
+            "cells": list(self.names),
+            "rounds": v.n if v else 0,
+            "stopped": self.stopped,
+            "why": self.why,
+            "seconds": round(self.seconds, 3),
+            "at_s": None if self.at_s is None else round(self.at_s, 1),
+            "verdict": self.verdict,
+            "value": v.median if v else None,
+            "lo": v.lo if v else None,
+            "hi": v.hi if v else None,
+        }
+
+
+def _config(c: Cell) -> str:
+    return c.replace(repeat=0).key
+
+
+@dataclass
+class Sequential:
+    """The rounds after the first: `run(first)` returns the outcomes of the rounds it added."""
+
+    cells: list[Cell]  # the matrix's first rounds
+    out: Path
+    opts: Options
+    run_round: Callable[[list[Cell]], list]  # the scheduler, on one round's cells -> Outcomes
+    echo: Callable[[str], None]
+    started: float = field(default_factory=time.monotonic)  # the matrix's start (the closing note's total)
+    added_from: float = 0.0  # when the first rounds ended: the budget counts from here
+    comparisons: list[Comparison] = field(default_factory=list)
+    _spent: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds of each repeat run here
+
+    # ---- the plan and the judging
+    def _findings(self, cells: list[Cell]) -> list[tuple[A.Study, C.Claim, A.Finding]]:
+        done = load_cells([c.dir(self.out) for c in cells])
+        out = []
+        for name in dict.fromkeys(c.study for c in cells):
+            study = get_study(name)
+            mine = [c for c in done if c.study == name]
+            for claim in getattr(study, "claims", ()):
+                try:
+                    found = A.findings_of(study, mine, claim)
+                except A.DeclarationError:
+                    continue  # the report lists it as not judged
+                out += [(study, claim, f) for f in found if f.of_ratio and f.rank == 0 and len(f.sides) == 2]
+        return out
+
+    def _keys(self, f: A.Finding, by_id: dict[str, Cell]) -> tuple[str, str] | None:
+        keys = []
+        for s in f.sides:
+            got = {_config(by_id[c.dir.name]) for c in s.cells if c.dir.name in by_id}
+            if len(got) != 1:
+                return None
+            keys.append(got.pop())
+        return keys[0], keys[1]
+
+    def plan(self, cells: list[Cell]) -> list[Comparison]:
+        by_id = {c.id: c for c in cells}
+        seen: set[tuple] = set()
+        for study, claim, f in self._findings(cells):
+            keys = self._keys(f, by_id)
+            ident = (study.name, claim.id, f.what, keys)
+            if keys is None or ident in seen:
+                continue
+            seen.add(ident)
+            names = seqstats.side_names(f)
+            self.comparisons.append(Comparison(study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1])))
+        return self.comparisons
+
+    def judge(self, cells: list[Cell]) -> None:
+        by_id = {c.id: c for c in cells}
+        now = {(s.name, cl.id, f.what, self._keys(f, by_id)): f for s, cl, f in self._findings(cells)}
+        for comp in self.comparisons:
+            f = now.get((comp.study, comp.claim.id, comp.what, comp.keys))
+            if f is None:
+                continue
+            try:
+                comp.value = seqstats.paired(f.sides[0].per, f.sides[1].per)
+            except ValueError:
+                continue
+            comp.verdict, _ = C.decide(comp.value, comp.expect)
+            comp.seconds = sum(sum(self._spent.get(k, [])) for k in dict.fromkeys(comp.keys))
+
+    def _settle(self) -> None:
+        """Stop every open comparison that is decided, narrow enough or at its last round."""
+        for comp in self.comparisons:
+            if comp.stopped != "open" or comp.value is None:
+                continue
+            w = seqstats.width(comp.value)
+            if comp.verdict in C.DECIDED:
+                comp.stopped, comp.why = "decided", comp.verdict
+            elif self.opts.target_width is not None and w is not None and w <= self.opts.target_width:
+                comp.stopped, comp.why = "width", f"{w:.1%} <= {self.opts.target_width:.1%}; {comp.verdict}"
+            elif comp.value.n >= self.opts.max_repeats:
+                comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n} rounds"
+
+    def write(self) -> None:
+        now = time.monotonic() - self.started
+        for comp in self.comparisons:
+            if comp.stopped != "open" and comp.at_s is None:
+                comp.at_s = now
+        write_json(
+            self.out / seqstats.RECORD,
+            {
+                "method": seqstats.METHOD,
+                "confidence": 1 - seqstats.ALPHA,
+                "options": {
+                    "max_repeats": self.opts.max_repeats,
+                    "budget_s": self.opts.budget_s,
+                    "target_width": self.opts.target_width,
+                },
+                "elapsed_s": round(time.monotonic() - self.started, 1),
+                "added_s": round(time.monotonic() - self.added_from, 1) if self.added_from else 0.0,
+                "comparisons": [c.record() for c in self.comparisons],
+            },
+        )
+
+    # ---- the rounds
+    def note(self, outcomes: list, share: float | None = None) -> None:
+        """Each outcome's seconds: SHARE (an added round's wall time over its cells: their steps
+        interleave, so each cell's own seconds span the whole round), else its own; a reused cell's
+        from its files (cell.json is written as it starts, rows.jsonl as it ends), so a resumed run
+        still counts what its cells took."""
+        for o in outcomes:
+            secs = float(o.seconds) if share is None else share
+            if o.status == "reused":
+                d = o.cell.dir(self.out)
+                try:
+                    secs = (d / "rows.jsonl").stat().st_mtime - (d / "cell.json").stat().st_mtime
+                except OSError:
+                    continue
+                if not 0 < secs < 30 * 86400:
+                    continue
+            self._spent.setdefault(_config(o.cell), []).append(secs)
+
+    def _estimate(self, round_cells: list[Cell]) -> float:
+        """Seconds the round should take: each cell's mean over its repeats run here, else its study's estimate."""
+        total = 0.0
+        for c in round_cells:
+            v = self._spent.get(_config(c))
+            if v:
+                total += sum(v) / len(v)
+            else:
+                est = get_study(c.study).estimate(c)
+                total += est.open_s + est.steps * est.step_s
+        return total
+
+    def _ahead(self, comp: Comparison) -> int:
+        """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one."""
+        return max(1, CS_MIN_ROUNDS - (comp.value.n if comp.value else 0))
+
+    def _admit(self, open_: list[Comparison], base: dict[str, Cell], left: float | None) -> tuple[list[Comparison], float]:
+        """The open comparisons the next round runs, cheapest first, while the rounds each still needs
+        before it can be decided fit in LEFT (None: all); and the round's estimated seconds. A
+        comparison that cannot reach its first bounded round in the budget stops now rather than
+        spend it: the cheap ones are the ones that get decided."""
+        cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
+        admitted: list[Comparison] = []
+        need = 0.0
+        for comp in sorted(open_, key=lambda c: cost[id(c)]):
+            trial = admitted + [comp]
+            keys = list(dict.fromkeys(k for c in trial for k in c.keys))
+            per = self._estimate([base[k] for k in keys if k in base])
+            if left is None or per * max(self._ahead(c) for c in trial) <= left:
+                admitted, need = trial, per
+        return admitted, need
+
+    def run(self, first: list) -> list:
+        """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
+        self.note(first)
+        self.added_from = time.monotonic()
+        cells = list(self.cells)
+        self.plan(cells)
+        if not self.comparisons:
+            self.echo("until decided: this run forms no comparison of two of its own cells: nothing to add")
+            self.write()
+            return []
+        self.judge(cells)
+        self._settle()
+        added: list = []
+        base = {_config(c): c.replace(repeat=0) for c in cells}
+        r = max((c.repeat for c in cells), default=0) + 1
+        try:
+            while any(c.stopped == "open" for c in self.comparisons):
+                self.write()
+                open_ = [c for c in self.comparisons if c.stopped == "open"]
+                if r >= self.opts.max_repeats:  # a comparison short of rounds (a failed first repeat) ends here
+                    for comp in open_:
+                        comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
+                    break
+                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
+                admitted, need = self._admit(open_, base, left)
+                for comp in open_:
+                    if comp not in admitted:
+                        per = self._estimate([base[k] for k in comp.keys if k in base])
+                        ahead = self._ahead(comp)
+                        comp.stopped = "budget"
+                        comp.why = (
+                            f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget left; "
+                            f"{comp.verdict}"
+                        )
+                if not admitted:
+                    break
+                open_ = admitted
+                keys = list(dict.fromkeys(k for comp in open_ for k in comp.keys))
+                round_cells = [base[k].replace(repeat=r) for k in keys if k in base]
+                self.echo(
+                    f"until decided: round {r + 1} for {len(open_)} open comparison(s): {len(round_cells)} cells"
+                    + (f", ~{need:.0f} s of {left:.0f} s left" if left is not None else "")
+                )
+                t0 = time.monotonic()
+                got = self.run_round(round_cells)
+                self.note(got, (time.monotonic() - t0) / max(len(round_cells), 1))
+                added += got
+                cells += round_cells
+                failed = {_config(o.cell): o for o in got if o.status not in ("ok", "reused", "skipped")}
+                for comp in open_:
+                    bad = [failed[k] for k in comp.keys if k in failed]
+                    if bad:
+                        o = bad[0]
+                        comp.stopped = "failed"
+                        comp.why = f"{o.cell.id} failed in round {r + 1}: {o.reason or o.status}"
+                        self.echo(
+                            f"error: {comp.label}: {o.cell.id} failed in round {r + 1} ({o.reason or o.status}); "
+                            f"the comparison stops here, its earlier rounds are kept"
+                        )
+                self.judge(cells)
+                self._settle()
+                r += 1
+        except BaseException:
+            for comp in self.comparisons:
+                if comp.stopped == "open":
+                    comp.stopped, comp.why = "interrupted", "the run was stopped"
+            self.write()
+            raise
+        self.judge(cells)
+        self.write()
+        return added
+
+    def lines(self) -> list[str]:
+        """The closing note: per comparison its value, verdict, rounds, time and why it stopped."""
+        total = time.monotonic() - self.started
+        added = time.monotonic() - self.added_from if self.added_from else 0.0
+        out = [
+            "",
+            f"== until decided: {len(self.comparisons)} comparison(s); the run took {total:.0f} s, its added rounds {added:.0f} s "
+            f"({seqstats.METHOD}; record: {self.out / seqstats.RECORD})",
+        ]
+        for c in self.comparisons:
+            v = c.value
+            val = f"{v.median:.3g}x{v.bracket()}" if v else "no rounds"
+            out.append(
+                f"{c.label}: {c.names[0]} / {c.names[1]}: {val} {c.verdict or '-'}; "
+                + seqstats.stop_text(
+                    {"rounds": v.n if v else 0, "seconds": c.seconds, "at_s": c.at_s, "stopped": c.stopped, "why": ""}
+                )
+                + (f" ({c.why})" if c.why and c.stopped != "decided" else "")
+            )
+        return out
+
+
+def stopped_ok(comparisons: list[Comparison]) -> bool:
+    """Every comparison ended by its own rule (decided, width, max-repeats), none by a failure."""
+    return all(c.stopped in ("decided", "width", "max-repeats", "budget") for c in comparisons)
+
+
+__all__ = ["DEFAULT_MAX_REPEATS", "Comparison", "Options", "Sequential", "check", "parse_budget", "stopped_ok", "until_options"]

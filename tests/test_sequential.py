@@ -1,0 +1,181 @@
+"""`--until-decided`: the confidence sequence, the options, and whole runs of a study with a
+known comparison (tests/seq_study.py): rounds are added until the comparison is decided, the
+record and the report say how many rounds it took and why it stopped, and a cell that fails
+in a later round stops its comparison in one line with the earlier rounds kept."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.core import seqstats
+from bench.core.claims import FASTER, UNDECIDED, decide
+from bench.core.errors import UsageError
+from bench.core.stats import CS_MIN_ROUNDS
+from bench.run.sequential import Options, check, parse_budget, until_options
+
+ROOT = Path(__file__).resolve().parent.parent
+SEQ_ENV = {"KIT_STUDY_MODULES": "seq_study"}
+
+
+def test_the_sequence_is_unbounded_below_its_first_bounded_round_and_then_holds_every_round():
+    assert seqstats.min_rounds() == CS_MIN_ROUNDS
+    up = {i: 2.0 + 0.01 * (i % 3) for i in range(CS_MIN_ROUNDS)}
+    one = {i: 1.0 for i in range(CS_MIN_ROUNDS)}
+    early = seqstats.paired({i: up[i] for i in range(CS_MIN_ROUNDS - 1)}, one)
+    assert early.kind == "cs" and early.lo is None and early.hi is None
+    verdict, why = decide(early, FASTER)
+    assert verdict == UNDECIDED and "unbounded" in why
+    s = seqstats.paired(up, one)
+    assert s.lo == pytest.approx(min(up.values())) and s.hi == pytest.approx(max(up.values()))  # [min, max] of the rounds
+    assert decide(s, FASTER)[0] == "holds"
+    assert "95% CS" in s.bracket() and s.coverage == 0.95
+
+
+def test_only_rounds_both_sides_ran_are_paired():
+    a = {0: 2.0, 1: 2.0, 3: 2.0}
+    b = {0: 1.0, 2: 1.0, 3: 1.0}
+    assert seqstats.paired_rounds(a, b) == [2.0, 2.0]
+    with pytest.raises(ValueError):
+        seqstats.paired_rounds({0: 0.0}, {0: 1.0})
+
+
+@pytest.mark.parametrize(
+    "text, seconds", [("15m", 900), ("900s", 900), ("1h30m", 5400), ("90", 90), ("0.5h", 1800), ("2m30s", 150)]
+)
+def test_budget_forms(text, seconds):
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-5m", "0s", "soon", "15 minutes", "1d", "", "nan"])
+def test_a_budget_of_zero_or_less_or_no_time_is_one_line(text):
+    with pytest.raises(UsageError) as err:
+        parse_budget(text)
+    assert "\n" not in str(err.value) and "--budget" in str(err.value)
+
+
+def test_bad_options_are_one_line_each():
+    with pytest.raises(UsageError, match="below the first round"):
+        check(Options(max_repeats=2), 3, 50)
+    with pytest.raises(UsageError, match="at most 50"):
+        check(Options(max_repeats=51), 3, 50)
+    for w in (0.0, -0.1, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--target-width must be above 0"):
+            until_options(True, None, None, w)
+    with pytest.raises(UsageError, match="only applies with --until-decided"):
+        until_options(False, 5, None, None)
+    assert until_options(False, None, None, None) is None
+    assert until_options(True, None, "15m", 0.05) == Options(20, 900.0, 0.05)
+
+
+def _cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=e, timeout=600)
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--budget", "0"], "--budget must be a time above zero"),
+        (["--max-repeats", "2"], "--max-repeats 2 is below the first round's 3 repeats"),
+        (["--target-width", "0"], "--target-width must be above 0"),
+    ],
+)
+def test_bad_until_decided_input_is_one_line_exit_2_and_nothing_written(tmp_path, extra, says):
+    for argv in (
+        ["-m", "bench", "matrix", "seq", "--until-decided", *extra, "--out", str(tmp_path / "m")],
+        [
+            "orchestrate.py",
+            "run",
+            "cpu",
+            "--study",
+            "seq",
+            "--runtime",
+            "native",
+            "--until-decided",
+            *extra,
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    ):
+        r = _cli(*argv, env=SEQ_ENV)
+        lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+        assert r.returncode == 2, r.stderr
+        assert len(lines) == 1 and says in lines[0], r.stderr
+    assert not (tmp_path / "m").exists() and not (tmp_path / "o" / "seq").exists()
+
+
+def _record(out: Path) -> dict:
+    return json.loads((out / seqstats.RECORD).read_text())
+
+
+@pytest.mark.slow
+def test_rounds_are_added_until_decided_and_the_report_says_how_many_and_why(tmp_path):
+    out = tmp_path / "r"
+    r = _cli(
+        "-m", "bench", "matrix", "seq", "--set", "steps=2", "--until-decided", "--budget", "10m", "--out", str(out), env=SEQ_ENV
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[2].startswith("noise: ") and "CPU probe spread" in r.stdout
+    rec = _record(out)
+    assert {c["claim"]: (c["stopped"], c["verdict"], c["rounds"]) for c in rec["comparisons"]} == {
+        "fast-over-slow": ("decided", "holds", CS_MIN_ROUNDS),
+        "fast-near-slow": ("decided", "does not hold", CS_MIN_ROUNDS),
+    }
+    assert all(c["seconds"] > 0 for c in rec["comparisons"])
+    assert len(list((out / "seq").iterdir())) == 2 * CS_MIN_ROUNDS  # both cells, one repeat a round
+    note = r.stdout[r.stdout.index("== until decided") :]
+    assert f"{CS_MIN_ROUNDS} rounds" in note and "stopped decided" in note and "95% CS" in note
+    rep = _cli("orchestrate.py", "report", str(out), "--out", str(tmp_path / "rep"), env=SEQ_ENV)
+    assert rep.returncode == 0, rep.stderr
+    claims = json.loads((tmp_path / "rep" / "report.json").read_text())["claims"]
+    f = next(c for c in claims if c["id"] == "fast-over-slow")["findings"][0]
+    assert f["interval"] == "cs" and "confidence sequence" in f["method"] and "stopped decided" in f["until_decided"]
+    md = (tmp_path / "rep" / "REPORT.md").read_text()
+    assert f"95% CS of {CS_MIN_ROUNDS} rounds" in md and "until decided: 10 rounds" in md
+    # an untrusted record (edited into nonsense) is not used: the fixed-n interval stands
+    (out / seqstats.RECORD).write_text(json.dumps({"method": "x", "confidence": 7, "comparisons": "all"}))
+    _cli("orchestrate.py", "report", str(out), "--out", str(tmp_path / "rep2"), env=SEQ_ENV)
+    f2 = json.loads((tmp_path / "rep2" / "report.json").read_text())["claims"][0]["findings"][0]
+    assert f2["interval"] == "ci" and not f2["until_decided"]
+
+
+@pytest.mark.slow
+def test_a_cell_failing_in_a_later_round_stops_its_comparison_in_one_line_and_keeps_the_rounds(tmp_path):
+    out = tmp_path / "f"
+    r = _cli(
+        "-m", "bench", "matrix", "seq", "--set", "steps=1", "--set", "fail_repeat=4",
+        "--until-decided", "--out", str(out), env=SEQ_ENV,
+    )  # fmt: skip
+    assert r.returncode == 1  # a cell failed
+    said = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("error: seq fast-over-slow")]
+    assert len(said) == 1 and "failed in round 5" in said[0] and "earlier rounds are kept" in said[0]
+    rec = {c["claim"]: c for c in _record(out)["comparisons"]}
+    assert rec["fast-over-slow"]["stopped"] == "failed" and rec["fast-over-slow"]["rounds"] == 4
+    assert "seq failure in repeat 4" in rec["fast-over-slow"]["why"]
+    kept = sorted(json.loads((d / "cell.json").read_text())["repeat"] for d in (out / "seq").iterdir())
+    assert kept == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]  # the four good rounds of each, and the failed round's two cells
+    assert not math.isnan(rec["fast-over-slow"]["seconds"])
+
+
+def test_a_spent_budget_or_the_last_round_stops_a_comparison_and_says_so(tmp_path):
+    out = tmp_path / "b"
+    r = _cli("-m", "bench", "matrix", "seq", "--set", "steps=1", "--repeats", "1", "--until-decided", "--budget", "1s",
+             "--out", str(out), env=SEQ_ENV)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = _record(out)["comparisons"]
+    assert {c["stopped"] for c in rec} == {"budget"} and all(c["rounds"] == 1 for c in rec)
+    assert "of the budget left" in rec[0]["why"] and "stopped budget" in r.stdout
+    out = tmp_path / "m"
+    r = _cli("-m", "bench", "matrix", "seq", "--set", "steps=1", "--repeats", "1", "--until-decided", "--max-repeats", "2",
+             "--out", str(out), env=SEQ_ENV)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = _record(out)["comparisons"]
+    assert {(c["stopped"], c["rounds"], c["verdict"]) for c in rec} == {("max-repeats", 2, "undecided")}
+    assert len(list((out / "seq").iterdir())) == 4
