@@ -216,11 +216,25 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=Non
     return MatrixRequest(study or [], profile.value, set_ or [], only or [], schedule.value, rerun, timeout_s, repeats, label)
 
 
+def _interrupted(err: KeyboardInterrupt, what: str) -> NoReturn:
+    """One line for a run stopped by Ctrl-C, SIGTERM or SIGHUP; exit 128 + the signal."""
+    from host.containers import exit_code, signal_name
+
+    typer.echo(f"interrupted by {signal_name(err)}: {what}; the same command again resumes", err=True)
+    raise typer.Exit(exit_code(err))
+
+
 def _execute(
-    platforms: list[str], req, runtime: Runtime, data_dir: str | None, out: Path, ca_cert: Path | None
+    platforms: list[str],
+    req,
+    runtime: Runtime,
+    data_dir: str | None,
+    out: Path,
+    ca_cert: Path | None,
+    image: str | None = None,
 ) -> tuple[dict, int]:
-    """Run REQ on each platform this host can run (natively or in its image). Returns
-    (platform notes for platforms.json, exit code)."""
+    """Run REQ on each platform this host can run (natively or in its image; IMAGE: that one,
+    unbuilt). Returns (platform notes for platforms.json, exit code)."""
     from host import plan
 
     for p in platforms:
@@ -261,6 +275,8 @@ def _execute(
             code = plan.run_native(req, todo, out, data_dir)
         except KitError as err:
             fail(err)
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: the matrix settled its cells
+            _interrupted(err, "the matrix stopped")
         for p in todo:
             notes[p] = {
                 "status": "ran" if code == 0 else "errors",
@@ -281,10 +297,14 @@ def _execute(
     if root is None:  # nothing to mount: an empty dir (the image carries the embedded defaults)
         root = Path(tempfile.mkdtemp(prefix="cnn-bench-no-data-"))
         root.chmod(0o755)  # readable by the container's user
+    from host.containers import stop_signals
+
     for p in todo:
         try:
-            images.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
-            rc, image_id = engine.run(p, root, out, req.args([p], "/results", "/data" if named else None))
+            if image is None:
+                with stop_signals():  # SIGTERM, SIGHUP: as Ctrl-C (a build's own process ends with it)
+                    images.build(p, ca_cert=ca_cert)  # a no-op when the lock and bench/ are unchanged
+            rc, image_id = engine.run(p, root, out, req.args([p], "/results", "/data" if named else None), image=image)
             typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
             notes[p] = {
                 "status": "ran" if rc == 0 else "errors",
@@ -296,6 +316,8 @@ def _execute(
             typer.echo(f"platform {p}: error: {err}", err=True)
             notes[p] = {"status": "error", "runtime": "container", "reason": str(err)}
             rc = 1
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: engine.run stopped and removed the container
+            _interrupted(err, f"the {p} container was stopped and removed")
         code = max(code, rc)
     return notes, code
 
@@ -318,13 +340,19 @@ def run(
     repeats: RepeatsOpt = None,
     label: LabelOpt = None,
     ca_cert: CaOpt = None,
+    image: Annotated[
+        str | None,
+        typer.Option(help="run in this image (a tag or id, e.g. one pulled from a registry) instead of building the kit's"),
+    ] = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
 
     req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label)
     out = out or default_out()
-    notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
+    if image is not None and (runtime == Runtime.native or len(platforms or []) != 1):
+        usage("--image runs one platform in a container: name it (run cpu --image TAG) and leave --runtime native out")
+    notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert, image)
     write_json(out / "platforms.json", notes)
     raise typer.Exit(code)
 
