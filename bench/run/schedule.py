@@ -41,6 +41,7 @@ from bench.core.registry import get_study
 from bench.core.text import one_line
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 from bench.run.eta import Eta
+from bench.run.speedline import finished_speed
 
 SCHEDULES = ("sequential", "interleaved", "per-device")
 Echo = Callable[[str], None]
@@ -295,8 +296,11 @@ class Scheduler:
         with self._lock:
             self._done[id(child)] = outcome
         mark = {"ok": "ok     ", "skipped": "skipped", "error": "error  "}.get(outcome.status, outcome.status)
+        speed = finished_speed(child.cell, self.out) if outcome.status == "ok" else ""
         self._say(
-            f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)" + (f": {outcome.reason}" if outcome.reason else "")
+            f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)"
+            + (f": {outcome.reason}" if outcome.reason else "")
+            + (f": {speed}" if speed else "")
         )
         return outcome
 

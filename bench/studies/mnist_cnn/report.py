@@ -311,7 +311,7 @@ def _flag_lines(rows: list[dict], esc: Callable[[object], str] = str) -> list[st
         return []
     return [
         "⚑ flagged cells (bench.core.noise: CV over timed epochs > "
-        f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling or a shared GPU): "
+        f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling, a shared GPU or CPU): "
         + "; ".join(f"{esc(r['platform'].rstrip(' ⚑'))}: {esc(r['flags'])}" for r in flagged),
         "",
     ]
@@ -395,17 +395,18 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
 def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
     """What a matrix prints when it ends: Table I over repeats and the ratios with intervals."""
     summ = summary_table(cells)
-    cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 6, 7, 10, 12, 14)]
+    cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 5, 7, 10, 12, 14)]
     shown = [
         {**{k: sig(v) if k in _SIG and isinstance(v, float) else v for k, v in r.items()}, "median_samples_per_s": f"{r['median_samples_per_s']:,.0f}"}
         for r in summ
     ]  # fmt: skip
-    lines = ["Table I (this run; median over repeats, 95% bootstrap CI)", *text_table(shown, cols)] if summ else []
+    title = "Table I (this run; median over repeats and its interval: a 95% bootstrap CI from 6 repeats, else their range)"
+    lines = [title, *text_table(shown, cols)] if summ else []
     flagged = [r for r in summ if r["flags"]]
     if flagged:
         lines.append(
             f"⚑ flagged (bench.core.noise: CV over timed epochs > {noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the "
-            "median, throttling or a shared GPU):"
+            "median, throttling, a shared GPU or CPU):"
         )
         lines += [f"  {r['platform'].rstrip(' ⚑')}: {r['flags']}" for r in flagged]
     rat = ratios_ci(cells)
