@@ -201,7 +201,7 @@ class Telemetry:
         self._ours: dict[int, bool] = {}  # NVML's PIDs judged so far: this run's or not
         self._throttle0 = _thermal_throttle_count()
         self._run_root = run_root if run_root is not None else os.getpid()
-        self._share = None
+        self._share: CpuShare | None = None
         if gpu:
             try:
                 self._nvml = _Nvml()
@@ -213,7 +213,7 @@ class Telemetry:
     def start(self) -> Telemetry:
         self._t0 = time.monotonic()
         try:
-            self._share: CpuShare | None = CpuShare(self._run_root)
+            self._share = CpuShare(self._run_root)
         except Exception as err:  # noqa: BLE001 - psutil cannot read the counters here: say so, run on
             self._share = None
             self.notes["cpu_share"] = f"CPU share not measured ({type(err).__name__}: {err})"

@@ -240,9 +240,9 @@ FIGURES = [
 def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, list[float], str]]:
     """(bar label, values over seeds, device family) for one panel; a configuration of two runs
     is two bars named apart by their run."""
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
 
-    bars, runs = [], []
+    bars, runs, envs = [], [], []
     for g in groups:
         c = g[0]
         if c.first.get("model") != mdl:
@@ -261,7 +261,8 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
                 )
                 bars.append((plot_text(name), [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
                 runs.append(plot_text(c.run_label))
-    names = distinct([b[0] for b in bars], runs)
+                envs.append(c)
+    names = distinct([b[0] for b in bars], runs, *environments(envs))
     return [(n, v, fam) for n, (_, v, fam) in zip(names, bars)]
 
 

@@ -216,7 +216,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from bench.core import noise, palette
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
 
     groups = group_repeats([c for c in cells if c.status == "ok"])
     multi_dev = len({g[0].device for g in groups}) > 1
@@ -236,10 +236,11 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
             series.append((g, v, label))
     if not series:
         return None
-    # one configuration from two runs is two series, named apart by their run (then iterations)
+    # one configuration from two runs is two series, named apart by their run (then environment, iterations)
     unique = distinct(
         [lab for _, _, lab in series],
         [plot_text(g[0].run_label) for g, _, _ in series],
+        *environments([g for g, _, _ in series]),
         [f"{g[0].first.get('iterations')} iterations" for g, _, _ in series],
     )
     series = [

@@ -69,7 +69,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     min-max band shaded), legends outside the axes, a difference-to-reference panel under the
     accuracy curves, and throughput as medians with 95 % interval whiskers (no bars)."""
     from bench.core import noise, palette, stats
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
     from bench.core.resultset import group_repeats
 
     cells = [c for c in cells if c.status == "ok" and _epochs(c)]
@@ -85,7 +85,11 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     # series: their names carry the run, then the data and epochs, only where they would collide
     eps = [f"{len(_epochs(g[0]))} epochs" for g in groups]
     unique = distinct(
-        [_base(g) for g in groups], [g[0].run_label for g in groups], [g[0].first.get("dataset") for g in groups], eps
+        [_base(g) for g in groups],
+        [g[0].run_label for g in groups],
+        *environments(groups),
+        [g[0].first.get("dataset") for g in groups],
+        eps,
     )
     names = {id(g): u for g, u in zip(groups, unique)}
     shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in groups])

@@ -160,6 +160,7 @@ def table1_row(cell: ResultCell) -> dict:
         "epochs": len(ep),
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
         "runtime": cell.environment,
+        "env": cell.env_name,
         "batch_size": first.get("batch_size"),
         "dataset_real": bool(first.get("dataset_real_mnist")),
         "host": first.get("host") or cell.system.get("hostname"),
@@ -180,7 +181,8 @@ def shown(rows: list[dict]) -> list[dict]:
 def table1(cells: list[ResultCell]) -> list[dict]:
     rows = [table1_row(c) for c in cells if c.status == "ok" and epochs(c)]
     rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
-    return qualify(rows, ("platform", "device", "run", "repeat"), "platform", [r["cell"] for r in rows])
+    envs = [r["env"] for r in rows], [r["runtime"] for r in rows]
+    return qualify(rows, ("platform", "device", "run", "repeat"), "platform", *envs, [r["cell"] for r in rows])
 
 
 def _ok(cells: list[ResultCell]) -> list[ResultCell]:
@@ -199,6 +201,8 @@ def summary_row(group: list[ResultCell]) -> dict:
         "platform": noise.mark(first["platform"], ";".join(flags)),
         "device": first["device"],
         "run": group[0].run_label,
+        "env": first["env"],
+        "runtime": first["runtime"],
         "host": first["host"],
         "backend": first["backend"],
         "pipeline": first["pipeline"],
@@ -237,7 +241,13 @@ def summary_table(cells: list[ResultCell]) -> list[dict]:
     rows = [summary_row(g) for g in group_repeats(_ok(cells))]
     rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
     return qualify(
-        rows, ("platform", "device", "run"), "platform", [r["dataset"] for r in rows], [f"{r['epochs']} epochs" for r in rows]
+        rows,
+        ("platform", "device", "run"),
+        "platform",
+        [r["env"] for r in rows],
+        [r["runtime"] for r in rows],
+        [r["dataset"] for r in rows],
+        [f"{r['epochs']} epochs" for r in rows],
     )
 
 
