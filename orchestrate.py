@@ -374,13 +374,15 @@ def _prices(price: list[str] | None, prices: Path | None, kwh: str | None):  # -
 def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, prices=None) -> dict:
     from bench.core.resultset import holding_results
     from bench.core.text import term
+    from host.progress import stages
     from host.report import build_report
 
     try:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
             typer.echo(term(line), err=True)
-        info = build_report(dirs, out, context, prices)
+        with stages("report") as say:
+            info = build_report(dirs, out, context, prices, say)
     except KitError as err:
         fail(err)
     for line in info["skipped"]:
@@ -392,7 +394,7 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, pric
             f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
             + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
-    typer.echo(f"report: {info['report']}")
+    typer.echo(f"report: {info['report']}" + (" (the earlier report there replaced; --out keeps both)" if info.get("replaced") else ""))
     return info
 
 
@@ -502,21 +504,25 @@ def all_cmd(
     raise typer.Exit(code)
 
 
-@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results.tar.gz")
+@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results/myhost.tar.gz")
 def export(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs to bundle, from any hosts")],
-    out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("cnn-bench-results.tar.gz"),
+    out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("results/cnn-bench-results.tar.gz"),
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
     from bench.core.resultset import holding_results
     from bench.core.text import term
     from host.export import export as export_bundle
+    from host.progress import stages
 
+    if out == Path("results/cnn-bench-results.tar.gz"):  # the default: results/ is made by a run, else here
+        out.parent.mkdir(exist_ok=True)
     try:
         kept, skipped = holding_results(list(dirs))
         for line in skipped:
             typer.echo(term(line), err=True)
-        info = export_bundle(kept, out)
+        with stages("export") as say:
+            info = export_bundle(kept, out, say=say)
     except KitError as err:
         fail(err)
     except OSError as err:

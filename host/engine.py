@@ -159,7 +159,13 @@ def _tool_rows() -> list[dict]:
     rows = [_row("debootstrap (for `base`)", bool(deb), deb or "not found", "install: apt-get install debootstrap")]
     argv, version = compose_command()
     fix = "the compose commands in the README need it: apt-get install docker-compose (v1) or docker-compose-plugin (v2)"
-    rows.append(_row("docker compose", argv is not None, f"{' '.join(argv)}: {version}" if argv else version, fix))
+    detail = f"{' '.join(argv)}: {version}" if argv else version
+    if argv == ["docker-compose"]:  # v1 answers: the README's `docker compose ...` (v2) lines will not
+        detail += (
+            " (v1: type `docker-compose run ...`; the README's `docker compose run ...` lines need v2, "
+            "Docker's compose plugin: apt-get install docker-compose-plugin)"
+        )
+    rows.append(_row("docker compose", argv is not None, detail, fix))
     return rows
 
 

@@ -103,22 +103,29 @@ def check_out(out: Path) -> None:
 
 
 def build_report(
-    dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None, prices: Any = None
+    dirs: list[Path],
+    out: Path = Path("results/report"),
+    context: list[Path] | None = None,
+    prices: Any = None,
+    say: Any = None,
 ) -> dict:
     """Render the report of DIRS into OUT (see the module docstring); KitError (one line) when
     it cannot be written, with OUT left as it was. CONTEXT: result dirs whose cells answer a claim
     only against these dirs' own cells (the main job sets its host's CPU against the committed
     references' GPUs); they add no section, table or plot. PRICES (host.prices.Prices, or None:
-    no cost column) price the GPU-over-CPU answers."""
+    no cost column) price the GPU-over-CPU answers. SAY (host.progress.stages) hears each stage."""
+    say = say or (lambda what, done=None, total=None: None)
     out = Path(out)
     check_out(out)
+    say(f"reading {len(dirs)} result dir{'s' if len(dirs) != 1 else ''}")
     rs = collect_set(dirs)
     stage: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         os.chmod(stage, 0o755)
-        summary = _render(rs, dirs, stage, out, context or [], prices)
+        summary = _render(rs, dirs, stage, out, context or [], prices, say)
+        summary["replaced"] = (out / "REPORT.md").is_file()  # the CLI says so: an earlier report is gone
         _replace(stage, out)
     except OSError as err:
         what = err.strerror or type(err).__name__
@@ -149,7 +156,7 @@ def _replace(stage: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any) -> dict:
+def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any) -> dict:
     """Write every file of the report into STAGE; the summary names them under OUT."""
     cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
@@ -174,6 +181,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
     from host import answers as ans
     from host import worth as hw
 
+    say(f"judging the seeds' claims on {len(cells)} cells" + (f" and {len(context)} reference dirs" if context else ""))
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
     if prices is not None:
@@ -194,10 +202,11 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         "prices": prices.describe() if prices is not None else None,
         "skipped": rs.skipped,
     }
-    for name, study in registry.items():
+    for i, (name, study) in enumerate(registry.items()):
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
             continue
+        say(f"{name}: tables and plots", i + 1, len(registry))
         md += [f"## {study.title or name}", ""]
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
@@ -231,6 +240,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         md.append("")
     from host.tidy import report_lines, write_tidy
 
+    say("the tidy table (tidy.csv, tidy.parquet)")
     tidy = write_tidy(cells, stage)
     md += report_lines(tidy)
     from host.history import report_lines as history_lines
@@ -239,6 +249,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
     summary["tidy"] = {
         k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
     }
+    say("REPORT.md and the one-page REPORT.html")
     atomic_write_text(stage / "REPORT.md", "\n".join(md))
     atomic_write_text(stage / "REPORT.html", render_html("\n".join(md), stage))
     summary["html"] = str(out / "REPORT.html")
