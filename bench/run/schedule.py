@@ -350,7 +350,7 @@ class Scheduler:
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
-        self._eta = Eta((c.key, get_study(c.study).estimate(c)) for c in todo)  # the total, fixed before any cell starts
+        self._eta = Eta.for_cells(todo, serial=schedule != "per-device")  # the total, fixed before any cell starts
         try:
             done = list(outcomes)
             # repeats in rounds: every cell's repeat 0 (under SCHEDULE), then every cell's repeat 1, ...
