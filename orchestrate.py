@@ -394,7 +394,9 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, pric
             f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
             + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
-    typer.echo(f"report: {info['report']}" + (" (the earlier report there replaced; --out keeps both)" if info.get("replaced") else ""))
+    typer.echo(
+        f"report: {info['report']}" + (" (the earlier report there replaced; --out keeps both)" if info.get("replaced") else "")
+    )
     return info
 
 

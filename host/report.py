@@ -169,11 +169,13 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
         "",
     ]
-    unclean = sorted({md_text(c.system.get("kit_git_sha")) for c in cells if c.unclean_source})
+    unclean = [c for c in cells if c.unclean_source]
     if unclean:
+        where = sorted({str(c.dir.parent.parent) for c in unclean})
+        shas = sorted({md_text(c.system.get("kit_git_sha")) for c in unclean})
         md += [
-            f"> **Unclean source tree**: {sum(c.unclean_source for c in cells)} cell(s) ran from a checkout with "
-            f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.",
+            f"> **Unclean source tree**: {len(unclean)} cell(s) under {', '.join(md_code(w) for w in where)} ran from a "
+            f"checkout with uncommitted changes ({', '.join(shas)}); their numbers may not be reproducible from any commit.",
             "",
         ]
     from bench.core.answers import judge_all
@@ -268,7 +270,15 @@ img { max-width: 100%; display: block; margin: 1em 0; }
 blockquote { border-left: 4px solid #d33; margin: 1em 0; padding: 0.2em 1em; background: #fff5f5; }
 code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: 0.8em; overflow-x: auto; }
 nav.toc { font-size: 13px; border: 1px solid #ddd; padding: 0.5em 1em; margin: 1em 0; }
-nav.toc ul { margin: 0.3em 0; padding-left: 1.2em; } nav.toc li.sub { margin-left: 1.5em; font-size: 12px; }
+nav.toc ul { margin: 0.3em 0; padding-left: 1.2em; columns: 3; column-gap: 2em; }
+nav.toc li { break-inside: avoid; } nav.toc li.sub { margin-left: 1em; font-size: 12px; }
+nav.toc li.sub2 { margin-left: 2em; font-size: 11px; }
+.headline table, .claims table { display: table; width: 100%; table-layout: auto; }
+.headline td, .claims td { white-space: normal; text-align: left; vertical-align: top; }
+.headline th, .claims th { text-align: left; }
+.headline td:nth-child(3), .headline td:nth-child(4), .headline td:nth-child(5), .claims td:nth-child(4) { white-space: nowrap; }
+.headline td:nth-child(6) { font-size: 11px; color: #444; }
+.headline td:nth-child(4), .claims td:nth-child(4) { font-weight: 600; }
 """
 
 
@@ -278,6 +288,8 @@ CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; base
 # the only HTML the kit's own markdown holds (mnist-cnn's collapsed per-cell table); the
 # summary text is the kit's, never a value from a result dir
 _DETAILS = re.compile(r"<details><summary>([^<>&\"'`]*)</summary>")
+# the answers' tables (host/answers.py), laid out to the page's width: a line of exactly this form
+_BLOCKS = ('<div class="headline">', '<div class="claims">')
 
 
 def render_html(md: str, out: Path) -> str:
@@ -303,6 +315,7 @@ def render_html(md: str, out: Path) -> str:
             parts.append(parser.render("\n".join(chunk)))
             chunk.clear()
 
+    divs = 0
     for line in md.split("\n"):
         m = _DETAILS.fullmatch(line)
         if m:
@@ -313,10 +326,18 @@ def render_html(md: str, out: Path) -> str:
             flush()
             parts.append("</details>\n")
             depth -= 1
+        elif line in _BLOCKS:
+            flush()
+            parts.append(line + "\n")
+            divs += 1
+        elif line == "</div>" and divs:
+            flush()
+            parts.append("</div>\n")
+            divs -= 1
         else:
             chunk.append(line)
     flush()
-    body = "".join(parts) + "</details>\n" * depth
+    body = "".join(parts) + "</div>\n" * divs + "</details>\n" * depth
 
     inlined: set[str] = set()
 
@@ -359,7 +380,8 @@ def _small_png(path: Path) -> bytes:
 
 
 def _anchors(body: str) -> tuple[str, str]:
-    """(BODY with an id on every h2/h3, a table of contents linking them). The heading text is
+    """(BODY with an id on every h2/h3/h4, a table of contents linking them: the report's parts, their
+    sections and each study's own tables; a long heading shortened there). The heading text is
     markdown-it's escaped output; the ids are slugs of it (letters, digits, '-'), unique."""
     seen: dict[str, int] = {}
     entries: list[tuple[int, str, str]] = []
@@ -375,12 +397,13 @@ def _anchors(body: str) -> tuple[str, str]:
         entries.append((level, slug, text))
         return f'<h{level} id="{slug}">{inner}</h{level}>'
 
-    body = re.sub(r"<h([23])>(.*?)</h\1>", add_id, body)
+    body = re.sub(r"<h([234])>(.*?)</h\1>", add_id, body)
     if not entries:
         return body, ""
     items = []
     for level, slug, text in entries:
-        cls = ' class="sub"' if level == 3 else ""
-        items.append(f'<li{cls}><a href="#{slug}">{text}</a></li>')
+        cls = {3: ' class="sub"', 4: ' class="sub2"'}.get(level, "")
+        short = text if len(text) <= 70 else text[:68].rstrip() + "…"  # a heading that says its table's setup
+        items.append(f'<li{cls}><a href="#{slug}">{short}</a></li>')
     toc = '<nav class="toc"><strong>Contents</strong><ul>' + "".join(items) + "</ul></nav>\n"
     return body, toc
