@@ -493,13 +493,13 @@ def _chromium() -> str | None:
 
 
 # the page forbids scripts (its Content-Security-Policy); a copy without that meta gets this one,
-# which measures where the browser laid out each headline row's verdict
+# which measures where the browser laid out each headline row's verdict cell (CSS px of the page)
 PROBE = """<script>
 const t = document.querySelector('.headline table');
 const W = document.documentElement.clientWidth;
 const rows = [...t.querySelectorAll('tbody tr')].map(r => {
   const b = r.cells[3].getBoundingClientRect();
-  return [r.cells[0].textContent, r.cells[3].textContent, Math.round(b.left), Math.round(b.right)];
+  return [r.cells[0].textContent, r.cells[3].textContent, b.left, b.right, b.top + scrollY, b.bottom + scrollY];
 });
 document.body.setAttribute('data-probe', JSON.stringify({W: W, scroll: t.scrollWidth, client: t.clientWidth, rows: rows}));
 </script>"""
@@ -508,8 +508,12 @@ document.body.setAttribute('data-probe', JSON.stringify({W: W, scroll: t.scrollW
 @pytest.mark.skipif(_chromium() is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
 def test_at_1400_px_the_headline_shows_every_rows_verdict(merged, tmp_path):
     """Headless Chromium at a 1400 px wide window: every headline row's verdict cell lies inside
-    the window and its table needs no sideways scrolling; the screenshot is kept beside the page."""
+    the window, its table needs no sideways scrolling, and in a screenshot of the page itself
+    (1400 px wide, tall enough for the whole headline) each verdict cell holds drawn text; the
+    screenshot is kept beside the page."""
     import html as html_lib
+
+    from PIL import Image
 
     from host.report import CSP
 
@@ -518,14 +522,29 @@ def test_at_1400_px_the_headline_shows_every_rows_verdict(merged, tmp_path):
     assert meta in page
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace(meta, "").replace("</body>", PROBE + "</body>"))
-    args = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2400"]
-    dom = subprocess.run([*args, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180).stdout
+    args = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1"]
+    dom = subprocess.run(
+        [*args, "--window-size=1400,2400", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
+    ).stdout
     got = json.loads(html_lib.unescape(re.search(r'data-probe="([^"]*)"', dom).group(1)))
     rows = got["rows"]
     assert len(rows) >= 20 and got["scroll"] <= got["client"] + 1, got  # the table fits: nothing to scroll to
     off = [r for r in rows if r[2] < 0 or r[3] > got["W"]]
     assert not off, off
     assert all(any(r[1].startswith(v) for v in C.VERDICTS) for r in rows), rows
+    # the page as a user opens it (its CSP on): the verdict cells' pixels hold text
+    height = int(max(r[5] for r in rows)) + 40
     shot = merged / "headline-1400px.png"
-    subprocess.run([*args, f"--screenshot={shot}", (merged / "REPORT.html").as_uri()], capture_output=True, timeout=180)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    subprocess.run(
+        [*args, f"--window-size=1400,{height}", f"--screenshot={shot}", (merged / "REPORT.html").as_uri()],
+        capture_output=True,
+        timeout=180,
+    )
+    img = Image.open(shot).convert("L")
+    assert img.size == (1400, height), img.size
+    blank = []
+    for r in rows:
+        cell = img.crop((int(r[2]) + 3, int(r[4]) + 3, int(r[3]) - 3, int(r[5]) - 3))
+        if sum(cell.histogram()[:110]) < 15:  # a verdict's word is dozens of dark pixels
+            blank.append(r)
+    assert not blank, blank
