@@ -234,11 +234,25 @@ def _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats=Non
     )
 
 
+def _interrupted(err: KeyboardInterrupt, what: str) -> NoReturn:
+    """One line for a run stopped by Ctrl-C, SIGTERM or SIGHUP; exit 128 + the signal."""
+    from host.containers import exit_code, signal_name
+
+    typer.echo(f"interrupted by {signal_name(err)}: {what}; the same command again resumes", err=True)
+    raise typer.Exit(exit_code(err))
+
+
 def _execute(
-    platforms: list[str], req, runtime: Runtime, data_dir: str | None, out: Path, ca_cert: Path | None
+    platforms: list[str],
+    req,
+    runtime: Runtime,
+    data_dir: str | None,
+    out: Path,
+    ca_cert: Path | None,
+    image: str | None = None,
 ) -> tuple[dict, int]:
-    """Run REQ on each platform this host can run (natively or in its image). Returns
-    (platform notes for platforms.json, exit code)."""
+    """Run REQ on each platform this host can run (natively or in its image; IMAGE: that one,
+    unbuilt). Returns (platform notes for platforms.json, exit code)."""
     from host import plan
 
     for p in platforms:
@@ -279,6 +293,8 @@ def _execute(
             code = plan.run_native(req, todo, out, data_dir)
         except KitError as err:
             fail(err)
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: the matrix settled its cells
+            _interrupted(err, "the matrix stopped")
         for p in todo:
             notes[p] = {
                 "status": "ran" if code == 0 else "errors",
@@ -299,10 +315,14 @@ def _execute(
     if root is None:  # nothing to mount: an empty dir (the image carries the embedded defaults)
         root = Path(tempfile.mkdtemp(prefix="cnn-bench-no-data-"))
         root.chmod(0o755)  # readable by the container's user
+    from host.containers import stop_signals
+
     for p in todo:
         try:
-            images.build(p, ca_cert=ca_cert)  # a no-op rebuild when the lock and bench/ are unchanged (layer cache)
-            rc, image_id = engine.run(p, root, out, req.args([p], "/results", "/data" if named else None))
+            if image is None:
+                with stop_signals():  # SIGTERM, SIGHUP: as Ctrl-C (a build's own process ends with it)
+                    images.build(p, ca_cert=ca_cert)  # a no-op when the lock and bench/ are unchanged
+            rc, image_id = engine.run(p, root, out, req.args([p], "/results", "/data" if named else None), image=image)
             typer.echo(f"container {p}: image {image_id[:19]} exit code {rc}")
             notes[p] = {
                 "status": "ran" if rc == 0 else "errors",
@@ -314,6 +334,8 @@ def _execute(
             typer.echo(f"platform {p}: error: {err}", err=True)
             notes[p] = {"status": "error", "runtime": "container", "reason": str(err)}
             rc = 1
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: engine.run stopped and removed the container
+            _interrupted(err, f"the {p} container was stopped and removed")
         code = max(code, rc)
     return notes, code
 
@@ -340,6 +362,10 @@ def run(
     max_repeats: MaxRepeatsOpt = None,
     budget: BudgetOpt = None,
     target_width: WidthOpt = None,
+    image: Annotated[
+        str | None,
+        typer.Option(help="run in this image (a tag or id, e.g. one pulled from a registry) instead of building the kit's"),
+    ] = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
@@ -347,7 +373,9 @@ def run(
     until = (until_decided, max_repeats, budget, target_width)
     req = _request(study, profile, set_, only, schedule, rerun, timeout_s, repeats, label, until)
     out = out or default_out()
-    notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert)
+    if image is not None and (runtime == Runtime.native or len(platforms or []) != 1):
+        usage("--image runs one platform in a container: name it (run cpu --image TAG) and leave --runtime native out")
+    notes, code = _execute(platforms or [], req, runtime, data_dir, out, ca_cert, image)
     write_json(out / "platforms.json", notes)
     raise typer.Exit(code)
 
@@ -369,13 +397,15 @@ def _prices(price: list[str] | None, prices: Path | None, kwh: str | None):  # -
 def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, prices=None) -> dict:
     from bench.core.resultset import holding_results
     from bench.core.text import term
+    from host.progress import stages
     from host.report import build_report
 
     try:
         dirs, skipped = holding_results(dirs)
         for line in skipped:
             typer.echo(term(line), err=True)
-        info = build_report(dirs, out, context, prices)
+        with stages("report") as say:
+            info = build_report(dirs, out, context, prices, say)
     except KitError as err:
         fail(err)
     for line in info["skipped"]:
@@ -387,7 +417,9 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, pric
             f"{term(name)}: {s['cells']} cells, {s.get('ok', 0)} ok"
             + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
-    typer.echo(f"report: {info['report']}")
+    typer.echo(
+        f"report: {info['report']}" + (" (the earlier report there replaced; --out keeps both)" if info.get("replaced") else "")
+    )
     return info
 
 
@@ -523,21 +555,25 @@ def noise(
         typer.echo(line)
 
 
-@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results.tar.gz")
+@app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py export results/myhost --out results/myhost.tar.gz")
 def export(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs to bundle, from any hosts")],
-    out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("cnn-bench-results.tar.gz"),
+    out: Annotated[Path, typer.Option(help="the bundle to write (a .tar.gz)")] = Path("results/cnn-bench-results.tar.gz"),
 ) -> None:
     """Bundle result dirs to share: rows, system.json, the report, the environment, the commands, a MANIFEST."""
     from bench.core.resultset import holding_results
     from bench.core.text import term
     from host.export import export as export_bundle
+    from host.progress import stages
 
+    if out == Path("results/cnn-bench-results.tar.gz"):  # the default: results/ is made by a run, else here
+        out.parent.mkdir(exist_ok=True)
     try:
         kept, skipped = holding_results(list(dirs))
         for line in skipped:
             typer.echo(term(line), err=True)
-        info = export_bundle(kept, out)
+        with stages("export") as say:
+            info = export_bundle(kept, out, say=say)
     except KitError as err:
         fail(err)
     except OSError as err:

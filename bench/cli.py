@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -131,6 +132,9 @@ def matrix(
         except KitError as err:
             fail(str(err), 2)
     check_writable(out)
+    for name in ("SIGTERM", "SIGHUP"):  # `docker stop`, `timeout`, a CI cancel, a closed SSH session: as Ctrl-C
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.default_int_handler)
     try:
         code = run_matrix(
             study or [],

@@ -26,16 +26,18 @@ done
 
 [ "$(id -u)" = 0 ] || { echo "bootstrap-base: debootstrap needs root: rerun with sudo" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "bootstrap-base: debootstrap not installed: apt-get install -y debootstrap" >&2; exit 1; }
-"$DOCKER" version >/dev/null 2>&1 || { echo "bootstrap-base: Docker daemon not running: start it (sudo systemctl start docker)" >&2; exit 1; }
+start_hint=$([ -d /run/systemd/system ] && echo "systemctl start docker" || echo "dockerd > /var/log/dockerd.log 2>&1 &")
+"$DOCKER" version >/dev/null 2>&1 || { echo "bootstrap-base: Docker daemon not running: start it ($start_hint)" >&2; exit 1; }
 
 ROOTFS="$(mktemp -d /tmp/cnn-bench-rootfs.XXXXXX)"
+LOG="${KIT_DEBOOTSTRAP_LOG:-/tmp/cnn-bench-debootstrap.log}"  # orchestrate.py base shows its last line as progress
 trap 'rm -rf "$ROOTFS"' EXIT
 
 # minbase = essential + apt; python3-venv brings ensurepip's bundled pip wheel.
 debootstrap --variant=minbase \
   --include=python3,python3-venv,ca-certificates \
-  "$SUITE" "$ROOTFS" "$MIRROR" >/tmp/cnn-bench-debootstrap.log 2>&1 \
-  || { tail -20 /tmp/cnn-bench-debootstrap.log >&2; echo "bootstrap-base: debootstrap failed (log: /tmp/cnn-bench-debootstrap.log)" >&2; exit 1; }
+  "$SUITE" "$ROOTFS" "$MIRROR" >"$LOG" 2>&1 \
+  || { tail -20 "$LOG" >&2; echo "bootstrap-base: debootstrap failed (log: $LOG)" >&2; exit 1; }
 
 # Same sources the official images use; drop caches and logs so the image is small
 # and its content depends only on the package versions.
@@ -47,6 +49,7 @@ ln -sf python3 "$ROOTFS/usr/bin/python"
 
 # What made it: this script's hash and the suite (`orchestrate.py base` keeps an image with the same recipe).
 RECIPE="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)-$SUITE"
+echo "I: importing the root filesystem into docker as $TAG" >>"$LOG"
 PYVER="$(chroot "$ROOTFS" /usr/bin/python3 -c 'import platform; print(platform.python_version())')"
 tar -C "$ROOTFS" --numeric-owner -c . | "$DOCKER" import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \

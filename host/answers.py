@@ -21,6 +21,9 @@ METHODS = {
     "cs": "95% confidence sequence of the median per-round ratio (Howard & Ramdas 2022, ville.QuantileCS): "
     "valid at whatever round --until-decided stopped",
 }
+# REPORT.html lays these tables out to the page's width, long text wrapping and the verdict on one
+# line (host/report.py: a line of exactly this form becomes the element; REPORT.md shows it as is)
+HEADLINE_OPEN, CLAIMS_OPEN, CLOSE = '<div class="headline">', '<div class="claims">', "</div>"
 
 
 def _num(v: float, unit: str) -> str:
@@ -114,28 +117,17 @@ def headline(answers: list[A.Answer]) -> list[str]:
         "the kit's one policy: *holds* when all of it lies where the claim holds, *does not hold* when none of it "
         "does, *undecided* when it reaches across, *too few repeats* with one repeat a side. "
         f"{STALE} a side made before a fix that changes numbers, {DIRTY} from an unclean tree, {FLAG} noisy cells; "
-        "the list below says what each row compared and what differs between its sides.",
+        "the list below the table gives, per row, the seed's own figure, what was compared and what differs "
+        "between its sides.",
         "",
     ]
     if not rows:
         return md + ["_No comparison a seed made can be formed from these results._", ""]
-    md += [md_row(["#", "claim", "ours", "verdict", "seed", "on", "n"]), md_sep(7)]
+    md += [HEADLINE_OPEN, "", md_row(["#", "claim", "ours", "verdict", "n", "on"]), md_sep(6)]
     for i, a in enumerate(rows, 1):
-        md.append(
-            md_row(
-                [
-                    i,
-                    f"{a.study}: {a.label}",
-                    value_text(a),
-                    a.verdict + marks(a),
-                    seed_text(a.claim, _unit(a)),
-                    a.scope_label,
-                    a.findings[0].n,
-                ]
-            )
-        )
-    md += ["", "What each row compared (first side / second side; device, run, repeats):", ""]
-    md += [f"{i}. {md_text(details(a))}" for i, a in enumerate(rows, 1)]
+        md.append(md_row([i, f"{a.study}: {a.label}", value_text(a), a.verdict + marks(a), a.findings[0].n, a.scope_label]))
+    md += ["", CLOSE, "", "The seed's figure and what each row compared (first side / second side; device, run, repeats):", ""]
+    md += [f"{i}. the seed: {md_text(seed_text(a.claim, _unit(a)))}. {md_text(details(a))}" for i, a in enumerate(rows, 1)]
     return md + [""]
 
 
@@ -190,7 +182,9 @@ def study_section(study: str, answers: list[A.Answer]) -> list[str]:
         f"{tally_line(counts)} (a claim counts once, by its first answer per workload). Each claim is judged on every "
         "host (or pair of hosts) that ran it, first answer first; the verdict policy is the headline's.",
         "",
-        md_row(["#", "the seed says", "where", "seed", "ours", "verdict", "on"]),
+        CLAIMS_OPEN,
+        "",
+        md_row(["#", "the seed says", "ours", "verdict", "seed", "where", "on"]),
         md_sep(7),
     ]
     for i, a in enumerate(mine, 1):
@@ -199,15 +193,15 @@ def study_section(study: str, answers: list[A.Answer]) -> list[str]:
                 [
                     i,
                     a.label,
-                    a.claim.where,
-                    seed_text(a.claim, _unit(a)),
                     value_text(a),
                     a.verdict + marks(a),
+                    seed_text(a.claim, _unit(a)),
+                    a.claim.where,
                     a.scope_label or "–",
                 ]
             )
         )
-    md += [""]
+    md += ["", CLOSE, ""]
     noted: set[str] = set()
     for i, a in enumerate(mine, 1):
         line = details(a, a.claim.id not in noted) if a.findings else a.why

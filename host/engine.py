@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.core.errors import KitError
 from bench.core.machine import is_macos_arm64
 from bench.core.provenance import host_label
-from host import images
+from host import containers, images
 
 PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
 # memory: a container may use this share of the host's RAM (no swap beyond it), so an input that
@@ -159,7 +159,13 @@ def _tool_rows() -> list[dict]:
     rows = [_row("debootstrap (for `base`)", bool(deb), deb or "not found", "install: apt-get install debootstrap")]
     argv, version = compose_command()
     fix = "the compose commands in the README need it: apt-get install docker-compose (v1) or docker-compose-plugin (v2)"
-    rows.append(_row("docker compose", argv is not None, f"{' '.join(argv)}: {version}" if argv else version, fix))
+    detail = f"{' '.join(argv)}: {version}" if argv else version
+    if argv == ["docker-compose"]:  # v1 answers: the README's `docker compose ...` (v2) lines will not
+        detail += (
+            " (v1: type `docker-compose run ...`; the README's `docker compose run ...` lines need v2, "
+            "Docker's compose plugin: apt-get install docker-compose-plugin)"
+        )
+    rows.append(_row("docker compose", argv is not None, detail, fix))
     return rows
 
 
@@ -203,12 +209,22 @@ def _image_rows() -> list[dict]:
     return rows
 
 
+def _container_rows() -> list[dict]:
+    """The kit's containers: an orphan (its owner process gone) is stopped and removed here."""
+    try:
+        removed, left = containers.reap(images.docker_client())
+    except Exception as err:  # doctor never raises
+        return [_row("kit containers", False, f"could not list them: {str(err)[:200]}")]
+    rows = [_row("kit containers", True, line) for line in removed + left]
+    return rows or [_row("kit containers", True, "none running, no orphan")]
+
+
 def doctor() -> list[dict]:
     """What this host has for every command the README shows, as rows {"item", "ok", "detail"};
-    a missing prerequisite says how to install it. Never raises."""
+    a missing prerequisite says how to install it; an orphaned kit container is removed. Never raises."""
     info, rows = _engine_rows()
     rows += _tool_rows() + _gpu_rows(info)
-    return rows + (_image_rows() if info is not None else [])
+    return rows + (_image_rows() + _container_rows() if info is not None else [])
 
 
 # ---- run ---------------------------------------------------------------------------------------
@@ -355,20 +371,17 @@ def _container_options(platform: str, args: list[str], env: dict[str, str], data
 
 def _stream_until_exit(container, stream: Callable[[bytes], None] | None) -> int:
     """Stream CONTAINER's logs (to STREAM, default stdout) until it exits; returns its exit code.
-    Ctrl-C stops it; it is removed however this ends."""
+    Ctrl-C, SIGTERM and SIGHUP stop it (host/containers.py); it is removed however this ends."""
     write = stream or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.flush()))
     try:
         for chunk in container.logs(stream=True, follow=True):
             write(chunk)
         return int(container.wait().get("StatusCode", 1))
-    except KeyboardInterrupt:
-        container.stop(timeout=10)
+    except KeyboardInterrupt:  # Ctrl-C, or containers.Stopped (SIGTERM, SIGHUP)
+        containers.stop(container)
         raise
     finally:
-        try:
-            container.remove(force=True)
-        except Exception:
-            pass
+        containers.remove(container)
 
 
 def run(
@@ -403,8 +416,10 @@ def run(
     args = list(args)
     env = _container_env(img, ref, labels, data_dir)
     kwargs = _container_options(platform, args, env, data_dir, results_dir, gpu)
+    containers.reap(client, echo)  # an orphan of an earlier run would hold the results dir's lock
     echo(f"run: {ref} ({img.id[:19]}) python -m bench {' '.join(args)}")
-    container = client.containers.run(img.id, **kwargs)
-    code = _stream_until_exit(container, stream)
+    with containers.stop_signals():
+        container = containers.start(client, img.id, kwargs)
+        code = _stream_until_exit(container, stream)
     echo(f"run: {ref} exited {code}")
     return code, img.id

@@ -1,8 +1,10 @@
 """`orchestrate.py export DIR... --out bundle.tar.gz`: one file to share a set of results.
 
-The bundle (a gzipped tar with one top folder, named after the file) holds:
+The bundle is a gzipped tar with one top folder: the result dir's name when it bundles one dir
+(`export results/vm --out results/vm.tar.gz` unpacks to `vm/`), else the file's name. It holds:
 
-    results/<dir name>/...   every result file of each DIR: rows.jsonl, rows.csv, cell.json,
+    results/<dir name>/...   every result file of each DIR (of a bundle of one dir: results/...):
+                             rows.jsonl, rows.csv, cell.json,
                              system.json, log.txt, platforms.json, summaries/ (regular files
                              only: no symlinks, no hidden temp or lock files, no report
                              rendered inside a result dir)
@@ -43,6 +45,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, collect, walk
@@ -219,7 +222,9 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
         "Re-render its report from the bundled results (in the kit's checkout):",
         "",
         "```bash",
-        "python orchestrate.py report " + " ".join(f"<bundle>/results/{lab}" for lab in labels) + " --out <bundle>/report",
+        "python orchestrate.py report "
+        + " ".join(f"<bundle>/{_where(lab, labels)}" for lab in labels)
+        + " --out <bundle>/report",
         "```",
         "",
         "Each cell's reproduce command, as its rows recorded it (`--out` and `--data-dir` are the",
@@ -230,11 +235,16 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
         mine = [c for c in cells if c.dir == d or d in c.dir.parents]
         if not mine:
             continue
-        md += [f"## results/{lab}", ""]
+        md += [f"## {_where(lab, labels)}", ""]
         for c in mine:
             cmd = next((str(r["command"]) for r in c.rows if r.get("command")), None) or c.system.get("command")
             md += [f"{md_code(str(c.dir.relative_to(d)))} ({md_text(c.status)})", "", *fenced(cmd or "# no command recorded"), ""]
     return "\n".join(md)
+
+
+def _where(label: str, labels: list[str]) -> str:
+    """Where a result dir's files lie in the bundle: results/ alone for a bundle of one dir."""
+    return "results" if len(labels) == 1 else f"results/{label}"
 
 
 def fenced(text: object) -> list[str]:
@@ -260,17 +270,19 @@ Check it: `sha256sum -c MANIFEST.sha256` (in this folder).
 """
 
 
-def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
-    """Write the bundle OUT from the result DIRS. Returns {"path", "files", "cells", "bytes"}."""
+def export(dirs: list[Path], out: Path, argv: list[str] | None = None, say: Any = None) -> dict:
+    """Write the bundle OUT from the result DIRS. Returns {"path", "files", "cells", "bytes"}.
+    SAY (host.progress.stages) hears each stage: the report, then every file bundled."""
     from host.report import build_report
 
+    say = say or (lambda what, done=None, total=None: None)
     dirs = [Path(d) for d in dirs]
     out = Path(out)
     cells = check_inputs(dirs, out)
     if not os.access(out.parent, os.W_OK):
         raise KitError(f"--out {out}: the folder {out.parent} is not writable")
     labels = _labels(dirs)
-    top = _top_name(out)
+    top = labels[0] if len(labels) == 1 else _top_name(out)
     argv = argv if argv is not None else ["python", "orchestrate.py", *sys.argv[1:]]
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
@@ -281,8 +293,9 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
         members: list[tuple[str, Path]] = []  # (path in the bundle, file on disk)
         skip = {tmp.resolve(), out.resolve()}
         for d, lab in zip(dirs, labels):
-            members += [(f"results/{lab}/{p.relative_to(d).as_posix()}", p) for p in _result_files(d, skip)]
-        build_report(dirs, stage / "report")
+            members += [(f"{_where(lab, labels)}/{p.relative_to(d).as_posix()}", p) for p in _result_files(d, skip)]
+        build_report(dirs, stage / "report", say=lambda what, done=None, total=None: say(f"report: {what}", done, total))
+        say("the environment (pip freeze, the locks)")
         members += [(f"report/{p.relative_to(stage / 'report').as_posix()}", p) for p in _result_files(stage / "report", set())]
         env_dir = stage / "environment"
         (env_dir / "requirements").mkdir(parents=True)
@@ -304,7 +317,8 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None) -> dict:
 
         manifest = []
         with tarfile.open(tmp, "w:gz") as tar:
-            for name, p in members:
+            for i, (name, p) in enumerate(members):
+                say("compressing files into the bundle", i + 1, len(members))
                 manifest.append(manifest_line(_add_file(tar, info, name, p), name))
             text = "".join(manifest).encode()
             tar.addfile(info("MANIFEST.sha256", len(text)), io.BytesIO(text))

@@ -12,6 +12,7 @@ lives here, so that host/engine.py imports this module and never the reverse.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -36,7 +37,32 @@ VARIANTS = {"torchcpu": ("cpu", "cpu-torchcpu", "builder-cpu-torchcpu")}
 LOCK_WORKFLOW = ".github/workflows/lock-cpu-only.yml"
 KIT_REPO = "cnn-bench"  # images are KIT_REPO/<platform>[-<variant>]:<lock[:12]>-<sources[:12]>
 BASE_TAG = "cnn-bench/base:bookworm"
-DAEMON_DOWN = "Docker daemon not running: start it (sudo systemctl start docker) or use --runtime native"
+
+
+def daemon_down(
+    system: str | None = None, dockerd: bool | None = None, systemd: bool | None = None, root: bool | None = None
+) -> str:
+    """Why no engine answers and how to start one on this host: systemd's unit where systemd runs,
+    Docker Desktop on macOS, else dockerd itself (a container or WSL without systemd), or how to
+    install one where there is no dockerd at all. The arguments say what this host is (detected
+    when None)."""
+    system = system or sys.platform
+    if dockerd is None:
+        dockerd = bool(shutil.which("dockerd")) or any(Path(p).exists() for p in ("/usr/sbin/dockerd", "/usr/bin/dockerd"))
+    if systemd is None:
+        systemd = Path("/run/systemd/system").is_dir()  # systemd is PID 1 here (sd_booted's test)
+    if root is None:
+        root = os.name == "posix" and os.geteuid() == 0
+    tail = " or use --runtime native"
+    if system == "darwin":
+        return "Docker daemon not running: start Docker Desktop (open -a Docker)" + tail
+    if not dockerd:
+        return "no Docker daemon on this host: install one (Debian: apt-get install docker.io)" + tail
+    if systemd:
+        return f"Docker daemon not running: start it ({'' if root else 'sudo '}systemctl start docker)" + tail
+    how = "dockerd > /var/log/dockerd.log 2>&1 &" if root else "sudo dockerd > /tmp/dockerd.log 2>&1 &"
+    return f"Docker daemon not running and no systemd here: start it ({how})" + tail
+
 
 Echo = Callable[[str], None]
 
@@ -218,7 +244,7 @@ def docker_client(timeout: int = 30):
                 f"no permission on {sock}: add yourself to the docker group "
                 "(sudo usermod -aG docker $USER, then log in again) or use --runtime native"
             ) from None
-        raise KitError(DAEMON_DOWN) from None
+        raise KitError(daemon_down()) from None
     return client
 
 
@@ -261,10 +287,42 @@ def bootstrap_base(
     if not shutil.which("debootstrap") and not Path("/usr/sbin/debootstrap").exists():
         raise KitError("debootstrap not installed: sudo apt-get install -y debootstrap")
     echo(f"base: debootstrap {suite} (python3, python3-venv, ca-certificates) -> {tag}")
-    proc = subprocess.run(cmd, text=True)
-    if proc.returncode != 0:
-        raise KitError(f"base image bootstrap failed (exit {proc.returncode}): see the lines above")
+    code = _run_showing_log(cmd, "base")
+    if code != 0:
+        raise KitError(f"base image bootstrap failed (exit {code}): see the lines above")
     return docker_client().images.get(tag).id
+
+
+def _run_showing_log(cmd: list[str], title: str) -> int:
+    """Run CMD (the bootstrap script) with its debootstrap log's last line as the progress
+    (host.progress: `base: I: Unpacking libc6...`, the time so far); its own lines pass through.
+    Returns its exit code."""
+    import tempfile
+    import threading
+
+    from host.progress import follow_log, stages
+
+    fd, log = tempfile.mkstemp(prefix="cnn-bench-debootstrap.", suffix=".log")
+    os.close(fd)
+    env = {**os.environ, "KIT_DEBOOTSTRAP_LOG": log}
+    if cmd[0] == "sudo":  # the log's name must reach the script through sudo
+        cmd = [cmd[0], cmd[1] + ",KIT_DEBOOTSTRAP_LOG", *cmd[2:]]
+    try:
+        with stages(title) as say:
+            say("starting debootstrap (downloads and unpacks about 100 Debian packages)")
+            proc = subprocess.Popen(cmd, text=True, env=env)
+            done = threading.Event()
+            watcher = threading.Thread(target=follow_log, args=(log, say, done.is_set), daemon=True)
+            watcher.start()
+            try:
+                code = proc.wait()
+            finally:
+                done.set()
+                watcher.join(timeout=5)
+        return code
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(log)
 
 
 # ---- build -----------------------------------------------------------------------------------

@@ -151,7 +151,27 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
         )
         raise KitError(f"native runs need bench's packages ({', '.join(missing)} missing here): {how}")
     argv = [sys.executable, "-m", "bench", *req.args(platforms, str(out), data_dir)]
-    return subprocess.call(argv, env=bench_env())
+    return _wait_matrix(subprocess.Popen(argv, env=bench_env()))
+
+
+def _wait_matrix(proc: subprocess.Popen) -> int:
+    """PROC's exit code. Ctrl-C reaches the matrix through the terminal; SIGTERM or SIGHUP sent to
+    this process alone is handed on to it (it settles its cells as on Ctrl-C); either way this waits
+    for it to finish before re-raising, and kills it only if it outlives the grace period."""
+    from host.containers import GRACE_S, Stopped, stop_signals
+
+    with stop_signals():
+        try:
+            return proc.wait()
+        except KeyboardInterrupt as err:
+            if isinstance(err, Stopped):
+                proc.send_signal(err.signum)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
 
 
 def check_data_dir(data_dir: str | None) -> Path | None:

@@ -103,22 +103,29 @@ def check_out(out: Path) -> None:
 
 
 def build_report(
-    dirs: list[Path], out: Path = Path("results/report"), context: list[Path] | None = None, prices: Any = None
+    dirs: list[Path],
+    out: Path = Path("results/report"),
+    context: list[Path] | None = None,
+    prices: Any = None,
+    say: Any = None,
 ) -> dict:
     """Render the report of DIRS into OUT (see the module docstring); KitError (one line) when
     it cannot be written, with OUT left as it was. CONTEXT: result dirs whose cells answer a claim
     only against these dirs' own cells (the main job sets its host's CPU against the committed
     references' GPUs); they add no section, table or plot. PRICES (host.prices.Prices, or None:
-    no cost column) price the GPU-over-CPU answers."""
+    no cost column) price the GPU-over-CPU answers. SAY (host.progress.stages) hears each stage."""
+    say = say or (lambda what, done=None, total=None: None)
     out = Path(out)
     check_out(out)
+    say(f"reading {len(dirs)} result dir{'s' if len(dirs) != 1 else ''}")
     rs = collect_set(dirs)
     stage: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         os.chmod(stage, 0o755)
-        summary = _render(rs, dirs, stage, out, context or [], prices)
+        summary = _render(rs, dirs, stage, out, context or [], prices, say)
+        summary["replaced"] = (out / "REPORT.md").is_file()  # the CLI says so: an earlier report is gone
         _replace(stage, out)
     except OSError as err:
         what = err.strerror or type(err).__name__
@@ -149,7 +156,7 @@ def _replace(stage: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any) -> dict:
+def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any) -> dict:
     """Write every file of the report into STAGE; the summary names them under OUT."""
     cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
@@ -162,11 +169,13 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
         "",
     ]
-    unclean = sorted({md_text(c.system.get("kit_git_sha")) for c in cells if c.unclean_source})
+    unclean = [c for c in cells if c.unclean_source]
     if unclean:
+        where = sorted({str(c.dir.parent.parent) for c in unclean})
+        shas = sorted({md_text(c.system.get("kit_git_sha")) for c in unclean})
         md += [
-            f"> **Unclean source tree**: {sum(c.unclean_source for c in cells)} cell(s) ran from a checkout with "
-            f"uncommitted changes ({', '.join(unclean)}); their numbers may not be reproducible from any commit.",
+            f"> **Unclean source tree**: {len(unclean)} cell(s) under {', '.join(md_code(w) for w in where)} ran from a "
+            f"checkout with uncommitted changes ({', '.join(shas)}); their numbers may not be reproducible from any commit.",
             "",
         ]
     from bench.core.answers import judge_all
@@ -174,6 +183,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
     from host import answers as ans
     from host import worth as hw
 
+    say(f"judging the seeds' claims on {len(cells)} cells" + (f" and {len(context)} reference dirs" if context else ""))
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
     if prices is not None:
@@ -194,10 +204,11 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         "prices": prices.describe() if prices is not None else None,
         "skipped": rs.skipped,
     }
-    for name, study in registry.items():
+    for i, (name, study) in enumerate(registry.items()):
         mine = by_study.pop(name, [])
         if not mine and not any(n.get("status") != "ran" for n in notes):
             continue
+        say(f"{name}: tables and plots", i + 1, len(registry))
         md += [f"## {study.title or name}", ""]
         ok = [c for c in mine if c.status == "ok"]
         md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
@@ -231,6 +242,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
         md.append("")
     from host.tidy import report_lines, write_tidy
 
+    say("the tidy table (tidy.csv, tidy.parquet)")
     tidy = write_tidy(cells, stage)
     md += report_lines(tidy)
     from host.history import report_lines as history_lines
@@ -239,6 +251,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
     summary["tidy"] = {
         k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
     }
+    say("REPORT.md and the one-page REPORT.html")
     atomic_write_text(stage / "REPORT.md", "\n".join(md))
     atomic_write_text(stage / "REPORT.html", render_html("\n".join(md), stage))
     summary["html"] = str(out / "REPORT.html")
@@ -257,7 +270,15 @@ img { max-width: 100%; display: block; margin: 1em 0; }
 blockquote { border-left: 4px solid #d33; margin: 1em 0; padding: 0.2em 1em; background: #fff5f5; }
 code, pre { background: #f6f6f6; font-size: 12px; } pre { padding: 0.8em; overflow-x: auto; }
 nav.toc { font-size: 13px; border: 1px solid #ddd; padding: 0.5em 1em; margin: 1em 0; }
-nav.toc ul { margin: 0.3em 0; padding-left: 1.2em; } nav.toc li.sub { margin-left: 1.5em; font-size: 12px; }
+nav.toc ul { margin: 0.3em 0; padding-left: 1.2em; columns: 3; column-gap: 2em; }
+nav.toc li { break-inside: avoid; } nav.toc li.sub { margin-left: 1em; font-size: 12px; }
+nav.toc li.sub2 { margin-left: 2em; font-size: 11px; }
+.headline table, .claims table { display: table; width: 100%; table-layout: auto; }
+.headline td, .claims td { white-space: normal; text-align: left; vertical-align: top; }
+.headline th, .claims th { text-align: left; }
+.headline td:nth-child(3), .headline td:nth-child(4), .headline td:nth-child(5), .claims td:nth-child(4) { white-space: nowrap; }
+.headline td:nth-child(6) { font-size: 11px; color: #444; }
+.headline td:nth-child(4), .claims td:nth-child(4) { font-weight: 600; }
 """
 
 
@@ -267,6 +288,8 @@ CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; base
 # the only HTML the kit's own markdown holds (mnist-cnn's collapsed per-cell table); the
 # summary text is the kit's, never a value from a result dir
 _DETAILS = re.compile(r"<details><summary>([^<>&\"'`]*)</summary>")
+# the answers' tables (host/answers.py), laid out to the page's width: a line of exactly this form
+_BLOCKS = ('<div class="headline">', '<div class="claims">')
 
 
 def render_html(md: str, out: Path) -> str:
@@ -292,6 +315,7 @@ def render_html(md: str, out: Path) -> str:
             parts.append(parser.render("\n".join(chunk)))
             chunk.clear()
 
+    divs = 0
     for line in md.split("\n"):
         m = _DETAILS.fullmatch(line)
         if m:
@@ -302,10 +326,18 @@ def render_html(md: str, out: Path) -> str:
             flush()
             parts.append("</details>\n")
             depth -= 1
+        elif line in _BLOCKS:
+            flush()
+            parts.append(line + "\n")
+            divs += 1
+        elif line == "</div>" and divs:
+            flush()
+            parts.append("</div>\n")
+            divs -= 1
         else:
             chunk.append(line)
     flush()
-    body = "".join(parts) + "</details>\n" * depth
+    body = "".join(parts) + "</div>\n" * divs + "</details>\n" * depth
 
     inlined: set[str] = set()
 
@@ -348,7 +380,8 @@ def _small_png(path: Path) -> bytes:
 
 
 def _anchors(body: str) -> tuple[str, str]:
-    """(BODY with an id on every h2/h3, a table of contents linking them). The heading text is
+    """(BODY with an id on every h2/h3/h4, a table of contents linking them: the report's parts, their
+    sections and each study's own tables; a long heading shortened there). The heading text is
     markdown-it's escaped output; the ids are slugs of it (letters, digits, '-'), unique."""
     seen: dict[str, int] = {}
     entries: list[tuple[int, str, str]] = []
@@ -364,12 +397,13 @@ def _anchors(body: str) -> tuple[str, str]:
         entries.append((level, slug, text))
         return f'<h{level} id="{slug}">{inner}</h{level}>'
 
-    body = re.sub(r"<h([23])>(.*?)</h\1>", add_id, body)
+    body = re.sub(r"<h([234])>(.*?)</h\1>", add_id, body)
     if not entries:
         return body, ""
     items = []
     for level, slug, text in entries:
-        cls = ' class="sub"' if level == 3 else ""
-        items.append(f'<li{cls}><a href="#{slug}">{text}</a></li>')
+        cls = {3: ' class="sub"', 4: ' class="sub2"'}.get(level, "")
+        short = text if len(text) <= 70 else text[:68].rstrip() + "…"  # a heading that says its table's setup
+        items.append(f'<li{cls}><a href="#{slug}">{short}</a></li>')
     toc = '<nav class="toc"><strong>Contents</strong><ul>' + "".join(items) + "</ul></nav>\n"
     return body, toc

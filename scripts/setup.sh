@@ -49,13 +49,28 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "error: $free_gb GB free on the disk that holds .venv ($(df -P .venv | awk 'NR==2 {print $6}')); installing $lock needs about $need_gb GB: free some (an old Docker build cache: docker builder prune -af) and rerun" >&2
     exit 2
   fi
-  echo "installing $lock into .venv: $n packages, hash-checked, $size; pip prints each one (a few minutes the first time)"
-  # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
+  echo "installing $lock into .venv: $n packages, hash-checked, $size (a few minutes the first time)"
+  # first rich and what it imports, from the same lock (hash-checked, --no-deps: a few MB), so that
+  # scripts/pip_progress.py can show the rest of the install: pip itself says nothing while it
+  # unpacks (about 4 minutes for the dev lock). Without them, pip's own lines as they come.
+  ui=$(mktemp)
+  awk '/^(rich|markdown-it-py|mdurl|pygments)==/ {keep=1} /^[a-z]/ && !/^(rich|markdown-it-py|mdurl|pygments)==/ {keep=0} keep && !/^ *#/' "$lock" > "$ui"
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   set +e
-  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --require-hashes -r "$lock" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) | grep --line-buffered -E "^(Collecting|Successfully installed)"
-  rc=${PIPESTATUS[0]}
+  # (this machine's pip.conf names local mirrors that warn on every package: keep them out of sight)
+  if [ "$(grep -c '==' "$ui")" = 4 ] && .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+      --require-hashes -r "$ui" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); then
+    .venv/bin/python scripts/pip_progress.py "$site" --expect "$n" -- \
+      .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --require-hashes -r "$lock" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    rc=$?
+  else
+    .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --require-hashes -r "$lock" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) | grep --line-buffered -E "^(Collecting|Successfully installed)"
+    rc=${PIPESTATUS[0]}
+  fi
   set -e
+  rm -f "$ui"
   [ "$rc" = 0 ] || { echo "error: pip could not install $lock (exit code $rc; its messages are above)" >&2; exit "$rc"; }
   echo "$want" > "$stamp"
 fi

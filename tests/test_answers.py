@@ -253,10 +253,13 @@ def test_the_report_opens_with_the_headline_and_counts_each_seeds_claims(merged)
     sections = re.findall(r"^## (.+)$", md, flags=re.M)
     assert sections[0].startswith("Headline"), sections[:3]
     head = md.split("\n## ")[1]
-    table = [x for x in head.splitlines() if x.startswith("| ") and not x.startswith("| #")]
+    inside = head.split('<div class="headline">', 1)[1].split("</div>", 1)[0]
+    table = [x for x in inside.splitlines() if x.startswith("| ") and not x.startswith("| #")]
     assert len(table) >= 20
     assert "### What to trust" in head and "synthetic data" in head
-    assert any("roofline" in x and "35.5x" in x for x in table)  # the seed's Table 8 beside ours
+    listed = [x for x in head.splitlines() if re.match(r"\d+\. the seed: ", x)]
+    assert len(listed) == len(table)  # every row's seed figure and sides in the list below the table
+    assert any("roofline" in x and "the seed: 35.5x" in x for x in listed)  # the seed's Table 8 beside ours
     for name in KIT_STUDIES:
         doc = studies()[name].seed_doc
         assert re.search(rf"^- seed {doc} \({name}\): \d+ claims: ", head, flags=re.M), name
@@ -270,7 +273,7 @@ def test_the_merged_page_has_a_table_of_contents_and_stays_small(merged):
     toc = re.search(r'<nav class="toc">(.*?)</nav>', html, flags=re.S)
     assert toc and html.index('<nav class="toc">') < html.index("<h2")
     links = re.findall(r'href="#([a-z0-9-]+)"', toc.group(1))
-    ids = re.findall(r'<h[23] id="([a-z0-9-]+)"', html)
+    ids = re.findall(r'<h[234] id="([a-z0-9-]+)"', html)
     assert links == ids and len(ids) == len(set(ids)) > 10  # every section linked, ids unique
     # 3 MB: 17 reference folders of five studies, each figure one per configuration (a figure per
     # cell, as the profile section drew until the many-GPU reference, put the page at 4 MB)
@@ -481,3 +484,67 @@ def test_every_gpu_over_cpu_answer_has_time_energy_cost_and_break_even_and_each_
     md = (merged / "REPORT.md").read_text()
     assert "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer" in md.split("\n## ")[1]
     assert md.count("### Is the GPU worth it?\n") == len(KIT_STUDIES)
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+# the page forbids scripts (its Content-Security-Policy); a copy without that meta gets this one,
+# which measures where the browser laid out each headline row's verdict cell (CSS px of the page)
+PROBE = """<script>
+const t = document.querySelector('.headline table');
+const W = document.documentElement.clientWidth;
+const rows = [...t.querySelectorAll('tbody tr')].map(r => {
+  const b = r.cells[3].getBoundingClientRect();
+  return [r.cells[0].textContent, r.cells[3].textContent, b.left, b.right, b.top + scrollY, b.bottom + scrollY];
+});
+document.body.setAttribute('data-probe', JSON.stringify({W: W, scroll: t.scrollWidth, client: t.clientWidth, rows: rows}));
+</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
+def test_at_1400_px_the_headline_shows_every_rows_verdict(merged, tmp_path):
+    """Headless Chromium at a 1400 px wide window: every headline row's verdict cell lies inside
+    the window, its table needs no sideways scrolling, and in a screenshot of the page itself
+    (1400 px wide, tall enough for the whole headline) each verdict cell holds drawn text; the
+    screenshot is kept beside the page."""
+    import html as html_lib
+
+    from PIL import Image
+
+    from host.report import CSP
+
+    page = (merged / "REPORT.html").read_text()
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+    assert meta in page
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace(meta, "").replace("</body>", PROBE + "</body>"))
+    args = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1"]
+    dom = subprocess.run(
+        [*args, "--window-size=1400,2400", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
+    ).stdout
+    got = json.loads(html_lib.unescape(re.search(r'data-probe="([^"]*)"', dom).group(1)))
+    rows = got["rows"]
+    assert len(rows) >= 20 and got["scroll"] <= got["client"] + 1, got  # the table fits: nothing to scroll to
+    off = [r for r in rows if r[2] < 0 or r[3] > got["W"]]
+    assert not off, off
+    assert all(any(r[1].startswith(v) for v in C.VERDICTS) for r in rows), rows
+    # the page as a user opens it (its CSP on): the verdict cells' pixels hold text
+    height = int(max(r[5] for r in rows)) + 40
+    shot = merged / "headline-1400px.png"
+    subprocess.run(
+        [*args, f"--window-size=1400,{height}", f"--screenshot={shot}", (merged / "REPORT.html").as_uri()],
+        capture_output=True,
+        timeout=180,
+    )
+    img = Image.open(shot).convert("L")
+    assert img.size == (1400, height), img.size
+    blank = []
+    for r in rows:
+        cell = img.crop((int(r[2]) + 3, int(r[4]) + 3, int(r[3]) - 3, int(r[5]) - 3))
+        if sum(cell.histogram()[:110]) < 15:  # a verdict's word is dozens of dark pixels
+            blank.append(r)
+    assert not blank, blank

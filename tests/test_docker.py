@@ -42,6 +42,20 @@ def test_compose_services_and_profiles(compose: dict) -> None:
     assert "deploy" not in services["cpu-bench"]
 
 
+def test_env_example_names_every_variable_compose_reads_with_its_default() -> None:
+    """.env.example beside compose.yaml: each ${VAR:-default} compose.yaml reads is there (commented
+    out, with that default), and nothing else."""
+    text = (REPO / "compose.yaml").read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    reads: dict[str, str] = {}
+    for var, default in re.findall(r"\$\{(KIT_[A-Z_]+):-([^}]*)\}", body):  # a var read twice: its non-empty default
+        reads[var] = reads.get(var) or default
+    example = (REPO / ".env.example").read_text()
+    named = dict(re.findall(r"^# (KIT_[A-Z_]+)=(.*)$", example, re.M))
+    assert set(named) == set(reads), set(named) ^ set(reads)
+    assert {k: v for k, v in named.items() if v} == {k: v for k, v in reads.items() if v}
+
+
 @pytest.mark.parametrize("name,platform", [("cpu-bench", "cpu"), ("cuda-bench", "cuda")])
 def test_compose_service_is_locked_down(compose: dict, name: str, platform: str) -> None:
     svc = compose["services"][name]
@@ -207,8 +221,21 @@ def test_daemon_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(KitError) as err:
         engine.engine_info()
-    assert str(err.value) == images.DAEMON_DOWN
-    assert engine.engine_ok() == images.DAEMON_DOWN
+    assert str(err.value) == images.daemon_down()
+    assert engine.engine_ok() == images.daemon_down()
+
+
+def test_the_daemon_hint_fits_the_host() -> None:
+    """systemd's unit only where systemd runs; dockerd itself where it does not (a container, WSL);
+    an install line where there is no dockerd; Docker Desktop on macOS."""
+    hint = images.daemon_down
+    assert "(systemctl start docker)" in hint("linux", dockerd=True, systemd=True, root=True)
+    assert "(sudo systemctl start docker)" in hint("linux", dockerd=True, systemd=True, root=False)
+    no_systemd = hint("linux", dockerd=True, systemd=False, root=True)
+    assert "systemctl" not in no_systemd and "no systemd here: start it (dockerd > /var/log/dockerd.log 2>&1 &)" in no_systemd
+    assert "apt-get install docker.io" in hint("linux", dockerd=False, systemd=False, root=True)
+    assert "Docker Desktop" in hint("darwin", dockerd=False, systemd=False, root=False)
+    assert all(h.endswith("or use --runtime native") for h in (no_systemd, hint("darwin", False, False, False)))
 
 
 def test_missing_data_dir_is_one_line(tmp_path: Path) -> None:

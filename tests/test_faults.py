@@ -305,6 +305,23 @@ def test_ctrl_c_stops_every_cell_in_one_line_and_a_rerun_resumes(tmp_path):
     assert r.returncode == 0, r.stderr[-800:]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_a_native_run_stops_its_cells_as_ctrl_c_does(tmp_path, sig):
+    """`timeout`, a CI cancel or a closed SSH session signals orchestrate.py alone: it hands the
+    signal on to its matrix, which settles every running cell as `interrupted`; nothing outlives it."""
+    argv = [sys.executable, "orchestrate.py", "run", "cpu", "--runtime", "native", "--study", "toy", "--repeats", "1"]
+    argv += ["--set", "steps=100", "--set", "sleep_s=0.2", "--out", str(tmp_path)]
+    p = subprocess.Popen(argv, env=env(), cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for_steps(tmp_path, 1)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, err[-1500:]
+    assert f"interrupted by {signal.Signals(sig).name}: the matrix stopped" in err, err[-1500:]
+    rows = read_rows(toy_cells(tmp_path)[0] / "rows.jsonl")
+    assert rows[-1]["status"] == "interrupted", rows[-1]
+    assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).returncode == 1, "a process outlived the run"
+
+
 def test_killing_the_matrix_kills_its_cells_and_a_second_run_on_one_dir_refuses(tmp_path):
     args = ["matrix", "toy", "--set", "steps=100", "--set", "sleep_s=0.2", "--out", str(tmp_path)]
     p = subprocess.Popen(

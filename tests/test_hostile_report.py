@@ -221,13 +221,15 @@ class Tags(HTMLParser):
 # what markdown-it renders from the kit's markdown, plus the kit's page and its <details>
 SAFE_TAGS = {"html", "head", "meta", "title", "style", "body", "details", "summary", "hr", "br"}
 SAFE_TAGS |= {"h1", "h2", "h3", "h4", "h5", "h6", "p", "blockquote", "ul", "ol", "li", "em", "strong", "code", "pre"}
-SAFE_TAGS |= {"table", "thead", "tbody", "tr", "th", "td", "img", "a", "nav"}  # nav: the table of contents
+SAFE_TAGS |= {"table", "thead", "tbody", "tr", "th", "td", "img", "a", "nav", "div"}  # nav: the contents; div: the answers
 
 
 def assert_no_live_markup(md_text: str, html: str) -> None:
-    # REPORT.md: no tag but the kit's own <details>/<summary>, no link to javascript:
+    # REPORT.md: no tag but the kit's own <details>/<summary> and its answers' <div> lines, no link to javascript:
     assert not re.search(r"<\s*(script|img|iframe|svg|object|embed)", md_text, re.I)
-    assert {t.lower() for t in re.findall(r"</?\s*([a-zA-Z][\w-]*)", md_text)} <= {"details", "summary"}
+    assert {t.lower() for t in re.findall(r"</?\s*([a-zA-Z][\w-]*)", md_text)} <= {"details", "summary", "div"}
+    divs = [line for line in md_text.splitlines() if re.search(r"</?\s*div", line, re.I)]
+    assert all(line in ('<div class="headline">', '<div class="claims">', "</div>") for line in divs), divs
     assert not re.search(r"<[^>]*onerror", md_text, re.I)
     assert not re.search(r"(?<!\\)\]\(\s*javascript:", md_text, re.I)
     # REPORT.html: no executable tag, attribute or URL; the CSP forbids scripts besides
@@ -257,6 +259,8 @@ def test_markup_in_every_string_of_a_result_dir_is_shown_as_text_never_run(hosti
     for section in ("## mnist-cnn", "## mlp-scratch", "## cifar-opt", "## roofline", "## profile", "### Not run"):
         assert any(line.startswith(section) for line in md_text.split("\n")), section
     assert "(not a study of this checkout)" in md_text and "Unclean source tree" in md_text
+    box = next(line for line in md_text.split("\n") if "**Unclean source tree**" in line)
+    assert f"under `{out.parent / 'hostile'}` ran" in box, box  # the box names the result dir it is about
     assert "## Lines that could not be read" in md_text
     # every figure the report links is a file it wrote under OUT (no name taken from a dir)
     figures = re.findall(r"!\[(?:\\.|[^\\\]\n])*\]\(([^)\s]*)\)", md_text)  # an escaped ']' ends no alt text

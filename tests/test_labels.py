@@ -189,3 +189,44 @@ def test_no_plot_of_the_merged_references_names_two_series_alike(monkeypatch, tm
         for labels in _texts(fig):
             dup += [(fig.get_suptitle() or fig.axes[0].get_title(), x) for x, n in Counter(labels).items() if n > 1 and x]
     assert not dup, dup[:5]
+
+
+def _container_twin(src: Path, dst: Path) -> None:
+    """A copy of the CPU reference's mnist-cnn cells as if a container run had made them beside the
+    native ones in one results dir (the main job's `results/<host>/` after `run --runtime docker`)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    for d in sorted((dst / "mnist-cnn").iterdir()):
+        twin = d.with_name(d.name[:-4] + "c0de")
+        shutil.copytree(d, twin)
+        system = json.loads((twin / "system.json").read_text())
+        system.update(runtime="container", image_id="sha256:" + "1" * 64, run_id=system["run_id"] + "-c")
+        system["libraries"]["torch"] = "2.10.0"
+        (twin / "system.json").write_text(json.dumps(system))
+        rows = [json.loads(x) for x in (twin / "rows.jsonl").read_text().splitlines() if x.strip()]
+        rows = [{**r, "run_id": r["run_id"] + "-c", "image_id": system["image_id"]} for r in rows]
+        (twin / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_one_configuration_from_two_environments_is_named_by_its_environment_never_numbered(monkeypatch, tmp_path):
+    """Native and container cells of one configuration in one results dir (one run label): Table I
+    and Fig. 1 name each row and series by its environment, and no label gets a bare #1/#2."""
+    from bench.studies.mnist_cnn import plots, report
+
+    _container_twin(REF / "cpu-2core-epyc", tmp_path / "vm")
+    cells, _, _ = collect([tmp_path / "vm"])
+    cells = [c for c in cells if c.study == "mnist-cnn"]
+    assert {c.env_name for c in cells} == {"native torch 2.14.1", "container torch 2.10.0"}
+    rows = report.summary_table(cells)
+    names = [r["platform"] for r in rows]
+    assert len(names) == 6 and len(set(names)) == 6 and not any("#" in n for n in names), names
+    for env in ("native torch 2.14.1", "container torch 2.10.0"):
+        assert sum(n.endswith(f"[{env}]") for n in names) == 3, names
+    per_repeat = [(r["platform"], r["repeat"]) for r in report.table1(cells)]  # a row per repeat, its column beside
+    assert len(set(per_repeat)) == len(per_repeat) == 18 and not any("#" in n for n, _ in per_repeat), per_repeat
+    figs = _figures(monkeypatch)
+    plots.fig1([c for c in cells if c.status == "ok" and report.epochs(c)], tmp_path, report.label)
+    legend = _texts(figs[0])[0]
+    assert len(legend) == 6 and not any("#" in x for x in legend), legend
+    assert sum("[container torch 2.10.0]" in x for x in legend) == 3, legend

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,14 @@ def test_a_rerun_of_the_same_cell_is_another_run_and_counts(run, tmp_path):
 
 
 # ---------------------------------------------------------------------------- writes that fail cleanly
+PROGRESS = re.compile(r"report: .* \(\d+ s\)")  # host/progress.py's plain line per stage, off a terminal
+
+
+def problems(stderr: str) -> list[str]:
+    """STDERR's lines less report's progress: what the command said went wrong."""
+    return [ln for ln in stderr.splitlines() if ln.strip() and not PROGRESS.fullmatch(ln)]
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     mnt = tmp_path / "small"
@@ -138,14 +147,14 @@ def test_a_full_or_read_only_disk_under_report_out_is_one_line_and_leaves_out_as
     256 kB. Read-only: the same disk remounted read-only, with an earlier report on it, kept."""
     out = small_disk / "report"
     r = orch("report", str(run), "--out", str(out))
-    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    err = problems(r.stderr)
     assert r.returncode == 1 and len(err) == 1 and "No space left on device" in err[0] and "nothing written" in err[0], r.stderr
     assert list(small_disk.iterdir()) == [], "nothing left on the disk"
     out.mkdir()
     (out / "REPORT.md").write_text("an earlier report\n")
     assert subprocess.run(["mount", "-o", "remount,ro", str(small_disk)]).returncode == 0
     r = orch("report", str(run), "--out", str(out))
-    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    err = problems(r.stderr)
     assert r.returncode == 1 and len(err) == 1 and "Read-only file system" in err[0], r.stderr
     assert [p.name for p in small_disk.iterdir()] == ["report"] and (out / "REPORT.md").read_text() == "an earlier report\n"
 
@@ -168,6 +177,6 @@ def test_report_refuses_an_out_that_holds_other_files_or_is_a_link(run, tmp_path
     link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     for out, says in ((results, "holds files that are not a report"), (link, "is a symlink")):
         r = orch("report", str(run), "--out", str(out))
-        err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        err = problems(r.stderr)
         assert r.returncode == 2 and len(err) == 1 and says in err[0], r.stderr
     assert (results / "mine" / "rows.jsonl").read_text() == "keep\n" and not (tmp_path / "elsewhere").exists()

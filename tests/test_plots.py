@@ -11,8 +11,32 @@ def test_figures_from_the_embedded_default_say_not_mnist(tmp_path):
         rows = [{"status": "ok", "epoch": 1, "dataset": dataset, "samples_per_s": 1.0, "epoch_s": 1.0, "test_acc": 0.5}]
         return ResultCell(tmp_path, rows)
 
-    assert data_note([cell("mnist")]) is None
-    assert data_note([cell("mnist"), cell("digits")]).startswith("NOT MNIST: digits")
+    assert data_note([[cell("mnist")]]) is None
+    one, two = [cell("mnist")], [cell("digits")]
+    named = {id(one): "torch-cpu seed [H100]", id(two): "torch-cpu seed [vm]"}
+    assert data_note([one, two], lambda g: named[id(g)]).startswith("NOT MNIST (digits): torch-cpu seed [vm]. ")
+    assert data_note([two]).startswith("NOT MNIST (digits): every series. ")
+
+
+def test_a_figures_warning_lies_below_its_axis_labels_and_legend(tmp_path):
+    """The note under a figure is drawn below the lowest thing on it (the x label, the tick
+    labels, a legend outside the axes), never over one."""
+    import matplotlib.pyplot as plt
+
+    from bench.core import figure_note
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([1, 2, 3], [1, 4, 9], label="a long series name for a legend")
+    ax.set_xlabel("epoch")
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.25))  # a legend hanging under the axes
+    figure_note.add(fig, "NOT MNIST (digits): every series.")
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    note = fig.texts[-1].get_window_extent(r)
+    for thing in (ax.xaxis.label, *ax.get_xticklabels(), ax.get_legend()):
+        box = thing.get_window_extent(r)
+        assert note.y1 <= box.y0 and not note.overlaps(box), (thing, note, box)
+    plt.close(fig)
 
 
 def _cells(tmp_path, n_configs=12, repeats=2, epochs=3):

@@ -294,3 +294,33 @@ def test_tidy_csv_from_the_committed_reference_report_matches_its_table1():
     for r in table:
         got = t1.loc[(r["host"], r["device"], r["backend"], r["pipeline"], r["variant"], int(r["repeat"]))]
         assert got.median_samples_per_s == pytest.approx(float(r["median_samples_per_s"]), rel=1e-12)
+
+
+def test_a_bundle_of_one_dir_unpacks_to_that_dirs_name_and_says_what_it_does(tmp_path):
+    """`export results/<host> --out results.tar.gz` unpacks to `<host>/` (its result files under
+    `<host>/results/`), never `results/results/<host>/`; on a log each stage is a line."""
+    import shutil
+
+    mine = tmp_path / "myhost"
+    shutil.copytree(REF / "mlp-scratch", mine / "mlp-scratch")
+    out = tmp_path / "results.tar.gz"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "orchestrate.py"), "export", str(mine), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "KIT_PROGRESS": "1"},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    files = verify_bundle(out)
+    with tarfile.open(out) as tar:
+        assert {n.split("/", 1)[0] for n in tar.getnames()} == {"myhost"}
+    cells = sorted(p.relative_to(mine).as_posix() for p in mine.rglob("rows.jsonl"))
+    assert cells and all(f"results/{c}" in files for c in cells)
+    assert "report/REPORT.md" in files and not any(n.startswith("results/myhost/") for n in files)
+    assert "orchestrate.py report <bundle>/results --out <bundle>/report" in files["COMMANDS.md"].decode()
+    said = [line for line in r.stderr.splitlines() if line.startswith("export: ")]
+    assert any(line.startswith("export: report: mlp-scratch: tables and plots") for line in said), r.stderr
+    n = len(files) - 1  # every member but the manifest, written last
+    assert said[-1].startswith(f"export: compressing files into the bundle {n:,}/{n:,} ("), said

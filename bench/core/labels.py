@@ -3,8 +3,10 @@
 A merged report holds several runs of one configuration (two hosts, a rerun, a smoke beside a
 default run): a row or a legend entry named only by its configuration would print twice. These
 helpers add, only where names collide, the first qualifier that tells the colliding entries
-apart (the run label, then the dataset, then the profile's length, ...), and number what no
-qualifier separates, so two rows never print the same label.
+apart (the run label, then the environment, then the dataset, then the profile's length, ...),
+and number what no qualifier separates, so two rows never print the same label. The environment
+is named as a reader tells it (`native torch 2.14.1`, `container torch 2.10.0`: `env`), then by
+its full label where two share runtime and torch (`environments`).
 """
 
 from __future__ import annotations
@@ -48,4 +50,11 @@ def qualify(rows: list[dict], keys: Sequence[str], target: str, *qualifiers: Seq
     return rows
 
 
-__all__ = ["distinct", "qualify"]
+def environments(cells: Sequence) -> tuple[list[str], list[str]]:
+    """Two qualifiers for CELLS (ResultCells, or groups of them: the first stands for its group):
+    the readable environment, then the full one (runtime, image or Python, every timing library)."""
+    firsts = [c[0] if isinstance(c, list | tuple) else c for c in cells]
+    return [c.env_name for c in firsts], [c.environment for c in firsts]
+
+
+__all__ = ["distinct", "environments", "qualify"]

@@ -269,6 +269,16 @@ def check_run_label(label: str) -> str:
     return text
 
 
+def load_average() -> dict[str, float] | None:
+    """The system load averages (runnable and waiting tasks) over 1, 5 and 15 minutes when this is
+    written, or None where the OS has none; beside cpu_logical_cores, a load above it is a busy machine."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (OSError, AttributeError):
+        return None
+    return {"1m": round(one, 2), "5m": round(five, 2), "15m": round(fifteen, 2)}
+
+
 def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | None = None) -> dict:
     import psutil
 
@@ -289,6 +299,7 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpu_affinity": usable_cores(),
         "memory_total_mb": round(psutil.virtual_memory().total / 1e6),
+        "load_avg": load_average(),
         "threads": thread_settings(),
         "gpu": gpu_info(),
         "dataset": dataset,

@@ -113,12 +113,13 @@ class ResultCell:
     @property
     def config_key(self) -> str:
         """What repeats of one configuration share: the cell spec without its repeat, plus the
-        host and device it ran on and the run (one configuration on two hosts, or in two runs of
-        one host, is two groups: repeat 0 of one run is not repeat 0 of another)."""
+        host and device it ran on, the run and the environment (one configuration on two hosts, in
+        two runs of one host, or natively and in a container in one results dir, is two groups:
+        repeat 0 of one is not repeat 0 of the other)."""
         spec = dict(self.spec) if self.spec else {k: self.first.get(k) for k in ("study", "backend", "variant", "seed")}
         spec.pop("repeat", None)
         spec.pop("name", None)
-        where = {"host": self.first.get("host"), "device": self.device, "run": self.run_label}
+        where = {"host": self.first.get("host"), "device": self.device, "run": self.run_label, "env": self.environment}
         return json.dumps({"spec": spec, **where}, sort_keys=True, default=str)
 
     @property
@@ -132,6 +133,21 @@ class ResultCell:
         img = str(self.system.get("image_id") or self.first.get("image_id") or "native")
         runtime = str(self.system.get("runtime") or "native")
         return runtime if img == "native" else f"{runtime} {img[:19]}"
+
+    @property
+    def env_name(self) -> str:
+        """The environment as a reader tells two apart: `native torch 2.14.1`, `container torch
+        2.10.0` (the runtime and torch's version from system.json, else from Cell.env); where
+        neither says, the runtime alone."""
+        runtime = str(self.system.get("runtime") or "").strip()
+        libs = self.system.get("libraries")
+        torch = str(libs.get("torch") or "") if isinstance(libs, dict) else ""
+        env = self.spec.get("env")
+        if isinstance(env, str) and env and not (runtime and torch):
+            head = env.split("-")
+            runtime = runtime or head[0]
+            torch = torch or next((h.removeprefix("torch") for h in head[1:] if h.startswith("torch")), "")
+        return f"{runtime or 'native'}" + (f" torch {torch}" if torch else "")
 
     @property
     def run_label(self) -> str:

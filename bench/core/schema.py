@@ -219,6 +219,7 @@ def _types() -> Any:
         cpu_affinity: Count | None
         cpu_logical_cores: Count | None
         memory_total_mb: Num | None
+        load_avg: dict[StrictStr, Annotated[StrictInt | StrictFloat, Field(ge=0, le=1e6, allow_inf_nan=False)]] | None
         gpu: Gpu | None
         dataset: DatasetInfo | None
         cell: Obj | None

@@ -268,6 +268,16 @@ class Study:
         training set: that set's size), for the break-even work (bench.core.worth). Default 1."""
         return 1.0
 
+    def param_count(self, rows: list[dict], part: str) -> int | None:
+        """The model's parameters (all of them, trainable or not) for row backend PART, as the run
+        summary prints them beside the speed (timm's benchmark.py does). Default: the rows'
+        `n_params` or `params_total`; a study with one fixed net returns its count."""
+        for r in ok_rows(rows, part):
+            for k in ("n_params", "params_total"):
+                if (v := number(r.get(k))) and v > 0:
+                    return int(v)
+        return None
+
     def epoch_samples(self, cell: ResultCell) -> int | None:
         """Samples in one epoch of the dataset the cell trained on (its training set as system.json
         records it), or None: the break-even work is also given in epochs of it."""

@@ -1,4 +1,5 @@
-"""What the machine did while a cell ran: CPU clocks and throttling, and on NVIDIA GPUs the
+"""What the machine did while a cell ran: CPU clocks and throttling, who else used the CPUs (the
+machine's busy share, this run's, other processes'; the load average), and on NVIDIA GPUs the
 SM clock, throttle reasons and other processes on the device (NVML via nvidia-ml-py).
 
 A sampler thread reads these every `interval_s` between `start()` and `stop()`; `summary()`
@@ -115,8 +116,82 @@ def _ours(pids: list[int]) -> set[int]:
     return mine
 
 
+def _cpu_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of every logical CPU since boot, as psutil counts them (idle and
+    iowait idle; a VM's steal busy: another guest had the core; guest time is inside user)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return total - t.idle - getattr(t, "iowait", 0.0), total
+
+
+def _tree_seconds(root: int) -> float:
+    """CPU seconds of ROOT and its descendants (reaped children included: a finished DataLoader
+    worker's time is in its parent's children times)."""
+    import psutil
+
+    total = 0.0
+    try:
+        top = psutil.Process(root)
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for p in procs:
+        try:
+            c = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += c.user + c.system + getattr(c, "children_user", 0.0) + getattr(c, "children_system", 0.0)
+    return total
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):  # Windows, or no /proc/loadavg
+        return None
+
+
+class CpuShare:
+    """Who used the CPUs between start() and stop(): the machine (every logical CPU), this run
+    (RUN_ROOT's process tree: the matrix that started the cell and its cells, or the cell alone),
+    and the rest, other processes' share of the machine, which bench.core.noise flags above
+    CPU_SHARED_LIMIT. Two readings of cumulative counters, so nothing is sampled in between."""
+
+    def __init__(self, run_root: int) -> None:
+        self.run_root = run_root
+        self.load_start = _load()
+        self._t0 = (_cpu_seconds(), _tree_seconds(run_root))
+
+    def stop(self) -> None:
+        if not hasattr(self, "_t1"):
+            self._t1 = (_cpu_seconds(), _tree_seconds(self.run_root))
+            self.load_end = _load()
+
+    def summary(self) -> dict[str, Any]:
+        self.stop()
+        ((b0, n0), r0), ((b1, n1), r1) = self._t0, self._t1
+        total = n1 - n0
+        out: dict[str, Any] = {"cpu_logical": os.cpu_count(), "load_1m_start": None, "load_1m_end": None}
+        if self.load_start:
+            out["load_1m_start"] = self.load_start[0]
+        if self.load_end:
+            out["load_1m_end"] = self.load_end[0]
+        if total <= 0:
+            out["note_cpu_share"] = "the CPU counters did not advance: no share measured"
+            return out
+        system, run = max(0.0, b1 - b0) / total, max(0.0, r1 - r0) / total
+        out.update(
+            cpu_system_pct=round(100 * min(system, 1.0), 1),
+            cpu_run_pct=round(100 * min(run, 1.0), 1),
+            cpu_others_pct=round(100 * min(max(0.0, system - run), 1.0), 1),
+        )
+        return out
+
+
 class Telemetry:
-    def __init__(self, gpu: bool, interval_s: float = 0.5):
+    def __init__(self, gpu: bool, interval_s: float = 0.5, run_root: int | None = None):
         self.interval_s = interval_s
         self.samples: list[dict] = []
         self.notes: dict[str, str] = {}
@@ -125,6 +200,8 @@ class Telemetry:
         self._nvml: _Nvml | None = None
         self._ours: dict[int, bool] = {}  # NVML's PIDs judged so far: this run's or not
         self._throttle0 = _thermal_throttle_count()
+        self._run_root = run_root if run_root is not None else os.getpid()
+        self._share: CpuShare | None = None
         if gpu:
             try:
                 self._nvml = _Nvml()
@@ -135,6 +212,11 @@ class Telemetry:
 
     def start(self) -> Telemetry:
         self._t0 = time.monotonic()
+        try:
+            self._share = CpuShare(self._run_root)
+        except Exception as err:  # noqa: BLE001 - psutil cannot read the counters here: say so, run on
+            self._share = None
+            self.notes["cpu_share"] = f"CPU share not measured ({type(err).__name__}: {err})"
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
         self._thread.start()
         return self
@@ -144,6 +226,8 @@ class Telemetry:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._throttle1 = _thermal_throttle_count()
+        if self._share is not None:
+            self._share.stop()
 
     def _loop(self) -> None:
         import psutil
@@ -177,6 +261,8 @@ class Telemetry:
             "interval_s": self.interval_s,
             **{f"note_{k}": v for k, v in self.notes.items()},
         }
+        if self._share is not None:
+            out.update(self._share.summary())
         cpu = [s["cpu_mhz"] for s in self.samples if "cpu_mhz" in s]
         if cpu:
             out.update(cpu_mhz_min=min(cpu), cpu_mhz_median=statistics.median(cpu), cpu_mhz_max=max(cpu))
@@ -214,4 +300,4 @@ class Telemetry:
         return out
 
 
-__all__ = ["Telemetry"]
+__all__ = ["CpuShare", "Telemetry"]

@@ -218,7 +218,8 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
     proto.send(READY, {"steps": run.steps, "warmup_s": run.warmup_s, "open_s": open_s})
     all_rows: list[dict] = []
     task = progress.add_task(study.label(cell), total=run.steps) if progress else None
-    telemetry = Telemetry(gpu=platform == "cuda").start()
+    # the run whose CPU is not "others'": the scheduler and every cell it started, or this cell alone
+    telemetry = Telemetry(gpu=platform == "cuda", run_root=os.getppid() if gated else os.getpid()).start()
     try:
         for i in range(run.steps):
             if not proto.wait_go():

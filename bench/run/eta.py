@@ -1,35 +1,55 @@
-"""The run's one ETA, over a total fixed before the first cell starts.
+"""The run's one ETA, over a total fixed before the first cell starts, re-estimated from the step
+times the run measures.
 
 Every cell's Estimate (Study.estimate: its steps, and the seconds its open and each step take on
 the reference machine) is known up front, so the step total never moves unless a cell ends
-early (an error, a sweep that stops at its OOM), and the estimate of the time left is
+early (an error, a sweep that stops at its OOM). What is left is, per cell:
 
-    left = (estimated seconds still to do) x pace
-    pace = (elapsed + B) / (estimated seconds done + B),   B = 2 % of the whole estimate
+    a cell under way        its steps left x its own measured step time, plus its close as its
+                            configuration's other repeats measured it (else as a share of a step)
+    a cell not yet started  what a finished repeat of its configuration took (the same work), else
+                            its estimate x the pace of its study so far, else x the run's pace
 
-At the start pace is 1 (the estimates alone); as work is done it becomes the run's own
-measured speed relative to the reference machine (a loaded or a faster machine), so the
-relative costs of the cells come from the studies and the absolute speed from this run.
-B keeps one slow warm-up from swinging the first minutes. Thread-safe (per-device schedule).
+    pace = (measured seconds + B) / (estimated seconds of the same work + B),  B = 2 % of the estimate
+
+so the relative costs of cells come from the studies until the run has measured them, and the
+absolute speed from this run (a loaded or a faster machine). B keeps one slow warm-up from
+swinging the first minutes. A serial schedule (sequential, interleaved: one cell works at a time)
+times each event from the one before it; a parallel one (per-device) has no such clock, and its
+ETA is the estimates x the run's pace. Thread-safe (per-device schedule).
+
+KIT_ETA_TRACE=FILE appends every event (JSON lines: the plan, then opened / stepped / ended with
+the seconds since the start) so a run's ETA can be replayed and checked (python -m lab.eta_check).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bench.core.study import Estimate
+
+CLOSE_STEP_SHARE = 0.5  # a cell's close (evaluation, summaries) before any was measured: half a step
 
 
 @dataclass
 class _Cell:
     plan: Estimate
     steps: int  # planned, then what the cell reported when it opened
+    study: str = ""
+    group: str = ""  # its configuration: the spec without the repeat (repeats of one work share it)
     units_done: float = 0.0  # estimated seconds of the work it has done
     steps_done: int = 0
     ended: bool = False
+    open_s: float | None = None  # measured (serial schedules)
+    step_times: list[float] = field(default_factory=list)
+    close_s: float | None = None
 
     @property
     def units_total(self) -> float:
@@ -38,12 +58,53 @@ class _Cell:
         return self.plan.open_s + self.steps * self.plan.step_s
 
 
+def _group(cell: Any) -> str:
+    spec = dict(cell.spec())
+    spec.pop("repeat", None)
+    return json.dumps(spec, sort_keys=True, default=str)
+
+
 class Eta:
-    def __init__(self, plans: Iterable[tuple[str, Estimate]], clock: Callable[[], float] = time.monotonic):
-        self._cells = {key: _Cell(p, p.steps) for key, p in plans}
+    def __init__(
+        self,
+        plans: Iterable[tuple[str, Estimate]] | Iterable[tuple[str, Estimate, str, str]],
+        clock: Callable[[], float] = time.monotonic,
+        serial: bool = True,
+    ):
+        self._cells: dict[str, _Cell] = {}
+        for p in plans:
+            key, plan, study, group = (*p, "", "")[:4]
+            self._cells[key] = _Cell(plan, plan.steps, study=study, group=group or key)
         self._clock = clock
-        self._t0 = clock()
+        self._t0 = self._last = clock()
+        self._serial = serial
         self._lock = threading.Lock()
+        self._trace_path = os.environ.get("KIT_ETA_TRACE") or None
+        self._trace("plan", serial=serial, cells=[
+            {"key": k, "study": c.study, "group": c.group, "steps": c.steps, "open_s": c.plan.open_s, "step_s": c.plan.step_s}
+            for k, c in self._cells.items()
+        ])  # fmt: skip
+
+    @classmethod
+    def for_cells(cls, cells: list, serial: bool = True, clock: Callable[[], float] = time.monotonic) -> Eta:
+        """The ETA of CELLS (bench.core.cell.Cell), each with its study's estimate."""
+        from bench.core.registry import get_study
+
+        return cls(((c.key, get_study(c.study).estimate(c), c.study, _group(c)) for c in cells), clock, serial)
+
+    def _trace(self, ev: str, **fields: Any) -> None:
+        if not self._trace_path:
+            return
+        try:
+            with open(self._trace_path, "a") as fh:
+                fh.write(json.dumps({"t": round(self._clock() - self._t0, 3), "ev": ev, **fields}) + "\n")
+        except OSError:
+            self._trace_path = None  # a trace that cannot be written is not worth stopping a run for
+
+    def _since_last(self) -> float:
+        now = self._clock()
+        d, self._last = now - self._last, now
+        return max(d, 0.0)
 
     def opened(self, key: str, steps: int) -> None:
         """The cell is warm and says how many steps it takes (its open is done)."""
@@ -51,28 +112,91 @@ class Eta:
             c = self._cells[key]
             c.steps = steps
             c.units_done += c.plan.open_s
+            c.open_s = self._since_last()
+            self._trace("opened", key=key, steps=steps)
 
     def stepped(self, key: str) -> None:
         with self._lock:
             c = self._cells[key]
             c.steps_done += 1
             c.units_done += c.plan.step_s
+            c.step_times.append(self._since_last())
+            self._trace("stepped", key=key)
 
     def ended(self, key: str) -> None:
         """The cell is over (done, skipped, failed): whatever it did not do drops out of the total."""
         with self._lock:
             c = self._cells[key]
             c.steps, c.ended = c.steps_done, True
+            c.close_s = self._since_last() if c.open_s is not None else None
+            self._trace("ended", key=key)
 
     def snapshot(self) -> tuple[int, int, float]:
         """(steps done, steps in all, seconds left)."""
         with self._lock:
             cells = list(self._cells.values())
-            done = sum(c.units_done for c in cells)
-            total = sum(c.units_total for c in cells)
             steps_done = sum(c.steps_done for c in cells)
             steps = sum(max(c.steps, c.steps_done) for c in cells)
-        elapsed = self._clock() - self._t0
-        b = 0.02 * total
-        pace = (elapsed + b) / (done + b) if total > 0 else 1.0
-        return steps_done, steps, max(total - done, 0.0) * pace
+            left = self._left(cells) if self._serial else self._left_parallel(cells)
+        return steps_done, steps, left
+
+    # ---- what is left
+    def _left_parallel(self, cells: list[_Cell]) -> float:
+        done = sum(c.units_done for c in cells)
+        total = sum(c.units_total for c in cells)
+        return max(total - done, 0.0) * _pace(self._clock() - self._t0, done, total)
+
+    def _left(self, cells: list[_Cell]) -> float:
+        total = sum(c.units_total for c in cells)
+        measured = [c for c in cells if c.open_s is not None]
+        run_pace = _pace(sum(_spent(c) for c in measured), sum(_planned(c) for c in measured), total)
+        study_pace = {}
+        for s in {c.study for c in measured}:
+            mine = [c for c in measured if c.study == s]
+            study_pace[s] = _pace(sum(_spent(c) for c in mine), sum(_planned(c) for c in mine), total)
+        by_group: dict[str, list[_Cell]] = {}
+        for c in measured:
+            by_group.setdefault(c.group, []).append(c)
+        left = 0.0
+        for c in cells:
+            if c.ended:
+                continue
+            twins = [t for t in by_group.get(c.group, []) if t is not c and t.step_times]
+            if c.open_s is not None:  # under way: its own steps
+                step = statistics.median(c.step_times) if c.step_times else _twin_step(twins)
+                if step is None:
+                    step = c.plan.step_s * study_pace.get(c.study, run_pace)
+                close = _twin_close(twins)
+                left += max(c.steps - c.steps_done, 0) * step + (close if close is not None else CLOSE_STEP_SHARE * step)
+            elif twins:  # a repeat of measured work
+                step = _twin_step(twins) or 0.0
+                close = _twin_close(twins)
+                opened = statistics.median(t.open_s for t in twins if t.open_s is not None)
+                left += opened + c.steps * step + (close if close is not None else CLOSE_STEP_SHARE * step)
+            else:
+                left += c.units_total * study_pace.get(c.study, run_pace)
+        return left
+
+
+def _planned(c: _Cell) -> float:
+    """The estimated seconds of what C has done (its open, its steps, its close)."""
+    return c.plan.open_s + c.steps_done * c.plan.step_s
+
+
+def _spent(c: _Cell) -> float:
+    return (c.open_s or 0.0) + sum(c.step_times) + (c.close_s or 0.0)
+
+
+def _pace(spent: float, planned: float, total: float) -> float:
+    b = 0.02 * total
+    return (spent + b) / (planned + b) if total > 0 else 1.0
+
+
+def _twin_step(twins: list[_Cell]) -> float | None:
+    steps = [s for t in twins for s in t.step_times]
+    return statistics.median(steps) if steps else None
+
+
+def _twin_close(twins: list[_Cell]) -> float | None:
+    closes = [t.close_s for t in twins if t.close_s is not None and t.ended]
+    return statistics.median(closes) if closes else None

@@ -22,6 +22,7 @@ from bench.core.registry import get_study, select
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.study import PLATFORMS
+from bench.run import speedline
 from bench.run.schedule import Interrupted, Scheduler
 from bench.run.sequential import Options, Sequential, check
 
@@ -211,6 +212,12 @@ def run_matrix(
             write_json(Path(out) / "summaries" / f"{name}.json", summary)  # this run's cells only
     if seq is not None:
         echo("\n".join(seq.lines()))
+    ran = load_cells(list(dict.fromkeys(o.cell.dir(out) for o in outcomes)))  # a cell of several rounds once
+    fastest = speedline.sorted_lines(ran)  # timm's benchmark.py's summary: fastest first
+    if fastest:
+        echo("\n".join(["", *fastest]))
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "reused", "skipped", "error")}
     echo(f"\n{len(outcomes)} cells: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f"; rows under {out}")
+    for line in speedline.cpu_shared_lines(ran):  # once per run, last, where it is seen
+        echo(line)
     return 1 if counts["error"] else 0

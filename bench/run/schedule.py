@@ -41,6 +41,7 @@ from bench.core.registry import get_study
 from bench.core.text import one_line
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 from bench.run.eta import Eta
+from bench.run.speedline import finished_speed
 
 SCHEDULES = ("sequential", "interleaved", "per-device")
 Echo = Callable[[str], None]
@@ -295,8 +296,11 @@ class Scheduler:
         with self._lock:
             self._done[id(child)] = outcome
         mark = {"ok": "ok     ", "skipped": "skipped", "error": "error  "}.get(outcome.status, outcome.status)
+        speed = finished_speed(child.cell, self.out) if outcome.status == "ok" else ""
         self._say(
-            f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)" + (f": {outcome.reason}" if outcome.reason else "")
+            f"{mark} {self._label(child.cell)} ({outcome.seconds:.1f} s)"
+            + (f": {outcome.reason}" if outcome.reason else "")
+            + (f": {speed}" if speed else "")
         )
         return outcome
 
@@ -347,7 +351,7 @@ class Scheduler:
             else:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
-        self._eta = Eta((c.key, get_study(c.study).estimate(c)) for c in todo)  # the total, fixed before any cell starts
+        self._eta = Eta.for_cells(todo, serial=schedule != "per-device")  # the total, fixed before any cell starts
         try:
             done = list(outcomes)
             # repeats in rounds: every cell's repeat 0 (under SCHEDULE), then every cell's repeat 1, ...

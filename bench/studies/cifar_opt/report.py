@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import palette, stats
+from bench.core import figure_note, palette, stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown, sig
@@ -240,9 +240,9 @@ FIGURES = [
 def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, list[float], str]]:
     """(bar label, values over seeds, device family) for one panel; a configuration of two runs
     is two bars named apart by their run."""
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
 
-    bars, runs = [], []
+    bars, runs, envs = [], [], []
     for g in groups:
         c = g[0]
         if c.first.get("model") != mdl:
@@ -261,7 +261,8 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
                 )
                 bars.append((plot_text(name), [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
                 runs.append(plot_text(c.run_label))
-    names = distinct([b[0] for b in bars], runs)
+                envs.append(c)
+    names = distinct([b[0] for b in bars], runs, *environments(envs))
     return [(n, v, fam) for n, (_, v, fam) in zip(names, bars)]
 
 
@@ -296,14 +297,16 @@ def figure(groups: list[list[Cell]], spec: Figure):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(spec.title, fontsize=11)
     fig.tight_layout()
-    if spec.key == "test_acc" and not all(real_data(g) for g in groups):
-        fig.text(
-            0.5,
-            -0.02,
-            "NOT CIFAR-10: synthetic data; accuracies check training works, not the seed's claims",
-            ha="center",
-            color="tab:red",
+    fake = [g for g in groups if not real_data(g)]
+    if spec.key == "test_acc" and fake:
+        note = figure_note.data_warning(
+            "NOT CIFAR-10",
+            [str(g[0].first.get("dataset")) for g in fake],
+            [f"{g[0].first.get('host')}: {_label(g[0])}" for g in fake],
+            len(fake) == len(groups),
+            "Synthetic data: the accuracies check that training works, not the seed's claims.",
         )
+        figure_note.add(fig, note)
     return fig
 
 

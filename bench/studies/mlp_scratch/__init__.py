@@ -170,6 +170,11 @@ class MlpScratch(Study):
         n = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("n_train")))]
         return float(n[0]) if n else None
 
+    def param_count(self, rows: list[dict], part: str) -> int | None:
+        from bench.studies.mlp_scratch.net import N_HIDDEN, N_IN, N_OUT  # the one 784-10-10 net
+
+        return N_HIDDEN * (N_IN + 1) + N_OUT * (N_HIDDEN + 1)
+
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         vals = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("final_val_acc"))) is not None]
         return ("final_val_acc", statistics.median(vals)) if vals else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from bench.core import stats
+from bench.core import figure_note, stats
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, md_row, md_sep
@@ -216,7 +216,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from bench.core import noise, palette
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
 
     groups = group_repeats([c for c in cells if c.status == "ok"])
     multi_dev = len({g[0].device for g in groups}) > 1
@@ -236,10 +236,11 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
             series.append((g, v, label))
     if not series:
         return None
-    # one configuration from two runs is two series, named apart by their run (then iterations)
+    # one configuration from two runs is two series, named apart by their run (then environment, iterations)
     unique = distinct(
         [lab for _, _, lab in series],
         [plot_text(g[0].run_label) for g, _, _ in series],
+        *environments([g for g, _, _ in series]),
         [f"{g[0].first.get('iterations')} iterations" for g, _, _ in series],
     )
     series = [
@@ -303,17 +304,17 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     many = any(len(g) > 1 for g, _, _ in series)
     how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
     fig.suptitle("mlp-scratch convergence, seed 001 Fig. 3" + how)
-    fake = sorted({str(g[0].first.get("dataset")) for g, _, _ in series if not g[0].first.get("dataset_real", True)})
+    fake = [(g, lab) for g, _, lab in series if not g[0].first.get("dataset_real", True)]
     if fake:
-        fig.text(
-            0.5,
-            -0.01,
-            f"NOT MNIST: {plot_text(', '.join(fake))} (the embedded default is a wiring check, not comparable with seed 001)",
-            ha="center",
-            va="top",
-            fontsize=9,
-            color="tab:red",
-            fontweight="bold",
+        figure_note.add(
+            fig,
+            figure_note.data_warning(
+                "NOT MNIST",
+                [str(g[0].first.get("dataset")) for g, _ in fake],
+                [lab for _, lab in fake],
+                len(fake) == len(series),
+                "The embedded default is a wiring check, not comparable with seed 001.",
+            ),
         )
     path = out / "mlp_convergence.png"
     tmp = path.with_name(".mlp_convergence.tmp.png")

@@ -187,6 +187,11 @@ class MnistCnn(Study):
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
         return last(ok_rows(rows, part), "epoch", "test_acc")
 
+    def param_count(self, rows: list[dict], part: str) -> int | None:
+        from bench.studies.mnist_cnn.net import n_params  # numpy only: every backend trains this one net
+
+        return n_params()
+
     def loss_curve(self, rows: list[dict], part: str):
         return curve([r for r in ok_rows(rows, part) if r.get("epoch") is not None], "epoch", "train_loss")
 

@@ -11,23 +11,33 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bench.core import figure_note  # noqa: E402
 from bench.core.resultset import ResultCell  # noqa: E402
 from bench.core.text import plot_text  # noqa: E402
 
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
 
 
-def data_note(cells: list[ResultCell]) -> str | None:
-    """A warning stamped on every figure when any line did not train on real MNIST."""
-    other = sorted({str(r.get("dataset")) for c in cells for r in _epochs(c)[:1]} - {"mnist"})
+def data_note(groups: list[list[ResultCell]], name: Callable[[list[ResultCell]], str] | None = None) -> str | None:
+    """A warning stamped under every figure when a series did not train on real MNIST, naming
+    those series (all of them: "every series") by NAME (default: the cell's backend)."""
+    other = {id(g): str(_epochs(g[0])[0].get("dataset")) for g in groups if _epochs(g[0])}
+    other = {k: v for k, v in other.items() if v != "mnist"}
     if not other:
         return None
-    return f"NOT MNIST: {plot_text(', '.join(other))} (the embedded default is a wiring check, not comparable with seed 000)"
+    name = name or (lambda g: str(g[0].first.get("backend")))
+    return figure_note.data_warning(
+        "NOT MNIST",
+        list(other.values()),
+        [name(g) for g in groups if id(g) in other],
+        len(other) == len(groups),
+        "The embedded default is a wiring check, not comparable with seed 000.",
+    )
 
 
 def _save(fig, path: Path, note: str | None = None) -> None:
     if note:
-        fig.text(0.5, -0.02, note, ha="center", va="top", fontsize=9, color="tab:red", fontweight="bold")
+        figure_note.add(fig, note)
     tmp = path.with_name("." + path.name + ".tmp.png")
     fig.savefig(tmp, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -69,11 +79,10 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     min-max band shaded), legends outside the axes, a difference-to-reference panel under the
     accuracy curves, and throughput as medians with 95 % interval whiskers (no bars)."""
     from bench.core import noise, palette, stats
-    from bench.core.labels import distinct
+    from bench.core.labels import distinct, environments
     from bench.core.resultset import group_repeats
 
     cells = [c for c in cells if c.status == "ok" and _epochs(c)]
-    note = data_note(cells)
     groups = group_repeats(cells)
     multi = len({c.device for c in cells}) > 1
 
@@ -85,7 +94,11 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
     # series: their names carry the run, then the data and epochs, only where they would collide
     eps = [f"{len(_epochs(g[0]))} epochs" for g in groups]
     unique = distinct(
-        [_base(g) for g in groups], [g[0].run_label for g in groups], [g[0].first.get("dataset") for g in groups], eps
+        [_base(g) for g in groups],
+        [g[0].run_label for g in groups],
+        *environments(groups),
+        [g[0].first.get("dataset") for g in groups],
+        eps,
     )
     names = {id(g): u for g, u in zip(groups, unique)}
     shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in groups])
@@ -94,6 +107,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         name = noise.mark(names[id(g)], ";".join(x.flags for x in g if x.flags))
         return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
 
+    note = data_note(groups, lambda g: names[id(g)])
     paths = []
     for key, ylabel, title, fname in (
         ("epoch_s", "seconds (log scale)", "Time per epoch", "epoch_time.png"),

@@ -160,6 +160,7 @@ def table1_row(cell: ResultCell) -> dict:
         "epochs": len(ep),
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
         "runtime": cell.environment,
+        "env": cell.env_name,
         "batch_size": first.get("batch_size"),
         "dataset_real": bool(first.get("dataset_real_mnist")),
         "host": first.get("host") or cell.system.get("hostname"),
@@ -180,7 +181,8 @@ def shown(rows: list[dict]) -> list[dict]:
 def table1(cells: list[ResultCell]) -> list[dict]:
     rows = [table1_row(c) for c in cells if c.status == "ok" and epochs(c)]
     rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
-    return qualify(rows, ("platform", "device", "run", "repeat"), "platform", [r["cell"] for r in rows])
+    envs = [r["env"] for r in rows], [r["runtime"] for r in rows]
+    return qualify(rows, ("platform", "device", "run", "repeat"), "platform", *envs, [r["cell"] for r in rows])
 
 
 def _ok(cells: list[ResultCell]) -> list[ResultCell]:
@@ -199,6 +201,8 @@ def summary_row(group: list[ResultCell]) -> dict:
         "platform": noise.mark(first["platform"], ";".join(flags)),
         "device": first["device"],
         "run": group[0].run_label,
+        "env": first["env"],
+        "runtime": first["runtime"],
         "host": first["host"],
         "backend": first["backend"],
         "pipeline": first["pipeline"],
@@ -237,7 +241,13 @@ def summary_table(cells: list[ResultCell]) -> list[dict]:
     rows = [summary_row(g) for g in group_repeats(_ok(cells))]
     rows.sort(key=lambda r: (r["device"], r["run"], -r["median_samples_per_s"]))
     return qualify(
-        rows, ("platform", "device", "run"), "platform", [r["dataset"] for r in rows], [f"{r['epochs']} epochs" for r in rows]
+        rows,
+        ("platform", "device", "run"),
+        "platform",
+        [r["env"] for r in rows],
+        [r["runtime"] for r in rows],
+        [r["dataset"] for r in rows],
+        [f"{r['epochs']} epochs" for r in rows],
     )
 
 
@@ -311,7 +321,7 @@ def _flag_lines(rows: list[dict], esc: Callable[[object], str] = str) -> list[st
         return []
     return [
         "⚑ flagged cells (bench.core.noise: CV over timed epochs > "
-        f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling or a shared GPU): "
+        f"{noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the median, throttling, a shared GPU or CPU): "
         + "; ".join(f"{esc(r['platform'].rstrip(' ⚑'))}: {esc(r['flags'])}" for r in flagged),
         "",
     ]
@@ -395,17 +405,18 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
 def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
     """What a matrix prints when it ends: Table I over repeats and the ratios with intervals."""
     summ = summary_table(cells)
-    cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 6, 7, 10, 12, 14)]
+    cols = [SUMMARY_COLUMNS[i] for i in (0, 1, 2, 3, 4, 5, 7, 10, 12, 14)]
     shown = [
         {**{k: sig(v) if k in _SIG and isinstance(v, float) else v for k, v in r.items()}, "median_samples_per_s": f"{r['median_samples_per_s']:,.0f}"}
         for r in summ
     ]  # fmt: skip
-    lines = ["Table I (this run; median over repeats, 95% bootstrap CI)", *text_table(shown, cols)] if summ else []
+    title = "Table I (this run; median over repeats and its interval: a 95% bootstrap CI from 6 repeats, else their range)"
+    lines = [title, *text_table(shown, cols)] if summ else []
     flagged = [r for r in summ if r["flags"]]
     if flagged:
         lines.append(
             f"⚑ flagged (bench.core.noise: CV over timed epochs > {noise.CV_LIMIT:.0%}, an epoch > {noise.OUTLIER_X}x the "
-            "median, throttling or a shared GPU):"
+            "median, throttling, a shared GPU or CPU):"
         )
         lines += [f"  {r['platform'].rstrip(' ⚑')}: {r['flags']}" for r in flagged]
     rat = ratios_ci(cells)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import palette
-from bench.core.labels import distinct
+from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.stats import INTERVAL_TEXT, Summary, ratio, summarize
@@ -107,7 +107,8 @@ def configs(cells: list[Cell]) -> list[Config]:
     by the cell's label plus what tells two runs apart where two share it."""
     got = [Config(g) for g in group_repeats([c for c in cells if c.first.get("backend") != "torch-cpu"])]
     got = [g for g in got if g.cells]
-    names = distinct([g.name for g in got], [g.run for g in got], [g.first.device for g in got])
+    names = distinct([g.name for g in got], [g.run for g in got], *environments([g.first for g in got]),
+                     [g.first.device for g in got])  # fmt: skip
     for g, n in zip(got, names, strict=True):
         g.name = n
     return sorted(got, key=lambda g: (g.run, str(g.row("variant")), g.gpus, g.mode != "none", g.mode, not g.benchmark))

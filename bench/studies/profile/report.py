@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.core import bounded, palette
 from bench.core.errors import KitError
-from bench.core.labels import distinct
+from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import markdown, sig
@@ -67,8 +67,8 @@ def _csv(c: Cell) -> list[dict]:
 def row_names(cells: list[Cell]) -> dict[int, str]:
     """id(cell) -> its row label in the per-cell tables: its label, plus its run, device and repeat
     where two cells would share it (the repeats of one configuration are a row each)."""
-    names = distinct([_label(c) for c in cells], [c.run_label for c in cells], [c.device for c in cells],
-                     [f"repeat {c.repeat}" for c in cells])  # fmt: skip
+    names = distinct([_label(c) for c in cells], [c.run_label for c in cells], *environments(cells),
+                     [c.device for c in cells], [f"repeat {c.repeat}" for c in cells])  # fmt: skip
     return {id(c): n for c, n in zip(cells, names, strict=True)}
 
 
@@ -505,7 +505,8 @@ def representatives(cells: list[Cell]) -> list[tuple[str, Cell, str]]:
 
     groups = [[c for c in g if ips(c) is not None] for g in group_repeats(cells)]
     groups = [g for g in groups if g]
-    names = distinct([_label(g[0]) for g in groups], [g[0].run_label for g in groups], [g[0].device for g in groups])
+    names = distinct([_label(g[0]) for g in groups], [g[0].run_label for g in groups], *environments(groups),
+                     [g[0].device for g in groups])  # fmt: skip
     out = []
     for g, name in zip(groups, names, strict=True):
         order = sorted(g, key=lambda c: ips(c) or 0.0)

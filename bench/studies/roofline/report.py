@@ -142,9 +142,11 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
                 "seed_util": f"{sd}: GPU {fmt(su[0]) or 'N/A'} %, CPU {su[1]} %" if su else "",
                 "n": len(g),
                 "run": c.run_label,
+                "env": c.env_name,
+                "environment": c.environment,
             }
         )
-    return qualify(out, ("model", "device", "config", "batch"), "device", [r["run"] for r in out])  # two runs: two rows
+    return qualify(out, ("model", "device", "config", "batch"), "device", *_run_env(out))  # two runs: two rows
 
 
 def gap_table(groups: list[list[Cell]]) -> list[dict]:
@@ -154,11 +156,10 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
     for g in groups:
         p = params(g[0])
         if cell_rows(g[0], "train"):
-            by.setdefault((p["model"], g[0].device, p["precision"], p["batch"], g[0].run_label), {})[p["pipeline"]] = _med(
-                g, "train", "img_per_s"
-            )
+            side = (p["model"], g[0].device, p["precision"], p["batch"], g[0].run_label, g[0].env_name, g[0].environment)
+            by.setdefault(side, {})[p["pipeline"]] = _med(g, "train", "img_per_s")
     out = []
-    for (m, dev, prec, b, run), v in by.items():
+    for (m, dev, prec, b, run, env, environment), v in by.items():
         lo, syn = v.get("loader"), v.get("synthetic-gpu")
         out.append(
             {
@@ -170,9 +171,11 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
                 "synthetic": syn,
                 "ratio": (lo / syn) if lo and syn else None,
                 "run": run,
+                "env": env,
+                "environment": environment,
             }
         )
-    return qualify(out, ("model", "device", "precision", "batch"), "device", [r["run"] for r in out])
+    return qualify(out, ("model", "device", "precision", "batch"), "device", *_run_env(out))
 
 
 def sweep_table(groups: list[list[Cell]]) -> list[dict]:
@@ -209,6 +212,8 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                     "n": len(rows),
                     "note": "NaN loss ⚑" if any(r.get("loss_finite") is False for r in rows) else "",
                     "run": c.run_label,
+                    "env": c.env_name,
+                    "environment": c.environment,
                 }
             )
         stops = sorted({f"{e.get('sweep_stop')}: {e.get('sweep_stop_reason')}" for e in ends})
@@ -220,10 +225,17 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                 "batch": ends[0].get("sweep_stop_batch") or "",
                 "note": "end: " + "; ".join(stops),
                 "run": c.run_label,
+                "env": c.env_name,
+                "environment": c.environment,
             }
         )
     keys = ("model", "device", "precision", "batch", "note")
-    return qualify(out, keys, "device", [r["run"] for r in out])
+    return qualify(out, keys, "device", *_run_env(out))
+
+
+def _run_env(rows: list[dict]) -> tuple[list, list, list]:
+    """The qualifiers that tell two rows of one configuration apart: the run, then its environment."""
+    return [r.get("run", "") for r in rows], [r.get("env", "") for r in rows], [r.get("environment", "") for r in rows]
 
 
 def roofs_table(roofs: dict[tuple[str, str], dict]) -> list[dict]:
