@@ -202,7 +202,7 @@ def _closure(module: str) -> dict[str, Path]:
     depth = module.count(".") + (1 if first.name == "__init__.py" else 0)
     roots = (KIT_ROOT, first.parents[depth])  # the kit's tree, and the tree the drawing module is in
     files: dict[str, Path] = {module: first}
-    todo = _imports(first, module if first.name == "__init__.py" else module.rpartition(".")[0])
+    todo = list(_imports(first, module if first.name == "__init__.py" else module.rpartition(".")[0]))
     while todo:
         name = todo.pop()
         if name in files:
@@ -215,6 +215,7 @@ def _closure(module: str) -> dict[str, Path]:
     return files
 
 
+@functools.cache
 def _imports(path: Path, package: str) -> list[str]:
     """Every module name PATH's import statements may load (relative ones resolved in PACKAGE;
     `from a import b` as both a and a.b)."""
