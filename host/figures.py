@@ -82,20 +82,24 @@ class Cache:
         self.dir: Path | None = None
         self.entries: dict[str, str] = {}  # "<key>" or "<key>.small" -> file name
         self.used: set[str] = set()
-        if folder is None:
+        self.made = False  # this report made the folder (made on the first entry written)
+        if folder is None or folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
             return
+        self.dir = folder
         try:
-            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-                return
-            folder.mkdir(parents=True, exist_ok=True)
-            for name in os.listdir(folder):
+            for name in os.listdir(folder) if folder.is_dir() else []:
                 k, sep, rest = name.partition("-")
                 if sep and rest.endswith(".png") and len(k) == 64:
                     kind = ".small" if rest.endswith(".small.png") else ""
                     self.entries[k + kind] = name
-            self.dir = folder
         except OSError:
             self.dir = None
+
+    def discard(self) -> None:
+        """Remove the folder again when this report made it (a report that failed leaves nothing)."""
+        if self.made and self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.made = False
 
     def get(self, k: str) -> bytes | None:
         """The entry K's bytes when it can be trusted (module docstring), else None."""
@@ -126,6 +130,9 @@ class Cache:
         base, _, kind = k.partition(".")
         name = f"{base}-{_sha(raw)}{'.' + kind if kind else ''}.png"
         try:
+            if not self.dir.is_dir():
+                self.dir.mkdir(parents=True)
+                self.made = True
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.dir)
             try:
                 with os.fdopen(fd, "wb") as fh:

@@ -126,12 +126,14 @@ def build_report(
     clock.lap("read")
     stage: Path | None = None
     batch = batch_for(out, jobs, figure_cache)
+    done = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         os.chmod(stage, 0o755)
         summary = _render(rs, dirs, stage, out, context or [], prices, batch, clock)
         _replace(stage, out)
+        done = True
     except OSError as err:
         what = err.strerror or type(err).__name__
         raise KitError(
@@ -139,6 +141,8 @@ def build_report(
         ) from None
     finally:
         batch.close()
+        if not done:
+            batch.cache.discard()  # a cache this failed report made is not left behind
         if stage is not None and stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
     clock.lap("html")
