@@ -26,6 +26,8 @@ torch or numba.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -303,12 +305,42 @@ def csv_frame(df):
     return out
 
 
+def _shown(col) -> list[str]:
+    """A column's values as pandas' to_csv writes them (floats as numpy prints them, missing as '')."""
+    import numpy as np
+
+    dt = str(col.dtype)
+    if dt == "float64":
+        a = col.to_numpy()
+        text = a.astype(str).astype(object)
+        text[np.isnan(a)] = ""
+        return text.tolist()
+    if dt in ("Int64", "boolean"):
+        mask = col.isna().to_numpy()
+        raw = col.to_numpy(dtype="int64" if dt == "Int64" else "bool", na_value=0)
+        text = (raw.astype(str) if dt == "Int64" else np.where(raw, "True", "False")).astype(object)
+        text[mask] = ""
+        return text.tolist()
+    return col.to_numpy(dtype=object, na_value="").tolist()
+
+
+def csv_text(df) -> str:
+    """DF (csv_frame's: strings already shown) as CSV text, byte for byte what `df.to_csv(index=False)`
+    writes, in a fraction of its time: each column formatted at once, the rows written by the csv
+    module's writer (QUOTE_MINIMAL, as pandas uses it)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([str(c) for c in df.columns])
+    w.writerows(zip(*(_shown(df[c]) for c in df.columns)))
+    return buf.getvalue()
+
+
 def write_tidy(cells: list[ResultCell], out: Path) -> dict:
     """Write OUT/tidy.csv and OUT/tidy.parquet (each under a temp name, then renamed).
     Returns what was written: {"rows", "columns", "csv", "parquet" (None without pyarrow), "note"}."""
     df = tidy_frame(cells)
     out = Path(out)
-    atomic_write_text(out / "tidy.csv", csv_frame(df).to_csv(index=False))
+    atomic_write_text(out / "tidy.csv", csv_text(csv_frame(df)))
     info: dict[str, Any] = {"rows": len(df), "columns": len(df.columns), "csv": str(out / "tidy.csv"), "parquet": None}
     try:
         import pyarrow  # noqa: F401
