@@ -238,15 +238,23 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
     skip = set(want) | set(C.ALWAYS_FREE) | {"platform", "cell_platform"}
     out: dict[tuple[str, str], Side] = {}
     for c in cells:
-        if _once(("status", id(c)), lambda: c.status) != "ok":
+        if _once(("status", id(c)), lambda: c.status) != "ok":  # noqa: B023
             continue
-        values = _once(("throughput", id(study), id(c)), lambda: study.throughput(c.rows)) if metric is None else None
-        parts = list(values) if values is not None else _once(("parts", id(c)), lambda: sorted({str(r.get("backend")) for r in c.ok_rows}))
+        values = _once(("throughput", id(study), id(c)), lambda: study.throughput(c.rows)) if metric is None else None  # noqa: B023
+        parts = (
+            list(values)
+            if values is not None
+            else _once(("parts", id(c)), lambda: sorted({str(r.get("backend")) for r in c.ok_rows}))  # noqa: B023
+        )
         for part in parts:
             f = _once(("facets", id(study), id(c), part), lambda: facets(study, c, part))  # noqa: B023 - called at once
             if not all(f.get(k) == v for k, v in want.items()):
                 continue
-            v = values.get(part) if values is not None else _once(("metric", id(metric), id(c), part), lambda: metric(c.rows, part))  # type: ignore[misc] # noqa: B023
+            v = (
+                values.get(part)
+                if values is not None
+                else _once(("metric", id(metric), id(c), part), lambda: metric(c.rows, part))  # noqa: B023
+            )  # type: ignore[misc] # noqa: B023
             if v is None or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
                 continue
             work = _workload(f, skip)

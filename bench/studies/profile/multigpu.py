@@ -426,8 +426,7 @@ def scaling_figure(rows: list[tuple[Config, Summary, Summary | None]], out: Path
                 "one": next((s.median for g, s, _ in line if g.gpus == 1), None),
                 "eff": [(g.gpus, e.median, _yerr(e)) for g, _, e in line if e is not None],
                 "dp": [
-                    (g.gpus, s.median, _yerr(s), bool(g.benchmark), None if e is None else (e.median, _yerr(e)))
-                    for g, s, e in dp
+                    (g.gpus, s.median, _yerr(s), bool(g.benchmark), None if e is None else (e.median, _yerr(e))) for g, s, e in dp
                 ],
             }
         )

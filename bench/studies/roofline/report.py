@@ -514,7 +514,10 @@ def _points(c: Cell, col: str) -> dict:
             bars.append((r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"], marker))
     sw = cell_rows(c, "sweep")
     sweep = [(r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]) for r in sw]
-    marks = [(plot_text(f"b{r['batch_size']}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]) for r in (sw[:1] + sw[-1:] if sw else [])]
+    marks = [
+        (plot_text(f"b{r['batch_size']}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"])
+        for r in (sw[:1] + sw[-1:] if sw else [])
+    ]
     return {"color": col, "ls": ls, "fill": fill, "bars": bars, "sweep": sweep, "marks": marks}
 
 
