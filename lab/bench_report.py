@@ -14,6 +14,12 @@ beside it (the figures come from the cache). The runs are interleaved: every rep
 scale once, cold then warm, so load on a shared machine falls on all of them alike. Per scale and
 stage: the median over repeats with its interval (bench.core.stats.summarize: the range of the
 repeats below 6), and the load average (1 min) read before each run.
+
+--baseline TREE (a checkout of another commit, e.g. `git worktree add --detach /tmp/base main`)
+adds a `base` run to every repeat of the scales in --baseline-scales: the same copies merged by
+TREE's `build_report` in a fresh process (its total wall and CPU time only: an older build_report
+gives no stages), interleaved with the others; the summary gives base/cold per scale, paired by
+repeat (bench.core.stats.ratio).
 """
 
 from __future__ import annotations
@@ -131,6 +137,22 @@ def child(dirs: list[str], out: str, jobs: int | None) -> None:
     )
 
 
+BASE_CHILD = """
+import json, os, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+sys.path.insert(0, os.getcwd())
+from pathlib import Path
+from bench.core.resultset import holding_results
+from host.report import build_report
+keep, _ = holding_results([Path(d) for d in sys.argv[2:]])
+info = build_report(keep, Path(sys.argv[1]))
+kids = os.times()
+print(json.dumps({"total": time.perf_counter() - t0,
+    "cpu_s": time.process_time() - c0 + kids.children_user + kids.children_system,
+    "cells": sum(s["cells"] for s in info["studies"].values())}))
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--scales", default="1,5,10")
@@ -138,6 +160,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="where the copies and reports go (default: a temp dir)")
     ap.add_argument("--jobs", type=int, default=None, help="figure processes (default: the usable cores)")
     ap.add_argument("--json", type=Path, default=None, help="write every measurement here")
+    ap.add_argument("--baseline", type=Path, default=None, help="a checkout whose build_report is timed beside this one")
+    ap.add_argument("--baseline-scales", default=None, help="the scales the baseline runs at (default: --scales)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -152,18 +176,24 @@ def main() -> None:
     refs = reference_dirs()
     scales = [int(s) for s in a.scales.split(",")]
     sets = {n: [d for k in range(n) for d in scaled_copy(refs, k, work / "copies")] for n in scales}
+    base_scales = [int(s) for s in (a.baseline_scales or a.scales).split(",")] if a.baseline else []
     runs: list[dict] = []
     for rep in range(a.repeats):
         for n in scales:
             out = work / f"report-{n}x-r{rep}"
             shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(out.parent / f".{out.name}.figures", ignore_errors=True)
-            for phase in ("cold", "warm"):
+            shutil.rmtree(work / f"base-{n}x-r{rep}", ignore_errors=True)
+            for phase in ("cold", "warm", "base") if n in base_scales else ("cold", "warm"):
                 load = os.getloadavg()[0]
                 cmd = [sys.executable, "-m", "lab.bench_report", "--out", str(out), "--child", *map(str, sets[n])]
                 if a.jobs:
                     cmd[3:3] = ["--jobs", str(a.jobs)]
-                res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+                where = ROOT
+                if phase == "base":
+                    cmd = [sys.executable, "-c", BASE_CHILD, str(work / f"base-{n}x-r{rep}"), *map(str, sets[n])]
+                    where = a.baseline
+                res = subprocess.run(cmd, cwd=where, capture_output=True, text=True, check=False)
                 if res.returncode:
                     sys.exit(f"{n}x {phase}: exit {res.returncode}: {res.stderr.strip().splitlines()[-1:]}")
                 m = {"scale": n, "repeat": rep, "phase": phase, "load_1min": load, **json.loads(res.stdout.splitlines()[-1])}
@@ -176,7 +206,7 @@ def main() -> None:
                 )
     print(f"\nmedian over {a.repeats} interleaved repeats, seconds [{stats.INTERVAL_TEXT}]; {os.cpu_count()} CPUs")
     for n in scales:
-        for phase in ("cold", "warm"):
+        for phase in ("cold", "warm", "base") if n in base_scales else ("cold", "warm"):
             ms = [m for m in runs if m["scale"] == n and m["phase"] == phase]
             cells = ms[0]["cells"]
             parts = []
@@ -185,6 +215,13 @@ def main() -> None:
                 parts.append(f"{s} {sm.median:.2f}{sm.bracket('{:.2f}')}")
             loads = [m["load_1min"] for m in ms]
             print(f"{n:>3}x ({cells} cells) {phase}: " + "; ".join(parts) + f"; load {min(loads):.1f}-{max(loads):.1f}")
+    for n in base_scales:
+        tot = {
+            p: {m["repeat"]: m["total"] for m in runs if m["scale"] == n and m["phase"] == p} for p in ("base", "cold", "warm")
+        }
+        for p in ("cold", "warm"):
+            r = stats.ratio(tot["base"], tot[p])
+            print(f"{n:>3}x base/{p}: {r.median:.2f}x{r.bracket('{:.2f}')} (wall, paired by repeat)")
     if a.json:
         a.json.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
 

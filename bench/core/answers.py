@@ -253,8 +253,8 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
             v = (
                 values.get(part)
                 if values is not None
-                else _once(("metric", id(metric), id(c), part), lambda: metric(c.rows, part))  # noqa: B023
-            )  # type: ignore[misc] # noqa: B023
+                else _once(("metric", id(metric), id(c), part), lambda: metric(c.rows, part))  # type: ignore[misc] # noqa: B023
+            )
             if v is None or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
                 continue
             work = _workload(f, skip)

@@ -66,7 +66,7 @@ def _batch(files: list[tuple[Path, Lines]]) -> dict[Path, tuple[list[dict], list
     n = sum(len(b) for _, b in body)
     if n and not _clears(b"\n".join(raw for _, b in body for raw in b) + b"\n", n):
         return {}
-    out = {}
+    out: dict[Path, tuple[list[dict], list[str]]] = {}
     for path, b in body:
         got = []
         for raw in b:

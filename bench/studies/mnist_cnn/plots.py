@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell
@@ -140,7 +141,7 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
 
     # median throughput per configuration with its 95 % interval over repeats: dots and
     # whiskers on a log axis (a log-scale bar's length means nothing), the value printed
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, g in enumerate(groups):
         per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
         sm = stats.summarize(per)
