@@ -45,11 +45,13 @@ rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
 # `python` as in the official python images (Debian ships only python3).
 ln -sf python3 "$ROOTFS/usr/bin/python"
 
+# What made it: this script's hash and the suite (`orchestrate.py base` keeps an image with the same recipe).
+RECIPE="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)-$SUITE"
 PYVER="$(chroot "$ROOTFS" /usr/bin/python3 -c 'import platform; print(platform.python_version())')"
 tar -C "$ROOTFS" --numeric-owner -c . | "$DOCKER" import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   --change 'CMD ["/bin/bash"]' \
-  --change "LABEL org.opencontainers.image.title=cnn-bench-base org.opencontainers.image.description=debootstrap-${SUITE}-minbase-python3 cnn-bench.base-python=${PYVER}" \
+  --change "LABEL org.opencontainers.image.title=cnn-bench-base org.opencontainers.image.description=debootstrap-${SUITE}-minbase-python3 cnn-bench.base-python=${PYVER} cnn-bench.base-recipe=${RECIPE}" \
   - "$TAG" >/dev/null
 echo "bootstrap-base: $TAG $("$DOCKER" image inspect -f '{{.Id}}' "$TAG") (python $PYVER)"

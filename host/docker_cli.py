@@ -46,12 +46,14 @@ def doctor_cmd() -> None:
 def base_cmd(
     tag: Annotated[str, typer.Option(help="name for the imported image")] = "cnn-bench/base:bookworm",
     mirror: Annotated[str | None, typer.Option(help="Debian mirror URL")] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="bootstrap again even if TAG was made by this recipe")] = False,
 ) -> None:
-    """Bootstrap a Debian bookworm base image from Debian packages (debootstrap; docker import)."""
+    """Bootstrap a Debian bookworm base image from Debian packages (debootstrap; docker import);
+    an image of that tag made by the same bootstrap script is kept."""
     from host import images
 
     try:
-        image_id = images.bootstrap_base(tag=tag, mirror=mirror)
+        image_id = images.bootstrap_base(tag=tag, mirror=mirror, rebuild=rebuild)
     except KitError as err:
         _fail(err)
     typer.echo(f"base: {tag} {image_id}")

@@ -225,9 +225,31 @@ def docker_client(timeout: int = 30):
 # ---- base image ------------------------------------------------------------------------
 
 
-def bootstrap_base(tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm", echo: Echo = print_flush) -> str:
-    """debootstrap a Debian base with python3 + venv and `docker import` it as TAG; returns its id."""
-    docker_client()
+def base_recipe(suite: str) -> str:
+    """What a bootstrapped base is made from: the bootstrap script's hash and the suite (the
+    image's `cnn-bench.base-recipe` label, written by the script)."""
+    return hashlib.sha256(BOOTSTRAP_SCRIPT.read_bytes()).hexdigest()[:16] + "-" + suite
+
+
+def bootstrap_base(
+    tag: str = BASE_TAG, mirror: str | None = None, suite: str = "bookworm", echo: Echo = print_flush, rebuild: bool = False
+) -> str:
+    """debootstrap a Debian base with python3 + venv and `docker import` it as TAG; returns its id.
+    An image TAG made by the same recipe is kept unless REBUILD (a new base id would make every
+    image above it build again: minutes and gigabytes)."""
+    client = docker_client()
+    if not rebuild:
+        try:
+            have = client.images.get(tag)
+        except Exception:  # noqa: BLE001 - docker SDK: not found (or unreadable): bootstrap it
+            have = None
+        labels = (have.attrs.get("Config") or {}).get("Labels") or {} if have is not None else {}
+        if have is not None and labels.get("cnn-bench.base-recipe") == base_recipe(suite):
+            echo(
+                f"base: {tag} exists, made by this checkout's bootstrap script (python "
+                f"{labels.get('cnn-bench.base-python', '?')}): kept (--rebuild bootstraps it again)"
+            )
+            return have.id
     cmd = ["bash", str(BOOTSTRAP_SCRIPT), "--tag", tag, "--suite", suite]
     if mirror:
         cmd += ["--mirror", mirror]

@@ -468,3 +468,35 @@ def test_doctor_names_every_missing_prerequisite_with_its_install_line(monkeypat
     )
     assert not rows["docker compose"]["ok"] and "docker-compose" in rows["docker compose"]["detail"]
     assert not any(item.startswith("image ") for item in rows)  # images need an engine to be looked up
+
+
+def test_the_base_recipe_is_what_the_bootstrap_script_labels(tmp_path: Path) -> None:
+    """`orchestrate.py base` keeps an image whose recipe label is this checkout's: the label the
+    script writes (its own sha256 and the suite) must be the one the host computes."""
+    import subprocess
+
+    script = images.BOOTSTRAP_SCRIPT.read_text()
+    line = next(ln for ln in script.splitlines() if ln.startswith("RECIPE="))
+    out = subprocess.run(
+        ["bash", "-c", "SUITE=trixie; " + line.replace("${BASH_SOURCE[0]}", str(images.BOOTSTRAP_SCRIPT)) + '; echo "$RECIPE"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == images.base_recipe("trixie") and out.endswith("-trixie")
+    assert "cnn-bench.base-recipe=${RECIPE}" in script
+
+
+def test_base_keeps_an_image_of_its_own_recipe_only() -> None:
+    """A base image of this recipe is kept (same id, no debootstrap); --rebuild would redo it."""
+    if engine.engine_ok():
+        pytest.skip(f"no Docker engine: {engine.engine_ok()}")
+    try:
+        have = images.docker_client().images.get(images.BASE_TAG)
+    except Exception:  # noqa: BLE001 - not bootstrapped here
+        pytest.skip(f"{images.BASE_TAG} not bootstrapped here (orchestrate.py base)")
+    if have.labels.get("cnn-bench.base-recipe") != images.base_recipe("bookworm"):
+        pytest.skip(f"{images.BASE_TAG} was made by another bootstrap script")
+    said: list[str] = []
+    assert images.bootstrap_base(echo=said.append) == have.id
+    assert said and "kept" in said[0]

@@ -53,37 +53,43 @@ class Reading:
     errors: dict[str, str] = field(default_factory=dict)  # counter -> why this read failed
 
 
+def rapl_zones(root: Path, dram: bool = True) -> tuple[dict[str, tuple[Path, int]], str | None]:
+    """(counter -> (its energy_uj file, its wrap range in uJ), why none) for the RAPL `package-N`
+    zones under ROOT (psys would count a package twice; core and uncore are parts of it) and,
+    with DRAM, each package's dram subzone; every file read once, so a root-only counter is
+    one reason here, never a failure later."""
+    zones: dict[str, tuple[Path, int]] = {}
+    for pkg in sorted(root.glob("intel-rapl:*")):
+        if pkg.name.count(":") != 1:
+            continue
+        try:
+            if not (pkg / "name").read_text().strip().startswith("package"):
+                continue
+            n = pkg.name.split(":")[1]
+            zones[f"package-{n}"] = (pkg / "energy_uj", int((pkg / "max_energy_range_uj").read_text()))
+            for sub in sorted(pkg.glob(f"intel-rapl:{n}:*")) if dram else []:
+                if (sub / "name").read_text().strip() == "dram":
+                    zones[f"dram-{n}"] = (sub / "energy_uj", int((sub / "max_energy_range_uj").read_text()))
+        except (OSError, ValueError):
+            continue
+    if not zones:
+        return {}, f"no RAPL package zones under {root} (not Linux on x86, or a VM or container without powercap)"
+    try:
+        for path, _ in zones.values():
+            int(path.read_text())
+    except PermissionError:
+        return {}, "RAPL energy_uj is root-only here (kernels since CVE-2020-8694): CPU energy not measured"
+    except (OSError, ValueError) as err:
+        return {}, f"RAPL energy_uj not readable ({_line(err)}): CPU energy not measured"
+    return zones, None
+
+
 class _Rapl:
     """RAPL package and dram zones under ROOT (intel-rapl:<n> and its dram subzone)."""
 
     def __init__(self, root: Path):
-        self.zones: dict[str, tuple[Path, float]] = {}  # counter -> (energy_uj file, wrap range in J)
-        self.note: str | None = None
-        for pkg in sorted(root.glob("intel-rapl:*")):
-            if pkg.name.count(":") != 1:
-                continue
-            try:
-                if not (pkg / "name").read_text().strip().startswith("package"):
-                    continue
-                n = pkg.name.split(":")[1]
-                self.zones[f"package-{n}"] = (pkg / "energy_uj", int((pkg / "max_energy_range_uj").read_text()) / 1e6)
-                for sub in sorted(pkg.glob(f"intel-rapl:{n}:*")):
-                    if (sub / "name").read_text().strip() == "dram":
-                        self.zones[f"dram-{n}"] = (sub / "energy_uj", int((sub / "max_energy_range_uj").read_text()) / 1e6)
-            except (OSError, ValueError):
-                continue
-        if not self.zones:
-            self.note = f"no RAPL package zones under {root} (not Linux on x86, or a VM or container without powercap)"
-            return
-        try:
-            for path, _ in self.zones.values():
-                int(path.read_text())
-        except PermissionError:
-            self.zones = {}
-            self.note = "RAPL energy_uj is root-only here (kernels since CVE-2020-8694): CPU energy not measured"
-        except (OSError, ValueError) as err:
-            self.zones = {}
-            self.note = f"RAPL energy_uj not readable ({_line(err)}): CPU energy not measured"
+        zones, self.note = rapl_zones(root)
+        self.zones: dict[str, tuple[Path, float]] = {k: (p, span / 1e6) for k, (p, span) in zones.items()}  # J
 
     def read(self, out: dict[str, float], errors: dict[str, str]) -> None:
         for name, (path, _) in self.zones.items():

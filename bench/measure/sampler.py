@@ -290,29 +290,12 @@ class _Rapl:
     `package-N` zones only (psys would count the package twice; core/uncore/dram are parts)."""
 
     def __init__(self, root: Path = POWERCAP):
-        self.note: str | None = None
-        self.zones: list[tuple[Path, int]] = []  # (energy_uj path, max_energy_range_uj)
-        self._last: list[int] = []
-        self._wraps: list[int] = []
-        for zone in sorted(root.glob("intel-rapl:*")):
-            try:
-                if not (zone / "name").read_text().strip().startswith("package"):
-                    continue
-                self.zones.append((zone / "energy_uj", int((zone / "max_energy_range_uj").read_text())))
-            except (OSError, ValueError):
-                continue
-        if not self.zones:
-            self.note = f"no RAPL package zones under {root} (not Linux on x86, or a VM or container without powercap)"
-            return
-        try:
-            self._last = [self._raw(p) for p, _ in self.zones]
-            self._wraps = [0] * len(self.zones)
-        except PermissionError:
-            self.zones = []
-            self.note = "RAPL energy_uj is root-only here (kernels fixed for CVE-2020-8694): CPU energy not measured"
-        except (OSError, ValueError) as err:
-            self.zones = []
-            self.note = f"RAPL energy_uj not readable ({_line(err)}): CPU energy not measured"
+        from bench.measure.energy import rapl_zones
+
+        zones, self.note = rapl_zones(root, dram=False)
+        self.zones: list[tuple[Path, int]] = list(zones.values())  # (energy_uj path, max_energy_range_uj)
+        self._last: list[int] = [self._raw(p) for p, _ in self.zones]
+        self._wraps: list[int] = [0] * len(self.zones)
 
     @staticmethod
     def _raw(path: Path) -> int:
