@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from bench.core.rows import atomic_write_text, write_json
 from bench.core.tables import md_row
 from bench.core.text import md as md_text
 from bench.core.text import md_code, one_line
+from host.figures import batch_for, small_png
 
 
 def _not_run(cells: list[ResultCell], notes: list[dict], study: str) -> list[str]:
@@ -108,34 +110,64 @@ def build_report(
     context: list[Path] | None = None,
     prices: Any = None,
     say: Any = None,
+    jobs: int | None = None,
+    figure_cache: bool | Path | None = True,
 ) -> dict:
     """Render the report of DIRS into OUT (see the module docstring); KitError (one line) when
     it cannot be written, with OUT left as it was. CONTEXT: result dirs whose cells answer a claim
     only against these dirs' own cells (the main job sets its host's CPU against the committed
     references' GPUs); they add no section, table or plot. PRICES (host.prices.Prices, or None:
-    no cost column) price the GPU-over-CPU answers. SAY (host.progress.stages) hears each stage."""
+    no cost column) price the GPU-over-CPU answers. SAY (host.progress.stages) hears each stage.
+    JOBS: processes drawing the figures (default the usable cores; 1 draws them here);
+    FIGURE_CACHE: True for the cache beside OUT, a folder, or None (host/figures.py). The
+    summary's `timings` gives each stage's seconds."""
     say = say or (lambda what, done=None, total=None: None)
     out = Path(out)
     check_out(out)
+    clock = _Clock()
     say(f"reading {len(dirs)} result dir{'s' if len(dirs) != 1 else ''}")
     rs = collect_set(dirs)
+    clock.lap("read")
     stage: Path | None = None
+    batch = batch_for(out, jobs, figure_cache)
+    done = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         os.chmod(stage, 0o755)
-        summary = _render(rs, dirs, stage, out, context or [], prices, say)
+        summary = _render(rs, dirs, stage, out, context or [], prices, batch, clock, say)
         summary["replaced"] = (out / "REPORT.md").is_file()  # the CLI says so: an earlier report is gone
         _replace(stage, out)
+        done = True
     except OSError as err:
         what = err.strerror or type(err).__name__
         raise KitError(
             f"report --out {out}: cannot write ({what}): nothing written; free space or choose another --out"
         ) from None
     finally:
+        batch.close()
+        if not done:
+            batch.cache.discard()  # a cache this failed report made is not left behind
         if stage is not None and stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
+    clock.lap("html")
+    summary["timings"] = clock.laps
+    summary["figures"] = dict(batch.counts)
     return summary
+
+
+class _Clock:
+    """Seconds per stage of a report: read (the result dirs), stats (judging, tables, the tidy
+    table), plots (waiting for the figures, and drawing any drawn here), html (the page, the files)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self.t = time.perf_counter()
+
+    def lap(self, stage: str, less: float = 0.0) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = self.laps.get(stage, 0.0) + now - self.t - less
+        self.t = now
 
 
 def _replace(stage: Path, out: Path) -> None:
@@ -156,8 +188,34 @@ def _replace(stage: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any) -> dict:
-    """Write every file of the report into STAGE; the summary names them under OUT."""
+def _render(
+    rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, batch: Any, clock: _Clock, say: Any
+) -> dict:
+    """Write every file of the report into STAGE; the summary names them under OUT. Every figure
+    a section asks for goes to BATCH (host/figures.py)."""
+    from bench.core.figures import collecting
+
+    with collecting(batch):
+        md, summary = _sections(rs, dirs, stage, out, context, prices, say)
+    clock.lap("stats", less=batch.draw_s)
+    drawn_here = batch.draw_s
+    say("drawing the figures")
+    small = batch.finish()
+    clock.lap("plots", less=-drawn_here)
+    say("REPORT.md and the one-page REPORT.html")
+    atomic_write_text(stage / "REPORT.md", "\n".join(md))
+    atomic_write_text(stage / "REPORT.html", render_html("\n".join(md), stage, small))
+    summary["html"] = str(out / "REPORT.html")
+    write_json(stage / "report.json", summary)
+    summary["notes"] = rs.notes
+    summary["problems"] = rs.problems
+    return summary
+
+
+def _sections(
+    rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any
+) -> tuple[list[str], dict]:
+    """REPORT.md's lines and report.json's summary; the tables and figures into STAGE."""
     cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
     by_study: dict[str, list[ResultCell]] = {}
@@ -251,14 +309,7 @@ def _render(rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: li
     summary["tidy"] = {
         k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
     }
-    say("REPORT.md and the one-page REPORT.html")
-    atomic_write_text(stage / "REPORT.md", "\n".join(md))
-    atomic_write_text(stage / "REPORT.html", render_html("\n".join(md), stage))
-    summary["html"] = str(out / "REPORT.html")
-    write_json(stage / "report.json", summary)
-    summary["notes"] = notes
-    summary["problems"] = problems
-    return summary
+    return md, summary
 
 
 _CSS = """
@@ -292,14 +343,15 @@ _DETAILS = re.compile(r"<details><summary>([^<>&\"'`]*)</summary>")
 _BLOCKS = ('<div class="headline">', '<div class="claims">')
 
 
-def render_html(md: str, out: Path) -> str:
+def render_html(md: str, out: Path, small: dict[str, bytes] | None = None) -> str:
     """REPORT.md as one self-contained HTML page: the PNGs it names inlined as data URIs, so
     the file can be mailed or opened anywhere (markdown-it-py, CommonMark + tables).
 
     Raw HTML is off: any markup in the markdown is shown as text, never run, and links keep
     markdown-it's check (no javascript:, vbscript:, file: or non-image data: URLs); the page's
     Content-Security-Policy forbids scripts besides. The kit's own `<details>` lines (a whole
-    line each, in the allowed form) become the element here, outside the markdown."""
+    line each, in the allowed form) become the element here, outside the markdown. SMALL: the
+    inlined form of figures made beforehand ({file name: PNG bytes}, host/figures.py)."""
     import base64
     import html
 
@@ -347,7 +399,8 @@ def render_html(md: str, out: Path) -> str:
         if "/" in name or not path.is_file() or path.is_symlink() or name in inlined:
             return m.group(0)  # a second use of one figure links the file beside the page
         inlined.add(name)
-        return f'src="data:image/png;base64,{base64.b64encode(_small_png(path)).decode()}"'
+        png = (small or {}).get(name) or small_png(path.read_bytes())
+        return f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
 
     body = re.sub(r'src="([^"]+\.png)"', inline, body)
     body, toc = _anchors(body)
@@ -357,26 +410,6 @@ def render_html(md: str, out: Path) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{toc}{body}</body></html>\n"
     )
-
-
-def _small_png(path: Path) -> bytes:
-    """PATH as the page inlines it: quantized to 128 colours (the kit's plots are flat colours
-    and lines; the full file stays beside the page), or as it is where that fails or is not
-    smaller. Keeps the merged page of every reference under 3 MB (tests/test_answers.py)."""
-    import io
-
-    raw = path.read_bytes()
-    try:
-        from PIL import Image
-
-        with Image.open(io.BytesIO(raw)) as im:
-            q = im.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
-            buf = io.BytesIO()
-            q.save(buf, "PNG", optimize=True)
-    except Exception:  # noqa: BLE001 - an image Pillow cannot read is inlined as it is
-        return raw
-    small = buf.getvalue()
-    return small if len(small) < len(raw) else raw
 
 
 def _anchors(body: str) -> tuple[str, str]:

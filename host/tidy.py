@@ -26,6 +26,8 @@ torch or numba.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -186,45 +188,59 @@ def cell_columns(cell: ResultCell) -> dict:
     return out
 
 
+_PLAIN = (str, int, float, bool, type(None))
+_COMMON = frozenset(COMMON_KEYS)
+_IDENTITY = frozenset(IDENTITY)
+
+
+def _column(k: str, number: bool) -> tuple[str, bool]:
+    """(the column a row's key K lands in, whether its value is a fraction shown as percent);
+    NUMBER: the value is a number (an accuracy that is not one keeps its name)."""
+    acc = number and bool(ACC.fullmatch(k))
+    name = f"{k}_pct" if acc else k
+    if name in _IDENTITY or name.startswith("param_") or name == "command":
+        name = f"{name}_row"  # a study metric never shadows an identity column
+    return name, acc
+
+
 def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
     """(records, column order): one record per row of every cell (a cell with no rows: one
     record saying why). Row values win over the cell's where both have a key (a row of a
     multi-variant cell names its own backend, a row its own device and status)."""
     records: list[dict] = []
-    params: list[str] = []
-    metrics: list[str] = []
+    params: dict[str, None] = {}
+    metrics: dict[str, None] = {}  # in the order first seen
+    columns: dict[tuple[str, bool], tuple[str, bool]] = {}
     for cell in cells:
         base = cell_columns(cell)
-        params += [k for k in base if k.startswith("param_") and k not in params]
+        params.update((k, None) for k in base if k.startswith("param_"))
         for i, row in enumerate(cell.rows or [{}]):
             rec = dict(base, row=i)
             for k, v in row.items():
-                v = _flat(v)
-                if k in COMMON_KEYS:
+                if type(v) not in _PLAIN:
+                    v = _flat(v)
+                if k in _COMMON:
                     if k == "reason":
                         rec[k] = v or None
                     elif (v is not None and v != "") or k not in rec:  # an empty host/device keeps the cell's
                         rec[k] = v
                     continue
-                name = k
-                if ACC.fullmatch(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
-                    name, v = f"{k}_pct", 100 * v
-                if name in IDENTITY or name.startswith("param_") or name == "command":
-                    name = f"{name}_row"  # a study metric never shadows an identity column
-                rec[name] = v
-                if name not in metrics:
-                    metrics.append(name)
+                number = isinstance(v, (int, float)) and not isinstance(v, bool)
+                got = columns.get((k, number))
+                if got is None:
+                    got = columns[(k, number)] = _column(k, number)
+                name, acc = got
+                rec[name] = 100 * v if acc else v
+                metrics[name] = None
             if cell.state:  # corrupt / interrupted: the cell's state, whatever its rows say
                 rec["status"], rec["reason"] = cell.status, cell.reason
             rec.setdefault("command", row.get("command") or None)
             records.append(rec)
-    columns = [*IDENTITY, *EXTRA_COMMON, *params, *metrics, "command"]
-    return records, columns
+    return records, [*IDENTITY, *EXTRA_COMMON, *params, *metrics, "command"]
 
 
-def _dtype(values: list) -> str:
-    """One dtype per column, from its Python values: numbers stay numbers."""
-    kinds = {type(v) for v in values if v is not None}
+def _dtype(kinds: set[type]) -> str:
+    """One dtype per column, from the types of its Python values (None left out): numbers stay numbers."""
     if not kinds:
         return "float64"  # all missing
     if kinds == {bool}:
@@ -238,21 +254,41 @@ def _dtype(values: list) -> str:
 
 def tidy_frame(cells: list[ResultCell]):
     """The tidy table as a pandas DataFrame (columns in IDENTITY, param_*, metrics, command order)."""
+    import numpy as np
     import pandas as pd
 
     records, columns = tidy_records(cells)
+    n = len(records)
+    where: dict[str, list[int]] = {col: [] for col in columns}  # the records that hold a value, per column
+    held: dict[str, list] = {col: [] for col in columns}
+    kinds: dict[str, set[type]] = {col: set() for col in columns}
+    for i, rec in enumerate(records):  # one pass over what the records hold
+        for col, v in rec.items():
+            if v is not None and col in held:
+                where[col].append(i)
+                held[col].append(v)
+                kinds[col].add(type(v))
     data = {}
     for col in columns:
-        vals = [r.get(col) for r in records]
-        dt = _dtype(vals)
+        idx, vals = where[col], held[col]
+        dt = _dtype(kinds[col])
         if col in IDENTITY or col in EXTRA_COMMON or col == "command":  # a fixed type: every report's schema is the same
             fixed = IDENTITY_TYPES.get(col) or "string"
-            dt = fixed if dt == fixed or all(v is None for v in vals) else "string"
-        if dt == "string":
-            vals = [None if v is None else str(v) for v in vals]
-        elif dt == "float64":
-            vals = [float("nan") if v is None else float(v) for v in vals]
-        data[col] = pd.array(vals, dtype=dt)
+            dt = fixed if dt == fixed or not kinds[col] else "string"
+        if dt == "float64":
+            arr = np.full(n, np.nan)
+            arr[idx] = [float(v) for v in vals]
+            data[col] = pd.array(arr, dtype=dt)
+        elif dt in ("Int64", "boolean"):
+            raw = np.zeros(n, dtype="int64" if dt == "Int64" else "bool")
+            raw[idx] = vals
+            mask = np.ones(n, dtype=bool)
+            mask[idx] = False
+            data[col] = pd.arrays.IntegerArray(raw, mask) if dt == "Int64" else pd.arrays.BooleanArray(raw, mask)
+        else:
+            obj = np.full(n, None, dtype=object)
+            obj[idx] = [str(v) for v in vals]
+            data[col] = pd.array(obj, dtype=dt)
     return pd.DataFrame(data, columns=columns)
 
 
@@ -263,9 +299,40 @@ def csv_frame(df):
     out = df.copy()
     for col in out.columns:
         if str(out[col].dtype) == "string":
-            out[col] = out[col].map(csv_cell, na_action="ignore").astype("string")
+            shown = {v: csv_cell(v) for v in out[col].dropna().unique()}  # each distinct text once
+            out[col] = out[col].map(shown, na_action="ignore").astype("string")
     out.columns = [csv_cell(c) for c in out.columns]  # a row's key is a column name: foreign text too
     return out
+
+
+def _shown(col) -> list[str]:
+    """A column's values as pandas' to_csv writes them (floats as numpy prints them, missing as '')."""
+    import numpy as np
+
+    dt = str(col.dtype)
+    if dt == "float64":
+        a = col.to_numpy()
+        text = a.astype(str).astype(object)
+        text[np.isnan(a)] = ""
+        return text.tolist()
+    if dt in ("Int64", "boolean"):
+        mask = col.isna().to_numpy()
+        raw = col.to_numpy(dtype="int64" if dt == "Int64" else "bool", na_value=0)
+        text = (raw.astype(str) if dt == "Int64" else np.where(raw, "True", "False")).astype(object)
+        text[mask] = ""
+        return text.tolist()
+    return col.to_numpy(dtype=object, na_value="").tolist()
+
+
+def csv_text(df) -> str:
+    """DF (csv_frame's: strings already shown) as CSV text, byte for byte what `df.to_csv(index=False)`
+    writes, in a fraction of its time: each column formatted at once, the rows written by the csv
+    module's writer (QUOTE_MINIMAL, as pandas uses it)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([str(c) for c in df.columns])
+    w.writerows(zip(*(_shown(df[c]) for c in df.columns)))
+    return buf.getvalue()
 
 
 def write_tidy(cells: list[ResultCell], out: Path) -> dict:
@@ -273,7 +340,7 @@ def write_tidy(cells: list[ResultCell], out: Path) -> dict:
     Returns what was written: {"rows", "columns", "csv", "parquet" (None without pyarrow), "note"}."""
     df = tidy_frame(cells)
     out = Path(out)
-    atomic_write_text(out / "tidy.csv", csv_frame(df).to_csv(index=False))
+    atomic_write_text(out / "tidy.csv", csv_text(csv_frame(df)))
     info: dict[str, Any] = {"rows": len(df), "columns": len(df.columns), "csv": str(out / "tidy.csv"), "parquet": None}
     try:
         import pyarrow  # noqa: F401

@@ -167,9 +167,43 @@ def prices_lines(prices: Any) -> list[str]:
 def plot(worths: list[W.Worth], out: Path, name: str) -> str | None:
     """Time (and cost) to finish against the work for the first answer that has both lines, both
     sides, the crossing marked; log-log. Returns the file name or None."""
+    from bench.core.figures import figure
+
     w = next((x for x in worths if x.lines("time")), None)
     if w is None:
         return None
+    kinds = [k for k in ("time", "cost") if w.lines(k)]
+    evens = {"time": w.even_time, "cost": w.even_cost}
+    top = max((e.n for e in evens.values() if e and not math.isinf(e.n) and e.n > 0), default=0.0)
+    epoch = w.epoch or 1000
+    hi = max(100.0 * epoch, 10 * top, 1e3)
+    n = [10 ** (k / 40) for k in range(int(40 * math.log10(hi)) + 1)]
+    panels = []
+    for kind in kinds:
+        g, c = w.lines(kind)  # type: ignore[misc]
+        e = evens[kind]
+        cross = e.n if e is not None and e.kind in (W.ABOVE, W.BELOW) and 0 < e.n < hi else None
+        panels.append(
+            {
+                "kind": kind,
+                "gpu": [g.at(x) for x in n],
+                "cpu": [c.at(x) for x in n],
+                "cross": None if cross is None else (cross, g.at(cross), count(cross)),
+            }
+        )
+    data = {
+        "n": n,
+        "panels": panels,
+        "gpu": f"GPU: {w.gpu.name}"[:40],
+        "cpu": f"CPU: {w.cpu.name}"[:40],
+        "epoch": w.epoch,
+        "title": f"{w.answer.study}: {w.answer.label}"[:90],
+    }
+    return figure(out, f"{name}_worth.png", draw_worth, data)
+
+
+def draw_worth(d: dict, path: Path) -> None:
+    """The worth figure from its data (plot; bench.core.figures)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -177,36 +211,27 @@ def plot(worths: list[W.Worth], out: Path, name: str) -> str | None:
 
     from bench.core import palette
 
-    kinds = [k for k in ("time", "cost") if w.lines(k)]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.0), squeeze=False)
-    evens = {"time": w.even_time, "cost": w.even_cost}
-    top = max((e.n for e in evens.values() if e and not math.isinf(e.n) and e.n > 0), default=0.0)
-    epoch = w.epoch or 1000
-    hi = max(100.0 * epoch, 10 * top, 1e3)
-    n = [10 ** (k / 40) for k in range(int(40 * math.log10(hi)) + 1)]
-    for ax, kind in zip(axes[0], kinds):
-        g, c = w.lines(kind)  # type: ignore[misc]
-        ax.plot(n, [g.at(x) for x in n], color=palette.SHADES["nvidia"][0], label=f"GPU: {w.gpu.name}"[:40])
-        ax.plot(n, [c.at(x) for x in n], color=palette.SHADES["cpu"][0], label=f"CPU: {w.cpu.name}"[:40])
-        e = evens[kind]
-        if e is not None and e.kind in (W.ABOVE, W.BELOW) and 0 < e.n < hi:
-            ax.axvline(e.n, color="0.4", ls="--", lw=0.8)
-            ax.plot([e.n], [g.at(e.n)], "o", color="k", ms=4)
-            ax.annotate(f"{count(e.n)}", (e.n, g.at(e.n)), textcoords="offset points", xytext=(4, -10), fontsize=7)
-        if w.epoch:
-            ax.axvline(w.epoch, color="0.75", ls=":", lw=0.8)
+    fig, axes = plt.subplots(1, len(d["panels"]), figsize=(4.2 * len(d["panels"]), 3.0), squeeze=False)
+    for ax, p in zip(axes[0], d["panels"]):
+        ax.plot(d["n"], p["gpu"], color=palette.SHADES["nvidia"][0], label=d["gpu"])
+        ax.plot(d["n"], p["cpu"], color=palette.SHADES["cpu"][0], label=d["cpu"])
+        if p["cross"] is not None:
+            x, y, text = p["cross"]
+            ax.axvline(x, color="0.4", ls="--", lw=0.8)
+            ax.plot([x], [y], "o", color="k", ms=4)
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        if d["epoch"]:
+            ax.axvline(d["epoch"], color="0.75", ls=":", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("samples trained" + (" (dotted: one epoch)" if w.epoch else ""), fontsize=7)
-        ax.set_ylabel("seconds to finish" if kind == "time" else "USD to finish", fontsize=7)
+        ax.set_xlabel("samples trained" + (" (dotted: one epoch)" if d["epoch"] else ""), fontsize=7)
+        ax.set_ylabel("seconds to finish" if p["kind"] == "time" else "USD to finish", fontsize=7)
         ax.tick_params(labelsize=6)
         ax.legend(fontsize=6, loc="upper left")
-    fig.suptitle(f"{w.answer.study}: {w.answer.label}"[:90], fontsize=7)
+    fig.suptitle(d["title"], fontsize=7)
     fig.tight_layout()
-    fname = f"{name}_worth.png"
-    fig.savefig(out / fname, dpi=70)
+    fig.savefig(path, dpi=70)
     plt.close(fig)
-    return fname
 
 
 def as_json(worths: list[W.Worth]) -> list[dict]:

@@ -78,11 +78,22 @@ def test_cross_device_from_the_references(refs):
     assert all(r["train_ratio"].lo > 10 and r["latency_ratio"].lo > 1 for r in fastest)
 
 
-def test_fig4_is_on_a_linear_axis_with_readable_ticks(refs):
-    from bench.studies.cifar_opt.report import FIGURES, figure
+def test_fig4_is_on_a_linear_axis_with_readable_ticks(refs, tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.studies.cifar_opt.report import FIGURES, _bar_figure, draw_bars
 
     spec = next(f for f in FIGURES if f.fname == "cifar-opt_fig4_latency.png")
-    fig = figure(refs, spec)
+    plt.close("all")
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)  # keep the drawn figure open to read its axes
+    draw_bars(_bar_figure(refs, spec), tmp_path / "fig4.png")
+    monkeypatch.undo()
+    assert (tmp_path / "fig4.png").stat().st_size > 0
+    fig = plt.gcf()
+    assert fig.axes, "draw_bars drew no panel"
     fig.canvas.draw()
     for ax in fig.axes:
         assert ax.get_xscale() == "linear"
@@ -91,8 +102,6 @@ def test_fig4_is_on_a_linear_axis_with_readable_ticks(refs):
         labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         assert lo == 0 and len(ticks) >= 4 and len(labels) >= 4, (ticks, labels)
         assert len(ax.patches) == 8  # the bars per model: 4 GPU forms; CPU Default, Tuned and int8's two forms
-    import matplotlib.pyplot as plt
-
     plt.close(fig)
 
 

@@ -182,7 +182,7 @@ def test_no_plot_of_the_merged_references_names_two_series_alike(monkeypatch, tm
 
     figs = _figures(monkeypatch)
     dirs, _ = holding_results(sorted(REF.glob("*")))
-    build_report(dirs, tmp_path / "report")
+    build_report(dirs, tmp_path / "report", jobs=1, figure_cache=None)  # drawn here, where plt.close is watched
     assert len(figs) >= 10
     dup = []
     for fig in figs:

@@ -555,10 +555,12 @@ def test_fig3_training_and_validation_panels_follow_the_figure_rules(tmp_path, m
     from bench.studies.mlp_scratch import report
 
     figs = []
-    monkeypatch.setattr(report, "_save", lambda fig, path: figs.append(fig) or path.write_bytes(b""))
+    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))  # draw_convergence's figure kept open to read
     cells = _result_cells(tmp_path, ("numpy", "cupy", "cupy-tuned")) + _result_cells(tmp_path, ("numpy", "cupy"), "float64")
     assert report.convergence_plot(cells, tmp_path) == tmp_path / "mlp_convergence.png"
-    (fig,) = figs
+    monkeypatch.undo()
+    assert (tmp_path / "mlp_convergence.png").stat().st_size > 0
+    (fig,) = [f for f in figs if hasattr(f, "canvas")]  # the figure closed, not a close("all")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     (train, val), (dtrain, dval) = fig.axes[:2], fig.axes[2:4]

@@ -166,7 +166,8 @@ def test_report_replaces_an_earlier_report_whole(run, tmp_path):
     (out / "stale_figure.png").write_bytes(b"x")
     assert orch("report", str(run), "--out", str(out)).returncode == 0
     assert not (out / "stale_figure.png").exists() and (out / "REPORT.md").read_text() != "old\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["report"], "no temp or old dir left beside it"
+    beside = sorted(p.name for p in tmp_path.iterdir())
+    assert beside == [".report.figures", "report"], "no temp or old dir left beside it (the figure cache aside)"
 
 
 def test_report_refuses_an_out_that_holds_other_files_or_is_a_link(run, tmp_path):

@@ -75,12 +75,17 @@ def test_every_figure_keeps_its_legend_off_the_data_and_its_series_apart(tmp_pat
     import matplotlib.pyplot as plt
     from matplotlib.container import BarContainer
 
+    from bench.core.figures import collecting
     from bench.studies.mnist_cnn import plots
 
+    jobs: list = []
+    with collecting(lambda out, name, draw, data: jobs.append((name, draw, data))):
+        plots.fig1(_cells(tmp_path), tmp_path, lambda c: str(c.first["backend"]))
+    assert sorted(n for n, _, _ in jobs) == sorted(plots.PLOTS)
     figs = []
     monkeypatch.setattr(plots, "_save", lambda fig, path, note=None: figs.append((path.name, fig)))
-    plots.fig1(_cells(tmp_path), tmp_path, lambda c: str(c.first["backend"]))
-    assert sorted(n for n, _ in figs) == sorted(plots.PLOTS)
+    for name, draw, data in jobs:
+        draw(data, tmp_path / name)
     for name, fig in figs:
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()

@@ -28,6 +28,8 @@ runtime or image, the data, and any work-amount param (epochs, images).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,20 @@ ACROSS = {"run": 0, "host": 2, "hosts": 3}
 
 class DeclarationError(Exception):
     """A claim that does not fit the results it is judged on (one line: the study and claim are added)."""
+
+
+# what judge_all reads of a cell many times (its facets, throughput, host, environment), read once
+# per judge_all: the cells do not change while it runs; keyed by the objects' ids, all alive then
+_MEMO: ContextVar[dict | None] = ContextVar("answers_memo", default=None)
+
+
+def _once(key: tuple, fn: Callable[[], Any]) -> Any:
+    memo = _MEMO.get()
+    if memo is None:
+        return fn()
+    if key not in memo:
+        memo[key] = fn()
+    return memo[key]
 
 
 # ---- what a cell is: facets, host, environment ---------------------------------------------
@@ -152,7 +168,7 @@ class Side:
 
     @property
     def host(self) -> Host:
-        return host_of(self.first)
+        return _once(("host", id(self.first)), lambda: host_of(self.first))
 
     @property
     def device(self) -> str:
@@ -165,7 +181,7 @@ class Side:
 
     @property
     def env(self) -> dict[str, str]:
-        return env_of(self.first)
+        return _once(("env", id(self.first)), lambda: env_of(self.first))
 
     @property
     def data(self) -> tuple[str, bool]:
@@ -222,15 +238,23 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
     skip = set(want) | set(C.ALWAYS_FREE) | {"platform", "cell_platform"}
     out: dict[tuple[str, str], Side] = {}
     for c in cells:
-        if c.status != "ok":
+        if _once(("status", id(c)), lambda: c.status) != "ok":  # noqa: B023
             continue
-        values = study.throughput(c.rows) if metric is None else None
-        parts = list(values) if values is not None else sorted({str(r.get("backend")) for r in c.ok_rows})
+        values = _once(("throughput", id(study), id(c)), lambda: study.throughput(c.rows)) if metric is None else None  # noqa: B023
+        parts = (
+            list(values)
+            if values is not None
+            else _once(("parts", id(c)), lambda: sorted({str(r.get("backend")) for r in c.ok_rows}))  # noqa: B023
+        )
         for part in parts:
-            f = facets(study, c, part)
+            f = _once(("facets", id(study), id(c), part), lambda: facets(study, c, part))  # noqa: B023 - called at once
             if not all(f.get(k) == v for k, v in want.items()):
                 continue
-            v = values.get(part) if values is not None else metric(c.rows, part)  # type: ignore[misc]
+            v = (
+                values.get(part)
+                if values is not None
+                else _once(("metric", id(metric), id(c), part), lambda: metric(c.rows, part))  # type: ignore[misc] # noqa: B023
+            )
             if v is None or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
                 continue
             work = _workload(f, skip)
@@ -246,10 +270,11 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
                     f"{other.dir.name} ({other.first.get('backend')}) and {c.dir.name} ({c.first.get('backend')}); "
                     "the claim needs a facet that tells them apart"
                 )
-            if s.cells and env_of(c) != s.env:
+            env = _once(("env", id(c)), lambda: env_of(c))  # noqa: B023 - called at once
+            if s.cells and env != s.env:
                 raise DeclarationError(
                     f"the cells of run {c.run_label} on one side ({_text(want)}) disagree on their environment: "
-                    f"{_env_text(s.env)} against {_env_text(env_of(c))}"
+                    f"{_env_text(s.env)} against {_env_text(env)}"
                 )
             s.cells.append(c)
             s.per[c.repeat] = float(v)
@@ -569,12 +594,16 @@ def _parts(c: ResultCell) -> list[str]:
 def judge_all(registry: dict[str, Study], cells: list[ResultCell]) -> list[Answer]:
     """Every declared claim of every study that has cells here, in declaration order."""
     out: list[Answer] = []
-    for name, study in registry.items():
-        mine = [c for c in cells if c.study == name]
-        if not mine or not getattr(study, "claims", ()):
-            continue
-        for claim in study.claims:
-            out += judge(study, mine, claim)
+    token = _MEMO.set({})
+    try:
+        for name, study in registry.items():
+            mine = [c for c in cells if c.study == name]
+            if not mine or not getattr(study, "claims", ()):
+                continue
+            for claim in study.claims:
+                out += judge(study, mine, claim)
+    finally:
+        _MEMO.reset(token)
     return out
 
 

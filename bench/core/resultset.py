@@ -214,16 +214,19 @@ def _here(d: Path, line: str) -> str:
     return line.removeprefix(f"{d}{os.sep}")
 
 
-def load_cell(d: Path, problems: list[str] | None = None) -> ResultCell | None:
+def load_cell(
+    d: Path, problems: list[str] | None = None, read: dict[Path, tuple[list[dict], list[str]]] | None = None
+) -> ResultCell | None:
     """The cell in dir D (None when D holds no cell). Lines and side files that cannot be
-    trusted are appended to PROBLEMS; the cell is then `corrupt`."""
+    trusted are appended to PROBLEMS; the cell is then `corrupt`. READ: rows files already read
+    and checked ({path: (rows, problems)}, bench.core.columnar), taken instead of reading them."""
     problems = problems if problems is not None else []
     system, sys_bad = checked_json(d / "system.json", "system")
     spec, spec_bad = checked_json(d / "cell.json", "cell_spec")
     side = [w for w in (spec_bad, sys_bad) if w]
     rows_path = d / "rows.jsonl"
     if os.path.lexists(rows_path):
-        rows, bad = read_rows_checked(rows_path)
+        rows, bad = read[rows_path] if read is not None and rows_path in read else read_rows_checked(rows_path)
         if not bad and rows:
             why = _study_check(rows)
             if why:
@@ -295,21 +298,34 @@ def collect_set(dirs: list[Path]) -> ResultSet:
     cell_dirs: set[Path] = set()
     plat_files: set[Path] = set()
     runs: dict[tuple[str, tuple[str, ...]], Path] = {}
+    # the dirs to read, in order, each walked once; then every rows file read and checked at once
+    todo: list[tuple[Path, str, list[tuple[Path, list[str], list[str]]]]] = []  # (dir, why it is skipped or "", its tree)
     for d in map(Path, dirs):
         if not d.is_dir():
-            raise UsageError(f"result dir {d} does not exist")
+            todo.append((d, "missing", []))
+            break  # its error comes in its turn, after the dirs named before it
         real = d.resolve()
         first = next((n for n, r in named if _inside(real, r)), None)
         if first is not None:
-            how = "named twice" if first.resolve() == real else f"inside {first}"
-            rs.skipped.append(f"skipped: {d}: {how}, already read (each cell is counted once)")
+            todo.append((d, "named twice" if first.resolve() == real else f"inside {first}", []))
             continue
         named.append((d, real))
+        todo.append((d, "", list(walk(d))))
+    from bench.core.columnar import read_rows_many
+
+    read = read_rows_many([here / "rows.jsonl" for _, _, tree in todo for here, _, files in tree if "rows.jsonl" in files])
+    for d, skip, tree in todo:
+        if skip == "missing":
+            raise UsageError(f"result dir {d} does not exist")
+        if skip:
+            rs.skipped.append(f"skipped: {d}: {skip}, already read (each cell is counted once)")
+            continue
+        real = d.resolve()
         found = False
         again: dict[Path, int] = {}  # where a cell of this dir was already read from -> how many
-        for here, _subdirs, files in walk(d):
+        for here, _subdirs, files in tree:
             if any(f in files for f in CELL_FILES):
-                cell = load_cell(here, rs.problems)
+                cell = load_cell(here, rs.problems, read)
                 if cell is not None:
                     found = True
                     rs.read.add(here.resolve())

@@ -32,6 +32,7 @@ import os
 import stat
 import tempfile
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -188,8 +189,35 @@ def read_rows_checked(path: Path) -> tuple[list[dict], list[str]]:
     """(good rows, problems 'path:line: why') of a rows file, read within ROWS_CAPS: a symlink,
     an unreadable file, one over a cap, or a line over the line cap is a problem; after
     MAX_PROBLEMS problems the rest are counted, not listed."""
+    lines, why = rows_lines(path)
+    if lines is None:
+        return [], why
+    return check_lines(path, lines, why)
+
+
+def rows_lines(path: Path) -> tuple[list[tuple[int, bytes | None]] | None, list[str]]:
+    """The lines of rows file PATH as read within ROWS_CAPS ((line number, bytes), or None for a
+    line over the line cap), and what stopped the reading: (None, [why]) when the file is not
+    read at all (a symlink, over a cap), else the lines read and [why] where reading failed
+    part way."""
     if not is_regular(path):
-        return [], [f"{path}: not a regular file (a symlink?): not read"]
+        return None, [f"{path}: not a regular file (a symlink?): not read"]
+    lines: list[tuple[int, bytes | None]] = []
+    try:
+        for n, raw in bounded.lines(path, ROWS_CAPS):
+            lines.append((n, raw))
+    except bounded.TooBig as err:
+        return None, [str(err)]
+    except (OSError, EOFError) as err:
+        return lines, [f"{path}: cannot be read ({getattr(err, 'strerror', None) or err})"]
+    except KitError as err:
+        return lines, [str(err)]
+    return lines, []
+
+
+def check_lines(path: Path, lines: list[tuple[int, bytes | None]], after: Sequence[str] = ()) -> tuple[list[dict], list[str]]:
+    """(good rows, problems) of LINES of rows file PATH (rows_lines'), each line held to the rows
+    schema (check_row); AFTER: what stopped the reading, listed last."""
     rows: list[dict] = []
     problems: list[str] = []
     more = 0
@@ -201,33 +229,28 @@ def read_rows_checked(path: Path) -> tuple[list[dict], list[str]]:
         else:
             more += 1
 
-    try:
-        for n, raw in bounded.lines(path, ROWS_CAPS):
-            if raw is None:
-                problem(f"{path}:{n}: line longer than {bounded.mib(ROWS_CAPS.line_bytes)}: not read")
-                continue
-            line = raw.decode("utf-8", errors="replace")
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                problem(f"{path}:{n}: not JSON ({err.msg})")
-                continue
-            except (ValueError, RecursionError) as err:  # an int of too many digits, nesting too deep
-                problem(f"{path}:{n}: not JSON the kit can read ({type(err).__name__})")
-                continue
-            why = check_row(row)
-            if why:
-                problem(f"{path}:{n}: {why}")
-            else:
-                rows.append(row)
-    except bounded.TooBig as err:
-        return [], [str(err)]
-    except (OSError, EOFError) as err:
-        problem(f"{path}: cannot be read ({getattr(err, 'strerror', None) or err})")
-    except KitError as err:
-        problem(str(err))
+    for n, raw in lines:
+        if raw is None:
+            problem(f"{path}:{n}: line longer than {bounded.mib(ROWS_CAPS.line_bytes)}: not read")
+            continue
+        line = raw.decode("utf-8", errors="replace")
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            problem(f"{path}:{n}: not JSON ({err.msg})")
+            continue
+        except (ValueError, RecursionError) as err:  # an int of too many digits, nesting too deep
+            problem(f"{path}:{n}: not JSON the kit can read ({type(err).__name__})")
+            continue
+        why = check_row(row)
+        if why:
+            problem(f"{path}:{n}: {why}")
+        else:
+            rows.append(row)
+    for why in after:
+        problem(why)
     if more:
         problems.append(f"{path}: {more} more line(s) that cannot be trusted")
     return rows, problems

@@ -180,6 +180,7 @@ def _types() -> Any:
         scheduler_node: Text | None
 
     t.row = TypeAdapter(Row)
+    t.row_keys = frozenset(Row.__annotations__)
 
     class Gpu(TypedDict, total=False):
         __pydantic_config__ = strict  # type: ignore[misc]
@@ -358,6 +359,22 @@ def _nested_problem(key: str, v: Any) -> str | None:
     return None
 
 
+def number_bounds(key: str) -> tuple[float, bool, float]:
+    """(low, whether low itself is excluded, high): the range the number rule holds a finite
+    number of metric KEY to (a loss's NaN / +Infinity aside)."""
+    q = quantity_of(key)
+    if q is None:
+        return -MAX_MAGNITUDE, False, MAX_MAGNITUDE
+    if may_be_negative(key):
+        return -q.high, False, q.high
+    return q.low, q.above, q.high
+
+
+def row_keys() -> frozenset[str]:
+    """The keys the rows schema types (every other key of a row is a study's metric)."""
+    return _types().row_keys
+
+
 def number_problem(key: str, v: Any) -> str | None:
     """Why value V of metric KEY is impossible (None: it is not), by the number rule of the
     module docstring."""
@@ -443,6 +460,8 @@ __all__ = [
     "check",
     "check_row",
     "measured_problem",
+    "number_bounds",
     "number_problem",
+    "row_keys",
     "quantity_of",
 ]

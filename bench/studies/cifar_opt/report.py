@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import figure_note, palette, stats
+from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, markdown, sig
@@ -266,21 +267,43 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
     return [(n, v, fam) for n, (_, v, fam) in zip(names, bars)]
 
 
-def figure(groups: list[list[Cell]], spec: Figure):
+def _bar_figure(groups: list[list[Cell]], spec: Figure) -> dict:
+    """What one of the seed's Figs. 1-4 shows: per model, (label, values over seeds, device family) a bar."""
+    models = sorted({str(g[0].first.get("model")) for g in groups})
+    return {
+        "panels": [(plot_text(m), _bars(groups, spec, m)) for m in models],
+        "title": spec.title,
+        "note": _not_cifar(groups) if spec.key == "test_acc" else "",
+    }
+
+
+def _not_cifar(groups: list[list[Cell]]) -> str:
+    """The figure's NOT CIFAR-10 line naming the bars it is about, or ''."""
+    fake = [g for g in groups if not real_data(g)]
+    if not fake:
+        return ""
+    return figure_note.data_warning(
+        "NOT CIFAR-10",
+        [str(g[0].first.get("dataset")) for g in fake],
+        [f"{g[0].first.get('host')}: {_label(g[0])}" for g in fake],
+        len(fake) == len(groups),
+        "Synthetic data: the accuracies check that training works, not the seed's claims.",
+    )
+
+
+def draw_bars(d: dict, path: Path) -> None:
     """One of the seed's Figs. 1-4: a panel per model, a bar per configuration (and form), the
     median over seeds with min-max whiskers, on a linear axis from 0 with each bar's value
-    written beside it. Returns the matplotlib Figure (not saved)."""
+    written beside it (bench.core.figures)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = sorted({str(g[0].first.get("model")) for g in groups})
-    panels = {m: _bars(groups, spec, m) for m in models}
-    n_bars = max([1, *(len(b) for b in panels.values())])
-    fig, axes = plt.subplots(len(models), 1, figsize=(10, len(models) * (1.2 + 0.32 * n_bars)), squeeze=False)
-    for ax, mdl in zip(axes[:, 0], models):
-        bars = panels[mdl]
+    panels = d["panels"]
+    n_bars = max([1, *(len(b) for _, b in panels)])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, len(panels) * (1.2 + 0.32 * n_bars)), squeeze=False)
+    for ax, (mdl, bars) in zip(axes[:, 0], panels):
         meds = [statistics.median(v) for _, v, _ in bars]
         los = [m - min(v) for m, (_, v, _) in zip(meds, bars)]
         his = [max(v) - m for m, (_, v, _) in zip(meds, bars)]
@@ -291,37 +314,20 @@ def figure(groups: list[list[Cell]], spec: Figure):
             ax.annotate(fmt(m), (m + h, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
         ax.set_yticks(ys, [name for name, _, _ in bars], fontsize=7)
         ax.invert_yaxis()
-        ax.set_title(plot_text(mdl), fontsize=10)
+        ax.set_title(mdl, fontsize=10)
         ax.set_xscale("linear")
         ax.set_xlim(0, max([m + h for m, h in zip(meds, his)] or [1.0]) * 1.2)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(spec.title, fontsize=11)
+    fig.suptitle(d["title"], fontsize=11)
     fig.tight_layout()
-    fake = [g for g in groups if not real_data(g)]
-    if spec.key == "test_acc" and fake:
-        note = figure_note.data_warning(
-            "NOT CIFAR-10",
-            [str(g[0].first.get("dataset")) for g in fake],
-            [f"{g[0].first.get('host')}: {_label(g[0])}" for g in fake],
-            len(fake) == len(groups),
-            "Synthetic data: the accuracies check that training works, not the seed's claims.",
-        )
-        figure_note.add(fig, note)
-    return fig
+    if d["note"]:
+        figure_note.add(fig, d["note"])
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
-    import matplotlib.pyplot as plt
-
-    lines = []
-    for spec in FIGURES:
-        fig = figure(groups, spec)
-        tmp = out / f".{spec.fname}.tmp.png"
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        tmp.replace(out / spec.fname)
-        lines.append(f"![{spec.title}]({spec.fname})")
-    return lines
+    return [f"![{spec.title}]({figure(out, spec.fname, draw_bars, _bar_figure(groups, spec))})" for spec in FIGURES]
 
 
 def _num(v, default=None):
@@ -357,11 +363,6 @@ def _search_facts(c: Cell, pick: dict, trials: list[dict]) -> dict:
 
 def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
     """One line per Optuna search: its budget, its distance from chance, its pick, its Pareto plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     lines = []
     for g in groups:
         for c in g:
@@ -370,36 +371,24 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             if not trials or not pick:
                 continue
             front = {int(x) for x in str(pick.get("pareto_trials") or "").split(";") if x.strip().isdigit()}
-            fig, ax = plt.subplots(figsize=(5.5, 4))
-            for r in trials:
-                on = r["trial"] in front
-                ax.scatter(
-                    r["trial_epoch_s"], r["trial_val_acc"] * 100, c="tab:red" if on else "tab:gray", marker="o" if on else "x"
-                )
-                ax.annotate(
-                    plot_text(f"b{r['trial_batch_size']} lr{r['trial_lr']:.1g}"),
-                    (r["trial_epoch_s"], r["trial_val_acc"] * 100),
-                    fontsize=6,
-                )
-            fr = sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if r["trial"] in front)
-            if fr:
-                ax.plot(*zip(*fr), color="tab:red", lw=1, label="Pareto front")
             f = _search_facts(c, pick, trials)
-            ax.axhline(f["chance"] * 100, color="tab:blue", ls=":", lw=1, label="chance limit")
-            ax.set_xlabel("epoch time (s)")
-            ax.set_ylabel("validation accuracy (%)")
-            ax.set_title(
-                plot_text(
+            data = {
+                "trials": [
+                    (
+                        r["trial_epoch_s"],
+                        r["trial_val_acc"] * 100,
+                        r["trial"] in front,
+                        plot_text(f"b{r['trial_batch_size']} lr{r['trial_lr']:.1g}"),
+                    )
+                    for r in trials
+                ],
+                "front": sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if r["trial"] in front),
+                "chance": f["chance"] * 100,
+                "title": plot_text(
                     f"{c.first.get('model')} {c.first.get('backend')} seed {c.first.get('seed', 0) + c.repeat}: Optuna trials"
                 ),
-                fontsize=9,
-            )
-            ax.legend(fontsize=7)
-            fname = f"cifar-opt_pareto_{safe_name(c.dir.name)}.png"
-            tmp = out / f".{fname}.tmp.png"
-            fig.savefig(tmp, dpi=90, bbox_inches="tight")
-            plt.close(fig)
-            tmp.replace(out / fname)
+            }
+            fname = figure(out, f"cifar-opt_pareto_{safe_name(c.dir.name)}.png", draw_pareto, data)
             journal = f"{c.dir.name}/{pick['journal']}"
             budget = f"{md_text(f['trials'])} trials x {md_text(f['epochs'])} epoch(s) on {f['n_fit']:,} images, scored on {f['n_val']:,} held out"
             if f["budget_s"]:
@@ -427,6 +416,32 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
                 f"journal {md_code(journal)} ![Pareto]({fname})"
             )
     return lines
+
+
+def draw_pareto(d: dict, path: Path) -> None:
+    """An Optuna search's trials, epoch time against validation accuracy: the Pareto front in red
+    and joined, the others as grey crosses, each labelled with its batch and lr, the chance limit dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for on, colour, marker in ((False, "tab:gray", "x"), (True, "tab:red", "o")):
+        pts = [(x, y) for x, y, front, _ in d["trials"] if front == on]
+        if pts:
+            ax.scatter([x for x, _ in pts], [y for _, y in pts], c=colour, marker=marker)
+    for x, y, _, text in d["trials"]:
+        ax.annotate(text, (x, y), fontsize=6)
+    if d["front"]:
+        ax.plot([x for x, _ in d["front"]], [y for _, y in d["front"]], color="tab:red", lw=1, label="Pareto front")
+    ax.axhline(d["chance"], color="tab:blue", ls=":", lw=1, label="chance limit")
+    ax.set_xlabel("epoch time (s)")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title(d["title"], fontsize=9)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
 
 
 def _sizes(groups: list[list[Cell]]) -> list[str]:

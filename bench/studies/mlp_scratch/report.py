@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 from bench.core import figure_note, stats
+from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import fmt, md_row, md_sep
@@ -210,11 +211,6 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     the same dataset (percentage points), so curves that lie on top of each other stay
     readable. One series per configuration and variant: median over repeats (min-max band
     where repeats differ), its own colour and marker; the legend sits outside the axes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from bench.core import noise, palette
     from bench.core.labels import distinct, environments
 
@@ -260,40 +256,83 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         if ds not in refs or _rank(s) < _rank(refs[ds]):
             refs[ds] = s
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    axes[0, 1].sharey(axes[0, 0])
-    axes[1, 1].sharey(axes[1, 0])
-    shaded = False
-    for col, key in enumerate(("train_acc", "val_acc")):
-        ax, dx = axes[0, col], axes[1, col]
+    panels = []
+    for key in ("train_acc", "val_acc"):
+        curves = []
         for i, (g, v, label) in enumerate(series):
             cur = _curve(g, v, key)
             xs = list(cur)
-            st = {
-                "color": shade[i],  # the device family's shade (bench.core.palette)
-                "marker": _MARKERS[i % len(_MARKERS)],
-                "ls": _LINESTYLES.get(v, "-."),
-                "markevery": _markevery(len(xs), i, len(series)),
-                "ms": 5,
-                "lw": 1.3,
-                "mfc": "none" if i % 2 else None,  # open and filled markers alternate: overlaps show both
-            }
-            ax.plot(xs, [m for m, _, _ in cur.values()], label=label, **st)
-            if any(lo != hi for _, lo, hi in cur.values()):
-                shaded = True
-                ax.fill_between(
-                    xs, [lo for _, lo, _ in cur.values()], [hi for _, _, hi in cur.values()], color=st["color"], alpha=0.15, lw=0
-                )
             rg, rv, _ = refs[str(g[0].first.get("dataset"))]
             ref = _curve(rg, rv, key)
-            d = [(x, cur[x][0] - ref[x][0]) for x in xs if x in ref]
-            if d:
-                dx.plot([x for x, _ in d], [y for _, y in d], **st)
+            curves.append(
+                {
+                    "label": label,
+                    "style": {
+                        "color": shade[i],  # the device family's shade (bench.core.palette)
+                        "marker": _MARKERS[i % len(_MARKERS)],
+                        "ls": _LINESTYLES.get(v, "-."),
+                        "markevery": _markevery(len(xs), i, len(series)),
+                        "ms": 5,
+                        "lw": 1.3,
+                        "mfc": "none" if i % 2 else None,  # open and filled markers alternate: overlaps show both
+                    },
+                    "xs": xs,
+                    "med": [m for m, _, _ in cur.values()],
+                    "band": ([lo for _, lo, _ in cur.values()], [hi for _, _, hi in cur.values()])
+                    if any(lo != hi for _, lo, hi in cur.values())
+                    else None,
+                    "diff": [(x, cur[x][0] - ref[x][0]) for x in xs if x in ref],
+                }
+            )
+        panels.append(curves)
+    shaded = any(c["band"] is not None for curves in panels for c in curves)
+    many = any(len(g) > 1 for g, _, _ in series)
+    how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
+    fake = [(g, lab) for g, _, lab in series if not g[0].first.get("dataset_real", True)]
+    note = (
+        figure_note.data_warning(
+            "NOT MNIST",
+            [str(g[0].first.get("dataset")) for g, _ in fake],
+            [lab for _, lab in fake],
+            len(fake) == len(series),
+            "The embedded default is a wiring check, not comparable with seed 001.",
+        )
+        if fake
+        else ""
+    )
+    data = {
+        "panels": panels,
+        "ref_name": plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))),
+        "title": "mlp-scratch convergence, seed 001 Fig. 3" + how,
+        "note": note,
+    }
+    return out / figure(out, "mlp_convergence.png", draw_convergence, data)
+
+
+def draw_convergence(d: dict, path: Path) -> None:
+    """Seed 001's Fig. 3 from its data (convergence_plot; bench.core.figures)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    axes[0, 1].sharey(axes[0, 0])
+    axes[1, 1].sharey(axes[1, 0])
+    for col, curves in enumerate(d["panels"]):
+        ax, dx = axes[0, col], axes[1, col]
+        for c in curves:
+            st = c["style"]
+            ax.plot(c["xs"], c["med"], label=c["label"], **st)
+            if c["band"] is not None:
+                ax.fill_between(c["xs"], c["band"][0], c["band"][1], color=st["color"], alpha=0.15, lw=0)
+            if c["diff"]:
+                dx.plot([x for x, _ in c["diff"]], [y for _, y in c["diff"]], **st)
         dx.axhline(0.0, color="black", lw=0.8)
         ax.grid(True, alpha=0.3)
         dx.grid(True, alpha=0.3)
         dx.set_xlabel("iteration")
-    ref_name = plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()})))
+    ref_name = d["ref_name"]
     axes[0, 0].set_title("Training accuracy (the seed's Fig. 3)")
     axes[0, 1].set_title("Validation accuracy")
     axes[0, 0].set_ylabel("accuracy (%)")
@@ -301,31 +340,9 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     axes[1, 0].set_title(f"Training: minus {ref_name}", fontsize=9)
     axes[1, 1].set_title(f"Validation: minus {ref_name}", fontsize=9)
     axes[0, 1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
-    many = any(len(g) > 1 for g, _, _ in series)
-    how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
-    fig.suptitle("mlp-scratch convergence, seed 001 Fig. 3" + how)
-    fake = [(g, lab) for g, _, lab in series if not g[0].first.get("dataset_real", True)]
-    if fake:
-        figure_note.add(
-            fig,
-            figure_note.data_warning(
-                "NOT MNIST",
-                [str(g[0].first.get("dataset")) for g, _ in fake],
-                [lab for _, lab in fake],
-                len(fake) == len(series),
-                "The embedded default is a wiring check, not comparable with seed 001.",
-            ),
-        )
-    path = out / "mlp_convergence.png"
-    tmp = path.with_name(".mlp_convergence.tmp.png")
-    _save(fig, tmp)
-    tmp.replace(path)
-    return path
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
+    fig.suptitle(d["title"])
+    if d["note"]:
+        figure_note.add(fig, d["note"])
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 

@@ -1,19 +1,19 @@
 """Seed 000's Fig. 1 as four PNGs: time per epoch, throughput per epoch, test accuracy per
-epoch, and average-throughput bars. One line per cell (backend, pipeline, device)."""
+epoch, and average-throughput bars. One line per cell (backend, pipeline, device).
+
+`fig1` computes what each figure shows from the cells; the `draw_*` functions draw it from that
+data alone (bench.core.figures: the report draws them in parallel and keeps them by content)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from bench.core import figure_note  # noqa: E402
-from bench.core.resultset import ResultCell  # noqa: E402
-from bench.core.text import plot_text  # noqa: E402
+from bench.core import figure_note
+from bench.core.figures import figure
+from bench.core.resultset import ResultCell
+from bench.core.text import plot_text
 
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
 
@@ -35,13 +35,20 @@ def data_note(groups: list[list[ResultCell]], name: Callable[[list[ResultCell]],
     )
 
 
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _save(fig, path: Path, note: str | None = None) -> None:
     if note:
         figure_note.add(fig, note)
-    tmp = path.with_name("." + path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    _plt().close(fig)
 
 
 def _epochs(c: ResultCell) -> list[dict]:
@@ -108,25 +115,20 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
         return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
 
     note = data_note(groups, lambda g: names[id(g)])
+
+    def _line(i: int, g: list[ResultCell], key: str, scale: float = 1.0) -> dict:
+        xs, med, lo, hi = _series(g, key, scale)
+        return {"name": _name(g), "style": _style(i, shade[id(g)]), "xs": xs, "med": med, "lo": lo, "hi": hi, "band": len(g) > 1}
+
+    repeats = any(len(g) > 1 for g in groups)
     paths = []
     for key, ylabel, title, fname in (
         ("epoch_s", "seconds (log scale)", "Time per epoch", "epoch_time.png"),
         ("samples_per_s", "samples/s (log scale)", "Training throughput", "throughput.png"),
     ):
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        for i, g in enumerate(groups):
-            xs, med, lo, hi = _series(g, key)
-            st = _style(i, shade[id(g)])
-            ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
-            if len(g) > 1:
-                ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
-        ax.set_yscale("log")  # lines spanning 10^3-10^6 samples/s; the values stay readable in the legend's order
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(title + (" (median over repeats, min-max shaded)" if any(len(g) > 1 for g in groups) else ""))
-        _legend_outside(ax)
-        _save(fig, out / fname, note)
+        lines = [_line(i, g, key) for i, g in enumerate(groups)]
+        title += " (median over repeats, min-max shaded)" if repeats else ""
+        figure(out, fname, draw_per_epoch, {"lines": lines, "ylabel": ylabel, "title": title, "note": note})
         paths.append(out / fname)
 
     # accuracy: the curves lie within a point of each other, so a second panel shows each one's
@@ -141,57 +143,87 @@ def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str])
             str(g[0].first.get("backend")) == "torch-cpu" and refs[_ds(g)][0].first.get("backend") != "torch-cpu"
         ):
             refs[_ds(g)] = g
-    fig, (ax, dx) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    acc = []
     for i, g in enumerate(groups):
-        xs, med, lo, hi = _series(g, "test_acc", 100)
-        st = _style(i, shade[id(g)])
-        ax.plot(xs, med, ms=4, lw=1.2, label=_name(g), **st)
-        if len(g) > 1:
-            ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.15, lw=0)
+        line = _line(i, g, "test_acc", 100)
         rx, rmed, _, _ = _series(refs[_ds(g)], "test_acc", 100)
         rmap = dict(zip(rx, rmed))
-        d = [(x, m - rmap[x]) for x, m in zip(xs, med) if x in rmap]
-        if d:
-            dx.plot([x for x, _ in d], [y for _, y in d], ms=4, lw=1.2, **st)
-    dx.axhline(0.0, color="black", lw=0.8)
+        line["diff"] = [(x, m - rmap[x]) for x, m in zip(line["xs"], line["med"]) if x in rmap]
+        acc.append(line)
     ref_names = "; ".join(f"{plot_text(ds)}: {_name(g)}" for ds, g in refs.items())
+    figure(out, "test_accuracy.png", draw_accuracy, {"lines": acc, "ref_names": ref_names, "note": note})
+    paths.append(out / "test_accuracy.png")
+
+    # median throughput per configuration with its 95 % interval over repeats: dots and
+    # whiskers on a log axis (a log-scale bar's length means nothing), the value printed
+    rows: list[dict[str, Any]] = []
+    for i, g in enumerate(groups):
+        per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
+        sm = stats.summarize(per)
+        rows.append({"name": _name(g), "median": sm.median, "lo": sm.lo, "hi": sm.hi, "style": _style(i, shade[id(g)])})
+    rows.sort(key=lambda r: r["median"])
+    figure(out, "avg_throughput.png", draw_avg_throughput, {"rows": rows, "note": note})
+    paths.append(out / "avg_throughput.png")
+    return paths
+
+
+def draw_per_epoch(d: dict, path: Path) -> None:
+    """Time or throughput per epoch: a line per configuration, its min-max band shaded, log y."""
+    fig, ax = _plt().subplots(figsize=(9, 4.5))
+    for line in d["lines"]:
+        ax.plot(line["xs"], line["med"], ms=4, lw=1.2, label=line["name"], **line["style"])
+        if line["band"]:
+            ax.fill_between(line["xs"], line["lo"], line["hi"], color=line["style"]["color"], alpha=0.15, lw=0)
+    ax.set_yscale("log")  # lines spanning 10^3-10^6 samples/s; the values stay readable in the legend's order
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(d["ylabel"])
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(d["title"])
+    _legend_outside(ax)
+    _save(fig, path, d["note"])
+
+
+def draw_accuracy(d: dict, path: Path) -> None:
+    """Test accuracy per epoch, and under it each curve's difference to its dataset's reference."""
+    fig, (ax, dx) = _plt().subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    for line in d["lines"]:
+        st = line["style"]
+        ax.plot(line["xs"], line["med"], ms=4, lw=1.2, label=line["name"], **st)
+        if line["band"]:
+            ax.fill_between(line["xs"], line["lo"], line["hi"], color=st["color"], alpha=0.15, lw=0)
+        if line["diff"]:
+            dx.plot([x for x, _ in line["diff"]], [y for _, y in line["diff"]], ms=4, lw=1.2, **st)
+    dx.axhline(0.0, color="black", lw=0.8)
     dx.set_ylabel("difference to the reference\n(percentage points)", fontsize=8)
-    dx.set_title(f"reference per dataset: {ref_names}", fontsize=7)
+    dx.set_title(f"reference per dataset: {d['ref_names']}", fontsize=7)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Test accuracy after each epoch")
     ax.grid(True, alpha=0.3)
     dx.grid(True, alpha=0.3)
     dx.set_xlabel("epoch")
     _legend_outside(ax)
-    _save(fig, out / "test_accuracy.png", note)
-    paths.append(out / "test_accuracy.png")
+    _save(fig, path, d["note"])
 
-    # median throughput per configuration with its 95 % interval over repeats: dots and
-    # whiskers on a log axis (a log-scale bar's length means nothing), the value printed
-    rows = []
-    for i, g in enumerate(groups):
-        per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
-        rows.append((_name(g), stats.summarize(per), _style(i, shade[id(g)])))
-    rows.sort(key=lambda t: t[1].median)
-    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
-    for y, (_, sm, st) in enumerate(rows):
-        c_lo, c_hi = (sm.lo, sm.hi) if sm.lo is not None and sm.hi is not None else (sm.median, sm.median)
-        ax.errorbar(
-            [sm.median], [y], xerr=[[sm.median - c_lo], [c_hi - sm.median]], fmt=st["marker"], color=st["color"], capsize=3, ms=6
-        )
-        ax.annotate(f"{sm.median:,.0f}", (c_hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+
+def draw_avg_throughput(d: dict, path: Path) -> None:
+    """Median throughput per configuration, 95 % interval whiskers, log x, the value printed."""
+    rows = d["rows"]
+    fig, ax = _plt().subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
+    for y, r in enumerate(rows):
+        med, st = r["median"], r["style"]
+        c_lo, c_hi = (r["lo"], r["hi"]) if r["lo"] is not None and r["hi"] is not None else (med, med)
+        ax.errorbar([med], [y], xerr=[[med - c_lo], [c_hi - med]], fmt=st["marker"], color=st["color"], capsize=3, ms=6)
+        ax.annotate(f"{med:,.0f}", (c_hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), [r["name"] for r in rows], fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats, their range below 6)")
     ax.set_title("Throughput by configuration")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     if rows:
-        lo_all = min((r[1].lo or r[1].median) for r in rows)
-        hi_all = max((r[1].hi or r[1].median) for r in rows)
+        lo_all = min((r["lo"] or r["median"]) for r in rows)
+        hi_all = max((r["hi"] or r["median"]) for r in rows)
         ax.set_xlim(lo_all / 1.5, hi_all * 3)  # room for the printed values
-    _save(fig, out / "avg_throughput.png", note)
-    paths.append(out / "avg_throughput.png")
-    return paths
+    _save(fig, path, d["note"])
 
 
 def statistics_median(v: list[float]) -> float:

@@ -170,12 +170,13 @@ def speedups(cells: list[ResultCell]) -> list[dict]:
     pairs: list[tuple[str, str, tuple, tuple, tuple[float, float] | None]]
     pairs = [("seed 000's setups", n, SETUPS[a], SETUPS[b], seed_speedup(a, b)) for n, a, b in SPEEDUPS]
     pairs += [("kit's setups", n, a, b, None) for n, a, b in KIT_SPEEDUPS]
+    index: dict[tuple[str, tuple], list[tuple[str, dict[int, float]]]] = {}  # (session, configuration) -> (what ran, values)
+    for (sess, key, what), v in by.items():
+        index.setdefault((sess, key), []).append((what, v))
     for sess in sorted({s for s, _, _ in by}):
         for setups, name, a, b, seed in pairs:
-            for (sa, ka, wa), va in by.items():
-                for (sb, kb, wb), vb in by.items():
-                    if (sa, ka, sb, kb) != (sess, a, sess, b):
-                        continue
+            for wa, va in index.get((sess, a), []):
+                for wb, vb in index.get((sess, b), []):
                     r = stats.ratio(va, vb)
                     out.append(
                         {

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import palette
+from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
@@ -409,58 +410,73 @@ def scaling_figure(rows: list[tuple[Config, Summary, Summary | None]], out: Path
     many = [r for r in rows if r[0].gpus > 1]
     if not many:
         return None
+    variants = list(dict.fromkeys(str(g.row("variant")) for g, _, _ in rows))
+    fam = {str(g.row("variant")): palette.family(g.first.device, g.row("backend")) for g, _, _ in rows}
+    colour = palette.colors([(v, fam[v]) for v in variants])
+    plan = []
+    for v in variants:
+        line = sorted(
+            (r for r in rows if str(r[0].row("variant")) == v and r[0].mode in ("none", "ddp")), key=lambda r: r[0].gpus
+        )
+        dp = [r for r in rows if str(r[0].row("variant")) == v and r[0].mode == "dp"]
+        plan.append(
+            {
+                "variant": v,
+                "colour": colour[v],
+                "line": [(g.gpus, s.median, _yerr(s)) for g, s, _ in line],
+                "one": next((s.median for g, s, _ in line if g.gpus == 1), None),
+                "eff": [(g.gpus, e.median, _yerr(e)) for g, _, e in line if e is not None],
+                "dp": [
+                    (g.gpus, s.median, _yerr(s), bool(g.benchmark), None if e is None else (e.median, _yerr(e))) for g, s, e in dp
+                ],
+            }
+        )
+    g0 = many[0][0]
+    title = plot_text(f"{g0.run}: {g0.first.device}, {g0.row('model')} at b{g0.row('batch_size')} a GPU")
+    data = {"variants": plan, "ticks": sorted({g.gpus for g, _, _ in rows}), "title": title}
+    return figure(out, name, draw_scaling, data)
+
+
+def draw_scaling(d: dict, path: Path) -> None:
+    """The scaling figure from its data (bench.core.figures)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    variants = list(dict.fromkeys(str(g.row("variant")) for g, _, _ in rows))
-    fam = {str(g.row("variant")): palette.family(g.first.device, g.row("backend")) for g, _, _ in rows}
-    colour = palette.colors([(v, fam[v]) for v in variants])
     fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for v in variants:
-        line = sorted(
-            (r for r in rows if str(r[0].row("variant")) == v and r[0].mode in ("none", "ddp")), key=lambda r: r[0].gpus
-        )
-        if line:
-            xs = [g.gpus for g, _, _ in line]
-            ax_t.errorbar(xs, [s.median for _, s, _ in line], yerr=list(zip(*(_yerr(s) for _, s, _ in line))), marker="o",
-                          color=colour[v], capsize=3, label=plot_text(f"{v}: one GPU, DDP"))  # fmt: skip
-            one = next((s.median for g, s, _ in line if g.gpus == 1), None)
-            if one:
-                ax_t.plot(xs, [one * x for x in xs], ls=":", lw=1, color=colour[v], label=plot_text(f"{v}: N x one GPU"))
-            eff = [(g.gpus, e) for g, _, e in line if e is not None]
-            if eff:
-                ax_e.errorbar([x for x, _ in eff], [e.median for _, e in eff], yerr=list(zip(*(_yerr(e) for _, e in eff))),
-                              marker="o", color=colour[v], capsize=3, label=plot_text(f"{v}: DDP"))  # fmt: skip
-        for g, s, e in (r for r in rows if str(r[0].row("variant")) == v and r[0].mode == "dp"):
-            mark = "x" if g.benchmark else "s"
-            what = plot_text(f"{v}: DataParallel, benchmark {'on' if g.benchmark else 'off'}")
-            ax_t.errorbar([g.gpus], [s.median], yerr=[[a] for a in _yerr(s)], marker=mark, ls="none", color=colour[v],
+    for p in d["variants"]:
+        v, col = p["variant"], p["colour"]
+        if p["line"]:
+            xs = [x for x, _, _ in p["line"]]
+            ax_t.errorbar(xs, [m for _, m, _ in p["line"]], yerr=list(zip(*(e for _, _, e in p["line"]))), marker="o",
+                          color=col, capsize=3, label=plot_text(f"{v}: one GPU, DDP"))  # fmt: skip
+            if p["one"]:
+                ax_t.plot(xs, [p["one"] * x for x in xs], ls=":", lw=1, color=col, label=plot_text(f"{v}: N x one GPU"))
+            if p["eff"]:
+                ax_e.errorbar([x for x, _, _ in p["eff"]], [m for _, m, _ in p["eff"]], yerr=list(zip(*(e for _, _, e in p["eff"]))),
+                              marker="o", color=col, capsize=3, label=plot_text(f"{v}: DDP"))  # fmt: skip
+        for gpus, med, err, bench, eff in p["dp"]:
+            mark = "x" if bench else "s"
+            what = plot_text(f"{v}: DataParallel, benchmark {'on' if bench else 'off'}")
+            ax_t.errorbar([gpus], [med], yerr=[[a] for a in err], marker=mark, ls="none", color=col,
                           mfc="none", capsize=3, label=what)  # fmt: skip
-            if e is not None:
-                ax_e.errorbar([g.gpus], [e.median], yerr=[[a] for a in _yerr(e)], marker=mark, ls="none", color=colour[v],
+            if eff is not None:
+                ax_e.errorbar([gpus], [eff[0]], yerr=[[a] for a in eff[1]], marker=mark, ls="none", color=col,
                               mfc="none", capsize=3, label=what)  # fmt: skip
     ax_e.axhline(1.0, color="#888888", lw=0.8, ls="--")
-    ticks = sorted({g.gpus for g, _, _ in rows})
     for ax, what in ((ax_t, "training img/s (median over repeats)"), (ax_e, "scaling efficiency (N-GPU / 1-GPU) / N")):
-        ax.set_xticks(ticks)
+        ax.set_xticks(d["ticks"])
         ax.set_xlabel("GPUs")
         ax.set_ylabel(what, fontsize=8)
         ax.set_ylim(0, max(1.1, ax.get_ylim()[1]) if ax is ax_e else None)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
-    g0 = many[0][0]
-    fig.suptitle(
-        plot_text(f"{g0.run}: {g0.first.device}, {g0.row('model')} at b{g0.row('batch_size')} a GPU")
-        + " (bars: the interval over repeats; dotted: N x one GPU)",
-        fontsize=9,
-    )
+    fig.suptitle(d["title"] + " (bars: the interval over repeats; dotted: N x one GPU)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / name, dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
-    return name
 
 
 def _busbw(every: list[Config]) -> str:

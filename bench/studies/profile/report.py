@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench.core import bounded, palette
 from bench.core.errors import KitError
+from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
@@ -590,10 +591,6 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
     rows = _csv(c)
     if len(rows) < 2:
         return None, 0
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     def col(k: str) -> list[float | None]:
         vals: list[float | None] = []
@@ -632,28 +629,49 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
     panels.append(
         ("CPU", [("cpu_system_pct", "system %"), ("cpu_process_share", proc_title), ("rss_mb", "RSS MB"), ("threads", "threads")])
     )
-    fig, axes = plt.subplots(len(panels), 4, figsize=(12, 2.3 * len(panels)), squeeze=False)
-    for (panel, cols), ax_row in zip(panels, axes, strict=True):
-        for (k, what), ax in zip(cols, ax_row, strict=True):
+    grid = []
+    for panel, cols in panels:
+        row = []
+        for k, what in cols:
             lines: list[tuple[str, str | None, list[float | None]]] = []
             if panel.startswith("GPU"):
                 lines = [(f"GPU {i}", colour[i], col(f"gpu{i}_{k}")) for i in gpus]
-            for legend, shade, y in lines or [("", None, series[k] if k in series else col(k))]:
-                pts = [(a, b) for a, b in zip(t, y, strict=True) if b is not None]
+            drawn = [
+                (legend, shade, [(a, b) for a, b in zip(t, y, strict=True) if b is not None])
+                for legend, shade, y in lines or [("", None, series[k] if k in series else col(k))]
+            ]
+            capped = k in ("cpu_system_pct", "cpu_process_share") and bool(cores or k == "cpu_system_pct")
+            row.append({"title": f"{panel}: {what}", "lines": drawn, "legend": len(lines) > 1, "capped": capped})
+        grid.append(row)
+    figure(out, name, draw_series, {"grid": grid, "title": plot_text(title or _label(c)) + " (timed epochs)"})
+    return name, impossible
+
+
+def draw_series(d: dict, path: Path) -> None:
+    """Telemetry panels: a row per device kind, four series each (bench.core.figures)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = d["grid"]
+    fig, axes = plt.subplots(len(grid), 4, figsize=(12, 2.3 * len(grid)), squeeze=False)
+    for row, ax_row in zip(grid, axes, strict=True):
+        for p, ax in zip(row, ax_row, strict=True):
+            for legend, shade, pts in p["lines"]:
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1, color=shade, label=legend or None)
-            if len(lines) > 1:
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], lw=1, color=shade, label=legend or None)
+            if p["legend"]:
                 ax.legend(fontsize=6, loc="lower right")
-            if k in ("cpu_system_pct", "cpu_process_share") and (cores or k == "cpu_system_pct"):
+            if p["capped"]:
                 ax.set_ylim(0, 105)
-            ax.set_title(f"{panel}: {what}", fontsize=9)
+            ax.set_title(p["title"], fontsize=9)
             ax.set_xlabel("s", fontsize=8)
             ax.tick_params(labelsize=7)
-    fig.suptitle(plot_text(title or _label(c)) + " (timed epochs)", fontsize=10)
+    fig.suptitle(d["title"], fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / name, dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
-    return name, impossible
 
 
 def _ops_figure(c: Cell, out: Path, name: str, title: str = "", k: int = 12) -> str | None:
@@ -661,21 +679,30 @@ def _ops_figure(c: Cell, out: Path, name: str, title: str = "", k: int = 12) -> 
     ops, key = op_level(_profile(c), "op", k)
     if not ops:
         return None
+    data = {
+        "names": [plot_text(str(o.get("name"))[:48]) for o in ops][::-1],
+        "values": [_num(o.get(key)) or 0.0 for o in ops][::-1],
+        "xlabel": key.replace("_", " ").replace(" ms", ", ms"),
+        "title": plot_text(title or _label(c)) + ": operators (aten level, no kernels)",
+    }
+    return figure(out, name, draw_ops, data)
+
+
+def draw_ops(d: dict, path: Path) -> None:
+    """Horizontal bars: operators by their self time (bench.core.figures)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(ops) + 1.2))
-    names = [plot_text(str(o.get("name"))[:48]) for o in ops][::-1]
-    ax.barh(names, [_num(o.get(key)) or 0.0 for o in ops][::-1])
-    ax.set_xlabel(key.replace("_", " ").replace(" ms", ", ms"))
-    ax.set_title(plot_text(title or _label(c)) + ": operators (aten level, no kernels)", fontsize=10)
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(d["names"]) + 1.2))
+    ax.barh(d["names"], d["values"])
+    ax.set_xlabel(d["xlabel"])
+    ax.set_title(d["title"], fontsize=10)
     ax.tick_params(labelsize=7)
     fig.tight_layout()
-    fig.savefig(out / name, dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
-    return name
 
 
 def section(cells: list[Cell], out: Path) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from bench.core import palette, stats
 from bench.core.claims import ALWAYS_FREE, WORK_AMOUNT
+from bench.core.figures import figure
 from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
@@ -502,9 +503,10 @@ def roof_labels(lines: list[RoofLine], with_device: bool = False) -> list[str]:
     return distinct(named)
 
 
-def _draw_roof(ax, line: RoofLine, xs, color: str = "k", label: str | None = None) -> None:
-    ax.plot(xs, [attainable(x, line.compute, line.bandwidth)[0] for x in xs], PREC_STYLE.get(line.precision, ("-.",))[0],
-            color=color, lw=1.2, label=label)  # fmt: skip
+def _roof_curve(line: RoofLine, xs: list[float], color: str = "k") -> dict:
+    """LINE drawn over the intensities XS: its attainable FLOP/s there, its precision's style."""
+    ys = [attainable(x, line.compute, line.bandwidth)[0] for x in xs]
+    return {"xs": xs, "ys": ys, "ls": PREC_STYLE.get(line.precision, ("-.",))[0], "color": color}
 
 
 def _axes(ax) -> None:
@@ -513,22 +515,38 @@ def _axes(ax) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _points(ax, c: Cell, col: str) -> None:
-    """C's points: a bar from the unfused to the compulsory AI, the marker at the compulsory end."""
+def _points(c: Cell, col: str) -> dict:
+    """C's points as data: a bar from the unfused to the compulsory AI, the marker at the compulsory end."""
     p = params(c)
     ls, fill = PREC_STYLE.get(str(p["precision"]), ("-.", "full"))
+    bars = []
     for phase in ("train", "val"):
         marker = MARKERS.get((phase, str(p["pipeline"])), "x")
         for r in cell_rows(c, phase):
-            lo, hi, y = r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]
-            ax.plot([lo, hi], [y, y], "-", color=col, alpha=0.4, lw=1)
-            ax.plot([hi], [y], marker, color=col, fillstyle=fill, ms=7, mew=1.3)
+            bars.append((r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"], marker))
     sw = cell_rows(c, "sweep")
-    if sw:
-        xs, ys = [r["ai_high_flops_per_byte"] for r in sw], [r["achieved_flop_per_s"] for r in sw]
-        ax.plot(xs, ys, "^", ls=ls, color=col, fillstyle=fill, alpha=0.85, ms=5)
-        for r in (sw[0], sw[-1]):
-            ax.annotate(plot_text(f"b{r['batch_size']}"), (r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]), fontsize=6)
+    sweep = [(r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]) for r in sw]
+    marks = [
+        (plot_text(f"b{r['batch_size']}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"])
+        for r in (sw[:1] + sw[-1:] if sw else [])
+    ]
+    return {"color": col, "ls": ls, "fill": fill, "bars": bars, "sweep": sweep, "marks": marks}
+
+
+def _draw_points(ax, d: dict) -> None:
+    for lo, hi, y, marker in d["bars"]:
+        ax.plot([lo, hi], [y, y], "-", color=d["color"], alpha=0.4, lw=1)
+        ax.plot([hi], [y], marker, color=d["color"], fillstyle=d["fill"], ms=7, mew=1.3)
+    if d["sweep"]:
+        ax.plot([x for x, _ in d["sweep"]], [y for _, y in d["sweep"]], "^", ls=d["ls"], color=d["color"], fillstyle=d["fill"],
+                alpha=0.85, ms=5)  # fmt: skip
+        for text, x, y in d["marks"]:
+            ax.annotate(text, (x, y), fontsize=6)
+
+
+def _draw_roofs(ax, roofs: list[dict]) -> None:
+    for r in roofs:
+        ax.plot(r["xs"], r["ys"], r["ls"], color=r["color"], lw=1.2)
 
 
 def legend_handles(colors: dict[str, str], roofs: list[tuple[str, str, str]], precisions: list[str]) -> list:
@@ -548,7 +566,7 @@ def legend_handles(colors: dict[str, str], roofs: list[tuple[str, str, str]], pr
     return h
 
 
-def _span(cells: list[Cell]):
+def _span(cells: list[Cell]) -> list[float]:
     import numpy as np
 
     ais = [
@@ -559,7 +577,7 @@ def _span(cells: list[Cell]):
         if isinstance(v, (int, float)) and v > 0
     ]
     lo, hi = (min(ais) / 4, max(ais) * 4) if ais else (0.1, 1000)
-    return np.logspace(np.log10(min(lo, 0.1)), np.log10(max(hi, 100)), 200)
+    return [float(x) for x in np.logspace(np.log10(min(lo, 0.1)), np.log10(max(hi, 100)), 200)]
 
 
 def _precisions(cells: list[Cell]) -> list[str]:
@@ -568,67 +586,98 @@ def _precisions(cells: list[Cell]) -> list[str]:
 
 
 def figures(cells: list[Cell], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """A roofline per device (its models in its family's shades) and one per model across devices."""
     md = []
     devices = sorted({c.device for c in cells})
     fam = {c.device: palette.family(c.device, c.first.get("backend")) for c in cells}
     for i, dev in enumerate(devices):
         mine = [c for c in cells if c.device == dev]
-        fig, ax = plt.subplots(figsize=(11, 6))
         xs = _span(mine)
         lines = roof_lines(mine)
-        for line in lines:
-            _draw_roof(ax, line, xs)
         # one device per figure: its models in the shades of its family (bench.core.palette)
         present = [m for m in MODELS if any(params(c)["model"] == m for c in mine)]
         present += sorted({str(params(c)["model"]) for c in mine} - set(present))
         model_colors = palette.colors([(m, fam[dev]) for m in present])
-        for c in mine:
-            _points(ax, c, model_colors.get(str(params(c)["model"]), "tab:gray"))
-        _axes(ax)
-        ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
-        ax.set_ylabel("achieved FLOP/s")
-        ax.set_title(f"roofline: {plot_text(dev)}: every point under the roof of its precision", fontsize=10)
-        roofs = [(lab, PREC_STYLE.get(x.precision, ("-.",))[0], "k") for x, lab in zip(lines, roof_labels(lines))]
-        ax.legend(handles=legend_handles(model_colors, roofs, _precisions(mine)), fontsize=7, ncol=3,
-                  loc="upper center", bbox_to_anchor=(0.5, -0.12))  # fmt: skip
-        name = f"roofline_device{i + 1}.png"
-        fig.savefig(out / name, dpi=95, bbox_inches="tight")
-        plt.close(fig)
+        data = {
+            "roofs": [_roof_curve(line, xs) for line in lines],
+            "points": [_points(c, model_colors.get(str(params(c)["model"]), "tab:gray")) for c in mine],
+            "title": f"roofline: {plot_text(dev)}: every point under the roof of its precision",
+            "legend": (
+                model_colors,
+                [(lab, PREC_STYLE.get(x.precision, ("-.",))[0], "k") for x, lab in zip(lines, roof_labels(lines))],
+                _precisions(mine),
+            ),
+        }
+        name = figure(out, f"roofline_device{i + 1}.png", draw_device, data)
         md += [f"![roofline: {md_alt(dev)}]({name})", ""]
     models = [m for m in MODELS if any(params(c)["model"] == m for c in cells)]
     if models:
         dev_color = palette.colors([(d, fam[d]) for d in devices])  # colour = device, as in every plot
-        fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.8), squeeze=False)
-        for ax, m in zip(axes[0], models):
+        panels = []
+        for m in models:
             mine = [c for c in cells if params(c)["model"] == m]
             xs = _span(mine)
-            for line in roof_lines(mine):  # each device's roof of every precision its points ran at
-                _draw_roof(ax, line, xs, dev_color[line.device])
-            for c in mine:
-                _points(ax, c, dev_color[c.device])
-            _axes(ax)
-            ax.set_title(m, fontsize=10)
-            ax.set_xlabel("FLOP/byte")
-        axes[0][0].set_ylabel("achieved FLOP/s")
+            panels.append(
+                {
+                    "title": m,
+                    # each device's roof of every precision its points ran at
+                    "roofs": [_roof_curve(line, xs, dev_color[line.device]) for line in roof_lines(mine)],
+                    "points": [_points(c, dev_color[c.device]) for c in mine],
+                }
+            )
         every = roof_lines(cells)
         roofs = [
             (lab, PREC_STYLE.get(x.precision, ("-.",))[0], dev_color[x.device]) for x, lab in zip(every, roof_labels(every, True))
         ]
-        fig.legend(handles=legend_handles({}, roofs, _precisions(cells)), fontsize=7, ncol=3,
-                   loc="upper center", bbox_to_anchor=(0.5, 0.0))  # fmt: skip
-        fig.suptitle(
-            "per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10
-        )
-        fig.tight_layout()
-        fig.savefig(out / "roofline_per_model.png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
+        data = {"panels": panels, "legend": ({}, roofs, _precisions(cells))}
+        figure(out, "roofline_per_model.png", draw_per_model, data)
         md += ["![per-model rooflines across devices](roofline_per_model.png)", ""]
     return md
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_device(d: dict, path: Path) -> None:
+    """One device's roofline (bench.core.figures)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(11, 6))
+    _draw_roofs(ax, d["roofs"])
+    for p in d["points"]:
+        _draw_points(ax, p)
+    _axes(ax)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title(d["title"], fontsize=10)
+    ax.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.savefig(path, dpi=95, bbox_inches="tight")
+    plt.close(fig)
+
+
+def draw_per_model(d: dict, path: Path) -> None:
+    """Every model's points on every device, a panel each (bench.core.figures)."""
+    plt = _plt()
+    panels = d["panels"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.8), squeeze=False)
+    for ax, p in zip(axes[0], panels):
+        _draw_roofs(ax, p["roofs"])
+        for pt in p["points"]:
+            _draw_points(ax, pt)
+        _axes(ax)
+        ax.set_title(p["title"], fontsize=10)
+        ax.set_xlabel("FLOP/byte")
+    axes[0][0].set_ylabel("achieved FLOP/s")
+    fig.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle("per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
 
 
 # ---- the section --------------------------------------------------------------------------

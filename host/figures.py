@@ -1,0 +1,282 @@
+"""The report's figures: drawn in parallel processes, and only where their inputs changed.
+
+A report section asks for a figure with `bench.core.figures.figure(out, name, draw, data)`;
+inside `build_report` that call lands in a `Batch`:
+
+- its key (`bench.core.figures.key`: the data, the code that draws it, the plotting libraries'
+  versions) is looked up in the cache, a folder beside --out (`.<out name>.figures/`, outside the
+  temp dir the report is renamed from). A hit is copied into the report: nothing is drawn.
+- a miss is drawn by a pool of worker processes (one per usable core; `jobs=1` draws in this
+  process), which also makes the copy REPORT.html inlines (`small_png`: 128 colours). Both go into
+  the cache under the key.
+
+The cache is written by the kit and read back as untrusted: an entry is `<key>-<sha256 of its
+bytes, 32 hex>.png` (and `.small.png`), written under a temp name and renamed; it is served only
+when it is a regular file (no symlink), under MAX_ENTRY_BYTES, a PNG, and its bytes hash to its
+name. Anything else is a miss (and removed). A cache folder that is a symlink, or cannot be made
+or written, leaves the report uncached, never unwritten. After a report the cache keeps what that
+report used and, under MAX_CACHE_BYTES, the most recently used of the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core import figures as F
+
+MAX_ENTRY_BYTES = 32 << 20  # the largest figure the kit draws is under 0.5 MB
+MAX_CACHE_BYTES = 512 << 20
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def cache_dir_for(out: Path) -> Path:
+    """Where the figure cache of a report at OUT lives: beside it, hidden."""
+    out = Path(out)
+    return out.parent / f".{out.name}.figures"
+
+
+def small_png(raw: bytes) -> bytes:
+    """A PNG as REPORT.html inlines it: quantized to 128 colours (the kit's plots are flat colours
+    and lines; the full file stays beside the page), or as it is where that fails or is not
+    smaller. Keeps the merged page of every reference under 3 MB (tests/test_answers.py)."""
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(raw)) as im:
+            q = im.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+            buf = io.BytesIO()
+            q.save(buf, "PNG", optimize=True)
+    except Exception:  # noqa: BLE001 - an image Pillow cannot read is inlined as it is
+        return raw
+    small = buf.getvalue()
+    return small if len(small) < len(raw) else raw
+
+
+def draw_job(module: str, qualname: str, data: Any, path: str) -> bytes:
+    """In a worker: draw the figure into PATH; its small copy's bytes back to the report."""
+    F.render_named(module, qualname, data, path)
+    return small_png(Path(path).read_bytes())
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()[:32]
+
+
+class Cache:
+    """The figure cache folder (module docstring). Every method swallows the folder's OSErrors:
+    a cache that cannot be used is a miss, never a failed report."""
+
+    def __init__(self, folder: Path | None):
+        self.dir: Path | None = None
+        self.entries: dict[str, str] = {}  # "<key>" or "<key>.small" -> file name
+        self.used: set[str] = set()
+        self.made = False  # this report made the folder (made on the first entry written)
+        if folder is None or folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+            return
+        self.dir = folder
+        try:
+            for name in os.listdir(folder) if folder.is_dir() else []:
+                k, sep, rest = name.partition("-")
+                if sep and rest.endswith(".png") and len(k) == 64:
+                    kind = ".small" if rest.endswith(".small.png") else ""
+                    self.entries[k + kind] = name
+        except OSError:
+            self.dir = None
+
+    def discard(self) -> None:
+        """Remove the folder again when this report made it (a report that failed leaves nothing)."""
+        if self.made and self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.made = False
+
+    def get(self, k: str) -> bytes | None:
+        """The entry K's bytes when it can be trusted (module docstring), else None."""
+        name = self.entries.get(k)
+        if self.dir is None or name is None:
+            return None
+        p = self.dir / name
+        try:
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+                raise OSError("not a regular file of a figure's size")
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                raw = fh.read(MAX_ENTRY_BYTES + 1)
+            want = name.rpartition("-")[2].split(".", 1)[0]
+            if not raw.startswith(PNG_MAGIC) or _sha(raw) != want:
+                raise OSError("not the PNG its name promises")
+            os.utime(p)  # recently used: kept first when the cache is trimmed
+        except OSError:
+            self._drop(k)
+            return None
+        self.used.add(name)
+        return raw
+
+    def put(self, k: str, raw: bytes) -> None:
+        if self.dir is None or len(raw) > MAX_ENTRY_BYTES:
+            return
+        base, _, kind = k.partition(".")
+        name = f"{base}-{_sha(raw)}{'.' + kind if kind else ''}.png"
+        try:
+            if not self.dir.is_dir():
+                self.dir.mkdir(parents=True)
+                self.made = True
+            fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.dir)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(raw)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, self.dir / name)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError:
+            return
+        old = self.entries.get(k)
+        self.entries[k] = name
+        self.used.add(name)
+        if old and old != name:
+            self._unlink(old)
+
+    def _drop(self, k: str) -> None:
+        name = self.entries.pop(k, None)
+        if name:
+            self._unlink(name)
+
+    def _unlink(self, name: str) -> None:
+        if self.dir is not None:
+            try:
+                os.unlink(self.dir / name)
+            except OSError:
+                pass
+
+    def trim(self, cap: int = MAX_CACHE_BYTES) -> None:
+        """Remove stray temp files, then the least recently used entries this report did not use
+        until the folder is under CAP bytes."""
+        if self.dir is None:
+            return
+        try:
+            listing = []
+            for e in os.scandir(self.dir):
+                st = e.stat(follow_symlinks=False)
+                if e.name.endswith(".tmp") and time.time() - st.st_mtime > 3600:
+                    self._unlink(e.name)
+                elif e.name not in self.used:
+                    listing.append((st.st_mtime, st.st_size, e.name))
+            total = sum(size for _, size, _ in listing) + sum(
+                os.lstat(self.dir / n).st_size for n in self.used if os.path.lexists(self.dir / n)
+            )
+            for _mtime, size, name in sorted(listing):
+                if total <= cap:
+                    break
+                self._unlink(name)
+                total -= size
+        except OSError:
+            return
+
+
+@dataclass
+class Batch:
+    """The sink `build_report` puts under every report section (module docstring). `finish()`
+    waits for every figure and returns {file name: the bytes REPORT.html inlines}."""
+
+    cache: Cache
+    jobs: int
+    small: dict[str, bytes] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {"figures": 0, "cached": 0, "drawn": 0})
+    draw_s: float = 0.0  # seconds spent drawing in this process (jobs=1, or after a broken pool)
+    _pool: ProcessPoolExecutor | None = None
+    _pending: list[tuple[str, str, Path, tuple[str, str, Any], Future]] = field(default_factory=list)
+
+    def __call__(self, out: Path, name: str, draw: F.Draw, data: Any) -> None:
+        k = F.key(draw, data)
+        self.counts["figures"] += 1
+        raw = self.cache.get(k)
+        small = self.cache.get(k + ".small") if raw is not None else None
+        if raw is not None and small is not None:
+            self.counts["cached"] += 1
+            (out / name).write_bytes(raw)
+            self.small[name] = small
+            return
+        self.counts["drawn"] += 1
+        job = (*F.where(draw), data)
+        pool = self._executor()
+        if pool is None:
+            self._draw_here(k, name, out / name, job)
+            return
+        fut = pool.submit(draw_job, *job, str(out / name))
+        self._pending.append((k, name, out / name, job, fut))
+
+    def _executor(self) -> ProcessPoolExecutor | None:
+        if self.jobs <= 1:
+            return None
+        if self._pool is None:
+            import multiprocessing as mp
+
+            methods = mp.get_all_start_methods()
+            ctx = mp.get_context("forkserver" if "forkserver" in methods and sys.platform != "darwin" else "spawn")
+            if ctx.get_start_method() == "forkserver":
+                ctx.set_forkserver_preload(["matplotlib.pyplot", "bench.core.figures"])
+            self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx)
+        return self._pool
+
+    def _draw_here(self, k: str, name: str, path: Path, job: tuple[str, str, Any]) -> None:
+        t = time.perf_counter()
+        small = draw_job(*job, str(path))
+        self.draw_s += time.perf_counter() - t
+        self._keep(k, name, path, small)
+
+    def _keep(self, k: str, name: str, path: Path, small: bytes) -> None:
+        self.small[name] = small
+        self.cache.put(k, path.read_bytes())
+        self.cache.put(k + ".small", small)
+
+    def finish(self) -> dict[str, bytes]:
+        try:
+            for k, name, path, job, fut in self._pending:
+                try:
+                    small = fut.result()
+                except BrokenProcessPool:  # a worker died (killed, out of memory): draw it here
+                    self._draw_here(k, name, path, job)
+                    continue
+                self._keep(k, name, path, small)
+        finally:
+            self.close()
+        self.cache.trim()
+        return self.small
+
+    def close(self) -> None:
+        self._pending = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def batch_for(out: Path, jobs: int | None = None, cache: Path | None | bool = True) -> Batch:
+    """A Batch for a report at OUT: JOBS worker processes (default: the usable cores; 1 draws
+    here), the cache beside OUT (CACHE=True), in folder CACHE, or none (False/None)."""
+    from bench.core.machine import usable_cores
+
+    folder = cache_dir_for(out) if cache is True else (Path(cache) if cache else None)
+    return Batch(Cache(folder), max(1, jobs if jobs is not None else usable_cores()))
+
+
+def remove_cache(out: Path) -> None:
+    """Delete the figure cache of a report at OUT (a symlink there is only unlinked)."""
+    folder = cache_dir_for(out)
+    if folder.is_symlink():
+        folder.unlink()
+    elif folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
