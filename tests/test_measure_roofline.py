@@ -27,6 +27,15 @@ from bench.measure.roofs import (  # noqa: E402
 TINY = RoofSizes(gemm_n=64, conv=(1, 4, 8, 3), stream_mib=0.25, repeats=5, warmup=1)
 
 
+@pytest.fixture(autouse=True)
+def _a_quiet_machine(monkeypatch):
+    """The load average the roofs see: quiet, so a cache written here is reused whatever the
+    test machine's real load does between two calls (the test of a busy cache sets its own)."""
+    import bench.measure.roofs as roofs_mod
+
+    monkeypatch.setattr(roofs_mod, "_load_avg", lambda: 0.5)
+
+
 # ---- FLOPs ---------------------------------------------------------------------------------
 
 
@@ -184,6 +193,34 @@ def test_cpu_roofs_are_positive_with_units_cached_and_refreshed(tmp_path):
 
     # the test sizes never stand in for the real ones: their own file name
     assert r.cache_path and r.cache_path.endswith(".json") and r.cache_path != str(tmp_path / f"roofs-{r.device_id}.json")
+
+
+def test_a_roof_measured_on_a_busy_machine_is_measured_again_when_quieter_keeping_the_higher(tmp_path, monkeypatch):
+    import bench.measure.roofs as roofs_mod
+
+    loads = iter([9.0, 9.1])  # the first measurement: load 9 on the test's CPUs, before and after
+    monkeypatch.setattr(roofs_mod, "_load_avg", lambda: next(loads, 9.0))
+    monkeypatch.setattr(roofs_mod.os, "cpu_count", lambda: 2)
+    first = get_roofs("cpu", sizes=TINY, directory=tmp_path)
+    assert roofs_mod.busy(first.conditions) and not first.from_cache
+    # as busy now as then: the cache stands
+    assert get_roofs("cpu", sizes=TINY, directory=tmp_path).from_cache
+    # plant a figure no quiet run can reach on one roof, and a tiny one on another
+    data = json.loads(open(first.cache_path).read())
+    data["roofs"]["copy"]["value"] = 1e18
+    data["roofs"]["gemm_fp32"]["value"] = 1.0
+    data["roofs"]["gemm_fp32"]["median_s"] = data["roofs"]["gemm_fp32"]["work"]
+    open(first.cache_path, "w").write(json.dumps(data))
+    monkeypatch.setattr(roofs_mod, "_load_avg", lambda: 0.2)  # quieter now
+    again = get_roofs("cpu", sizes=TINY, directory=tmp_path)
+    assert not again.from_cache and not roofs_mod.busy(again.conditions)
+    kept_now = again.conditions["kept"]  # (other tiny roofs may have measured higher the first time too)
+    assert again.roofs["copy"].value == 1e18 and kept_now["copy"] == first.measured_at and "gemm_fp32" not in kept_now
+    assert again.roofs["gemm_fp32"].value > 1.0  # the loaded figure gave way to the new one
+    kept = json.loads(open(first.cache_path).read())
+    assert kept["roofs"]["copy"]["value"] == 1e18 and kept["conditions"]["kept"] == kept_now
+    # a quiet cache is reused from then on
+    assert get_roofs("cpu", sizes=TINY, directory=tmp_path).from_cache
 
 
 def test_a_corrupt_or_stale_cache_is_measured_again(tmp_path):
