@@ -171,7 +171,12 @@ class Eta:
             elif twins:  # a repeat of measured work
                 step = _twin_step(twins) or 0.0
                 close = _twin_close(twins)
-                opened = statistics.median(t.open_s for t in twins if t.open_s is not None)
+                # a twin's open, but no more than the estimate at this run's pace: an open far
+                # above it paid a one-time cost (numba's first compile: 11 s, its repeats 1.4 s)
+                opened = min(
+                    statistics.median(t.open_s for t in twins if t.open_s is not None),
+                    c.plan.open_s * study_pace.get(c.study, run_pace),
+                )
                 left += opened + c.steps * step + (close if close is not None else CLOSE_STEP_SHARE * step)
             else:
                 left += c.units_total * study_pace.get(c.study, run_pace)
@@ -179,12 +184,13 @@ class Eta:
 
 
 def _planned(c: _Cell) -> float:
-    """The estimated seconds of what C has done (its open, its steps, its close)."""
-    return c.plan.open_s + c.steps_done * c.plan.step_s
+    """The estimated seconds of the steps C has done (the pace is the steps': an open pays
+    one-time costs, a JIT compile or a cache filled, that its repeats do not)."""
+    return c.steps_done * c.plan.step_s
 
 
 def _spent(c: _Cell) -> float:
-    return (c.open_s or 0.0) + sum(c.step_times) + (c.close_s or 0.0)
+    return sum(c.step_times)
 
 
 def _pace(spent: float, planned: float, total: float) -> float:
