@@ -10,7 +10,10 @@ early (an error, a sweep that stops at its OOM). What is left is, per cell:
     a cell not yet started  what a finished repeat of its configuration took (the same work), else
                             its estimate x the pace of its study so far, else x the run's pace
 
-    pace = (measured seconds + B) / (estimated seconds of the same work + B),  B = 2 % of the estimate
+    pace = (measured step seconds + B) / (estimated seconds of the same steps + B),  B = 2 % of the estimate
+
+(steps only: an open pays one-time costs, a JIT compile or a cache filled, that its repeats do
+not; a repeat's open is its twin's, capped at its estimate x the pace)
 
 so the relative costs of cells come from the studies until the run has measured them, and the
 absolute speed from this run (a loaded or a faster machine). B keeps one slow warm-up from
