@@ -14,13 +14,13 @@ variant.
 """
 from __future__ import annotations
 
-from bench.studies.mnist_cnn.kernels.numba_cuda_cnn import A_P2, D1, N_P2, _jit, cuda
+from bench.studies.mnist_cnn.kernels.numba_cuda.net import A_P2, D1, N_P2, cuda, jit
 
 ROW = N_P2 + D1  # 528 floats of a sample's act row: p2 (400) then h (128), contiguous there
 TPB = 256
 
 
-@_jit
+@jit
 def k_dense_inputs(act, m, f_out, h_out):
     """f_out[n] = act[n, p2], h_out[n] = act[n, h] for n < m; one thread per float, grid-stride."""
     for i in range(cuda.grid(1), m * ROW, cuda.gridsize(1)):
