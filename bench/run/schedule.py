@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from bench.core import bounded
 from bench.core import rows as R
 from bench.core.cell import Cell
+from bench.core.child import child_env
 from bench.core.errors import KitError
 from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
@@ -54,17 +55,6 @@ class Outcome:
     seconds: float
     reason: str = ""
     warmup_s: float | None = None
-
-
-def subprocess_env(extra: dict | None = None) -> dict:
-    """The environment of a cell process: unbuffered, able to import this very package from
-    any working directory, without the CUDA simulator unless explicitly allowed."""
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    if env.get("KIT_ALLOW_CUDASIM") != "1":
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-    return {**env, **(extra or {})}
 
 
 def cell_argv(spec_path: Path, out: Path, data_dir: str | None) -> list[str]:
@@ -114,7 +104,7 @@ class Child:
             stderr=self.log,
             text=True,
             bufsize=1,
-            env=subprocess_env(self.env_extra),
+            env=child_env(self.env_extra),
         )
         self.alive = True
 
@@ -463,4 +453,4 @@ class Scheduler:
         return out
 
 
-__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle", "subprocess_env"]
+__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle"]
