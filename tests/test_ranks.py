@@ -67,9 +67,13 @@ def test_a_dead_rank_ends_the_cell_in_one_line_and_keeps_what_finished(tmp_path)
 def test_only_cells_that_run_on_several_devices_take_them():
     """`--set devices=cpu,cpu` reaches the cells that can run on several devices: not numba,
     nor cifar-opt's int8, nor roofline's sweep (which ends at an out-of-memory error)."""
+    from bench.core.request import RunRequest
     from bench.run.matrix import resolve
 
-    cells = resolve(["mnist-cnn", "cifar-opt", "roofline"], ["cpu"], "smoke", ["devices=cpu,cpu"], [], None, resolve_data=False)
+    req = RunRequest(
+        studies=("mnist-cnn", "cifar-opt", "roofline"), platforms=("cpu",), profile="smoke", sets=("devices=cpu,cpu",)
+    )
+    cells = resolve(req, resolve_data=False)
     took = {(c.study, c.backend, c.variant, c.params.get("scenario")): c.devices for c in cells}
     assert took[("mnist-cnn", "torch-cpu", "default", None)] == ("cpu", "cpu")
     assert took[("mnist-cnn", "numba-cpu", "default", None)] == ()

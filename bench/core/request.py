@@ -209,7 +209,11 @@ class RunRequest:
             a += ["--label", self.label]
         if self.until_decided:
             a.append("--until-decided")
-            for flag, v in (("--max-repeats", self.max_repeats), ("--budget", self.budget), ("--target-width", self.target_width)):
+            for flag, v in (
+                ("--max-repeats", self.max_repeats),
+                ("--budget", self.budget),
+                ("--target-width", self.target_width),
+            ):
                 if v is not None:
                     a += [flag, str(v)]
         return a

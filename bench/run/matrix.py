@@ -129,9 +129,7 @@ def cell_count(cells: list[Cell]) -> str:
     return first + "".join(f" + {k} x {r}" for (_, k), r in zip(groups[1:], rep[1:]))
 
 
-def run_matrix(
-    req: RunRequest, echo: Callable[[str], None] = print, bar: bool = False, noise: bool = True
-) -> int:
+def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool = False, noise: bool = True) -> int:
     """Run REQ's matrix; returns the exit code (1 when any cell ended in error). Every step prints
     one plain line with the run's ETA (containers and logs read those); BAR adds a rich progress
     bar for a terminal. REQ.until (--until-decided): after the first rounds, rounds for the cells
