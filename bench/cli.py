@@ -13,7 +13,7 @@ import typer
 from bench.core.choices import Profile, Schedule
 from bench.core.cli_style import fail, style
 from bench.core.errors import KitError
-from bench.core.request import RunRequest, default_out
+from bench.core.request import Paths, RunRequest, default_out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: run studies on this host.")
 
@@ -161,16 +161,16 @@ def cell(
         c = load_spec(spec)
         get_study(c.study).validate(c)  # bad input: one line before anything (the lock) is written
         if gate:  # the scheduler that started us holds the results dir's lock
-            code = run_cell(c, out, data_dir, gated=True)
+            code = run_cell(c, Paths(out, data_dir), gated=True)
         else:
             with results_lock(out):
                 if not sys.stderr.isatty():
-                    code = run_cell(c, out, data_dir)
+                    code = run_cell(c, Paths(out, data_dir))
                 else:
                     from rich.progress import Progress
 
                     with Progress(transient=False) as progress:
-                        code = run_cell(c, out, data_dir, progress=progress)
+                        code = run_cell(c, Paths(out, data_dir), progress=progress)
     except KitError as err:
         fail(str(err), 2)
     if not gate:

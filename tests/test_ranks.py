@@ -97,13 +97,14 @@ def test_the_ddp_options_are_the_cells_own():
 
 
 def test_the_launch_takes_its_rendezvous_from_the_environment(monkeypatch, tmp_path):
+    from bench.core.request import Paths
     from bench.run.ranks import torchrun_argv
 
-    argv = torchrun_argv(2, tmp_path / "c.json", tmp_path, None)
+    argv = torchrun_argv(2, tmp_path / "c.json", Paths(tmp_path))
     assert "--standalone" in argv and "--nproc_per_node=2" in argv
     monkeypatch.setenv("KIT_RDZV_ENDPOINT", "node0:29500")
     monkeypatch.setenv("KIT_NNODES", "4")
-    argv = torchrun_argv(8, tmp_path / "c.json", tmp_path, "/data")
+    argv = torchrun_argv(8, tmp_path / "c.json", Paths(tmp_path, "/data"))
     assert "--standalone" not in argv and "--nnodes=4" in argv and "--rdzv-endpoint=node0:29500" in argv
     assert "--rdzv-backend=c10d" in argv and argv[-2:] == ["--data-dir", "/data"]
     assert json.dumps(argv)  # plain strings

@@ -226,6 +226,7 @@ def test_the_per_device_schedule_reserves_every_gpu_a_cell_names(tmp_path, monke
     import toy_study  # noqa: F401 - registers the toy here too
 
     from bench.core.registry import get_study
+    from bench.core.request import Paths
     from bench.run.schedule import Scheduler
 
     monkeypatch.setenv("KIT_STUDY_MODULES", "toy_study")
@@ -233,7 +234,7 @@ def test_the_per_device_schedule_reserves_every_gpu_a_cell_names(tmp_path, monke
     toy = get_study("toy")
     both = toy.cell("fake-gpu", name="both", devices=("0", "1"), sleep_s=0.3)
     ones = [toy.cell("fake-gpu", name=f"one{i}", seed=i, sleep_s=0.3) for i in range(3)]
-    got = Scheduler(tmp_path, devices=["0", "1"], echo=lambda s: None).run([ones[0], both, ones[1], ones[2]], "per-device")
+    got = Scheduler(Paths(tmp_path), devices=["0", "1"], echo=lambda s: None).run([ones[0], both, ones[1], ones[2]], "per-device")
     assert [o.status for o in got] == ["ok"] * 4
     spans = {}
     for name in ("both", "one0", "one1", "one2"):

@@ -159,9 +159,7 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
             with _bar(bar) as (say, progress):
-                sched = Scheduler(
-                    out, paths.data_dir, req.cell_timeout_s, req.rerun, echo=say, devices=list(req.devices), progress=progress
-                )
+                sched = Scheduler(paths, req.cell_timeout_s, req.rerun, echo=say, devices=list(req.devices), progress=progress)
                 outcomes = sched.run(cells, schedule)
                 if until is not None:
                     # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so
