@@ -240,9 +240,9 @@ def _is_argument(p: inspect.Parameter) -> bool:
     return any(isinstance(m, typer.models.ArgumentInfo) for m in getattr(p.annotation, "__metadata__", ()))
 
 
-def _request(opts: RunOptions, platforms: list[str] | None = None, out: Path | None = None, data_dir: str | None = None):
-    """OPTS (a RunOptions) as one RunRequest on PLATFORMS; a bad value is one usage line (exit 2)
-    before any work."""
+def _request(opts: RunOptions, platforms: list[str] | None = None, out: Path | None = None) -> RunRequest:
+    """OPTS as one RunRequest on PLATFORMS, its results in OUT (default: --out, else default_out());
+    a bad value is one usage line (exit 2) before any work."""
     from bench.core.registry import select
     from bench.core.request import RunRequest
 
@@ -262,8 +262,8 @@ def _request(opts: RunOptions, platforms: list[str] | None = None, out: Path | N
             max_repeats=opts.max_repeats,
             budget=opts.budget,
             target_width=opts.target_width,
-            out=out,
-            data_dir=data_dir,
+            out=out or opts.out or default_out(),
+            data_dir=opts.data_dir,
         )
         select(list(req.studies))  # an unknown study is one line here, before any work
     except KitError as err:
@@ -384,7 +384,7 @@ def run(
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
     from bench.core.rows import write_json
 
-    req = _request(opts, platforms, opts.out or default_out(), opts.data_dir)
+    req = _request(opts, platforms)
     if image is not None and (opts.runtime == Runtime.native or len(platforms or []) != 1):
         usage("--image runs one platform in a container: name it (run cpu --image TAG) and leave --runtime native out")
     notes, code = _execute(req, opts.runtime, opts.ca_cert, image)
@@ -519,7 +519,7 @@ def all_cmd(
     """Run every platform this host can run, then write the report."""
     from bench.core.rows import write_json
 
-    req = _request(opts, None, opts.out or default_out(), opts.data_dir)
+    req = _request(opts)
     out = req.paths.out
     notes, code = _execute(req, opts.runtime, opts.ca_cert)
     write_json(out / "platforms.json", notes)
@@ -610,10 +610,10 @@ def reference(
         f"reference {preset.value}: {p.about}; {n} repeats{seq}, {p.schedule}, native -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
-    opts = RunOptions(profile=Profile(p.profile), set_=list(p.sets), schedule=Schedule(p.schedule), repeats=n)
+    opts = RunOptions(profile=Profile(p.profile), set_=list(p.sets), schedule=Schedule(p.schedule), data_dir=data_dir, repeats=n)
     if p.until_decided:
         opts = replace(opts, until_decided=True, max_repeats=p.max_repeats, budget=p.budget)
-    notes, code = _execute(_request(opts, list(p.platforms), dest, data_dir), Runtime.native, None)
+    notes, code = _execute(_request(opts, list(p.platforms), dest), Runtime.native, None)
     write_json(dest / "platforms.json", notes)
     _report([dest], dest / "report")
     raise typer.Exit(code)
