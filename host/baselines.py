@@ -76,6 +76,7 @@ class SpeedMetric(_Strict):
     spread: float = Field(ge=0)
     spread_from: str
     tolerance: float = Field(ge=1)
+    floor: float | None = Field(default=None, ge=1)  # the set's --speed-floor, where not speed.FLOOR
 
 
 class Entry(_Strict):
@@ -105,6 +106,7 @@ class BaselineSet(_Strict):
     command: str
     acc_margin: float
     loss_rtol: Pos
+    speed_floor: float | None = Field(default=None, ge=1)
     entries: list[Entry]
 
 
@@ -243,11 +245,13 @@ def _band_overrides(specs: list[str]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _entry(group: list[ResultCell], p: str, bands: dict, acc_margin: float, loss_rtol: float) -> dict | None:
+def _entry(
+    group: list[ResultCell], p: str, bands: dict, acc_margin: float, loss_rtol: float, floor: float = speed.FLOOR
+) -> dict | None:
     c0 = group[0]
     accs = [a for c in group for a in [final_accuracy(c, p)] if a]
     curves = [cv for c in group for cv in [loss_curve(c, p)] if cv]
-    spd, skipped = speed.record(group, p)
+    spd, skipped = speed.record(group, p, floor)
     if not accs and not curves and not spd:
         return None
     raw = {k: v for k, v in workload(c0.spec).items() if k != "study"}
@@ -295,6 +299,7 @@ def make_baseline(
     loss_rtol: float = DEFAULT_LOSS_RTOL,
     acc_bands: list[str] | None = None,
     bdir: Path = BASELINES_DIR,
+    speed_floor: float = speed.FLOOR,
 ) -> dict:
     """Write baseline set NAME (default: the first DIR's name) from DIRS into BDIR/<study>.json,
     replacing that set's entries and keeping every other set. Every DIR must pass every check but
@@ -308,6 +313,8 @@ def make_baseline(
         raise UsageError("a baseline set needs a name: pass --name")
     if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
         raise UsageError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
+    if not 1 <= speed_floor <= 100:
+        raise UsageError(f"--speed-floor {speed_floor:g}: a tolerance factor, between 1 and 100")
     bands = _band_overrides(acc_bands or [])
     groups: dict[str, list[ResultCell]] = {}
     for d in dirs:
@@ -323,7 +330,7 @@ def make_baseline(
     new: dict[str, list[dict]] = {}
     for group in groups.values():
         for p in parts(group[0]):
-            e = _entry(group, p, bands, acc_margin, loss_rtol)
+            e = _entry(group, p, bands, acc_margin, loss_rtol, speed_floor)
             if e is not None:
                 new.setdefault(group[0].study, []).append(e)
     if not new:
@@ -334,6 +341,7 @@ def make_baseline(
 
     written = []
     args = f" --acc-margin {acc_margin:g} --loss-rtol {loss_rtol:g}" + "".join(f" --acc-band {b}" for b in acc_bands or [])
+    args += f" --speed-floor {speed_floor:g}" if speed_floor != speed.FLOOR else ""
     old_all = load_baselines(bdir)
     for study, es in sorted(new.items()):
         path = bdir / f"{study}.json"
@@ -343,6 +351,7 @@ def make_baseline(
             "command": f"python orchestrate.py verify --make-baseline {' '.join(map(str, dirs))} --name {name}{args}",
             "acc_margin": acc_margin,
             "loss_rtol": loss_rtol,
+            **({"speed_floor": speed_floor} if speed_floor != speed.FLOOR else {}),
             "entries": sorted(
                 es, key=lambda e: (e["label"], e["part"], speed.key(e["environment"]), speed.key(e["machine_class"]))
             ),

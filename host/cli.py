@@ -721,6 +721,10 @@ def verify(
     acc_band: Annotated[
         list[str] | None, typer.Option(help="--make-baseline: [STUDY=]LO-HI, a fixed accuracy band (repeatable)")
     ] = None,
+    speed_floor: Annotated[
+        float,
+        typer.Option(help="--make-baseline: the smallest speed tolerance factor of the set (host/speed.py's rule)"),
+    ] = 1.3,
     baselines_dir: Annotated[Path | None, typer.Option(help="where the baseline files are")] = None,
     claims: Annotated[
         bool,
@@ -744,7 +748,7 @@ def verify(
     bdir = baselines_dir or ver.BASELINES_DIR
     try:
         if make_baseline:
-            info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir)
+            info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir, speed_floor)
             for w in info["written"]:
                 nospeed = f" ({w['without_speed']} without a speed record)" if w["without_speed"] else ""
                 typer.echo(f"baseline set {w['set']}: {w['entries']} entries{nospeed} in {w['path']}")

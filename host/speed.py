@@ -110,24 +110,28 @@ def step_times(cell: ResultCell, part: str) -> list[float]:
     return [v for v in (s.timed_values(cell.ok_rows).get(part, []) if s else []) if v > 0]
 
 
-def tolerance(values: list[float]) -> float:
-    """The rule above, over VALUES (the repeats' figures, or one repeat's step times)."""
+def tolerance(values: list[float], floor: float = FLOOR) -> float:
+    """The rule above, over VALUES (the repeats' figures, or one repeat's step times); FLOOR is
+    the set's (`verify --make-baseline --speed-floor`, default FLOOR)."""
     spread = (max(values) - min(values)) / statistics.median(values)
-    return round(max(FLOOR, 1.0 + SPREAD_K * spread, max(values) / min(values)), 3)
+    return round(max(floor, 1.0 + SPREAD_K * spread, max(values) / min(values)), 3)
 
 
-def record(cells: list[ResultCell], part: str) -> tuple[dict, list[str]]:
+def record(cells: list[ResultCell], part: str, floor: float = FLOOR) -> tuple[dict, list[str]]:
     """(metric -> its baseline record, why a metric got none) over the repeats CELLS of one
     configuration, environment and machine class."""
     got: dict[str, tuple[Speed, list[float]]] = {}
-    for c in cells:
+    quiet = [c for c in cells if not cpu_shared(c)]
+    if cells and not quiet:
+        return {}, [f"every repeat ran beside other work ({cpu_shared(cells[0])}): no speed to hold others to"]
+    for c in quiet:
         for name, sp in figures(c, part).items():
             got.setdefault(name, (sp, []))[1].append(sp.value)
     out, skipped = {}, []
     for name, (sp, values) in sorted(got.items()):
         med = statistics.median(values)
         rec: dict[str, Any] = {"unit": sp.unit, "higher_is_better": sp.higher_is_better, "values": values}
-        over, steps = (values, "repeats") if len(values) >= 2 else (step_times(cells[0], part), "")
+        over, steps = (values, "repeats") if len(values) >= 2 else (step_times(quiet[0], part), "")
         if len(over) < 2:
             skipped.append(f"{name}: one repeat of one timed step, no spread")
             continue
@@ -136,13 +140,27 @@ def record(cells: list[ResultCell], part: str) -> tuple[dict, list[str]]:
             median=med,
             spread=round(spread, 6),
             spread_from=steps or f"{len(over)} timed steps of one repeat",
-            tolerance=tolerance(over),
+            tolerance=tolerance(over, floor),
         )
+        if floor != FLOOR:
+            rec["floor"] = floor
         out[name] = rec
     return out, skipped
 
 
 # ---------------------------------------------------------------------------- checking
+def cpu_shared(cell: ResultCell) -> str:
+    """Why CELL's times are not its machine's alone ("" when they are): other processes (or a
+    VM's steal) took more than bench.core.noise.CPU_SHARED_LIMIT of the CPUs while it ran (its
+    `cpu-shared` flag). Such a cell's speed says how busy the machine was, not how fast the code
+    is: it is neither passed nor failed against a baseline, and its line says so."""
+    for f in cell.flags.split(";"):
+        if f.startswith("cpu-shared("):
+            pct = f[len("cpu-shared(") :].rstrip(")")
+            return f"other processes used {pct} of the CPUs while it ran ({f}); rerun it on a quiet machine"
+    return ""
+
+
 def slower_by(value: float, rec: dict) -> float:
     """How many times slower VALUE is than the baseline's median (< 1: faster)."""
     med = float(rec["median"])
@@ -163,6 +181,8 @@ def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], 
     have = figures(cell, part)
     if not have:  # nothing timed to hold (roofline's batch sweep: img/s per batch size only)
         return [], []
+    if shared := cpu_shared(cell):
+        return [], [f"speed not judged: {shared}"]
     env = environment(cell)
     mine = [
         e for e in entries if e.get("speed") and key(e.get("machine_class")) == key(mc) and key(e.get("environment")) == key(env)
@@ -188,4 +208,15 @@ def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], 
     return why, info
 
 
-__all__ = ["FLOOR", "SPREAD_K", "check", "class_label", "env_label", "environment", "machine_class", "record", "tolerance"]
+__all__ = [
+    "FLOOR",
+    "SPREAD_K",
+    "check",
+    "cpu_shared",
+    "class_label",
+    "env_label",
+    "environment",
+    "machine_class",
+    "record",
+    "tolerance",
+]

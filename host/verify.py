@@ -272,6 +272,7 @@ def verify(
                 )
     counts = {s: sum(v.status == s for v in verdicts) for s in ("ok", "FAIL", "no baseline", "skipped")}
     no_speed = sum(any("no speed baseline for this class" in i for i in v.info) for v in verdicts if v.status == "ok")
+    busy = sum(any(i.startswith("speed not judged:") for i in v.info) for v in verdicts if v.status == "ok")
     return {
         "dir": str(d),
         "baseline": only,
@@ -284,8 +285,10 @@ def verify(
         f"{counts['no baseline']} without a baseline, {counts['skipped']} skipped"
         + (f" (baseline set {only})" if only else "")
         + (f"; {no_speed} ok cell(s) with no speed baseline for their class" if no_speed else "")
+        + (f"; {busy} ok cell(s) whose speed was not judged (cpu-shared)" if busy else "")
         + ("" if with_speed else "; speed not checked (--speed off)"),
         "no_speed_baseline": no_speed,
+        "speed_not_judged": busy,
     }
 
 

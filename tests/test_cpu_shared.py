@@ -98,3 +98,57 @@ def test_the_flag_and_its_threshold() -> None:
     assert noise.telemetry_flags({"cpu_others_pct": noise.CPU_SHARED_LIMIT}) == []
     assert noise.telemetry_flags({"cpu_others_pct": 37.6}) == ["cpu-shared(38%)"]
     assert noise.telemetry_flags({"cpu_others_pct": None, "note_cpu_share": "x"}) == []
+
+
+PINNED = """
+import json, os, sys, time
+os.sched_setaffinity(0, {0})
+from bench.measure.telemetry import CpuShare
+s = CpuShare(os.getpid())
+t = time.monotonic()
+while time.monotonic() - t < 2.0:
+    pass
+print(json.dumps(s.summary()))
+"""
+
+
+def _share_beside_hog_on(cpu: int) -> dict:
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\n{HOG}"])
+    try:
+        time.sleep(0.3)
+        r = subprocess.run([sys.executable, "-c", PINNED], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_the_share_counts_only_the_cells_own_cpus() -> None:
+    """A cell bound to CPU 0 (a Slurm task on its core) is not slowed by a hog bound to CPU 1, and is
+    not flagged for it; the same hog on CPU 0 takes about half of the cell's CPU and is flagged."""
+    import pytest
+
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs logical CPUs 0 and 1")
+    if os.getloadavg()[0] > 1.5:  # other work on CPU 0 would be counted, rightly: not this test's case
+        pytest.skip(f"the machine is busy (load {os.getloadavg()[0]:.1f}): the apart case needs CPU 0 quiet")
+    apart = _share_beside_hog_on(1)
+    assert apart["cpu_share_cpus"] == 1 and apart["cpu_others_pct"] < noise.CPU_SHARED_LIMIT, apart
+    beside = _share_beside_hog_on(0)
+    assert beside["cpu_others_pct"] > 30, beside
+
+
+def test_the_cells_cpus_add_up_to_the_machine() -> None:
+    from bench.measure.telemetry import _cpu_seconds
+
+    cpus = sorted(os.sched_getaffinity(0))
+    one = [_cpu_seconds([c]) for c in cpus]
+    everyone = _cpu_seconds()
+    assert sum(t for _, t in one) == pytest_approx(everyone[1]) and all(0 <= b <= t for b, t in one)
+
+
+def pytest_approx(x: float):
+    import pytest
+
+    return pytest.approx(x, rel=0.01)

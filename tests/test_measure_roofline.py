@@ -293,3 +293,12 @@ def test_tf32_switch_is_restored():
         if before is not None:
             assert mm.fp32_precision == "ieee"
     assert getattr(mm, "fp32_precision", None) == before
+
+
+def test_measuring_the_roofs_leaves_torchs_random_state_as_it_was(tmp_path):
+    """A roof measured or read from the cache: what trains next draws the same random numbers
+    (a roofline sweep's dropout masks, hence its losses, once differed between the two)."""
+    torch.manual_seed(7)
+    before = torch.random.get_rng_state()
+    get_roofs("cpu", sizes=TINY, directory=tmp_path, refresh=True)
+    assert torch.equal(torch.random.get_rng_state(), before)

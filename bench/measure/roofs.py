@@ -556,7 +556,10 @@ def get_roofs(
                     cached.cache_path, cached.from_cache = str(path), True
                     return cached
                 earlier = cached  # measured on a busy machine: again now, keeping the higher figures
-    roofs = measure_roofs(device, s)
+    # measured or read from the cache, the roofs leave torch's random state as they found it: what
+    # trains after them (dropout masks, a sweep's losses) must not depend on whether they were cached
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if info["type"] == "cuda" else []):
+        roofs = measure_roofs(device, s)
     if earlier is not None:
         roofs = higher(roofs, earlier)
     roofs.cache_path = str(path)

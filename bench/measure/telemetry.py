@@ -116,14 +116,29 @@ def _ours(pids: list[int]) -> set[int]:
     return mine
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """(busy, total) CPU seconds of every logical CPU since boot, as psutil counts them (idle and
-    iowait idle; a VM's steal busy: another guest had the core; guest time is inside user)."""
+def _cell_cpus() -> list[int]:
+    """The logical CPUs this process may run on (a Slurm task bound to one core: that core)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def _cpu_seconds(cpus: list[int] | None = None) -> tuple[float, float]:
+    """(busy, total) CPU seconds since boot of the logical CPUS (default: every one), as psutil
+    counts them (idle and iowait idle; a VM's steal busy: another guest had the core; guest time
+    is inside user)."""
     import psutil
 
-    t = psutil.cpu_times()
-    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
-    return total - t.idle - getattr(t, "iowait", 0.0), total
+    per = psutil.cpu_times(percpu=True)
+    busy = total = 0.0
+    for i, t in enumerate(per):
+        if cpus is not None and i not in cpus:
+            continue
+        all_ = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        total += all_
+        busy += all_ - t.idle - getattr(t, "iowait", 0.0)
+    return busy, total
 
 
 def _tree_seconds(root: int) -> float:
@@ -154,26 +169,34 @@ def _load() -> list[float] | None:
 
 
 class CpuShare:
-    """Who used the CPUs between start() and stop(): the machine (every logical CPU), this run
-    (RUN_ROOT's process tree: the matrix that started the cell and its cells, or the cell alone),
-    and the rest, other processes' share of the machine, which bench.core.noise flags above
-    CPU_SHARED_LIMIT. Two readings of cumulative counters, so nothing is sampled in between."""
+    """Who used the cell's CPUs between start() and stop(): those CPUs (the logical CPUs the cell
+    may run on: every one, or a Slurm task's bound core), this run (RUN_ROOT's process tree: the
+    matrix that started the cell and its cells, or the cell alone), and the rest, other processes'
+    share of those CPUs, which bench.core.noise flags above CPU_SHARED_LIMIT. A task on another
+    core (a Slurm array's neighbour) is not counted: it does not take the cell's CPU. Two readings
+    of cumulative counters, so nothing is sampled in between."""
 
     def __init__(self, run_root: int) -> None:
         self.run_root = run_root
+        self.cpus = _cell_cpus()
         self.load_start = _load()
-        self._t0 = (_cpu_seconds(), _tree_seconds(run_root))
+        self._t0 = (_cpu_seconds(self.cpus), _tree_seconds(run_root))
 
     def stop(self) -> None:
         if not hasattr(self, "_t1"):
-            self._t1 = (_cpu_seconds(), _tree_seconds(self.run_root))
+            self._t1 = (_cpu_seconds(self.cpus), _tree_seconds(self.run_root))
             self.load_end = _load()
 
     def summary(self) -> dict[str, Any]:
         self.stop()
         ((b0, n0), r0), ((b1, n1), r1) = self._t0, self._t1
         total = n1 - n0
-        out: dict[str, Any] = {"cpu_logical": os.cpu_count(), "load_1m_start": None, "load_1m_end": None}
+        out: dict[str, Any] = {
+            "cpu_logical": os.cpu_count(),
+            "cpu_share_cpus": len(self.cpus),
+            "load_1m_start": None,
+            "load_1m_end": None,
+        }
         if self.load_start:
             out["load_1m_start"] = self.load_start[0]
         if self.load_end:
