@@ -3,7 +3,7 @@
     python -m lab.check_numba_cuda --out results/numba_cuda_check.json
     python -m lab.check_numba_cuda --variants fast --steps 500   # one variant
 
-Per variant (bench/studies/mnist_cnn/kernels/numba_cuda_cnn.VARIANTS), in order:
+Per variant (bench/studies/mnist_cnn/kernels/numba_cuda: VARIANTS), in order:
 1. first call: DeviceNet + one forward/backward/step on the GPU, wall time incl. the JIT
    compile of every kernel it launches ("first_call_s"), reported apart from step times.
 2. correctness at --batch on fresh random MNIST-like data: logits, loss and all 8 gradients
@@ -32,7 +32,7 @@ import warnings
 
 import numpy as np
 
-from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+from bench.studies.mnist_cnn.kernels import numba_cuda as K
 from bench.studies.mnist_cnn.net import IMAGE_SHAPE, MNIST_MEAN, MNIST_STD, N_CLASSES, PARAM_NAMES, init_params
 
 RTOL = 1e-4  # fp32, norm-wise ||a-b|| / ||b|| (the project's tolerance, tests/tolerances.py)

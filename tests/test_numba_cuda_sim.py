@@ -1,4 +1,4 @@
-"""Numba CUDA kernels (bench/studies/mnist_cnn/kernels/numba_cuda_cnn.py) against the same net in torch (CPU, fp32),
+"""Numba CUDA kernels (bench/studies/mnist_cnn/kernels/numba_cuda/) against the same net in torch (CPU, fp32),
 run on CPU CI under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1).
 
 For every variant, same weights and batch: logits, loss and all 8 gradients within the fp32
@@ -36,7 +36,7 @@ try:
 except Exception as exc:  # noqa: BLE001
     pytest.skip(f"numba.cuda (numba-cuda) cannot be imported: {exc}", allow_module_level=True)
 
-from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K  # noqa: E402
+from bench.studies.mnist_cnn.kernels import numba_cuda as K  # noqa: E402
 
 # numba has chosen the simulator for this process; keep the variable from leaking into the
 # subprocesses other tests start (a matrix cell would otherwise "run on a GPU" in the simulator)

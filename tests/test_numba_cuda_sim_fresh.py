@@ -24,7 +24,7 @@ def test_simulator_checks_run_in_a_fresh_process():
     pytest.importorskip("numba")
     if "numba.cuda" not in sys.modules or os.environ.get("KIT_SIM_FRESH") == "1":
         pytest.skip("numba.cuda was not imported before: tests/test_numba_cuda_sim.py runs in this process")
-    from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+    from bench.studies.mnist_cnn.kernels import numba_cuda as K
 
     if K.available() is None:
         pytest.skip("numba.cuda runs here (a GPU or the simulator): tests/test_numba_cuda_sim.py runs in this process")

@@ -243,7 +243,7 @@ from bench.studies.mnist_cnn.config import settings
 from bench.studies.mnist_cnn.net import init_params
 from bench.studies.mnist_cnn.backends import numba_cuda
 from bench.studies.mnist_cnn.backends.numba_cpu import NumbaCpuTrainer
-from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+from bench.studies.mnist_cnn.kernels import numba_cuda as K
 assert K.simulated(), "not the simulator"
 assert numba_cuda.available() is None, numba_cuda.available()
 out = {}
@@ -316,7 +316,7 @@ from bench.core.cell import Cell
 from bench.studies.mnist_cnn.config import settings
 from bench.studies.mnist_cnn.net import init_params
 from bench.studies.mnist_cnn.backends import numba_cuda
-from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+from bench.studies.mnist_cnn.kernels import numba_cuda as K
 assert K.simulated(), "not the simulator"
 data = _digits(12)
 p0 = init_params(0)

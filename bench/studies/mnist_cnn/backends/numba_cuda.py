@@ -1,6 +1,6 @@
 """numba-cuda: the seed CNN with hand-written numba.cuda kernels, everything on the GPU.
 
-The kernels live in bench.studies.mnist_cnn.kernels.numba_cuda_cnn (DeviceNet, variant "fast": 3 launches
+The kernels live in bench.studies.mnist_cnn.kernels.numba_cuda (DeviceNet, variant "fast": 3 launches
 per step). Its trainer (numba_cuda_trainer.py) keeps the normalised training set on the device, gathers each
 batch there from the epoch's order (one more launch), and times phases with CUDA events
 at the launch boundaries (no host sync inside the epoch; the loss sum is read once).
@@ -20,12 +20,12 @@ def available() -> str | None:
     import os
 
     try:
-        from bench.studies.mnist_cnn.kernels import numba_cuda_cnn
+        from bench.studies.mnist_cnn.kernels import numba_cuda as kernels
     except Exception as err:  # noqa: BLE001
         return f"cannot import numba-cuda kernels: {type(err).__name__}: {err}"
-    if numba_cuda_cnn.simulated() and os.environ.get("KIT_ALLOW_CUDASIM") != "1":
+    if kernels.simulated() and os.environ.get("KIT_ALLOW_CUDASIM") != "1":
         return "numba.cuda is the CPU simulator (NUMBA_ENABLE_CUDASIM=1), not a GPU; set KIT_ALLOW_CUDASIM=1 to run it anyway"
-    return numba_cuda_cnn.available()
+    return kernels.available()
 
 
 def create(cell, data):

@@ -44,8 +44,8 @@ class NumbaCudaSeedTrainer:
         from numba import cuda
 
         from bench.studies.mnist_cnn.kernels import numba_cpu_cnn as KC
-        from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
-        from bench.studies.mnist_cnn.kernels import numba_cuda_seed as KS
+        from bench.studies.mnist_cnn.kernels import numba_cuda as K
+        from bench.studies.mnist_cnn.kernels.numba_cuda import seed as KS
         from bench.studies.mnist_cnn.net import DENSE_NAMES, PARAM_SHAPES, scale_u8
 
         self.cuda, self.K, self.KC, self.KS, self.cfg = cuda, K, KC, KS, cfg

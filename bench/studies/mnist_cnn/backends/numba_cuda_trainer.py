@@ -1,11 +1,11 @@
 """The numba-cuda trainer (variants default, naive, graph): the kernels of
-bench.studies.mnist_cnn.kernels.numba_cuda_cnn driven for the mnist-cnn protocol, and the
+bench.studies.mnist_cnn.kernels.numba_cuda driven for the mnist-cnn protocol, and the
 check against torch every numba-cuda trainer runs before anything is timed
 (equivalence_check). backends/numba_cuda.py picks the trainer for a cell.
 
 Variant -> kernels: default -> "fast" (variant 2, 3 launches a step), naive -> "naive" (variant
 1), graph -> "splitk" (variant 5, 6 launches a step) with each timed epoch's launches (the batch
-gathers too) recorded once as a CUDA graph (kernels/numba_cuda_graph.py) and replayed with one
+gathers too) recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one
 host call; the graph is captured in warmup() and again whenever the net is rebuilt, outside every
 timed epoch. The CUDA simulator cannot capture graphs: there the graph variant launches eagerly,
 and its rows say so (cuda_graph)."""
@@ -39,7 +39,7 @@ class NumbaCudaTrainer:
     def __init__(self, cfg, params, data):
         from numba import cuda
 
-        from bench.studies.mnist_cnn.kernels import numba_cuda_cnn as K
+        from bench.studies.mnist_cnn.kernels import numba_cuda as K
         from bench.studies.mnist_cnn.net import scale_u8
 
         self.cuda, self.K, self.cfg = cuda, K, cfg
@@ -60,7 +60,7 @@ class NumbaCudaTrainer:
         self.yb = cuda.device_array(bs, np.int64)
         cuda.synchronize()
         self.h2d_setup_s = time.perf_counter() - t0
-        from bench.studies.mnist_cnn.kernels.numba_cuda_gather import gather
+        from bench.studies.mnist_cnn.kernels.numba_cuda.gather import gather
 
         self._gather_kernel = gather
         self._gather = gather[(bs * 784 + 255) // 256, 256]
