@@ -11,25 +11,11 @@ from typing import Annotated
 import typer
 
 from bench.core.choices import Profile, Schedule
-from bench.core.cli_style import style
+from bench.core.cli_style import fail, style
 from bench.core.errors import KitError
+from bench.core.request import Paths, RunRequest, default_out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: run studies on this host.")
-
-
-def fail(msg: str, code: int = 2) -> None:
-    from bench.core.text import term  # the message may quote a spec or a dataset: shown, never acted on
-
-    typer.echo(f"{'error: ' if code != 130 else ''}{term(msg)}", err=True)
-    raise typer.Exit(code)
-
-
-def default_out() -> Path:
-    """$KIT_RESULTS_DIR (the images set /results), else results/<host-label>/."""
-    from bench.core.provenance import host_label
-
-    env = os.environ.get("KIT_RESULTS_DIR")
-    return Path(env) if env else Path("results") / host_label()
 
 
 def check_writable(out: Path) -> None:
@@ -43,7 +29,8 @@ def check_writable(out: Path) -> None:
         why = "not a directory" if not p.is_dir() else "permission denied"
         fail(
             f"cannot write results to {out} as uid {uid} ({p}: {why}); in compose `export UID GID=$(id -g)`, "
-            f"or make the results dir writable"
+            f"or make the results dir writable",
+            2,
         )
 
 
@@ -117,42 +104,39 @@ def matrix(
     ] = None,
 ) -> None:
     """Resolve the studies' matrices for PLATFORM(s) and run every cell, each in its own process."""
-    from bench.core.provenance import RUN_LABEL_ENV, check_run_label
+    from bench.core.provenance import RUN_LABEL_ENV
     from bench.run.matrix import run_matrix
-    from bench.run.sequential import until_options
 
     try:
-        until = until_options(until_decided, max_repeats, budget, target_width)
+        req = RunRequest(
+            studies=tuple(study or ()),
+            platforms=tuple(platform or [os.environ.get("KIT_PLATFORM", "cpu")]),
+            profile=profile.value,
+            sets=tuple(set_ or ()),
+            only=tuple(only or ()),
+            schedule=schedule.value,
+            rerun=rerun,
+            timeout_s=timeout_s,
+            repeats=repeats,
+            label=label,
+            until_decided=until_decided,
+            max_repeats=max_repeats,
+            budget=budget,
+            target_width=target_width,
+            devices=tuple(d for d in (devices or "").split(",") if d),
+            out=out or default_out(),
+            data_dir=data_dir,
+        )
     except KitError as err:
         fail(str(err), 2)
-    out = out or default_out()
-    if label is not None:
-        try:
-            os.environ[RUN_LABEL_ENV] = check_run_label(label)  # every cell process inherits it
-        except KitError as err:
-            fail(str(err), 2)
-    check_writable(out)
+    if req.label is not None:
+        os.environ[RUN_LABEL_ENV] = req.label  # every cell process inherits it
+    check_writable(req.paths.out)
     for name in ("SIGTERM", "SIGHUP"):  # `docker stop`, `timeout`, a CI cancel, a closed SSH session: as Ctrl-C
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.default_int_handler)
     try:
-        code = run_matrix(
-            study or [],
-            platform or [os.environ.get("KIT_PLATFORM", "cpu")],
-            profile.value,
-            set_ or [],
-            only or [],
-            schedule.value,
-            out,
-            data_dir,
-            rerun,
-            timeout_s,
-            [d for d in (devices or "").split(",") if d],
-            echo=typer.echo,
-            bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb",
-            repeats=repeats,
-            until=until,
-        )
+        code = run_matrix(req, echo=typer.echo, bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb")
     except KitError as err:
         fail(str(err), err.exit_code)
     raise typer.Exit(code)
@@ -177,18 +161,18 @@ def cell(
         c = load_spec(spec)
         get_study(c.study).validate(c)  # bad input: one line before anything (the lock) is written
         if gate:  # the scheduler that started us holds the results dir's lock
-            code = run_cell(c, out, data_dir, gated=True)
+            code = run_cell(c, Paths(out, data_dir), gated=True)
         else:
             with results_lock(out):
                 if not sys.stderr.isatty():
-                    code = run_cell(c, out, data_dir)
+                    code = run_cell(c, Paths(out, data_dir))
                 else:
                     from rich.progress import Progress
 
                     with Progress(transient=False) as progress:
-                        code = run_cell(c, out, data_dir, progress=progress)
+                        code = run_cell(c, Paths(out, data_dir), progress=progress)
     except KitError as err:
-        fail(str(err))
+        fail(str(err), 2)
     if not gate:
         _print_cell(c.dir(out))
     raise typer.Exit(code)
@@ -220,7 +204,7 @@ def selfcheck(
 
     plat = platform or os.environ.get("KIT_PLATFORM", "cpu")
     if plat not in ("cpu", "cuda", "mps"):
-        fail(f"unknown platform {plat!r}: choose cpu, cuda or mps")
+        fail(f"unknown platform {plat!r}: choose cpu, cuda or mps", 2)
     ok = run_selfcheck(plat, echo=typer.echo)
     raise typer.Exit(0 if ok else 1)
 

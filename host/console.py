@@ -1,4 +1,4 @@
-"""The `cnn-bench` console command (pyproject's [project.scripts]): orchestrate.py's CLI.
+"""The `cnn-bench` console command (pyproject's [project.scripts]): the host CLI (host/cli.py).
 
 In a checkout (or an editable install) `cnn-bench ARGS` is exactly `python orchestrate.py
 ARGS`. Installed from a wheel there is no checkout beside the code: no docker/Dockerfile, no
@@ -65,18 +65,9 @@ def main() -> None:
         sys.exit(2)
     if note:
         print(note, file=sys.stderr)
-    import typer
+    from host.cli import start
 
-    from bench.core.errors import KitError, host_exit_code
-    from orchestrate import app
-
-    try:
-        app(args=argv, prog_name="cnn-bench")
-    except KitError as err:  # as `python orchestrate.py` does
-        from bench.core.text import term
-
-        typer.echo(f"error: {term(err)}", err=True)
-        sys.exit(host_exit_code(err))
+    start(argv, "cnn-bench")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Typer commands for images, added to orchestrate.py by `register(app)`.
+"""Typer commands for images, added to the host CLI (host/cli.py) by `register(app)`.
 
     python orchestrate.py doctor
     python orchestrate.py base                                   # debootstrap cnn-bench/base:bookworm
@@ -14,24 +14,18 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from bench.core.errors import KitError, UsageError, host_exit_code
+from bench.core.cli_style import fail
+from bench.core.errors import KitError, UsageError
 
 
 class BuildTarget(str, Enum):
     cpu = "cpu"
     cuda = "cuda"
     all = "all"
-
-
-def _fail(err: KitError) -> NoReturn:
-    from bench.core.text import term
-
-    typer.echo(f"error: {term(err)}", err=True)
-    raise typer.Exit(host_exit_code(err))
 
 
 def doctor_cmd() -> None:
@@ -55,7 +49,7 @@ def base_cmd(
     try:
         image_id = images.bootstrap_base(tag=tag, mirror=mirror, rebuild=rebuild)
     except KitError as err:
-        _fail(err)
+        fail(err)
     typer.echo(f"base: {tag} {image_id}")
 
 
@@ -84,7 +78,7 @@ def build_cmd(
     from host import images
 
     if torch_cpu_only and target != BuildTarget.cpu:
-        _fail(UsageError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
+        fail(UsageError(f"--torch-cpu-only is a variant of the cpu image: use `build cpu --torch-cpu-only`, not {target.value}"))
     variant = "torchcpu" if torch_cpu_only else None
     plats = ["cpu", "cuda"] if target == BuildTarget.all else [target.value]
     try:
@@ -94,7 +88,7 @@ def build_cmd(
             )
             typer.echo(f"image {plat}: {images.image_ref(plat, variant)} {image_id}")
     except KitError as err:
-        _fail(err)
+        fail(err)
 
 
 def register(app: typer.Typer, panel: str | None = None) -> None:

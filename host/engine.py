@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.core.errors import KitError
-from bench.core.machine import is_macos_arm64
+from bench.core.machine import is_macos_arm64, nvidia_smi_gpus
 from bench.core.provenance import host_label
 from host import containers, images
 
@@ -67,23 +67,6 @@ def engine_ok() -> str | None:
     return None
 
 
-def gpus() -> list[dict]:
-    """GPUs nvidia-smi lists on this host ([] when there is no nvidia-smi or no GPU)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
-    return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if out.returncode == 0 and len(r) >= 3]
-
-
 def nvidia_runtime(info: dict | None = None) -> dict:
     """Whether the engine can hand a GPU to a container (NVIDIA container toolkit).
 
@@ -105,7 +88,7 @@ def nvidia_runtime(info: dict | None = None) -> dict:
 
 def cuda_unavailable(info: dict | None = None) -> str | None:
     """None when cuda-bench can run here, else why not (one line)."""
-    if not gpus():
+    if not nvidia_smi_gpus():
         return "no NVIDIA GPU on this host (nvidia-smi lists none)"
     nv = nvidia_runtime(info)
     return None if nv["available"] else nv["reason"]
@@ -182,7 +165,7 @@ def _gpu_rows(info: dict | None) -> list[dict]:
     rows.append(
         _row("compose cuda-bench", why is None, "can run here" if why is None else f"cannot run here: {why}; use cpu-bench")
     )
-    found = gpus()
+    found = nvidia_smi_gpus()
     none = "nvidia-smi found no GPU" if shutil.which("nvidia-smi") else "no nvidia-smi"
     rows.append(
         _row(

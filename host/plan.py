@@ -1,5 +1,6 @@
-"""What this host can run, and how: the platforms, the runtime (native or containers),
-and the one `python -m bench matrix ...` command line both runtimes execute.
+"""What this host can run, and how: the platforms, the runtime (native or containers), a
+request checked before any work, and a native run of its `python -m bench matrix ...`
+(bench.core.request.RunRequest.matrix_argv, the command line both runtimes execute).
 
 Never imports torch: capabilities come from nvidia-smi, the OS, and the Docker engine.
 """
@@ -7,67 +8,16 @@ Never imports torch: capabilities come from nvidia-smi, the OS, and the Docker e
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.child import child_env
 from bench.core.errors import KitError
 from bench.core.machine import is_macos_arm64, nvidia_smi_gpus
+from bench.core.request import MAX_REPEATS, RunRequest, check_until
 
-PLATFORMS = ("cpu", "cuda", "mps")
 NATIVE_NEEDS = ("numpy", "scipy", "sklearn", "psutil", "rich", "typer")  # bench's own imports, torch excepted
-
-
-@dataclass
-class MatrixRequest:
-    """Everything `orchestrate.py run|all` passes on to `python -m bench matrix`."""
-
-    studies: list[str] = field(default_factory=list)
-    profile: str = "auto"  # each study picks per platform (Study.profile_for)
-    sets: list[str] = field(default_factory=list)
-    only: list[str] = field(default_factory=list)
-    schedule: str = "sequential"
-    rerun: bool = False
-    timeout_s: float | None = None
-    repeats: int | None = None  # None: the profile's default (bench.run.matrix.DEFAULT_REPEATS)
-    label: str | None = None  # the run's label (bench matrix --label): system.json run_label
-    until_decided: bool = False  # bench matrix --until-decided (bench/run/sequential.py)
-    max_repeats: int | None = None
-    budget: str | None = None  # as typed: 15m, 900s
-    target_width: float | None = None
-
-    def args(self, platforms: list[str], out: str, data_dir: str | None) -> list[str]:
-        """The matrix command's arguments (after `python -m bench`)."""
-        a = ["matrix", *self.studies]
-        for p in platforms:
-            a += ["--platform", p]
-        a += ["--profile", self.profile, "--schedule", self.schedule, "--out", out]
-        for s in self.sets:
-            a += ["--set", s]
-        for o in self.only:
-            a += ["--only", o]
-        if data_dir:
-            a += ["--data-dir", data_dir]
-        if self.rerun:
-            a.append("--rerun")
-        if self.timeout_s is not None:
-            a += ["--timeout-s", str(self.timeout_s)]
-        if self.repeats is not None:  # 0 and 1 are values too: never dropped as falsy
-            a += ["--repeats", str(self.repeats)]
-        if self.label:
-            a += ["--label", self.label]
-        if self.until_decided:
-            a.append("--until-decided")
-            for flag, v in (
-                ("--max-repeats", self.max_repeats),
-                ("--budget", self.budget),
-                ("--target-width", self.target_width),
-            ):
-                if v is not None:
-                    a += [flag, str(v)]
-        return a
 
 
 def native_platforms() -> dict[str, str | None]:
@@ -103,15 +53,8 @@ def native_missing() -> list[str]:
     return [m for m in NATIVE_NEEDS if importlib.util.find_spec(m) is None]
 
 
-def bench_env() -> dict:
-    """Environment for a native `python -m bench`: able to import this checkout's bench/."""
-    root = str(Path(__file__).resolve().parents[1])
-    path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
-
-
-def validate(req: MatrixRequest, platforms: list[str], root: Path | None) -> None:
-    """Every study, option and cell of REQ, checked on the host before any work (KitError, one
+def validate(req: RunRequest, root: Path | None) -> None:
+    """Every study, option and cell of REQ on its platforms, checked on the host before any work (KitError, one
     line), and the one data rule (bench.data): a dataset asked for by name (`--set
     dataset=mnist`) must be in the data dir ROOT; 'auto' takes it from there when it is, else the
     embedded default, natively and in an image alike. The data's identity (its checksum) is
@@ -119,16 +62,10 @@ def validate(req: MatrixRequest, platforms: list[str], root: Path | None) -> Non
     from bench.data import FETCHERS, PLACED, fetch_hint
     from bench.run.matrix import resolve
 
-    cells = resolve(
-        req.studies, platforms, req.profile, req.sets, req.only, None, resolve_data=False, allow_empty=True, repeats=req.repeats
-    )
-    if req.until_decided:
-        from bench.run.matrix import MAX_REPEATS
-        from bench.run.sequential import check, until_options
-
-        until = until_options(True, req.max_repeats, req.budget, req.target_width)
-        if until is not None and cells:
-            check(until, max(c.repeat for c in cells) + 1, MAX_REPEATS)
+    cells = resolve(req, resolve_data=False, allow_empty=True)
+    until = req.until()
+    if until is not None and cells:
+        check_until(until, max(c.repeat for c in cells) + 1, MAX_REPEATS)
     for c in cells:
         name = str(c.params.get("dataset", ""))
         if name in FETCHERS or name in PLACED:
@@ -138,8 +75,8 @@ def validate(req: MatrixRequest, platforms: list[str], root: Path | None) -> Non
                 raise KitError(f"{c.study} asks for dataset {name}, but {where} holds no {name}/: {how}")
 
 
-def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: str | None) -> int:
-    """One `python -m bench matrix` for all PLATFORMS (so an interleaved schedule spans them)."""
+def run_native(req: RunRequest) -> int:
+    """One `python -m bench matrix` for all of REQ's platforms (so an interleaved schedule spans them)."""
     missing = native_missing()
     if missing:
         from host.images import checkout
@@ -150,8 +87,8 @@ def run_native(req: MatrixRequest, platforms: list[str], out: Path, data_dir: st
             else "pip install 'cnn-bench[cpu]' installs them (cnn-bench[cuda] on an NVIDIA host, cnn-bench[mps] on Apple silicon)"
         )
         raise KitError(f"native runs need bench's packages ({', '.join(missing)} missing here): {how}")
-    argv = [sys.executable, "-m", "bench", *req.args(platforms, str(out), data_dir)]
-    return _wait_matrix(subprocess.Popen(argv, env=bench_env()))
+    argv = [sys.executable, "-m", "bench", *req.matrix_argv()]
+    return _wait_matrix(subprocess.Popen(argv, env=child_env()))
 
 
 def _wait_matrix(proc: subprocess.Popen) -> int:

@@ -13,11 +13,11 @@ do not belong in results/reference/.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import KitError
+from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,10 @@ PRESETS = {
 def label(preset: str) -> str:
     """results/reference/<label>: the GPU's name for GPU presets, else cpu-<cores>core-<family>."""
     if preset.startswith("gpu"):
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
-            )
-            name = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
-        except (OSError, subprocess.SubprocessError):
-            name = ""
+        name = next((g["name"] for g in nvidia_smi_gpus() if g["name"]), "")
         if not name:
             raise KitError(f"reference {preset} needs an NVIDIA GPU (nvidia-smi lists none)")
         return re.sub(r"[^A-Za-z0-9._-]", "-", name.removeprefix("NVIDIA "))
-    from bench.core.machine import cpu_model, usable_cores
-
     cores = usable_cores()
     model = cpu_model().lower()
     family = next(

@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from bench.core.registry import get_study
+from bench.core.request import Paths
 from bench.core.resultset import load_cells
 from bench.run.schedule import Scheduler
 
@@ -67,7 +68,7 @@ def main() -> None:
             )
             study.validate(c)
             cells.append(study.resolve(c, a.data_dir))
-    outcomes = Scheduler(a.out, a.data_dir, timeout_s=900).run(cells, "interleaved")
+    outcomes = Scheduler(Paths(Path(a.out), a.data_dir), timeout_s=900).run(cells, "interleaved")
     done = load_cells([o.cell.dir(a.out) for o in outcomes])
     table = []
     for c in done:

@@ -179,28 +179,30 @@ def test_corrupt_mnist_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_failed_cell_is_an_error_row_the_others_go_on_and_a_rerun_redoes_only_it(tmp_path):
     from bench.core.registry import get_study
+    from bench.core.request import Paths
     from bench.run.schedule import Scheduler
 
     study = get_study("mnist-cnn")
     good = study.resolve(study.cell("numba-cpu", epochs=1, dataset="digits"), None)
     bad = good.replace(backend="torch-cpu", params={**good.params, "dataset_sha256": "0" * 64})  # data it will not find
-    out = Scheduler(tmp_path, echo=lambda s: None).run([bad, good])
+    out = Scheduler(Paths(tmp_path), echo=lambda s: None).run([bad, good])
     assert [o.status for o in out] == ["error", "ok"]
     row = read_rows(bad.dir(tmp_path) / "rows.jsonl")[-1]
     assert row["status"] == "error" and "resolved for 000000000000" in row["reason"] and row["command"]
     assert cell_status(bad.dir(tmp_path)) == "error"
-    again = Scheduler(tmp_path, echo=lambda s: None).run([bad, good])
+    again = Scheduler(Paths(tmp_path), echo=lambda s: None).run([bad, good])
     assert [o.status for o in again] == ["error", "reused"]
 
 
 @pytest.mark.slow
 def test_a_timed_out_cell_keeps_its_finished_epochs_marked_incomplete(tmp_path):
     from bench.core.registry import get_study
+    from bench.core.request import Paths
     from bench.run.schedule import Scheduler
 
     study = get_study("mnist-cnn")
     cell = study.resolve(study.cell("torch-cpu", pipeline="seed", epochs=400, dataset="digits"), None)
-    out = Scheduler(tmp_path, timeout_s=20, echo=lambda s: None).run([cell])
+    out = Scheduler(Paths(tmp_path), timeout_s=20, echo=lambda s: None).run([cell])
     assert out[0].status == "error" and "timed out" in out[0].reason
     rows = read_rows(cell.dir(tmp_path) / "rows.jsonl")
     assert rows[-1]["status"] == "error" and len(rows) >= 2

@@ -496,14 +496,15 @@ def test_a_cell_of_several_nodes_needs_ranks_and_a_rendezvous(monkeypatch: pytes
     from bench.core.cell import Cell
     from bench.core.errors import KitError
     from bench.core.registry import get_study
+    from bench.core.request import Paths
     from bench.run.ranks import torchrun_argv
 
     monkeypatch.delenv("KIT_RDZV_ENDPOINT", raising=False)
     with pytest.raises(KitError, match="spans 2 nodes"):
-        torchrun_argv(1, Path("cell.json"), Path("out"), None, nodes=2)
+        torchrun_argv(1, Path("cell.json"), Paths(Path("out")), nodes=2)
     monkeypatch.setenv("KIT_RDZV_ENDPOINT", "n1:29400")
     monkeypatch.setenv("KIT_NNODES", "7")  # the cell's own count wins
-    argv = torchrun_argv(1, Path("cell.json"), Path("out"), None, nodes=2)
+    argv = torchrun_argv(1, Path("cell.json"), Paths(Path("out")), nodes=2)
     assert "--nnodes=2" in argv and "--rdzv-endpoint=n1:29400" in argv and "--standalone" not in argv
     study = get_study("mnist-cnn")
     one = study.cell("torch-cpu", pipeline="resident")

@@ -309,6 +309,7 @@ def test_a_failing_cell_writes_its_reason_as_one_line(tmp_path):
         sys.path.insert(0, {str(TESTS)!r})
         import toy_study
         from bench.core.registry import get_study
+        from bench.core.request import Paths
         from bench.run.cell import run_cell
 
         def step(self, i):
@@ -317,7 +318,7 @@ def test_a_failing_cell_writes_its_reason_as_one_line(tmp_path):
         toy_study.ToyRun.step = step
         cell = get_study("toy").cell("py", name="toy-py")
         try:
-            run_cell(cell, Path({str(tmp_path)!r}))
+            run_cell(cell, Paths(Path({str(tmp_path)!r})))
         except RuntimeError:
             print(cell.dir(Path({str(tmp_path)!r})))
         """

@@ -224,10 +224,12 @@ def test_outside_a_checkout_a_missing_package_names_the_extra(monkeypatch):
     from host import images, plan
 
     monkeypatch.setattr(plan, "native_missing", lambda: ["torch"])
-    req = plan.MatrixRequest(profile="smoke")
+    from bench.core.request import RunRequest
+
+    req = RunRequest(platforms=("cpu",), profile="smoke", out=Path("out"))
     monkeypatch.setattr(images, "checkout", lambda: None)
     with pytest.raises(KitError, match=r"pip install 'cnn-bench\[cpu\]'"):
-        plan.run_native(req, ["cpu"], Path("out"), None)
+        plan.run_native(req)
     monkeypatch.setattr(images, "checkout", lambda: Path("."))
     with pytest.raises(KitError, match="scripts/setup.sh"):
-        plan.run_native(req, ["cpu"], Path("out"), None)
+        plan.run_native(req)

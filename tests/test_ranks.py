@@ -67,9 +67,13 @@ def test_a_dead_rank_ends_the_cell_in_one_line_and_keeps_what_finished(tmp_path)
 def test_only_cells_that_run_on_several_devices_take_them():
     """`--set devices=cpu,cpu` reaches the cells that can run on several devices: not numba,
     nor cifar-opt's int8, nor roofline's sweep (which ends at an out-of-memory error)."""
+    from bench.core.request import RunRequest
     from bench.run.matrix import resolve
 
-    cells = resolve(["mnist-cnn", "cifar-opt", "roofline"], ["cpu"], "smoke", ["devices=cpu,cpu"], [], None, resolve_data=False)
+    req = RunRequest(
+        studies=("mnist-cnn", "cifar-opt", "roofline"), platforms=("cpu",), profile="smoke", sets=("devices=cpu,cpu",)
+    )
+    cells = resolve(req, resolve_data=False)
     took = {(c.study, c.backend, c.variant, c.params.get("scenario")): c.devices for c in cells}
     assert took[("mnist-cnn", "torch-cpu", "default", None)] == ("cpu", "cpu")
     assert took[("mnist-cnn", "numba-cpu", "default", None)] == ()
@@ -93,13 +97,14 @@ def test_the_ddp_options_are_the_cells_own():
 
 
 def test_the_launch_takes_its_rendezvous_from_the_environment(monkeypatch, tmp_path):
+    from bench.core.request import Paths
     from bench.run.ranks import torchrun_argv
 
-    argv = torchrun_argv(2, tmp_path / "c.json", tmp_path, None)
+    argv = torchrun_argv(2, tmp_path / "c.json", Paths(tmp_path))
     assert "--standalone" in argv and "--nproc_per_node=2" in argv
     monkeypatch.setenv("KIT_RDZV_ENDPOINT", "node0:29500")
     monkeypatch.setenv("KIT_NNODES", "4")
-    argv = torchrun_argv(8, tmp_path / "c.json", tmp_path, "/data")
+    argv = torchrun_argv(8, tmp_path / "c.json", Paths(tmp_path, "/data"))
     assert "--standalone" not in argv and "--nnodes=4" in argv and "--rdzv-endpoint=node0:29500" in argv
     assert "--rdzv-backend=c10d" in argv and argv[-2:] == ["--data-dir", "/data"]
     assert json.dumps(argv)  # plain strings

@@ -164,20 +164,23 @@ def test_repeats_are_fresh_processes_in_rounds_across_cells(tmp_path, schedule):
 def test_repeats_default_by_profile_and_bad_values_are_one_line(tmp_path):
     import toy_study  # noqa: F401 - registers the toy here too
 
+    from bench.core.request import RunRequest
     from bench.run.matrix import resolve
 
-    assert {c.repeat for c in resolve(["toy"], ["cpu"], "default", [], [], None)} == {0, 1, 2}
-    assert {c.repeat for c in resolve(["toy"], ["cpu"], "smoke", [], [], None)} == {0}
+    assert {c.repeat for c in resolve(RunRequest(studies=("toy",), platforms=("cpu",), profile="default"))} == {0, 1, 2}
+    assert {c.repeat for c in resolve(RunRequest(studies=("toy",), platforms=("cpu",), profile="smoke"))} == {0}
     for bad in ("0", "-1", "x"):
         r = bench("matrix", "toy", "--repeats", bad, "--out", str(tmp_path / "o"))
         assert r.returncode == 2 and not (tmp_path / "o" / "toy").exists(), r.stderr
 
 
 def test_a_set_that_makes_two_cells_the_same_work_runs_it_once():
+    from bench.core.request import RunRequest
     from bench.run.matrix import resolve
 
-    both = resolve(["mlp-scratch"], ["cpu"], "default", [], [], None, resolve_data=False, repeats=1)
-    one = resolve(["mlp-scratch"], ["cpu"], "default", ["dtype=float64"], [], None, resolve_data=False, repeats=1)
+    req = RunRequest(studies=("mlp-scratch",), platforms=("cpu",), profile="default", repeats=1)
+    both = resolve(req, resolve_data=False)
+    one = resolve(req.replace(sets=("dtype=float64",)), resolve_data=False)
     assert len({c.key for c in both}) == len(both) == 2
     assert len(one) == 1 and one[0].params["dtype"] == "float64" and one[0].id.startswith("numpy_float64")
 
@@ -223,6 +226,7 @@ def test_the_per_device_schedule_reserves_every_gpu_a_cell_names(tmp_path, monke
     import toy_study  # noqa: F401 - registers the toy here too
 
     from bench.core.registry import get_study
+    from bench.core.request import Paths
     from bench.run.schedule import Scheduler
 
     monkeypatch.setenv("KIT_STUDY_MODULES", "toy_study")
@@ -230,7 +234,7 @@ def test_the_per_device_schedule_reserves_every_gpu_a_cell_names(tmp_path, monke
     toy = get_study("toy")
     both = toy.cell("fake-gpu", name="both", devices=("0", "1"), sleep_s=0.3)
     ones = [toy.cell("fake-gpu", name=f"one{i}", seed=i, sleep_s=0.3) for i in range(3)]
-    got = Scheduler(tmp_path, devices=["0", "1"], echo=lambda s: None).run([ones[0], both, ones[1], ones[2]], "per-device")
+    got = Scheduler(Paths(tmp_path), devices=["0", "1"], echo=lambda s: None).run([ones[0], both, ones[1], ones[2]], "per-device")
     assert [o.status for o in got] == ["ok"] * 4
     spans = {}
     for name in ("both", "one0", "one1", "one2"):

@@ -173,6 +173,7 @@ def _plan(mode: str, tmp_path: Path) -> list[list[str]]:
 
 def _cells(argv: list[str]):
     """The cells a `python3 -m bench matrix ...` argv runs, resolved as the matrix resolves them."""
+    from bench.core.request import RunRequest
     from bench.run.matrix import resolve
 
     assert argv[:4] == ["python3", "-m", "bench", "matrix"], argv
@@ -185,7 +186,15 @@ def _cells(argv: list[str]):
             studies.append(a)
     (profile,) = opts["--profile"]
     repeats = int(opts["--repeats"][0]) if opts["--repeats"] else None
-    return resolve(studies, opts["--platform"], profile, opts["--set"], opts["--only"], None, False, repeats=repeats)
+    req = RunRequest(
+        studies=tuple(studies),
+        platforms=tuple(opts["--platform"]),
+        profile=profile,
+        sets=tuple(opts["--set"]),
+        only=tuple(opts["--only"]),
+        repeats=repeats,
+    )
+    return resolve(req, resolve_data=False)
 
 
 def test_the_device_script_plans_every_reference_cell_with_its_protocol(tmp_path):

@@ -39,13 +39,14 @@ def toy_cell() -> Cell:
 def test_a_killed_cells_reason_from_its_log_is_one_line(tmp_path):
     """The issue's form: a crashed cell's reason kept the log's last lines and a box frame.
     Here: a log of a rich traceback cut by a kill (-9), settled by the scheduler."""
+    from bench.core.request import Paths
     from bench.run.schedule import settle
 
     cell = toy_cell()
     d = cell.dir(tmp_path)
     d.mkdir(parents=True)
     (d / "log.txt").write_text("x" * (1 << 20) + "\n" + RICH_LOG)  # a long log: only its tail is read
-    status, reason = settle(d, cell, -9, tmp_path, None)
+    status, reason = settle(d, cell, -9, Paths(tmp_path))
     (row,) = read_rows(d / "rows.jsonl")
     assert status == "error" and row["reason"] == reason
     assert reason == "exit code -9: RuntimeError: CUDA error: an illegal memory access was encountered", reason
@@ -53,12 +54,13 @@ def test_a_killed_cells_reason_from_its_log_is_one_line(tmp_path):
 
 def test_a_slurm_reason_of_several_lines_is_one_line(tmp_path):
     """Form 2: the scheduler's own words (a node's message over several lines, a frame)."""
+    from bench.core.request import Paths
     from bench.run.cell import settle_failure
 
     cell = toy_cell()
     d = cell.dir(tmp_path)
     d.mkdir(parents=True)
-    settle_failure(d, cell, "slurm task 5_0 ended NODE_FAIL:\n" + RICH_LOG + "\n╰──╯\n", tmp_path, None)
+    settle_failure(d, cell, "slurm task 5_0 ended NODE_FAIL:\n" + RICH_LOG + "\n╰──╯\n", Paths(tmp_path))
     reason = read_rows(d / "rows.jsonl")[-1]["reason"]
     assert "\n" not in reason and "╭" not in reason and "\x1b" not in reason
     assert reason.endswith("an illegal memory access was encountered")

@@ -9,15 +9,20 @@ an argument as `{dirs}...`. Click's conventions, which the kit follows instead:
 `style(app)` gives every command and group of a typer app these classes; they restyle each
 parameter once, when its help is first asked for (typer builds the parameters itself, so
 the classes are swapped in place: the parameters' behaviour, parsing included, is typer's).
+
+`fail` is the one way either command line stops on an error: one line, then the exit status.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+if TYPE_CHECKING:
+    from bench.core.errors import KitError
 
 _NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
 
@@ -101,3 +106,17 @@ def style(app: typer.Typer) -> typer.Typer:
 
 
 __all__ = ["KitArgument", "KitCommand", "KitGroup", "KitOption", "style", "type_name"]
+
+
+def fail(err: KitError | str, code: int | None = None) -> NoReturn:
+    """One `error:` line on stderr, then exit CODE; without one, a KitError's status
+    (bench.core.errors.host_exit_code: 2 a usage error, 130 an interrupt, else 1) and 1 for a
+    plain message (the work failed). An interrupt's line (130) says so itself: no `error:`. The
+    message may quote a result dir, a spec, a job dir or a dataset: control and bidi characters
+    show as escapes (bench.core.text.term)."""
+    from bench.core.errors import KitError, host_exit_code
+    from bench.core.text import term
+
+    status = code if code is not None else host_exit_code(err) if isinstance(err, KitError) else 1
+    typer.echo(f"{'error: ' if status != 130 else ''}{term(err)}", err=True)
+    raise typer.Exit(status)

@@ -35,11 +35,11 @@ from bench.core import machine
 from bench.core.cell import Cell
 from bench.core.claims import Claim
 from bench.core.errors import KitError
+from bench.core.request import PLATFORMS  # noqa: F401 - studies take it from here
 
 if TYPE_CHECKING:
     from bench.core.resultset import ResultCell
 
-PLATFORMS = ("cpu", "cuda", "mps")
 PROFILES = ("smoke", "default", "full")
 AUTO = "auto"  # a requested profile that each study maps per platform (Study.profile_for)
 

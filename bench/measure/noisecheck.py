@@ -228,7 +228,7 @@ def _smi_state() -> list[dict[str, Any]] | str:
 # ---- the probe ---------------------------------------------------------------------------------
 def probe(kind: str, procs: int) -> tuple[list[float], str]:
     """PROCS fresh processes of the probe, one after another: (their figures, "" or why none)."""
-    from bench.run.schedule import subprocess_env
+    from bench.core.child import child_env
 
     values: list[float] = []
     why = ""
@@ -239,7 +239,7 @@ def probe(kind: str, procs: int) -> tuple[list[float], str]:
                 capture_output=True,
                 text=True,
                 timeout=120,
-                env=subprocess_env(),
+                env=child_env(),
             )
             got: dict[str, Any] = (
                 json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"error": r.stderr.strip()[-200:]}

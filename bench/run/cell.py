@@ -38,6 +38,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.machine import allocated_gpus
 from bench.core.registry import get_study
+from bench.core.request import Paths
 from bench.core.study import RunContext, devices_missing
 from bench.core.text import one_line
 from bench.measure import energy, fixedcost
@@ -47,11 +48,11 @@ from bench.run.ranks import open_ranks
 READY, STEP, DONE = "KIT READY ", "KIT STEP ", "KIT DONE "
 
 
-def reproduce_command(cell: Cell, out: Path, data_dir: str | None) -> str:
+def reproduce_command(cell: Cell, paths: Paths) -> str:
     """The command that reruns exactly this cell (self-contained: the spec is inline)."""
-    argv = ["python", "-m", "bench", "cell", cell.to_json(), "--out", str(out)]
-    if data_dir:
-        argv += ["--data-dir", str(data_dir)]
+    argv = ["python", "-m", "bench", "cell", cell.to_json(), "--out", str(paths.out)]
+    if paths.data_dir:
+        argv += ["--data-dir", str(paths.data_dir)]
     return shlex.join(argv)
 
 
@@ -87,15 +88,15 @@ def disk_full_message(out: Path, cell: Cell) -> str:
     )
 
 
-def error_row(cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None) -> dict:
+def error_row(cell: Cell, reason: str, paths: Paths, status: str = "error", extra: dict | None = None) -> dict:
     """The row a cell that could not finish leaves (also written by the scheduler after a kill,
     and by `orchestrate.py slurm` for a task Slurm cancelled: EXTRA holds that task's scheduler keys)."""
-    row = common_fields(cell, R.new_run_id(), reproduce_command(cell, out, data_dir), None, None)
+    row = common_fields(cell, R.new_run_id(), reproduce_command(cell, paths), None, None)
     return R.ordered({**row, **(extra or {}), "status": status, "reason": reason, "created": time.time()})
 
 
 def settle_failure(
-    cell_dir: Path, cell: Cell, reason: str, out: Path, data_dir: str | None, status: str = "error", extra: dict | None = None
+    cell_dir: Path, cell: Cell, reason: str, paths: Paths, status: str = "error", extra: dict | None = None
 ) -> None:
     """rows.jsonl after a failure: finished steps kept (marked incomplete) + one row with
     STATUS (error, or interrupted for Ctrl-C and a stop) and the reason, as one line (its last
@@ -106,7 +107,7 @@ def settle_failure(
     if os.path.lexists(partial):
         good, _problems = R.read_rows_checked(partial)
         done = [{**r, "status": "incomplete"} for r in good]
-    R.write_rows(cell_dir, done + [error_row(cell, one_line(reason), out, data_dir, status, extra)])
+    R.write_rows(cell_dir, done + [error_row(cell, one_line(reason), paths, status, extra)])
 
 
 def _follow_parent() -> None:
@@ -166,8 +167,8 @@ def load_spec(spec: str) -> Cell:
     return Cell.load(Path(spec))
 
 
-def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = False, progress: Any = None) -> int:
-    """Run CELL under OUT; returns the process exit code (0 ok or skipped, 1 error, 3 stopped).
+def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None) -> int:
+    """Run CELL under PATHS.out, its data in PATHS.data_dir; returns the process exit code (0 ok or skipped, 1 error, 3 stopped).
     Raises KitError before anything is written when the cell is invalid."""
     proto = _Protocol(gated)
     study = get_study(cell.study)
@@ -178,10 +179,10 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
             f"cell {cell.id} was resolved for environment {cell.env}; this process runs in {here} "
             "(another runtime, image or library version is other work): run the matrix here to resolve it"
         )
-    out = Path(out)
+    out, data_dir = Path(paths.out), paths.data_dir
     cell_dir = cell.dir(out)
     run_id = R.new_run_id()
-    command = reproduce_command(cell, out, data_dir)
+    command = reproduce_command(cell, paths)
     platform = study.platform_of(cell)
 
     reason = devices_missing(cell)  # before binding: the ids are the scheduler's (the host's) view
@@ -224,7 +225,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         for i in range(run.steps):
             if not proto.wait_go():
                 why = f"stopped by the scheduler before step {i + 1} of {run.steps}"
-                settle_failure(cell_dir, cell, why, out, data_dir, "interrupted")
+                settle_failure(cell_dir, cell, why, paths, "interrupted")
                 return 3
             rows = [R.ordered({**base, **r}) for r in run.step(i)]
             for r in rows:
@@ -258,20 +259,20 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None = None, gated: bool = F
         R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
         R.write_rows(cell_dir, all_rows)
     except KitError as err:
-        settle_failure(cell_dir, cell, one_line(err), out, data_dir)
+        settle_failure(cell_dir, cell, one_line(err), paths)
         raise
     except KeyboardInterrupt:
-        settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", out, data_dir, "interrupted")
+        settle_failure(cell_dir, cell, "interrupted (Ctrl-C)", paths, "interrupted")
         raise
     except OSError as err:
         if err.errno != errno.ENOSPC:
-            settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), out, data_dir)
+            settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), paths)
             raise
         with contextlib.suppress(OSError):  # no room for the error row either, most likely
-            settle_failure(cell_dir, cell, one_line(f"disk full: {err}"), out, data_dir)
+            settle_failure(cell_dir, cell, one_line(f"disk full: {err}"), paths)
         raise KitError(disk_full_message(out, cell)) from None
     except Exception as err:  # the reason is one line: the last meaningful line of the exception text
-        settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), out, data_dir)
+        settle_failure(cell_dir, cell, one_line(f"{type(err).__name__}: {err}"), paths)
         raise
     finally:
         telemetry.stop()

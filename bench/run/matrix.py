@@ -19,34 +19,23 @@ from bench.core.errors import KitError
 from bench.core.lock import results_lock
 from bench.core.provenance import environment_label
 from bench.core.registry import get_study, select
+from bench.core.request import MAX_REPEATS, RunRequest
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
-from bench.core.study import PLATFORMS
 from bench.run import speedline
 from bench.run.schedule import Interrupted, Scheduler
-from bench.run.sequential import Options, Sequential, check
+from bench.run.sequential import Sequential, check
 
 
-def resolve(
-    study_names: list[str],
-    platforms: list[str],
-    profile: str,
-    sets: list[str],
-    only: list[str],
-    data_dir: str | None,
-    resolve_data: bool = True,
-    allow_empty: bool = False,
-    repeats: int | None = None,
-) -> list[Cell]:
-    """The matrix's cells, each REPEATS times (default: DEFAULT_REPEATS of the profile), in
-    repeat-major order: every cell's repeat 0, then every cell's repeat 1, ..."""
-    if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS):
-        raise KitError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
-    chosen = select(study_names)
+def resolve(req: RunRequest, resolve_data: bool = True, allow_empty: bool = False) -> list[Cell]:
+    """REQ's cells (its studies x platforms x profile, --set, --only; each study resolving its
+    cells' data in REQ's data dir unless not RESOLVE_DATA), each REQ.repeats times (default:
+    DEFAULT_REPEATS of the profile), in repeat-major order: every cell's repeat 0, then every
+    cell's repeat 1, ..."""
+    study_names, platforms, profile = list(req.studies), list(req.platforms), req.profile
+    sets, only = list(req.sets), list(req.only)
+    chosen = select(study_names)  # platforms, profile and repeats: checked when REQ was made
     env = environment_label()
-    for p in platforms:
-        if p not in PLATFORMS:
-            raise KitError(f"unknown platform {p!r}: choose {', '.join(PLATFORMS)}")
     P.check_only(only, chosen)
     cells: list[Cell] = []
     n_of: dict[str, int] = {}  # cell key -> repeats (the profile each study ran on that platform decides)
@@ -58,7 +47,7 @@ def resolve(
             if prof not in study.profiles:
                 raise KitError(f"{study.name} has no profile {prof!r}: choose {', '.join(study.profiles)} (or auto)")
             made = study.matrix(p, prof)
-            n = default_repeats(prof) if repeats is None else repeats
+            n = default_repeats(prof) if req.repeats is None else req.repeats
             made_n += [(c2, n) for c2 in P.apply(study, made, sets, chosen)]  # --set keeps order and length
         generated += len(made_n)
         n_of.update({c.key: n for c, n in made_n})
@@ -69,7 +58,7 @@ def resolve(
         mine = [c for i, c in enumerate(mine) if last[c.key] == i]
         for c in mine:
             study.validate(c)
-        resolved = [study.resolve(c, data_dir) for c in mine] if resolve_data else mine
+        resolved = [study.resolve(c, req.data_dir) for c in mine] if resolve_data else mine
         resolved = [c.replace(env=env) for c in resolved]  # another environment is other work: its own cell
         n_of.update({r.key: n_of[c.key] for c, r in zip(mine, resolved)})
         cells += resolved
@@ -86,7 +75,6 @@ def resolve(
 
 # repeats (fresh processes) per cell: a smoke run checks wiring, a benchmark needs an interval
 DEFAULT_REPEATS = {"smoke": 1}
-MAX_REPEATS = 50
 
 
 def default_repeats(profile: str) -> int:
@@ -141,31 +129,16 @@ def cell_count(cells: list[Cell]) -> str:
     return first + "".join(f" + {k} x {r}" for (_, k), r in zip(groups[1:], rep[1:]))
 
 
-def run_matrix(
-    study_names: list[str],
-    platforms: list[str],
-    profile: str,
-    sets: list[str],
-    only: list[str],
-    schedule: str,
-    out: Path,
-    data_dir: str | None,
-    rerun: bool = False,
-    timeout_s: float = 3600,
-    devices: list[str] | None = None,
-    echo: Callable[[str], None] = print,
-    bar: bool = False,
-    repeats: int | None = None,
-    until: Options | None = None,
-    noise: bool = True,
-) -> int:
-    """Run the matrix; returns the exit code (1 when any cell ended in error). Every step prints
+def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool = False, noise: bool = True) -> int:
+    """Run REQ's matrix; returns the exit code (1 when any cell ended in error). Every step prints
     one plain line with the run's ETA (containers and logs read those); BAR adds a rich progress
-    bar for a terminal. UNTIL (--until-decided): after the first rounds, rounds for the cells
+    bar for a terminal. REQ.until (--until-decided): after the first rounds, rounds for the cells
     behind each comparison until it is decided (bench/run/sequential.py). NOISE: print the host's
     noise line first (bench/measure/noisecheck.py; its probe only where a cell has 2+ repeats)."""
     started = time.monotonic()
-    cells = resolve(study_names, platforms, profile, sets, only, data_dir, allow_empty=True, repeats=repeats)
+    paths, until, schedule = req.paths, req.until(), req.schedule
+    study_names, platforms, profile, out = list(req.studies), list(req.platforms), req.profile, paths.out
+    cells = resolve(req, allow_empty=True)
     if until is not None:
         check(until, max((c.repeat for c in cells), default=0) + 1, MAX_REPEATS)
     if not cells:  # these studies have no cell for this platform (e.g. mlp-scratch on mps)
@@ -186,7 +159,7 @@ def run_matrix(
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
             with _bar(bar) as (say, progress):
-                sched = Scheduler(out, data_dir, timeout_s, rerun, echo=say, devices=devices, progress=progress)
+                sched = Scheduler(paths, req.cell_timeout_s, req.rerun, echo=say, devices=list(req.devices), progress=progress)
                 outcomes = sched.run(cells, schedule)
                 if until is not None:
                     # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so

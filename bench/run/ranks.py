@@ -37,6 +37,7 @@ from typing import Any
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.request import Paths
 from bench.core.study import RunContext, Study
 
 CTL, ROWS, LOG = "ranks.ctl", "ranks.jsonl", "ranks.log"
@@ -48,7 +49,7 @@ def collective_timeout(cell: Cell) -> float:
     return float(cell.params.get("collective_timeout_s", DEFAULT_COLLECTIVE_TIMEOUT_S))
 
 
-def torchrun_argv(world: int, spec: Path, out: Path, data_dir: str | None, nodes: int = 1) -> list[str]:
+def torchrun_argv(world: int, spec: Path, paths: Paths, nodes: int = 1) -> list[str]:
     """The launch of this host's ranks: standalone, or the rendezvous the environment names. A
     cell of NODES > 1 hosts needs that rendezvous (a cluster scheduler sets it: orchestrate.py slurm)."""
     argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}", "--max_restarts=0"]
@@ -66,8 +67,8 @@ def torchrun_argv(world: int, spec: Path, out: Path, data_dir: str | None, nodes
         ]
     else:
         argv.append("--standalone")
-    argv += ["-m", "bench.run.ranks", str(spec), "--out", str(out)]
-    return argv + (["--data-dir", data_dir] if data_dir else [])
+    argv += ["-m", "bench.run.ranks", str(spec), "--out", str(paths.out)]
+    return argv + (["--data-dir", paths.data_dir] if paths.data_dir else [])
 
 
 def last_error(log: Path) -> str:
@@ -146,7 +147,7 @@ class RankRun:
     def open(self, study: Study, ctx: RunContext) -> RankRun:
         d = self.cell_dir
         spec = d / "ranks-cell.json"
-        argv = torchrun_argv(self.world, spec, ctx.out, ctx.data_dir, self.cell.nodes)  # before any file: it may refuse
+        argv = torchrun_argv(self.world, spec, Paths(ctx.out, ctx.data_dir), self.cell.nodes)  # before any file: it may refuse
         d.mkdir(parents=True, exist_ok=True)
         for name in (CTL, ROWS, LOG):
             (d / name).unlink(missing_ok=True)
@@ -274,7 +275,7 @@ def interconnect(dist: Any) -> dict:
     return out
 
 
-def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
+def run_rank(cell: Cell, paths: Paths) -> None:
     import torch
     import torch.distributed as tdist
 
@@ -288,7 +289,7 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
         torch.cuda.set_device(dist.local_rank)
     tdist.init_process_group(dist.comm, timeout=timeout)
     store = tdist.distributed_c10d._get_default_store()
-    cell_dir = Path(os.environ.get("KIT_RANK_CELL_DIR") or cell.dir(out))
+    cell_dir = Path(os.environ.get("KIT_RANK_CELL_DIR") or cell.dir(paths.out))
     rows_path, ctl = cell_dir / ROWS, cell_dir / CTL
     wait = timedelta(days=7)  # a gate may wait for other cells' steps: never a collective's timeout
 
@@ -300,7 +301,7 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
             store.wait([word], wait)
 
     try:
-        ctx = RunContext(out=out, cell_dir=cell_dir, data_dir=data_dir, run_id=f"rank{dist.rank}", dist=dist)
+        ctx = RunContext(out=paths.out, cell_dir=cell_dir, data_dir=paths.data_dir, run_id=f"rank{dist.rank}", dist=dist)
         ctx.echo = lambda s: print(f"[rank {dist.rank}] {s}", file=sys.stderr, flush=True)
         run = study.open(cell, ctx)
         if dist.is_main:
@@ -324,10 +325,10 @@ def run_rank(cell: Cell, out: Path, data_dir: str | None) -> None:
         tdist.destroy_process_group()
 
 
-def join(cell: Cell, out: Path, data_dir: str | None) -> int:
+def join(cell: Cell, paths: Paths) -> int:
     """Another node's share of a cell of several nodes (Cell.nodes > 1): this host's ranks under
     torchrun, joining the rendezvous of the environment (KIT_RDZV_ENDPOINT), while the cell
-    process runs on the first node (`python -m bench cell`). OUT is on a filesystem every node
+    process runs on the first node (`python -m bench cell`). PATHS.out is on a filesystem every node
     shares: whichever rank is 0 reads the gate from, and writes rank 0's rows to, the cell's dir
     there. Returns torchrun's exit code."""
     import tempfile
@@ -341,13 +342,13 @@ def join(cell: Cell, out: Path, data_dir: str | None) -> int:
     if cell.nodes < 2 or not world:
         raise KitError(f"--node joins a cell of several nodes; {cell.id} runs on one (nodes={cell.nodes})")
     gpus = allocated_gpus([d for d in cell.devices if d != "cpu"])
-    env = {**os.environ, "KIT_RANK_DEVICE": "cuda" if gpus else "cpu", "KIT_RANK_CELL_DIR": str(cell.dir(out))}
+    env = {**os.environ, "KIT_RANK_DEVICE": "cuda" if gpus else "cpu", "KIT_RANK_CELL_DIR": str(cell.dir(paths.out))}
     env.pop("KIT_CELL_PID", None)  # the cell process runs on another node: no pid of it here to watch
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     with tempfile.TemporaryDirectory(prefix="cnn-bench-node-") as tmp:
         spec = Path(tmp) / "cell.json"
         spec.write_text(cell.to_json(indent=2) + "\n", encoding="utf-8")
-        argv = torchrun_argv(world, spec, out, data_dir, cell.nodes)
+        argv = torchrun_argv(world, spec, paths, cell.nodes)
         return subprocess.call(argv, env=env)
 
 
@@ -360,13 +361,13 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if a.node:
         try:
-            raise SystemExit(join(Cell.load(Path(a.spec)), Path(a.out), a.data_dir))
+            raise SystemExit(join(Cell.load(Path(a.spec)), Paths(Path(a.out), a.data_dir)))
         except KitError as err:
             print(f"error: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
     sys.stdout = sys.stderr  # the log is the ranks'; only ranks.jsonl carries results
     try:
-        run_rank(Cell.load(Path(a.spec)), Path(a.out), a.data_dir)
+        run_rank(Cell.load(Path(a.spec)), Paths(Path(a.out), a.data_dir))
     except KitError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -35,9 +35,11 @@ from typing import Any, TextIO
 from bench.core import bounded
 from bench.core import rows as R
 from bench.core.cell import Cell
+from bench.core.child import child_env
 from bench.core.errors import KitError
 from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
+from bench.core.request import DEFAULT_TIMEOUT_S, Paths
 from bench.core.text import one_line
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 from bench.run.eta import Eta
@@ -56,21 +58,10 @@ class Outcome:
     warmup_s: float | None = None
 
 
-def subprocess_env(extra: dict | None = None) -> dict:
-    """The environment of a cell process: unbuffered, able to import this very package from
-    any working directory, without the CUDA simulator unless explicitly allowed."""
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    if env.get("KIT_ALLOW_CUDASIM") != "1":
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-    return {**env, **(extra or {})}
-
-
-def cell_argv(spec_path: Path, out: Path, data_dir: str | None) -> list[str]:
+def cell_argv(spec_path: Path, paths: Paths) -> list[str]:
     """The argv of a cell process: the only place in the kit that builds one."""
-    argv = [sys.executable, "-m", "bench", "cell", str(spec_path), "--out", str(out), "--gate"]
-    return argv + (["--data-dir", str(data_dir)] if data_dir else [])
+    argv = [sys.executable, "-m", "bench", "cell", str(spec_path), "--out", str(paths.out), "--gate"]
+    return argv + (["--data-dir", str(paths.data_dir)] if paths.data_dir else [])
 
 
 @dataclass
@@ -78,8 +69,7 @@ class Child:
     """One cell process, spoken to through the gate protocol."""
 
     cell: Cell
-    out: Path
-    data_dir: str | None
+    paths: Paths
     timeout_s: float
     env_extra: dict = field(default_factory=dict)
     proc: subprocess.Popen | None = None
@@ -91,6 +81,10 @@ class Child:
     started: float = 0.0
     reason: str = ""
     alive: bool = False
+
+    @property
+    def out(self) -> Path:
+        return Path(self.paths.out)
 
     @property
     def cell_dir(self) -> Path:
@@ -108,13 +102,13 @@ class Child:
         self.env_extra = {**self.env_extra, "KIT_PARENT_PID": str(os.getpid())}
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            cell_argv(d / "cell.json", self.out, self.data_dir),
+            cell_argv(d / "cell.json", self.paths),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
             bufsize=1,
-            env=subprocess_env(self.env_extra),
+            env=child_env(self.env_extra),
         )
         self.alive = True
 
@@ -186,13 +180,11 @@ class Child:
                 self.reason = self.reason or "did not exit after its last step"
         if self.log:
             self.log.close()
-        got, why = settle(self.cell_dir, self.cell, rc, self.out, self.data_dir, reason or self.reason, status)
+        got, why = settle(self.cell_dir, self.cell, rc, self.paths, reason or self.reason, status)
         return Outcome(self.cell, got, time.monotonic() - self.started, why, self.warmup_s)
 
 
-def settle(
-    cell_dir: Path, cell: Cell, rc: int, out: Path, data_dir: str | None, reason: str = "", status: str = "error"
-) -> tuple[str, str]:
+def settle(cell_dir: Path, cell: Cell, rc: int, paths: Paths, reason: str = "", status: str = "error") -> tuple[str, str]:
     """After a cell process ended: its status and reason. A crash, non-zero exit or missing
     rows.jsonl becomes a row with STATUS (error, or interrupted) and the reason (the given
     one, else the log's last lines); the finished steps are kept, marked incomplete."""
@@ -203,7 +195,7 @@ def settle(
         return have, why
     tail = bounded.tail(cell_dir / "log.txt")  # a log of any length: its last 64 kB
     reason = reason or f"exit code {rc}" + (f": {one_line(tail)}" if one_line(tail) else "")
-    settle_failure(cell_dir, cell, reason, out, data_dir, status)
+    settle_failure(cell_dir, cell, reason, paths, status)
     return status, reason
 
 
@@ -232,17 +224,18 @@ def fmt_seconds(s: float) -> str:
 class Scheduler:
     def __init__(
         self,
-        out: Path,
-        data_dir: str | None = None,
-        timeout_s: float = 3600,
+        paths: Paths,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         rerun: bool = False,
         echo: Echo | None = None,
         devices: list[str] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
     ):
-        """progress(done, total, seconds left) is called after every step (a TTY bar); plain
-        lines go to echo either way, with the same ETA (bench.run.eta)."""
-        self.out, self.data_dir, self.timeout_s, self.rerun = Path(out), data_dir, timeout_s, rerun
+        """Runs cells under PATHS.out, their data in PATHS.data_dir. progress(done, total, seconds
+        left) is called after every step (a TTY bar); plain lines go to echo either way, with the
+        same ETA (bench.run.eta)."""
+        self.paths, self.timeout_s, self.rerun = Paths(Path(paths.out), paths.data_dir), timeout_s, rerun
+        self.out = self.paths.out
         self.echo: Echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.devices = devices or []
         self.progress = progress
@@ -263,7 +256,7 @@ class Scheduler:
         return label + (f" r{cell.repeat}" if self._repeats > 1 else "")
 
     def _child(self, cell: Cell, env: dict | None = None) -> Child:
-        child = Child(cell, self.out, self.data_dir, self.timeout_s, env_extra=env or {})
+        child = Child(cell, self.paths, self.timeout_s, env_extra=env or {})
         with self._lock:
             self._children.append(child)
         return child
@@ -463,4 +456,4 @@ class Scheduler:
         return out
 
 
-__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle", "subprocess_env"]
+__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle"]

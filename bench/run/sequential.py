@@ -31,8 +31,6 @@ which method made each interval (bench.core.seqstats.swap).
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,73 +40,13 @@ from bench.core import answers as A
 from bench.core import claims as C
 from bench.core import seqstats
 from bench.core.cell import Cell
-from bench.core.errors import UsageError
 from bench.core.registry import get_study
+from bench.core.request import DEFAULT_MAX_REPEATS, parse_budget, until_options
+from bench.core.request import Until as Options
+from bench.core.request import check_until as check
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.stats import CS_MIN_ROUNDS, Summary
-
-DEFAULT_MAX_REPEATS = 20
-_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
-@dataclass(frozen=True)
-class Options:
-    max_repeats: int = DEFAULT_MAX_REPEATS  # rounds a comparison may reach, first rounds included
-    budget_s: float | None = None  # seconds for the rounds added after the first ones; None: no limit
-    target_width: float | None = None  # stop at (hi - lo) / median <= this; None: only a decision stops
-
-
-def parse_budget(text: str) -> float:
-    """'15m', '900s', '1h30m', '90' (seconds) -> seconds; UsageError (one line) otherwise or when not above 0."""
-    t = str(text).strip().lower().replace(" ", "")
-    if re.fullmatch(r"-?\d+(\.\d+)?", t):
-        secs = float(t)
-    elif re.fullmatch(r"-?(\d+(\.\d+)?[hms])+", t):
-        secs = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", t)) * (-1 if t[0] == "-" else 1)
-    else:
-        raise UsageError(f"--budget takes a time such as 15m, 900s or 1h30m, got {text!r}")
-    if not secs > 0 or not math.isfinite(secs):
-        raise UsageError(f"--budget must be a time above zero (15m, 900s, 1h), got {text!r}")
-    return secs
-
-
-def until_options(on: bool, max_repeats: int | None, budget: str | None, target_width: float | None) -> Options | None:
-    """The CLI's --until-decided options as Options (None: off); UsageError (one line) for a bad
-    one, or for --max-repeats, --budget or --target-width without --until-decided."""
-    given = [
-        n for n, v in (("--max-repeats", max_repeats), ("--budget", budget), ("--target-width", target_width)) if v is not None
-    ]
-    if not on:
-        if given:
-            raise UsageError(f"{', '.join(given)} only applies with --until-decided")
-        return None
-    opts = Options(
-        DEFAULT_MAX_REPEATS if max_repeats is None else max_repeats,
-        None if budget is None else parse_budget(budget),
-        target_width,
-    )
-    check(opts, 1, MAX_ROUNDS)
-    return opts
-
-
-MAX_ROUNDS = 50  # as bench.run.matrix.MAX_REPEATS
-
-
-def check(opts: Options, first_round: int, most: int) -> None:
-    """Bad options are one line each, before any cell runs."""
-    if not isinstance(opts.max_repeats, int) or opts.max_repeats < first_round:
-        raise UsageError(
-            f"--max-repeats {opts.max_repeats} is below the first round's {first_round} repeats: "
-            f"it must be at least {first_round} (rounds are only ever added)"
-        )
-    if opts.max_repeats > most:
-        raise UsageError(f"--max-repeats must be at most {most}, got {opts.max_repeats}")
-    if opts.budget_s is not None and not (opts.budget_s > 0 and math.isfinite(opts.budget_s)):
-        raise UsageError(f"--budget must be a time above zero (15m, 900s, 1h), got {opts.budget_s!r} s")
-    w = opts.target_width
-    if w is not None and not (isinstance(w, (int, float)) and math.isfinite(w) and w > 0):
-        raise UsageError(f"--target-width must be above 0 (the interval's width over its median: 0.05 is 5 %), got {w!r}")
 
 
 @dataclass

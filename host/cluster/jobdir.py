@@ -14,7 +14,7 @@ all cells of one shape: `cpu` (one process; cpu ranks share its cores), `gpu1`, 
 of N GPUs: DDP ranks or DataParallel), with `-Mnodes` for a cell that spans M nodes
 (`plan --nodes M`: the cells that run as ranks; Cell.nodes is part of their identity).
 
-The cells are resolved by the matrix code every run uses (bench.run.matrix.resolve: studies,
+The cells of one RunRequest are resolved by the matrix code every run uses (bench.run.matrix.resolve: studies,
 --set/--only, validation, the data checksums) in the environment that will run them: this
 Python (a venv on the shared filesystem) or, with --image, that image's (read from the image
 itself), since a cell refuses to run in another environment than it was resolved for.
@@ -36,13 +36,13 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import bench
 from bench.core import bounded, schema
 from bench.core import rows as R
 from bench.core.cell import Cell
 from bench.core.errors import KitError
+from bench.core.request import RunRequest
 from bench.core.resultset import MAX_JSON_BYTES
 
 FORMAT = 1
@@ -183,29 +183,20 @@ def image_environment(image: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- plan
-def plan(
-    job: Path,
-    req: Any,
-    platforms: list[str],
-    data_dir: Path | None,
-    image: str | None = None,
-    nodes: int = 1,
-    command: str = "",
-) -> dict:
-    """Resolve REQ (a host.plan.MatrixRequest) on PLATFORMS into job dir JOB. Returns
+def plan(job: Path, req: RunRequest, image: str | None = None, nodes: int = 1, command: str = "") -> dict:
+    """Resolve REQ on its platforms, its data in its data dir, into job dir JOB. Returns
     {"job", "cells", "shapes": {name: task count}, "fresh": False when JOB already held it}."""
     from bench.core.provenance import environment_label, git_sha
     from bench.run.matrix import resolve
 
+    platforms, data_dir = list(req.platforms), Path(req.data_dir) if req.data_dir else None
     for p in platforms:
         if p not in CLUSTER_PLATFORMS:
             raise KitError(f"platform {p!r} cannot run on a cluster: choose {', '.join(CLUSTER_PLATFORMS)}")
     if not 1 <= nodes <= 1024:
         raise KitError(f"--nodes must be from 1 to 1024, got {nodes}")
     env = image_environment(image) if image else None
-    cells = resolve(
-        req.studies, platforms, req.profile, req.sets, req.only, str(data_dir) if data_dir else None, repeats=req.repeats
-    )
+    cells = resolve(req)
     from bench.core.registry import get_study
 
     label = env["label"] if env else environment_label()

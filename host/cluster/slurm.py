@@ -46,6 +46,7 @@ import bench
 from bench.core import bounded, schema
 from bench.core import rows as R
 from bench.core.errors import KitError
+from bench.core.request import Paths
 from host.cluster.jobdir import KIT_ROOT, Job, Shape, dns_name, task_name
 
 Echo = Callable[[str], None]
@@ -422,7 +423,7 @@ def settle(job: Job, i: int, st: TaskState, log: Path) -> str:
         R.atomic_write_text(d / "cell.json", job.cells[i].to_json(indent=2) + "\n")
     extra = {"scheduler": "slurm", "scheduler_job": st.job_id or None, "scheduler_task": st.task or None}
     extra["scheduler_node"] = st.node or None
-    settle_failure(d, job.cells[i], why, job.task_dir(i), job.data_dir, "error", extra)
+    settle_failure(d, job.cells[i], why, Paths(job.task_dir(i), job.data_dir), "error", extra)
     return "error"
 
 
