@@ -12,7 +12,7 @@ Thin layer: every command calls a plain function in host.engine or host.images a
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -21,7 +21,7 @@ import typer
 from bench.core.errors import KitError, UsageError, host_exit_code
 
 
-class BuildTarget(str, Enum):
+class BuildTarget(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
     all = "all"

@@ -26,7 +26,7 @@ import re
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +224,7 @@ def _sections(
     md = [
         "# cnn-bench report",
         "",
-        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
         "",
     ]
     unclean = [c for c in cells if c.unclean_source]
