@@ -4,10 +4,9 @@ SIGHUP, and the reaping of an orphan whose owner died without stopping it.
 Every container `orchestrate.py run` starts carries `cnn-bench.owner` = "<host>/<pid>/<start>":
 the host name, the pid of the orchestrate.py process and that process's start time (so a
 reused pid is not taken for the owner). An orphan is a container of this host whose owner
-process no longer runs (`kill -9`, a lost terminal before this handling existed, a crash of the
-host side); `doctor` and the next `run` find it by the label and remove it. A container whose
-owner runs on, or that another host's kit started (one engine can serve several hosts), is
-left alone and named.
+process no longer runs (`kill -9`, a crash of the host side); `doctor` and the next `run` find
+it by the label and remove it. A container whose owner runs on, or that another host's kit
+started (one engine can serve several hosts), is left alone and named.
 
     with stop_signals():                    # SIGTERM / SIGHUP raise Stopped (a KeyboardInterrupt)
         c = start(client, image_id, kwargs)   # created and started with the signals held back

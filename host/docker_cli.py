@@ -12,7 +12,7 @@ Thin layer: every command calls a plain function in host.engine or host.images a
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +22,7 @@ from bench.core.cli_style import fail
 from bench.core.errors import KitError, UsageError
 
 
-class BuildTarget(str, Enum):
+class BuildTarget(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
     all = "all"

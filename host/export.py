@@ -43,7 +43,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +185,7 @@ def environment(cells: list[ResultCell]) -> dict:
             if str(v) not in libs[k]:
                 libs[k].append(str(v))
     return {
-        "exported_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "exported_by": {
             "host": host_label(),
             "python": sys.version.split()[0],

@@ -26,7 +26,7 @@ import json
 import sqlite3
 import statistics
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.core.errors import KitError, UsageError
@@ -122,7 +122,7 @@ def _create(con: sqlite3.Connection) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _date(v: object) -> str:
@@ -131,7 +131,7 @@ def _date(v: object) -> str:
         d = datetime.fromisoformat(str(v))
     except ValueError:
         return ""
-    return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat(timespec="seconds")
+    return (d if d.tzinfo else d.replace(tzinfo=UTC)).astimezone(UTC).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------------------- add
@@ -202,7 +202,7 @@ def add(dirs: list[Path], store: Path = DEFAULT_STORE, label: str | None = None)
     cells: list[tuple] = []
     figs: list[tuple] = []
     skipped = 0
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     for i, d in enumerate(dirs):  # one batch per dir and add: the repeats of one run of a configuration
         c, f, s = _records(Path(d), label, f"{stamp}-{i}")
         cells, figs, skipped = cells + c, figs + f, skipped + s

@@ -24,10 +24,10 @@ needed it reads "not measured", and nothing else of the report is lost.
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 

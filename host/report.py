@@ -26,7 +26,7 @@ import re
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -216,15 +216,54 @@ def _sections(
     rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any
 ) -> tuple[list[str], dict]:
     """REPORT.md's lines and report.json's summary; the tables and figures into STAGE."""
-    cells, notes, problems = rs.cells, rs.notes, rs.problems
     registry = studies()
+    md = _preamble(dirs, rs.cells)
+    answers, judged, worths = _answers(rs, registry, context, prices, say)
+    md += answers
+    from host import answers as ans
+    from host import worth as hw
+
+    summary: dict = {
+        "studies": {},
+        "report": str(out / "REPORT.md"),
+        "claims": ans.as_json(judged),
+        "worth": hw.as_json(worths),
+        "prices": prices.describe() if prices is not None else None,
+        "skipped": rs.skipped,
+    }
     by_study: dict[str, list[ResultCell]] = {}
-    for c in cells:
+    for c in rs.cells:
         by_study.setdefault(c.study, []).append(c)
+    for i, (name, study) in enumerate(registry.items()):
+        mine = by_study.pop(name, [])
+        if not mine and not any(n.get("status") != "ran" for n in rs.notes):
+            continue
+        say(f"{name}: tables and plots", i + 1, len(registry))
+        md += _study_section(name, study, mine, rs.notes, judged, worths, stage, prices)
+        summary["studies"][name] = {
+            "cells": len(mine),
+            "ok": sum(c.status == "ok" for c in mine),
+            "not_run": [c.first.get("cell") for c in mine if c.status != "ok"],
+        }
+    for name, mine in sorted(by_study.items()):  # rows of a study this checkout does not know
+        md += [
+            f"## {md_text(name)} (not a study of this checkout)",
+            "",
+            f"{len(mine)} cell(s) under " + ", ".join(sorted({md_code(c.dir.parent) for c in mine})),
+            "",
+        ]
+        summary["studies"][name] = {"cells": len(mine), "unknown": True}
+    md += _problem_lines(rs.problems)
+    tidy_md, summary["tidy"] = _tidy(rs.cells, stage, out, say)
+    return md + tidy_md, summary
+
+
+def _preamble(dirs: list[Path], cells: list[ResultCell]) -> list[str]:
+    """The title, when and from which dirs, and a warning where a cell ran from an unclean tree."""
     md = [
         "# cnn-bench report",
         "",
-        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
         "",
     ]
     unclean = [c for c in cells if c.unclean_source]
@@ -236,11 +275,18 @@ def _sections(
             f"checkout with uncommitted changes ({', '.join(shas)}); their numbers may not be reproducible from any commit.",
             "",
         ]
+    return md
+
+
+def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, say: Any) -> tuple[list[str], list, list]:
+    """Every claim judged once (with CONTEXT's cells beside) and every GPU-over-CPU answer's worth:
+    (the headline, its worth table, what to trust and the tallies; the judged answers; the worths)."""
     from bench.core.answers import judge_all
     from bench.core.worth import cell_device_name, worth_all
     from host import answers as ans
     from host import worth as hw
 
+    cells = rs.cells
     say(f"judging the seeds' claims on {len(cells)} cells" + (f" and {len(context)} reference dirs" if context else ""))
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
@@ -248,68 +294,56 @@ def _sections(
         prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
     worths = worth_all(registry, judged, prices)
     head = [w for w in worths if w.answer.claim.headline]
-    md += ans.headline(judged)
+    md = ans.headline(judged)
     md += hw.section(head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
     md += hw.prices_lines(prices) if head else []
     if rs.skipped:
         md += ["> " + "; ".join(md_text(line) for line in rs.skipped), ""]
-    md += ans.trust(judged, cells, notes) + ans.tallies(judged, registry)
-    summary: dict = {
-        "studies": {},
-        "report": str(out / "REPORT.md"),
-        "claims": ans.as_json(judged),
-        "worth": hw.as_json(worths),
-        "prices": prices.describe() if prices is not None else None,
-        "skipped": rs.skipped,
-    }
-    for i, (name, study) in enumerate(registry.items()):
-        mine = by_study.pop(name, [])
-        if not mine and not any(n.get("status") != "ran" for n in notes):
-            continue
-        say(f"{name}: tables and plots", i + 1, len(registry))
-        md += [f"## {study.title or name}", ""]
-        ok = [c for c in mine if c.status == "ok"]
-        md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
-        md += ans.study_section(name, judged)
-        mine_worth = [w for w in worths if w.answer.study == name]
-        md += hw.section(mine_worth, "### Is the GPU worth it?", stage, name, prices)
-        md += _not_run(mine, notes, name)
-        summary["studies"][name] = {
-            "cells": len(mine),
-            "ok": len(ok),
-            "not_run": [c.first.get("cell") for c in mine if c.status != "ok"],
-        }
-    for name, mine in sorted(by_study.items()):  # rows of a study this checkout does not know
-        md += [
-            f"## {md_text(name)} (not a study of this checkout)",
-            "",
-            f"{len(mine)} cell(s) under " + ", ".join(sorted({md_code(c.dir.parent) for c in mine})),
-            "",
-        ]
-        summary["studies"][name] = {"cells": len(mine), "unknown": True}
-    if problems:
-        md += [
-            "## Lines that could not be read",
-            "",
-            "These cells are listed as `corrupt` above and left out of every table:",
-            "",
-        ]
-        md += [f"- {md_code(one_line(p))}" for p in problems[:50]] + (
-            [f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else []
-        )
-        md.append("")
+    md += ans.trust(judged, cells, rs.notes) + ans.tallies(judged, registry)
+    return md, judged, worths
+
+
+def _study_section(
+    name: str, study: Any, mine: list[ResultCell], notes: list, judged: list, worths: list, stage: Path, prices: Any
+) -> list[str]:
+    """One study's part: its own section (tables and figures into STAGE), its seed's claims, its
+    worth table and the cells that did not run."""
+    from host import answers as ans
+    from host import worth as hw
+
+    md = [f"## {study.title or name}", ""]
+    ok = [c for c in mine if c.status == "ok"]
+    md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
+    md += ans.study_section(name, judged)
+    md += hw.section([w for w in worths if w.answer.study == name], "### Is the GPU worth it?", stage, name, prices)
+    return md + _not_run(mine, notes, name)
+
+
+def _problem_lines(problems: list[str]) -> list[str]:
+    """The lines no cell could be read from (the first 50)."""
+    if not problems:
+        return []
+    md = [
+        "## Lines that could not be read",
+        "",
+        "These cells are listed as `corrupt` above and left out of every table:",
+        "",
+    ]
+    md += [f"- {md_code(one_line(p))}" for p in problems[:50]] + (
+        [f"- ... and {len(problems) - 50} more"] if len(problems) > 50 else []
+    )
+    return md + [""]
+
+
+def _tidy(cells: list[ResultCell], stage: Path, out: Path, say: Any) -> tuple[list[str], dict]:
+    """The tidy table written into STAGE: (its section and the run history's, report.json's `tidy`)."""
+    from host.history import report_lines as history_lines
     from host.tidy import report_lines, write_tidy
 
     say("the tidy table (tidy.csv, tidy.parquet)")
     tidy = write_tidy(cells, stage)
-    md += report_lines(tidy)
-    from host.history import report_lines as history_lines
-
-    md += history_lines(out)
-    summary["tidy"] = {
-        k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"
-    }
-    return md, summary
+    md = report_lines(tidy) + history_lines(out)
+    return md, {k: (str(out / Path(v).name) if k in ("csv", "parquet") and v else v) for k, v in tidy.items() if k != "note"}
 
 
 _CSS = """
@@ -352,7 +386,19 @@ def render_html(md: str, out: Path, small: dict[str, bytes] | None = None) -> st
     Content-Security-Policy forbids scripts besides. The kit's own `<details>` lines (a whole
     line each, in the allowed form) become the element here, outside the markdown. SMALL: the
     inlined form of figures made beforehand ({file name: PNG bytes}, host/figures.py)."""
-    import base64
+    body = _inline_figures(_html_body(md), out, small or {})
+    body, toc = _anchors(body)
+    title = "cnn-bench report"
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{toc}{body}</body></html>\n"
+    )
+
+
+def _html_body(md: str) -> str:
+    """MD rendered with raw HTML off, the kit's own `<details>` and answer-table `<div>` lines
+    opened and closed around the rendered chunks (any left open closed at the end)."""
     import html
 
     from markdown_it import MarkdownIt
@@ -389,7 +435,14 @@ def render_html(md: str, out: Path, small: dict[str, bytes] | None = None) -> st
         else:
             chunk.append(line)
     flush()
-    body = "".join(parts) + "</div>\n" * divs + "</details>\n" * depth
+    return "".join(parts) + "</div>\n" * divs + "</details>\n" * depth
+
+
+def _inline_figures(body: str, out: Path, small: dict[str, bytes]) -> str:
+    """BODY with each PNG beside it under OUT inlined as a data URI at its first use (SMALL's
+    form where given); a second use, a path with a folder or a link stays a link."""
+    import base64
+    import html
 
     inlined: set[str] = set()
 
@@ -399,17 +452,10 @@ def render_html(md: str, out: Path, small: dict[str, bytes] | None = None) -> st
         if "/" in name or not path.is_file() or path.is_symlink() or name in inlined:
             return m.group(0)  # a second use of one figure links the file beside the page
         inlined.add(name)
-        png = (small or {}).get(name) or small_png(path.read_bytes())
+        png = small.get(name) or small_png(path.read_bytes())
         return f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
 
-    body = re.sub(r'src="([^"]+\.png)"', inline, body)
-    body, toc = _anchors(body)
-    title = "cnn-bench report"
-    return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n{toc}{body}</body></html>\n"
-    )
+    return re.sub(r'src="([^"]+\.png)"', inline, body)
 
 
 def _anchors(body: str) -> tuple[str, str]:

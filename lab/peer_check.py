@@ -41,7 +41,7 @@ bench.core.stats.ratio (paired by repeat). The synthetic tree (at --image-size) 
 measured roofs are cached under OUT/cache-<size>px (KIT_CACHE_DIR for the kit's cells). Writes
 OUT/peer_check.json (options, versions, every repeat of both sides with its pid) and prints a table.
 
-Measured (issue 26; NVIDIA H100 80GB HBM3, torch 2.11, 64 px; results/reference/
+Measured (NVIDIA H100 80GB HBM3, torch 2.11, 64 px; results/reference/
 H100-80GB-HBM3-peer-check-long/ has every pair and command): kit / timm 0.92-1.21 by
 configuration at batch 128 and 512 (tf32 1.07-1.18, bf16-cl 0.92-1.21); kit / bare at bf16-cl
 batch 128: ResNet-18 0.965 [0.855-1.042, 95 % bootstrap over 8 pairs], ResNet-50 0.939

@@ -1,4 +1,4 @@
-"""What the kit's sampler threads cost a GIL-bound training loop, on the CPU (issue 26, part 1).
+"""What the kit's sampler threads cost a GIL-bound training loop, on the CPU.
 
     python -m lab.sampler_cost [--repeats 5] [--seconds 2] [--out DIR]
 

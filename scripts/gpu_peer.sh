@@ -4,7 +4,7 @@
 #   bash scripts/gpu_peer.sh   # resnet18 and resnet50 at 64 px, batch 128 (launch-bound), tf32 and bf16-cl,
 #                              # 3 repeats, each side in its own process, interleaved (lab/peer_check.py)
 #   PEER=bare bash scripts/gpu_peer.sh   # the same against the kit's loop without the kit (kit / bare: the
-#                              # harness's cost; issue 26's >= 0.97 at batch 128 bf16-cl)
+#                              # harness's cost; the target is >= 0.97 at batch 128 bf16-cl)
 # PEER_MODELS, PEER_BATCHES (default 128), PEER_PRECISIONS (tf32 bf16-cl), PEER_STEPS (50), PEER_REPEATS (3),
 # PEER_TIMEOUT (450 s).
 # Writes $OUT/peer_check.json and $OUT/peer_check.log (default results/gpu-out); commit them under

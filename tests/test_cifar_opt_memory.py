@@ -1,12 +1,11 @@
 """cifar-opt's Tuned peak memory is the trained model's own, not the Optuna search's.
 
-On the H100 the Tuned cells read 830-910 MB of GPU allocator peak where Default read 280-360
-MB, whatever the model and the batch picked: about 545 MB more, which is 8 trials x 64 MiB,
-cuBLAS's workspaces, one per (handle, stream), allocated through torch's allocator and never
-freed; each trial's warm-up ran on a stream of its own. Now warm-ups share one stream, and
-after the search the cell collects garbage, frees those workspaces and the cached blocks,
-zeroes the peak counters and trims the heap (trainer.release_memory) before the picked
-model is built; the search's own peaks are reported on its rows. Tested here with a fake
+A search leaves memory behind: cuBLAS's workspaces (64 MiB each, one per (handle, stream),
+allocated through torch's allocator and never freed) and the allocator's cached blocks. So the
+trials' warm-ups share one stream, and after the search the cell collects garbage, frees those
+workspaces and the cached blocks, zeroes the peak counters and trims the heap
+(trainer.release_memory) before the picked model is built; the search's own peaks are reported
+on its rows. Tested here with a fake
 allocator standing in for CUDA's (no GPU on CI), and for real on the CPU."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26's cheap fixes: the RSS sampler's one-pread reading, the telemetry thread's PID judgement."""
+"""What keeps the samplers cheap: the RSS sampler's one-pread reading, the telemetry thread's PID judgement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Labels that never collide and colours that mean the device (issue 30, items 2 and 6): the
+"""Labels that never collide and colours that mean the device: the
 merged report of every committed reference prints no row twice in any table, a plot of two
 runs of one configuration names them apart, every plot colours CPUs blue and NVIDIA GPUs green,
 and `--label` names a run in system.json and in the report."""

@@ -1,4 +1,4 @@
-"""Issue 9 part 4: seed 000's own Numba setups as labelled variants (`numba-cpu --variant seed`,
+"""Seed 000's own Numba setups as labelled variants (`numba-cpu --variant seed`,
 `numba-cuda --variant seed`) and the seed's initialisation, input scaling and optimizer form
 as options (init=seed, input_scale=div255, sgd=seed).
 

@@ -1,4 +1,4 @@
-"""Issue 9 part 3: a warm-up is real training steps whose effect is undone, and nothing
+"""A warm-up is real training steps whose effect is undone, and nothing
 inside a timed epoch records per-phase times (they come from a separate profiling pass)."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import re
 import socket
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -284,7 +284,7 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
 
     info = {
         "run_id": run_id,
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "kit_version": bench.__version__,
         "kit_git_sha": git_sha(),
         "kit_source": source_state(),

@@ -122,7 +122,7 @@ def _key(key: str) -> str:
 def _types() -> Any:
     """The pydantic types, built once on first use (pydantic's import is not free)."""
     from types import SimpleNamespace
-    from typing import Annotated, Literal
+    from typing import Annotated, Literal, NotRequired, Required
 
     from pydantic import (
         ConfigDict,
@@ -135,7 +135,7 @@ def _types() -> Any:
         TypeAdapter,
         ValidationError,
     )
-    from typing_extensions import NotRequired, Required, TypedDict
+    from typing_extensions import TypedDict
 
     t = SimpleNamespace()
     Text = Annotated[StrictStr, StringConstraints(max_length=MAX_TEXT)]

@@ -1,15 +1,13 @@
 """Process RSS from a sampler thread: mean and peak over a region, in MB (10^6 bytes).
 
-What the thread costs (issue 26: the harness against timm's benchmark; `python -m lab.sampler_cost`
-on a shared 2-core AMD EPYC VM, torch 2.14.1, psutil 7.2.2, load ~3.5): it reads every 10 ms
-(100 Hz asked, 90-97 achieved). psutil's memory_info() opens, reads and closes /proc/self/statm:
-12.3 us of CPU a reading, 1.23 ms of CPU a second (0.12 % of a core), and three GIL releases a
-reading, each a switch the training thread pays for when it holds the GIL. Now /proc/self/statm
-stays open and one os.pread reads it: 1.8 us a reading (0.18 ms a second), one GIL release
-(RSS_HOW says which way ran; psutil where /proc is absent). A GIL-bound loop of tiny torch CPU ops
-(the launch-bound proxy, 15 x 1 s interleaved) could not tell either from no sampler: medians
-0.96x and 0.95x of it, run-to-run noise on that VM +-10 %. Its own CPU is far below the 25 % of
-issue 26; what its GIL switches cost a CUDA launch loop is for a GPU run to measure.
+What the thread costs (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, torch 2.14.1,
+psutil 7.2.2, load ~3.5): it reads every 10 ms (100 Hz asked, 90-97 achieved). /proc/self/statm
+stays open and one os.pread reads it: 1.8 us of CPU a reading (0.18 ms a second), one GIL release,
+each a switch the training thread pays for when it holds the GIL; psutil's memory_info() (where
+/proc is absent; RSS_HOW says which way ran) opens, reads and closes the file: 12.3 us a reading,
+three GIL releases. A GIL-bound loop of tiny torch CPU ops (the launch-bound proxy, 15 x 1 s
+interleaved) could not tell either from no sampler: medians 0.96x and 0.95x of it, run-to-run
+noise on that VM +-10 %. What its GIL switches cost a CUDA launch loop is for a GPU run to measure.
 """
 
 from __future__ import annotations

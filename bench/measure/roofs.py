@@ -52,7 +52,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -483,7 +483,7 @@ def measure_roofs(device: str = "cpu", sizes: RoofSizes | None = None) -> Roofs:
         device_id=device_id(info),
         device=info,
         torch_version=torch.__version__,
-        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         sizes=json.loads(json.dumps(asdict(s))),
         roofs=roofs,
         skipped=skipped,

@@ -36,7 +36,7 @@ between start() and stop() lies between two samples. Columns (t_s: monotonic s s
   sample_ms               wall time this sample took, waits for the GIL included (summary():
                           sampler_cpu_pct is the thread's own CPU, start to stop; 100 = one core)
 
-Cost (issue 26, `python -m lab.sampler_cost`, a shared 2-core AMD EPYC VM, psutil 7.2.2, no GPU): a
+Cost (`python -m lab.sampler_cost`, a shared 2-core AMD EPYC VM, psutil 7.2.2, no GPU): a
 CPU-only sample takes 150-170 us of CPU (1.5-1.7 ms a second at 10 Hz, 0.17 % of a core); a
 GIL-bound loop of tiny torch ops ran 0.93-1.00x of its time without the thread (7 and 5 interleaved
 runs of 2 s; noise there +-10 %): nothing to remove on the CPU side. NVML reads: a GPU's to measure.

@@ -7,14 +7,14 @@ is a flat dict kept in system.json and read by bench.core.noise for the row flag
 source is optional: what cannot be read is recorded as unavailable with the reason, never
 guessed.
 
-Cost (issue 26; `python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, psutil 7.2.2, 91
-processes): a sample reads psutil.cpu_freq() (here /proc/cpuinfo: 39.8 us of CPU; where cpufreq is
-in sysfs, one file per logical CPU) and, on a GPU, NVML (not measured on this CPU host). Which of
-the GPU's processes are this run's (_ours) takes a scan of every /proc/PID: 1,550 us of CPU a call
-here (3.1 ms a second at 2 Hz, growing with the host's process count, every file read a GIL release
-the training thread pays for), and it ran every sample, since NVML lists the cell itself. Now a PID
-is judged once, at first sight (a sibling cell that starts later is a new PID, judged then): the
-scan runs when a new process appears on the GPU, not twice a second.
+Cost (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, psutil 7.2.2, 91 processes): a
+sample reads psutil.cpu_freq() (here /proc/cpuinfo: 39.8 us of CPU; where cpufreq is in sysfs, one
+file per logical CPU) and, on a GPU, NVML (not measured on this CPU host). Which of the GPU's
+processes are this run's (_ours) takes a scan of every /proc/PID: 1,550 us of CPU a call here,
+growing with the host's process count, every file read a GIL release the training thread pays for.
+So a PID is judged once, at first sight (a sibling cell that starts later is a new PID, judged
+then): the scan runs when a new process appears on the GPU, never every sample (NVML lists the
+cell itself, so a scan per sample would cost 3.1 ms a second at 2 Hz).
 """
 
 from __future__ import annotations

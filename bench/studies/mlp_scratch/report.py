@@ -211,13 +211,34 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     the same dataset (percentage points), so curves that lie on top of each other stay
     readable. One series per configuration and variant: median over repeats (min-max band
     where repeats differ), its own colour and marker; the legend sits outside the axes."""
-    from bench.core import noise, palette
+    series = _series(cells)
+    if not series:
+        return None
+    refs = _references(series)
+    panels = [_panel(series, refs, key) for key in ("train_acc", "val_acc")]
+    shaded = any(c["band"] is not None for curves in panels for c in curves)
+    many = any(len(g) > 1 for g, _, _ in series)
+    how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
+    data = {
+        "panels": panels,
+        "ref_name": plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))),
+        "title": "mlp-scratch convergence, seed 001 Fig. 3" + how,
+        "note": _data_note(series),
+    }
+    return out / figure(out, "mlp_convergence.png", draw_convergence, data)
+
+
+def _series(cells: list[Cell]) -> list[tuple[list[Cell], str, str]]:
+    """(repeats of one configuration, variant, legend label) for every variant with a validation
+    curve; labels name the device and dataset where several ran, then whatever else tells two
+    series apart (run, environment, iterations), the noise mark and the repeat count."""
+    from bench.core import noise
     from bench.core.labels import distinct, environments
 
     groups = group_repeats([c for c in cells if c.status == "ok"])
     multi_dev = len({g[0].device for g in groups}) > 1
     multi_ds = len({str(g[0].first.get("dataset")) for g in groups}) > 1
-    series = []  # (group, variant, label)
+    series = []
     for g in groups:
         c = g[0]
         dtype = _dtype(c)
@@ -231,7 +252,7 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
                 label += plot_text(f", {c.first.get('dataset')}")
             series.append((g, v, label))
     if not series:
-        return None
+        return []
     # one configuration from two runs is two series, named apart by their run (then environment, iterations)
     unique = distinct(
         [lab for _, _, lab in series],
@@ -239,74 +260,75 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
         *environments([g for g, _, _ in series]),
         [f"{g[0].first.get('iterations')} iterations" for g, _, _ in series],
     )
-    series = [
+    return [
         (g, v, noise.mark(u, ";".join(x.flags for x in g if x.flags)) + (f", n={len(g)}" if len(g) > 1 else ""))
         for (g, v, _), u in zip(series, unique)
     ]
-    shade = palette.colors([(i, palette.family(g[0].device, g[0].first.get("backend"))) for i, (g, _, _) in enumerate(series)])
 
-    # the reference per dataset: NumPy float64 if it ran, else the first NumPy series, else the first
-    def _rank(s) -> int:
+
+def _references(series: list[tuple[list[Cell], str, str]]) -> dict[str, tuple]:
+    """dataset -> the series every curve on it is drawn against: NumPy float64 if it ran, else
+    the first NumPy series, else the first."""
+
+    def rank(s) -> int:
         g, v, _ = s
         return (v != REFERENCE) * 2 + (_dtype(g[0]) != "float64")
 
     refs: dict[str, tuple] = {}
     for s in series:
         ds = str(s[0][0].first.get("dataset"))
-        if ds not in refs or _rank(s) < _rank(refs[ds]):
+        if ds not in refs or rank(s) < rank(refs[ds]):
             refs[ds] = s
+    return refs
 
-    panels = []
-    for key in ("train_acc", "val_acc"):
-        curves = []
-        for i, (g, v, label) in enumerate(series):
-            cur = _curve(g, v, key)
-            xs = list(cur)
-            rg, rv, _ = refs[str(g[0].first.get("dataset"))]
-            ref = _curve(rg, rv, key)
-            curves.append(
-                {
-                    "label": label,
-                    "style": {
-                        "color": shade[i],  # the device family's shade (bench.core.palette)
-                        "marker": _MARKERS[i % len(_MARKERS)],
-                        "ls": _LINESTYLES.get(v, "-."),
-                        "markevery": _markevery(len(xs), i, len(series)),
-                        "ms": 5,
-                        "lw": 1.3,
-                        "mfc": "none" if i % 2 else None,  # open and filled markers alternate: overlaps show both
-                    },
-                    "xs": xs,
-                    "med": [m for m, _, _ in cur.values()],
-                    "band": ([lo for _, lo, _ in cur.values()], [hi for _, _, hi in cur.values()])
-                    if any(lo != hi for _, lo, hi in cur.values())
-                    else None,
-                    "diff": [(x, cur[x][0] - ref[x][0]) for x in xs if x in ref],
-                }
-            )
-        panels.append(curves)
-    shaded = any(c["band"] is not None for curves in panels for c in curves)
-    many = any(len(g) > 1 for g, _, _ in series)
-    how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
-    fake = [(g, lab) for g, _, lab in series if not g[0].first.get("dataset_real", True)]
-    note = (
-        figure_note.data_warning(
-            "NOT MNIST",
-            [str(g[0].first.get("dataset")) for g, _ in fake],
-            [lab for _, lab in fake],
-            len(fake) == len(series),
-            "The embedded default is a wiring check, not comparable with seed 001.",
+
+def _panel(series: list[tuple[list[Cell], str, str]], refs: dict[str, tuple], key: str) -> list[dict]:
+    """One panel's curves of KEY: each series' median, its min-max band where repeats differ, its
+    difference to its dataset's reference, and its style (device family's shade, marker, line)."""
+    from bench.core import palette
+
+    shade = palette.colors([(i, palette.family(g[0].device, g[0].first.get("backend"))) for i, (g, _, _) in enumerate(series)])
+    curves = []
+    for i, (g, v, label) in enumerate(series):
+        cur = _curve(g, v, key)
+        xs = list(cur)
+        rg, rv, _ = refs[str(g[0].first.get("dataset"))]
+        ref = _curve(rg, rv, key)
+        curves.append(
+            {
+                "label": label,
+                "style": {
+                    "color": shade[i],  # the device family's shade (bench.core.palette)
+                    "marker": _MARKERS[i % len(_MARKERS)],
+                    "ls": _LINESTYLES.get(v, "-."),
+                    "markevery": _markevery(len(xs), i, len(series)),
+                    "ms": 5,
+                    "lw": 1.3,
+                    "mfc": "none" if i % 2 else None,  # open and filled markers alternate: overlaps show both
+                },
+                "xs": xs,
+                "med": [m for m, _, _ in cur.values()],
+                "band": ([lo for _, lo, _ in cur.values()], [hi for _, _, hi in cur.values()])
+                if any(lo != hi for _, lo, hi in cur.values())
+                else None,
+                "diff": [(x, cur[x][0] - ref[x][0]) for x in xs if x in ref],
+            }
         )
-        if fake
-        else ""
+    return curves
+
+
+def _data_note(series: list[tuple[list[Cell], str, str]]) -> str:
+    """The figure's warning where a series trained on data that is not MNIST ("" where none did)."""
+    fake = [(g, lab) for g, _, lab in series if not g[0].first.get("dataset_real", True)]
+    if not fake:
+        return ""
+    return figure_note.data_warning(
+        "NOT MNIST",
+        [str(g[0].first.get("dataset")) for g, _ in fake],
+        [lab for _, lab in fake],
+        len(fake) == len(series),
+        "The embedded default is a wiring check, not comparable with seed 001.",
     )
-    data = {
-        "panels": panels,
-        "ref_name": plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))),
-        "title": "mlp-scratch convergence, seed 001 Fig. 3" + how,
-        "note": note,
-    }
-    return out / figure(out, "mlp_convergence.png", draw_convergence, data)
 
 
 def draw_convergence(d: dict, path: Path) -> None:
@@ -406,7 +428,15 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     cells = [c for c in cells if c.status == "ok"]
     if not cells:
         return []
-    md = seed_tables() + [
+    md = seed_tables() + _intro()
+    for group in group_repeats(cells):
+        md += configuration_tables(group)
+    return md + fig3(cells, out)
+
+
+def _intro() -> list[str]:
+    """What Table 3's totals, the speedups, the op table and Table 5's overhead mean."""
+    return [
         "784-10-10 MLP from scratch, full-batch gradient descent, lr 0.1. Table 3 has two totals: "
         "*steps only* sums the timed training steps (no syncs inside); *entire process* is the wall time of "
         "the whole training loop including the accuracy records every 10 iterations (a validation forward "
@@ -421,51 +451,58 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "the rows marked *also read* are not in the Total.",
         "",
     ]
-    for group in group_repeats(cells):
-        c = group[0]
-        r0 = c.rows[0]
-        n = len(group)
-        flags = [f"r{x.repeat}: {md_text(x.flags)}" for x in group if x.flags]
-        gpu = (c.system.get("gpu") or {}).get("name")
-        on_gpu = any(_platform(v) != "cpu" for v in _variants(c))  # only then did the cell use the GPU
-        where = f"{str(r0.get('cell', '')).rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
-            f" + {gpu}" if gpu and on_gpu else ""
-        )
-        blas = _blas_line(group)
-        t5, one = table5(c)
-        md += [
-            f"#### {md_text(where)} ({md_text(r0.get('dtype'))}, {md_text(r0.get('iterations'))} iterations, "
-            f"{md_text(r0.get('dataset'))}{'' if r0.get('dataset_real') else ', not the real dataset'}, "
-            f"{md_text(r0.get('n_train'))} train / {md_text(r0.get('n_val'))} val)",
-            "",
-            *([blas, ""] if blas else []),
-            f"Table 3: time ({n} repeat{'s' if n > 1 else ''}, each a fresh process; medians over repeats)",
-            "",
-            *table3(group),
-            "",
-            *([f"⚑ flagged: {'; '.join(flags)}", ""] if flags else []),
-            f"Table 4: operations (repeat {c.repeat})",
-            "",
-            *table4(c),
-            "",
-            f"Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process; repeat {c.repeat})",
-            "",
-            *t5,
-            "",
-            *([] if one else [f"({OLD_OVERHEAD})", ""]),
-        ]
-        skipped = [r for r in c.rows if r.get("status") == "skipped"]
-        md += [f"- {md_text(r['backend'])} not run: {md_reason(r.get('reason'))}" for r in skipped] + ([""] if skipped else [])
-    p = convergence_plot(cells, out)
-    if p:
-        md += [
-            "Fig. 3: training accuracy per iteration (the seed's figure) and validation accuracy, each with "
-            "its difference to NumPy float64 underneath.",
-            "",
-            "![mlp convergence](mlp_convergence.png)",
-            "",
-        ]
-    return md
+
+
+def configuration_tables(group: list[Cell]) -> list[str]:
+    """One configuration's heading (where it ran, on what data), its Tables 3-5 and the variants
+    it could not run."""
+    c = group[0]
+    r0 = c.rows[0]
+    n = len(group)
+    flags = [f"r{x.repeat}: {md_text(x.flags)}" for x in group if x.flags]
+    gpu = (c.system.get("gpu") or {}).get("name")
+    on_gpu = any(_platform(v) != "cpu" for v in _variants(c))  # only then did the cell use the GPU
+    where = f"{str(r0.get('cell', '')).rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
+        f" + {gpu}" if gpu and on_gpu else ""
+    )
+    blas = _blas_line(group)
+    t5, one = table5(c)
+    md = [
+        f"#### {md_text(where)} ({md_text(r0.get('dtype'))}, {md_text(r0.get('iterations'))} iterations, "
+        f"{md_text(r0.get('dataset'))}{'' if r0.get('dataset_real') else ', not the real dataset'}, "
+        f"{md_text(r0.get('n_train'))} train / {md_text(r0.get('n_val'))} val)",
+        "",
+        *([blas, ""] if blas else []),
+        f"Table 3: time ({n} repeat{'s' if n > 1 else ''}, each a fresh process; medians over repeats)",
+        "",
+        *table3(group),
+        "",
+        *([f"⚑ flagged: {'; '.join(flags)}", ""] if flags else []),
+        f"Table 4: operations (repeat {c.repeat})",
+        "",
+        *table4(c),
+        "",
+        f"Table 5: memory (MB = 10^6 bytes; each variant measured in a fresh process; repeat {c.repeat})",
+        "",
+        *t5,
+        "",
+        *([] if one else [f"({OLD_OVERHEAD})", ""]),
+    ]
+    skipped = [r for r in c.rows if r.get("status") == "skipped"]
+    return md + [f"- {md_text(r['backend'])} not run: {md_reason(r.get('reason'))}" for r in skipped] + ([""] if skipped else [])
+
+
+def fig3(cells: list[Cell], out: Path) -> list[str]:
+    """Fig. 3 drawn under OUT and its caption ([] where no cell has a curve)."""
+    if not convergence_plot(cells, out):
+        return []
+    return [
+        "Fig. 3: training accuracy per iteration (the seed's figure) and validation accuracy, each with "
+        "its difference to NumPy float64 underneath.",
+        "",
+        "![mlp convergence](mlp_convergence.png)",
+        "",
+    ]
 
 
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:

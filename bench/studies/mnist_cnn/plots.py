@@ -81,90 +81,114 @@ def _legend_outside(ax) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
+class Fig1Series:
+    """What every Fig. 1 panel shares: the configurations (repeats grouped), each one's legend
+    name, shade and marker, and the data warning."""
+
+    def __init__(self, cells: list[ResultCell], label: Callable[[ResultCell], str]) -> None:
+        from bench.core import palette
+        from bench.core.labels import distinct, environments
+        from bench.core.resultset import group_repeats
+
+        cells = [c for c in cells if c.status == "ok" and _epochs(c)]
+        self.groups = group_repeats(cells)
+        multi = len({c.device for c in cells}) > 1
+
+        def base(g: list[ResultCell]) -> str:
+            c = g[0]
+            return f"{label(c)} ({c.device})" if multi else label(c)
+
+        # a configuration in two runs (a rerun, another host, a smoke beside a default run) is two
+        # series: their names carry the run, then the data and epochs, only where they would collide
+        unique = distinct(
+            [base(g) for g in self.groups],
+            [g[0].run_label for g in self.groups],
+            *environments(self.groups),
+            [g[0].first.get("dataset") for g in self.groups],
+            [f"{len(_epochs(g[0]))} epochs" for g in self.groups],
+        )
+        self.names = {id(g): u for g, u in zip(self.groups, unique)}
+        self.shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in self.groups])
+        self.note = data_note(self.groups, lambda g: self.names[id(g)])
+
+    def name(self, g: list[ResultCell]) -> str:
+        """The legend name: unique name, noise mark, repeat count."""
+        from bench.core import noise
+
+        name = noise.mark(self.names[id(g)], ";".join(x.flags for x in g if x.flags))
+        return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
+
+    def style(self, i: int, g: list[ResultCell]) -> dict:
+        return _style(i, self.shade[id(g)])
+
+    def line(self, i: int, g: list[ResultCell], key: str, scale: float = 1.0) -> dict:
+        """Configuration G's KEY per epoch: median over repeats and its min-max band."""
+        xs, med, lo, hi = _series(g, key, scale)
+        return {"name": self.name(g), "style": self.style(i, g), "xs": xs, "med": med, "lo": lo, "hi": hi, "band": len(g) > 1}
+
+
 def fig1(cells: list[ResultCell], out: Path, label: Callable[[ResultCell], str]) -> list[Path]:
     """Seed 000's Fig. 1 over repeats: one series per configuration (median over repeats, the
     min-max band shaded), legends outside the axes, a difference-to-reference panel under the
     accuracy curves, and throughput as medians with 95 % interval whiskers (no bars)."""
-    from bench.core import noise, palette, stats
-    from bench.core.labels import distinct, environments
-    from bench.core.resultset import group_repeats
+    s = Fig1Series(cells, label)
+    return per_epoch_figures(s, out) + [accuracy_figure(s, out), throughput_figure(s, out)]
 
-    cells = [c for c in cells if c.status == "ok" and _epochs(c)]
-    groups = group_repeats(cells)
-    multi = len({c.device for c in cells}) > 1
 
-    def _base(g: list[ResultCell]) -> str:
-        c = g[0]
-        return f"{label(c)} ({c.device})" if multi else label(c)
-
-    # a configuration in two runs (a rerun, another host, a smoke beside a default run) is two
-    # series: their names carry the run, then the data and epochs, only where they would collide
-    eps = [f"{len(_epochs(g[0]))} epochs" for g in groups]
-    unique = distinct(
-        [_base(g) for g in groups],
-        [g[0].run_label for g in groups],
-        *environments(groups),
-        [g[0].first.get("dataset") for g in groups],
-        eps,
-    )
-    names = {id(g): u for g, u in zip(groups, unique)}
-    shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in groups])
-
-    def _name(g: list[ResultCell]) -> str:
-        name = noise.mark(names[id(g)], ";".join(x.flags for x in g if x.flags))
-        return plot_text(name) + (f", n={len(g)}" if len(g) > 1 else "")
-
-    note = data_note(groups, lambda g: names[id(g)])
-
-    def _line(i: int, g: list[ResultCell], key: str, scale: float = 1.0) -> dict:
-        xs, med, lo, hi = _series(g, key, scale)
-        return {"name": _name(g), "style": _style(i, shade[id(g)]), "xs": xs, "med": med, "lo": lo, "hi": hi, "band": len(g) > 1}
-
-    repeats = any(len(g) > 1 for g in groups)
+def per_epoch_figures(s: Fig1Series, out: Path) -> list[Path]:
+    """Time per epoch and training throughput per epoch, one line per configuration."""
+    repeats = any(len(g) > 1 for g in s.groups)
     paths = []
     for key, ylabel, title, fname in (
         ("epoch_s", "seconds (log scale)", "Time per epoch", "epoch_time.png"),
         ("samples_per_s", "samples/s (log scale)", "Training throughput", "throughput.png"),
     ):
-        lines = [_line(i, g, key) for i, g in enumerate(groups)]
+        lines = [s.line(i, g, key) for i, g in enumerate(s.groups)]
         title += " (median over repeats, min-max shaded)" if repeats else ""
-        figure(out, fname, draw_per_epoch, {"lines": lines, "ylabel": ylabel, "title": title, "note": note})
+        figure(out, fname, draw_per_epoch, {"lines": lines, "ylabel": ylabel, "title": title, "note": s.note})
         paths.append(out / fname)
+    return paths
 
-    # accuracy: the curves lie within a point of each other, so a second panel shows each one's
-    # difference to a reference on the same data (that dataset's first torch-cpu configuration,
-    # else its first one): a merged report may hold several datasets
-    def _ds(g: list[ResultCell]) -> str:
+
+def accuracy_figure(s: Fig1Series, out: Path) -> Path:
+    """Test accuracy per epoch. The curves lie within a point of each other, so a second panel
+    shows each one's difference to a reference on the same data (that dataset's first torch-cpu
+    configuration, else its first one): a merged report may hold several datasets."""
+
+    def ds(g: list[ResultCell]) -> str:
         return str(g[0].first.get("dataset"))
 
     refs: dict[str, list[ResultCell]] = {}
-    for g in groups:
-        if _ds(g) not in refs or (
-            str(g[0].first.get("backend")) == "torch-cpu" and refs[_ds(g)][0].first.get("backend") != "torch-cpu"
+    for g in s.groups:
+        if ds(g) not in refs or (
+            str(g[0].first.get("backend")) == "torch-cpu" and refs[ds(g)][0].first.get("backend") != "torch-cpu"
         ):
-            refs[_ds(g)] = g
+            refs[ds(g)] = g
     acc = []
-    for i, g in enumerate(groups):
-        line = _line(i, g, "test_acc", 100)
-        rx, rmed, _, _ = _series(refs[_ds(g)], "test_acc", 100)
+    for i, g in enumerate(s.groups):
+        line = s.line(i, g, "test_acc", 100)
+        rx, rmed, _, _ = _series(refs[ds(g)], "test_acc", 100)
         rmap = dict(zip(rx, rmed))
         line["diff"] = [(x, m - rmap[x]) for x, m in zip(line["xs"], line["med"]) if x in rmap]
         acc.append(line)
-    ref_names = "; ".join(f"{plot_text(ds)}: {_name(g)}" for ds, g in refs.items())
-    figure(out, "test_accuracy.png", draw_accuracy, {"lines": acc, "ref_names": ref_names, "note": note})
-    paths.append(out / "test_accuracy.png")
+    ref_names = "; ".join(f"{plot_text(d)}: {s.name(g)}" for d, g in refs.items())
+    figure(out, "test_accuracy.png", draw_accuracy, {"lines": acc, "ref_names": ref_names, "note": s.note})
+    return out / "test_accuracy.png"
 
-    # median throughput per configuration with its 95 % interval over repeats: dots and
-    # whiskers on a log axis (a log-scale bar's length means nothing), the value printed
+
+def throughput_figure(s: Fig1Series, out: Path) -> Path:
+    """Median throughput per configuration with its 95 % interval over repeats: dots and
+    whiskers on a log axis (a log-scale bar's length means nothing), the value printed."""
+    from bench.core import stats
+
     rows: list[dict[str, Any]] = []
-    for i, g in enumerate(groups):
+    for i, g in enumerate(s.groups):
         per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
         sm = stats.summarize(per)
-        rows.append({"name": _name(g), "median": sm.median, "lo": sm.lo, "hi": sm.hi, "style": _style(i, shade[id(g)])})
+        rows.append({"name": s.name(g), "median": sm.median, "lo": sm.lo, "hi": sm.hi, "style": s.style(i, g)})
     rows.sort(key=lambda r: r["median"])
-    figure(out, "avg_throughput.png", draw_avg_throughput, {"rows": rows, "note": note})
-    paths.append(out / "avg_throughput.png")
-    return paths
+    figure(out, "avg_throughput.png", draw_avg_throughput, {"rows": rows, "note": s.note})
+    return out / "avg_throughput.png"
 
 
 def draw_per_epoch(d: dict, path: Path) -> None:

@@ -329,6 +329,7 @@ def _flag_lines(rows: list[dict], esc: Callable[[object], str] = str) -> list[st
 
 def section(cells: list[ResultCell], out: Path) -> list[str]:
     from bench.studies.mnist_cnn import plots
+    from bench.studies.mnist_cnn.seed_table import seed_section
 
     rows = table1(cells)
     plot_paths = plots.fig1([c for c in cells if c.status == "ok" and epochs(c)], out, label) if rows else []
@@ -337,6 +338,17 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
     summ = summary_table(cells)
     atomic_write_text(out / "table1_summary.csv", csv_text(summ, list(SUMMARY_CSV)))  # one row per configuration, over repeats
     write_json(out / "table1_summary.json", {"rows": summ})
+    return [
+        *table1_lines(summ, rows),
+        *ratio_lines(ratios_ci(cells)),
+        *(["### Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]),
+        *seed_section(cells),  # seed 000's Table I beside ours for the same setups, and the speedup table
+    ]
+
+
+def table1_lines(summ: list[dict], rows: list[dict]) -> list[str]:
+    """Table I over repeats, its flagged cells, the per-repeat table folded, and the note where a
+    row did not run on MNIST."""
     md = [
         "### Table I (measured)",
         "",
@@ -367,39 +379,42 @@ def section(cells: list[ResultCell], out: Path) -> list[str]:
             "with `KIT_DATA_DIR=... python orchestrate.py all`.",
             "",
         ]
-    rat = ratios_ci(cells)
-    if rat:
-        md += [
-            "### Throughput ratios (cells of one host, paired by repeat)",
-            "",
-            "The interval is a 95% bootstrap CI from 6 repeats; with fewer it is the range of the paired per-repeat "
-            "ratios, marked *(range)*, which holds the true ratio with probability 1 - 2^(1-n) (75% at 3); with one "
-            "repeat there is none. The kit's targets for three of these ratios are judged with the seed's claims "
-            "(below), by the kit's one verdict policy.",
-            "",
-            "| host (setup) | ratio | median | interval | min-max over repeats |",
-            "|---|---|---|---|---|",
-        ]
-        md += [
+    return md
+
+
+def ratio_lines(rat: list[dict]) -> list[str]:
+    """The same-host throughput ratios (ratios_ci) as a table ([] where there are none)."""
+    if not rat:
+        return []
+    md = [
+        "### Throughput ratios (cells of one host, paired by repeat)",
+        "",
+        "The interval is a 95% bootstrap CI from 6 repeats; with fewer it is the range of the paired per-repeat "
+        "ratios, marked *(range)*, which holds the true ratio with probability 1 - 2^(1-n) (75% at 3); with one "
+        "repeat there is none. The kit's targets for three of these ratios are judged with the seed's claims "
+        "(below), by the kit's one verdict policy.",
+        "",
+        "| host (setup) | ratio | median | interval | min-max over repeats |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rat:
+        interval = (
+            (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + (" (range)" if r.get("ci_kind") == "range" else ""))
+            if r["ci_lo"] is not None
+            else "n=1"
+        )
+        md.append(
             md_row(
                 [
                     r["host"],
                     f"{r['numerator']} / {r['denominator']}",
                     f"{r['ratio']:.2f}x",
-                    (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + (" (range)" if r.get("ci_kind") == "range" else ""))
-                    if r["ci_lo"] is not None
-                    else "n=1",
+                    interval,
                     f"{r['min']:.2f}-{r['max']:.2f}",
                 ]
             )
-            for r in rat
-        ]
-        md.append("")
-    md += ["### Fig. 1", ""] + [f"![{p.stem}]({p.name})" for p in plot_paths] + [""]
-    from bench.studies.mnist_cnn.seed_table import seed_section
-
-    md += seed_section(cells)  # seed 000's Table I beside ours for the same setups, and the speedup table
-    return md
+        )
+    return md + [""]
 
 
 def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:

@@ -200,6 +200,11 @@ def _f(v, fmt: str) -> str:
 
 def seed_section(cells: list[ResultCell]) -> list[str]:
     """Markdown: the seed's Table I beside ours (same setups), then the speedup table."""
+    return table1_beside(cells) + speedups_beside(cells)
+
+
+def table1_beside(cells: list[ResultCell]) -> list[str]:
+    """The seed's Table I, each of its rows followed by ours for the same setup, and the memory note."""
     md = [
         "### Seed 000's Table I beside ours (same setups)",
         "",
@@ -219,60 +224,71 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
     ]
     mine = ours(cells)
     for name, v in SEED_TABLE1.items():
-        s = dict(zip(SEED_COLUMNS, v))
-        md.append(
-            md_row(
-                [
-                    name,
-                    "seed 000",
-                    "its hardware",
-                    "dense layers only" if "Numba" in name else "all layers",
-                    "10",
-                    "1",
-                    f"{s['avg_epoch_s']:.4f}",
-                    f"{s['total_train_s']:.3f}",
-                    f"{s['avg_samples_per_s']:,.0f}",
-                    "–",
-                    "–",
-                    f"{s['final_acc_pct']:.2f}",
-                    f"{s['max_acc_pct']:.2f}",
-                    f"{s['avg_ram_mb']:,.1f}",
-                    f"{s['max_vram_mb']:g}",
-                ]
-            )
-        )
-        for r in (r for r in mine if r["platform"] == name):
-            md.append(
-                md_row(
-                    [
-                        name,
-                        f"ours: {r['config']} ({r['run']})",
-                        r["device"],
-                        r["setup"],
-                        f"{r['epochs']:g}",
-                        str(r["repeats"]),
-                        f"{r['avg_epoch_s']:.4f}",
-                        f"{r['total_train_s']:.3f}",
-                        f"{r['avg_samples_per_s']:,.0f}",
-                        f"{r['median_samples_per_s']:,.0f}",
-                        r["tput_ci"],
-                        f"{r['final_acc_pct']:.2f}",
-                        f"{r['max_acc_pct']:.2f}",
-                        f"{r['avg_ram_mb']:,.1f}",
-                        _f(r["max_vram_mb"], "{:,.1f}"),
-                    ]
-                )
-            )
+        md.append(_seed_row(name, dict(zip(SEED_COLUMNS, v))))
+        md += [_our_row(r) for r in mine if r["platform"] == name]
     if not mine:
         md += [
             "",
             "_None of our cells ran one of these setups (run `--profile full --only variant=seed`, "
             "and `--only pipeline=seed` for the PyTorch rows)._",
         ]
-    md += [
+    return md + [
         "",
         "Seed 000 measured RAM with psutil and VRAM with torch.cuda.memory_allocated (PyTorch CUDA only); "
         "ours: RSS sampled during training, VRAM as each backend reports it (numba-cuda: its own buffers).",
+    ]
+
+
+def _seed_row(name: str, s: dict[str, float]) -> str:
+    """One row of the seed's Table I as printed (one run on its hardware)."""
+    return md_row(
+        [
+            name,
+            "seed 000",
+            "its hardware",
+            "dense layers only" if "Numba" in name else "all layers",
+            "10",
+            "1",
+            f"{s['avg_epoch_s']:.4f}",
+            f"{s['total_train_s']:.3f}",
+            f"{s['avg_samples_per_s']:,.0f}",
+            "–",
+            "–",
+            f"{s['final_acc_pct']:.2f}",
+            f"{s['max_acc_pct']:.2f}",
+            f"{s['avg_ram_mb']:,.1f}",
+            f"{s['max_vram_mb']:g}",
+        ]
+    )
+
+
+def _our_row(r: dict) -> str:
+    """One of our configurations (a row of ours()) in Table I's columns."""
+    return md_row(
+        [
+            r["platform"],
+            f"ours: {r['config']} ({r['run']})",
+            r["device"],
+            r["setup"],
+            f"{r['epochs']:g}",
+            str(r["repeats"]),
+            f"{r['avg_epoch_s']:.4f}",
+            f"{r['total_train_s']:.3f}",
+            f"{r['avg_samples_per_s']:,.0f}",
+            f"{r['median_samples_per_s']:,.0f}",
+            r["tput_ci"],
+            f"{r['final_acc_pct']:.2f}",
+            f"{r['max_acc_pct']:.2f}",
+            f"{r['avg_ram_mb']:,.1f}",
+            _f(r["max_vram_mb"], "{:,.1f}"),
+        ]
+    )
+
+
+def speedups_beside(cells: list[ResultCell]) -> list[str]:
+    """Seed 000's first objective: its speedups from Table I beside ours, and the seed's own where
+    we have no pair of cells for one."""
+    md = [
         "",
         "### Speedups: seed 000's first objective",
         "",
@@ -284,25 +300,21 @@ def seed_section(cells: list[ResultCell]) -> list[str]:
         "| Comparison | Setups | Seed 000 | Ours | interval | Numerator / denominator | Host (setup) |",
         "|---|---|---|---|---|---|---|",
     ]
-    sp = speedups(cells)
     shown = set()
-    for r in sp:
+    for r in speedups(cells):
         seed = f"{r['seed'][0]:.2f}x ({r['seed'][1]:.2f}x)" if r["seed"] else "–"
         shown.add((r["setups"], r["name"]))
-        md.append(
-            md_row(
-                [
-                    r["name"],
-                    r["setups"],
-                    seed,
-                    f"{r['ratio']:.2f}x",
-                    r["ci"],
-                    f"{r['numerator']} / {r['denominator']}",
-                    r["session"],
-                ]
-            )
-        )
-    for name, a, b in SPEEDUPS:  # the seed's own, also where we have no pair of cells for it
+        row = [
+            r["name"],
+            r["setups"],
+            seed,
+            f"{r['ratio']:.2f}x",
+            r["ci"],
+            f"{r['numerator']} / {r['denominator']}",
+            r["session"],
+        ]
+        md.append(md_row(row))
+    for name, a, b in SPEEDUPS:
         if ("seed 000's setups", name) not in shown:
             t, q = seed_speedup(a, b)
             pair = " / ".join(" ".join(SETUPS[x]) for x in (a, b))

@@ -134,9 +134,52 @@ def training_table(cells: list[Cell]) -> list[str]:
     ]
 
 
+CPU_GPU_COLS = [
+    ("what", "transfer, batch"),
+    ("cpu", "CPU (measured)"),
+    ("gpu", "GPU (measured)"),
+    ("cpu_h", "CPU h (projected)"),
+    ("gpu_h", "GPU h (projected)"),
+    ("ratio", "CPU / GPU time"),
+    ("seed", "seed (13 h / 2 h)"),
+    ("cpu_j", "CPU J / image"),
+    ("gpu_j", "GPU J / image"),
+    ("eratio", "CPU / GPU energy"),
+]
+
+
 def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
-    """The CPU cells beside the GPU cells of the same transfer and batch at 224 px: both projected
-    to the seed's run, the time ratio, and the energy ratio where both sides measured energy."""
+    """The CPU cells beside the GPU cells of the same transfer and batch at 224 px (cpu_vs_gpu_rows),
+    or why no pair formed."""
+    out = cpu_vs_gpu_rows(cells)
+    if not out:
+        cpu_cells = [c for c in cells if c.first.get("backend") == "torch-cpu" and _rows(c, "epoch")]
+        why = (
+            "no CPU cell at the seed's 224 px beside a one-GPU cell of the same transfer and batch"
+            if cpu_cells
+            else "no CPU cell ran"
+        )
+        return [
+            "#### CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
+            "",
+            f"Not formed: {why}. The CPU's default profile runs the seed's 224 px, batch 64 as a reduced protocol "
+            "(`--platform cpu --profile default`).",
+            "",
+        ]
+    return [
+        "#### CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
+        "",
+        "Time: each side's projection (training table). Energy per image: idle baseline subtracted, each device's own "
+        "counter (CPU packages: RAPL; GPU: NVML), the host's other parts not counted; a ratio needs both.",
+        "",
+        markdown(out, CPU_GPU_COLS),
+        "",
+    ]
+
+
+def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
+    """Per CPU/GPU pair: both projected to the seed's run, the time ratio, and the energy ratio
+    where both sides measured energy."""
     out = []
     for cpu, gpu in cpu_gpu_pairs(cells):
         a, b = projection(cpu), projection(gpu)
@@ -159,77 +202,33 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
                 "eratio": f"{cj / gj:,.1f}x" if cj and gj else "needs energy on both sides",
             }
         )
-    cpu_cells = [c for c in cells if c.first.get("backend") == "torch-cpu" and _rows(c, "epoch")]
-    if not out:
-        why = (
-            "no CPU cell at the seed's 224 px beside a one-GPU cell of the same transfer and batch"
-            if cpu_cells
-            else "no CPU cell ran"
-        )
-        return [
-            "#### CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
-            "",
-            f"Not formed: {why}. The CPU's default profile runs the seed's 224 px, batch 64 as a reduced protocol "
-            "(`--platform cpu --profile default`).",
-            "",
-        ]
-    return [
-        "#### CPU vs GPU, projected to the seed's 20 epochs x 8,005 images",
-        "",
-        "Time: each side's projection (training table). Energy per image: idle baseline subtracted, each device's own "
-        "counter (CPU packages: RAPL; GPU: NVML), the host's other parts not counted; a ratio needs both.",
-        "",
-        markdown(
-            out,
-            [
-                ("what", "transfer, batch"),
-                ("cpu", "CPU (measured)"),
-                ("gpu", "GPU (measured)"),
-                ("cpu_h", "CPU h (projected)"),
-                ("gpu_h", "GPU h (projected)"),
-                ("ratio", "CPU / GPU time"),
-                ("seed", "seed (13 h / 2 h)"),
-                ("cpu_j", "CPU J / image"),
-                ("gpu_j", "GPU J / image"),
-                ("eratio", "CPU / GPU energy"),
-            ],
-        ),
-        "",
-    ]
+    return out
+
+
+TELEMETRY_COLS = [
+    ("cell", "cell"),
+    ("gpu", "GPU"),
+    ("util", "util %"),
+    ("memu", "mem util %"),
+    ("mem", "mem used MB (max)"),
+    ("temp", "temp °C (max)"),
+    ("pw", "power W (mean)"),
+    ("pwmax", "power W (max)"),
+    ("field", "power field"),
+    ("cpu", "CPU % (system)"),
+    ("proc", "CPU % of all cores (process)"),
+    ("cores", "cores busy (process)"),
+    ("rss", "RSS MB"),
+    ("thr", "threads"),
+    ("procs", "processes (system)"),
+    ("hz", "samples/s"),
+]
 
 
 def telemetry_table(cells: list[Cell]) -> list[str]:
+    """NVML and psutil over the timed epochs, one row per cell and GPU ([] where no cell has epochs)."""
     names = row_names(cells)
-    out = []
-    for c in cells:
-        ep = _rows(c, "epoch")
-        if not ep:
-            continue
-        gpus = _gpus(c)
-        pf = (c.system.get("telemetry") or {}).get("power_fields") or {}
-        slots: list[int | None] = list(gpus) or [None]
-        for i in slots:
-            g = f"gpu{i}_"
-            out.append(
-                {
-                    "cell": names[id(c)],
-                    "gpu": "" if i is None else f"GPU {i}",
-                    "util": _med(ep, g + "util_pct_mean") if i is not None else None,
-                    "memu": _med(ep, g + "mem_util_pct_mean") if i is not None else None,
-                    "mem": _med(ep, g + "mem_used_mb_max") if i is not None else None,
-                    "temp": _med(ep, g + "temp_c_max") if i is not None else None,
-                    "pw": _med(ep, g + "power_w_mean") if i is not None else None,
-                    "pwmax": _med(ep, g + "power_w_max") if i is not None else None,
-                    "field": pf.get(f"gpu{i}_power_field", "") if i is not None else "",
-                    "cpu": _med(ep, "cpu_system_pct_mean"),
-                    "proc": _share_of_cores(_med(ep, "cpu_process_pct_mean"), logical_cores(c)),
-                    "cores": _div(_med(ep, "cpu_process_pct_mean"), 100),
-                    "rss": _med(ep, "rss_mb_max"),
-                    "thr": _med(ep, "threads_max"),
-                    "procs": _med(ep, "processes_system_max"),
-                    "hz": _med(ep, "telemetry_hz"),
-                }
-            )
+    out = [row for c in cells for row in telemetry_rows(c, names[id(c)])]
     if not out:
         return []
     return [
@@ -244,29 +243,46 @@ def telemetry_table(cells: list[Cell]) -> list[str]:
         f"{seed.GPU[64]['power_w']} W; b128 {seed.GPU[128]['util_pct']} %, {seed.GPU[128]['mem_mb']} MiB, {seed.GPU[128]['power_w']} W; "
         f"CPU {seed.CPU['util_pct']} %, {seed.CPU['processes']} processes, {seed.CPU['threads']} threads.",
         "",
-        markdown(
-            out,
-            [
-                ("cell", "cell"),
-                ("gpu", "GPU"),
-                ("util", "util %"),
-                ("memu", "mem util %"),
-                ("mem", "mem used MB (max)"),
-                ("temp", "temp °C (max)"),
-                ("pw", "power W (mean)"),
-                ("pwmax", "power W (max)"),
-                ("field", "power field"),
-                ("cpu", "CPU % (system)"),
-                ("proc", "CPU % of all cores (process)"),
-                ("cores", "cores busy (process)"),
-                ("rss", "RSS MB"),
-                ("thr", "threads"),
-                ("procs", "processes (system)"),
-                ("hz", "samples/s"),
-            ],
-        ),
+        markdown(out, TELEMETRY_COLS),
         "",
     ]
+
+
+def telemetry_rows(c: Cell, name: str) -> list[dict]:
+    """Cell C's telemetry medians over its epochs: one row per GPU it used (one without GPU
+    columns on a CPU cell; none where it has no epochs)."""
+    ep = _rows(c, "epoch")
+    if not ep:
+        return []
+    pf = (c.system.get("telemetry") or {}).get("power_fields") or {}
+    cpu = {
+        "cpu": _med(ep, "cpu_system_pct_mean"),
+        "proc": _share_of_cores(_med(ep, "cpu_process_pct_mean"), logical_cores(c)),
+        "cores": _div(_med(ep, "cpu_process_pct_mean"), 100),
+        "rss": _med(ep, "rss_mb_max"),
+        "thr": _med(ep, "threads_max"),
+        "procs": _med(ep, "processes_system_max"),
+        "hz": _med(ep, "telemetry_hz"),
+    }
+    slots: list[int | None] = list(_gpus(c)) or [None]
+    out = []
+    for i in slots:
+        g = f"gpu{i}_"
+        out.append(
+            {
+                "cell": name,
+                "gpu": "" if i is None else f"GPU {i}",
+                "util": _med(ep, g + "util_pct_mean") if i is not None else None,
+                "memu": _med(ep, g + "mem_util_pct_mean") if i is not None else None,
+                "mem": _med(ep, g + "mem_used_mb_max") if i is not None else None,
+                "temp": _med(ep, g + "temp_c_max") if i is not None else None,
+                "pw": _med(ep, g + "power_w_mean") if i is not None else None,
+                "pwmax": _med(ep, g + "power_w_max") if i is not None else None,
+                "field": pf.get(f"gpu{i}_power_field", "") if i is not None else "",
+                **cpu,
+            }
+        )
+    return out
 
 
 def _int(v: float | None) -> int | None:
@@ -516,72 +532,102 @@ def representatives(cells: list[Cell]) -> list[tuple[str, Cell, str]]:
     return out
 
 
+OP_LEVELS = (
+    ("op", "operators by self device time"),
+    ("kernel", "GPU kernels by device time"),
+    ("op-cpu", "operators by self CPU time"),
+)
+KERNEL_COLS = [("name", "kernel"), ("calls", "calls"), ("self_device_ms", "device ms"), ("dev_share", "of device time")]
+OP_COLS = [
+    ("name", "operator"),
+    ("calls", "calls"),
+    ("self_device_ms", "self device ms"),
+    ("dev_share", "of device time"),
+    ("self_cpu_ms", "self CPU ms"),
+    ("cpu_share", "of CPU time"),
+    ("device_memory_mb", "device mem MB"),
+    ("cpu_memory_mb", "CPU mem MB"),
+]
+
+
 def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
     """Per configuration (its median repeat): the top K of each operator level."""
     lines: list[str] = []
     for label, c, which in representatives(cells):
         prof = _profile(c)
-        for level, title in (
-            ("op", "operators by self device time"),
-            ("kernel", "GPU kernels by device time"),
-            ("op-cpu", "operators by self CPU time"),
-        ):
-            ops, key = op_level(prof, level, k)
-            if not ops or (level in ("op", "kernel") and key != "self_device_ms"):
-                continue
-            if level in ("op", "kernel") and not any(_num(o.get("self_device_ms")) for o in ops):
-                continue
-            # two kernels of one template differ in their arguments only: those tell them apart
-            names = [short_kernel(str(o.get("name"))) if level == "kernel" else str(o.get("name")) for o in ops]
-            names = distinct(names, [_template_args(str(o.get("name"))) for o in ops])
-            rows = [
-                {
-                    **o,
-                    "name": name,
-                    "dev_share": f"{o['self_device_share']:.1%}" if isinstance(o.get("self_device_share"), (int, float)) else "",
-                    "cpu_share": f"{o['self_cpu_share']:.1%}" if isinstance(o.get("self_cpu_share"), (int, float)) else "",
-                }
-                for o, name in zip(ops, names)
-            ]
-            cols = (
-                [("name", "kernel"), ("calls", "calls"), ("self_device_ms", "device ms"), ("dev_share", "of device time")]
-                if level == "kernel"
-                else [
-                    ("name", "operator"),
-                    ("calls", "calls"),
-                    ("self_device_ms", "self device ms"),
-                    ("dev_share", "of device time"),
-                    ("self_cpu_ms", "self CPU ms"),
-                    ("cpu_share", "of CPU time"),
-                    ("device_memory_mb", "device mem MB"),
-                    ("cpu_memory_mb", "CPU mem MB"),
-                ]
-            )
-            lines += [
-                f"##### {md_text(label)}: top {len(ops)} {title}" + (f" ({which})" if which else ""),
-                "",
-                markdown(rows, cols),
-                "",
-            ]
-    if lines:
-        lines = [
-            "#### Operators (torch.profiler key_averages over the recorded steps)",
-            "",
-            "Per configuration, from one repeat: the one whose throughput is the median of the configuration's.",
-            "",
-            "One level per table and chart: operators are the CPU-side rows (aten operators and runtime calls such as "
-            "cudaLaunchKernel; annotations such as ProfilerStep* are ranges and left out), kernels the GPU-side rows. An "
-            "operator's self device time is the time of the kernels it launched itself, so a table of both would count "
-            "that time twice.",
-            "",
-            f"The seed's top operator was {seed.TOP_OPERATOR}. `aten::t` is a transpose (a view of a Linear layer's weight), "
-            "not a copy; host-device copies are `aten::copy_` / `aten::_to_copy` and, on the device, the memcpy share of the breakdown.",
-            "",
-        ] + lines
-    return lines
+        for level, title in OP_LEVELS:
+            lines += op_level_table(prof, level, k, f"{md_text(label)}: top", title + (f" ({which})" if which else ""))
+    if not lines:
+        return []
+    return [
+        "#### Operators (torch.profiler key_averages over the recorded steps)",
+        "",
+        "Per configuration, from one repeat: the one whose throughput is the median of the configuration's.",
+        "",
+        "One level per table and chart: operators are the CPU-side rows (aten operators and runtime calls such as "
+        "cudaLaunchKernel; annotations such as ProfilerStep* are ranges and left out), kernels the GPU-side rows. An "
+        "operator's self device time is the time of the kernels it launched itself, so a table of both would count "
+        "that time twice.",
+        "",
+        f"The seed's top operator was {seed.TOP_OPERATOR}. `aten::t` is a transpose (a view of a Linear layer's weight), "
+        "not a copy; host-device copies are `aten::copy_` / `aten::_to_copy` and, on the device, the memcpy share of the breakdown.",
+        "",
+    ] + lines
+
+
+def op_level_table(prof, level: str, k: int, before: str, after: str) -> list[str]:
+    """The top K rows of one operator LEVEL of a profile, headed "BEFORE <how many> AFTER", or []
+    where the level has no rows (or, for device levels, no device time)."""
+    ops, key = op_level(prof, level, k)
+    if not ops or (level in ("op", "kernel") and key != "self_device_ms"):
+        return []
+    if level in ("op", "kernel") and not any(_num(o.get("self_device_ms")) for o in ops):
+        return []
+    # two kernels of one template differ in their arguments only: those tell them apart
+    names = [short_kernel(str(o.get("name"))) if level == "kernel" else str(o.get("name")) for o in ops]
+    names = distinct(names, [_template_args(str(o.get("name"))) for o in ops])
+    rows = [
+        {
+            **o,
+            "name": name,
+            "dev_share": f"{o['self_device_share']:.1%}" if isinstance(o.get("self_device_share"), (int, float)) else "",
+            "cpu_share": f"{o['self_cpu_share']:.1%}" if isinstance(o.get("self_cpu_share"), (int, float)) else "",
+        }
+        for o, name in zip(ops, names)
+    ]
+    return [f"##### {before} {len(ops)} {after}", "", markdown(rows, KERNEL_COLS if level == "kernel" else OP_COLS), ""]
 
 
 # ---- figures ---------------------------------------------------------------------------------
+
+
+def _column(rows: list[dict], k: str) -> list[float | None]:
+    """Column K of telemetry.csv's rows as floats; blank, unreadable and non-finite values None."""
+    vals: list[float | None] = []
+    for r in rows:
+        try:
+            v = float(r[k]) if r.get(k) not in (None, "") else None
+        except (ValueError, TypeError):
+            v = None
+        vals.append(v if v is None or v == v and abs(v) != float("inf") else None)
+    return vals
+
+
+def _process_share(proc: list[float | None], cores: int | None) -> tuple[list[float | None], int, str]:
+    """The process's CPU (psutil's 100 % = one core) as a share of every core, with how many
+    samples read above 100 % of them (impossible: left out) and the panel's title; as read where
+    the cores are unknown."""
+    if not cores:
+        return proc, 0, "process % (100 = one core; cores unknown)"
+    share: list[float | None] = []
+    impossible = 0
+    for v in proc:
+        if v is not None and v > 100 * cores * 1.02:
+            impossible += 1
+            share.append(None)
+        else:
+            share.append(None if v is None else min(v / cores, 100.0))
+    return share, impossible, f"process, % of all {cores} cores" + (f" ({impossible} impossible left out)" if impossible else "")
 
 
 def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str | None, int]:
@@ -591,35 +637,10 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
     rows = _csv(c)
     if len(rows) < 2:
         return None, 0
-
-    def col(k: str) -> list[float | None]:
-        vals: list[float | None] = []
-        for r in rows:
-            try:
-                v = float(r[k]) if r.get(k) not in (None, "") else None
-            except (ValueError, TypeError):
-                v = None
-            vals.append(v if v is None or v == v and abs(v) != float("inf") else None)
-        return vals
-
-    t = [v or 0.0 for v in col("t_s")]
+    t = [v or 0.0 for v in _column(rows, "t_s")]
     cores = logical_cores(c)
-    series: dict[str, list[float | None]] = {}
-    impossible = 0
-    proc = col("cpu_process_pct")
-    if cores:  # psutil's 100 % = one core, as a share of every core; above 100 % of them: impossible
-        share: list[float | None] = []
-        for v in proc:
-            if v is not None and v > 100 * cores * 1.02:
-                impossible += 1
-                share.append(None)
-            else:
-                share.append(None if v is None else min(v / cores, 100.0))
-        series["cpu_process_share"] = share
-        proc_title = f"process, % of all {cores} cores" + (f" ({impossible} impossible left out)" if impossible else "")
-    else:
-        series["cpu_process_share"] = proc
-        proc_title = "process % (100 = one core; cores unknown)"
+    share, impossible, proc_title = _process_share(_column(rows, "cpu_process_pct"), cores)
+    series: dict[str, list[float | None]] = {"cpu_process_share": share}
     gpus = _gpus(c)
     colour = palette.colors([(i, "nvidia") for i in gpus])
     panels: list[tuple[str, list[tuple[str, str]]]] = []
@@ -635,10 +656,10 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
         for k, what in cols:
             lines: list[tuple[str, str | None, list[float | None]]] = []
             if panel.startswith("GPU"):
-                lines = [(f"GPU {i}", colour[i], col(f"gpu{i}_{k}")) for i in gpus]
+                lines = [(f"GPU {i}", colour[i], _column(rows, f"gpu{i}_{k}")) for i in gpus]
             drawn = [
                 (legend, shade, [(a, b) for a, b in zip(t, y, strict=True) if b is not None])
-                for legend, shade, y in lines or [("", None, series[k] if k in series else col(k))]
+                for legend, shade, y in lines or [("", None, series[k] if k in series else _column(rows, k))]
             ]
             capped = k in ("cpu_system_pct", "cpu_process_share") and bool(cores or k == "cpu_system_pct")
             row.append({"title": f"{panel}: {what}", "lines": drawn, "legend": len(lines) > 1, "capped": capped})

@@ -726,6 +726,19 @@ def section(cells: list[Cell], out: Path) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     groups = group_repeats(cells)
     roofs = _roofs_by_run(cells)
+    md = intro(cells)
+    md += speedup_section(speedups(groups))
+    md += figures(cells, out)
+    md += roofs_section(roofs) + complexity_section(groups) + scenario_a_sections(perf_table(groups))
+    md += gap_section(groups) + sweep_section(groups)
+    flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
+    if flagged:
+        md += ["⚑ flagged cells: " + "; ".join(flagged), ""]
+    return md
+
+
+def intro(cells: list[Cell]) -> list[str]:
+    """What the study runs and measures, which data it ran on, and what synthetic data cannot show."""
     data = sorted({(str(c.first.get("dataset")), bool(c.first.get("dataset_real"))) for c in cells})
     md = [
         "torchvision ResNet-18/50, MobileNetV2, SqueezeNet1.1 (weights=None, one output per class) at 64x64, SGD lr 0.01 "
@@ -748,13 +761,20 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             "claim need the real tree (`orchestrate.py data fetch tinyimagenet --allow-http`).**",
             "",
         ]
-    md += speedup_section(speedups(groups))
-    md += figures(cells, out)
-    md += ["#### Measured roofs (seed Table 7 beside)", "", markdown(roofs_table(roofs), [
+    return md
+
+
+def roofs_section(roofs: dict[tuple[str, str], dict]) -> list[str]:
+    """Every device's measured roofs, seed Table 7 beside."""
+    return ["#### Measured roofs (seed Table 7 beside)", "", markdown(roofs_table(roofs), [
         ("device", "device"), ("fp32", "fp32 GFLOP/s"), ("tf32", "tf32 GFLOP/s"), ("bf16", "bf16 GFLOP/s"),
         ("bw", "memory GB/s"), ("sheet", "datasheet"), ("when", "measured"),
     ]), ""]  # fmt: skip
-    md += [
+
+
+def complexity_section(groups: list[list[Cell]]) -> list[str]:
+    """Parameters, FLOPs and intensity per model, seed Tables 1-2 beside."""
+    return [
         "#### Model complexity (seed Tables 1-2 beside: its 'FLOPs' are MACs at 224 px, its AI divides by the model size)",
         "",
         markdown(
@@ -774,13 +794,15 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         ),  # fmt: skip
         "",
     ]
-    md += [
+
+
+def scenario_a_sections(perf: list[dict]) -> list[str]:
+    """Scenario A's rows (perf_table) as the seed's Tables 3, 4 and 5."""
+    return [
         "#### Scenario A: throughput, achieved compute, memory (seed Table 3)",
         "",
-        markdown(perf_table(groups), PERF_COLS),
+        markdown(perf, PERF_COLS),
         "",
-    ]
-    md += [
         "#### Pass times (seed Table 4)",
         "",
         f"The seed's 'epoch' was its max-batch control: {seed.EPOCH_BATCHES} batches. Its Table 4 seconds x Table 3 img/s "
@@ -788,34 +810,38 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         "T4, not Tiny-ImageNet's 100,000 training images. Our passes ran the batches shown; each is projected to the "
         "seed's epoch for the same model and kind of device as seed-epoch images / our img/s.",
         "",
-        markdown(perf_table(groups), EPOCH_COLS),
+        markdown(perf, EPOCH_COLS),
         "",
-    ]
-    md += [
         "#### Utilisation (seed Table 5)",
         "",
         "CPU: psutil, primed before the region (an unprimed first call reads 0.0, as many of the seed's figures do). "
         "GPU: NVML's utilisation is the share of time one or more kernels ran, not occupancy or a fraction of peak.",
         "",
-        markdown(perf_table(groups), UTIL_COLS),
+        markdown(perf, UTIL_COLS),
         "",
     ]
+
+
+def gap_section(groups: list[list[Cell]]) -> list[str]:
+    """The real loader against synthetic-gpu, where both ran ([] otherwise)."""
     gap = gap_table(groups)
-    if gap:
-        md += ["#### Real loader vs synthetic-gpu (training img/s)", "", markdown(gap, [
-            ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"),
-            ("loader", "loader img/s"), ("synthetic", "synthetic-gpu img/s"), ("ratio", "loader / synthetic"),
-        ]), ""]  # fmt: skip
+    if not gap:
+        return []
+    return ["#### Real loader vs synthetic-gpu (training img/s)", "", markdown(gap, [
+        ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"),
+        ("loader", "loader img/s"), ("synthetic", "synthetic-gpu img/s"), ("ratio", "loader / synthetic"),
+    ]), ""]  # fmt: skip
+
+
+def sweep_section(groups: list[list[Cell]]) -> list[str]:
+    """Scenario B's batch sweep, seed Table 6 in the heading ([] where no sweep ran)."""
     sw = sweep_table(groups)
-    if sw:
-        md += ["#### Scenario B: batch sweep (seed Table 6: SqueezeNet1.1 " + "; ".join(f"b{b} {t} img/s {g} GFLOP/s" for b, t, g in seed.SWEEP) + ")", "", markdown(sw, [
-            ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"), ("ips", "img/s"),
-            ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("n", "n"), ("note", "note"),
-        ]), ""]  # fmt: skip
-    flagged = [f"{md_text(c.dir.name)}: {md_text(c.flags)}" for c in cells if c.flags]
-    if flagged:
-        md += ["⚑ flagged cells: " + "; ".join(flagged), ""]
-    return md
+    if not sw:
+        return []
+    return ["#### Scenario B: batch sweep (seed Table 6: SqueezeNet1.1 " + "; ".join(f"b{b} {t} img/s {g} GFLOP/s" for b, t, g in seed.SWEEP) + ")", "", markdown(sw, [
+        ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"), ("ips", "img/s"),
+        ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("n", "n"), ("note", "note"),
+    ]), ""]  # fmt: skip
 
 
 def speedup_section(sp: list[Speedup]) -> list[str]:

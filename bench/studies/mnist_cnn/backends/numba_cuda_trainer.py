@@ -238,7 +238,7 @@ def equivalence_check(K, params0, xh: np.ndarray, yh: np.ndarray, kernel_variant
 
     def rel(a, b):
         a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+        return float(np.linalg.norm(a - b) / max(float(np.linalg.norm(b)), 1e-30))
 
     errs = {"logits": rel(logits, ref_logits.detach().numpy()), "loss": rel(loss, ref_loss.item())}
     for name, p in zip(PARAM_NAMES, model.parameters()):
