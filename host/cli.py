@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_type_hints
 
@@ -55,7 +55,7 @@ history_app = typer.Typer(
 app.add_typer(history_app, name="history", rich_help_panel=RESULTS)
 
 
-class Runtime(str, Enum):
+class Runtime(StrEnum):
     auto = "auto"
     native = "native"
     docker = "docker"
@@ -577,7 +577,7 @@ def export(
     typer.echo(f"bundle: {info['path']} ({info['cells']} cells, {info['files']} files, {info['bytes'] / 1e6:.1f} MB)")
 
 
-class RefPreset(str, Enum):
+class RefPreset(StrEnum):
     cpu = "cpu"
     gpu = "gpu"
     gpu_cuda = "gpu-cuda"
@@ -694,7 +694,7 @@ def compare(
         raise typer.Exit(1)
 
 
-class SpeedCheck(str, Enum):
+class SpeedCheck(StrEnum):
     on = "on"
     off = "off"
 

@@ -34,7 +34,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import bench
@@ -219,7 +219,7 @@ def plan(job: Path, req: RunRequest, image: str | None = None, nodes: int = 1, c
         "kit_version": bench.__version__,
         "kit_git_sha": git_sha(),
         "kit_root": str(KIT_ROOT),
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command,
         "request": {
             "studies": list(req.studies),

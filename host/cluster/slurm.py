@@ -39,7 +39,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import bench
@@ -383,7 +383,7 @@ def submit(job: Job, opts: Options, echo: Echo) -> list[dict]:
         d = job.cell_dir(i)
         if d.is_dir():
             clear_results(d)
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     new = []
     for shape, path in scripts.items():
         tasks = [t for t in job.shapes[shape].tasks if t in set(todo)]
