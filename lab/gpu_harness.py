@@ -28,9 +28,12 @@ spread: PROCS fresh processes per variant, interleaved, each the bare loop (one 
 the device) timed over STEPS steps after WARMUP, with: the per-step device time (CUDA events, no
 host sync), the kernels of two profiled steps after the clock (names and count: which cuDNN
 algorithms the autotuner picked show in the names; their hash tells two processes' choices
-apart), NVML's SM and memory clocks and temperature before and after, the allocator's counters,
+apart), their summed device time per step against the main thread's CPU time per step (the GPU
+busy well under the step, the CPU near it: the host sets the pace, and a cuDNN choice cannot
+move it), NVML's SM and memory clocks and temperature before and after, the allocator's counters,
 the CPU it ran on. Variants: bench (cudnn.benchmark on: the kit's), nobench (off: cuDNN's
-heuristics), bench-det (on, and torch.backends.cudnn.deterministic), long (bench, WARMUP x 5).
+heuristics), bench-det (on, and torch.backends.cudnn.deterministic), long (bench, WARMUP x 5),
+pinned (bench, the process bound to one core: the scheduler's placement taken out).
 
 nvml: the wall time of each NVML call the kit's samplers make, idle and with the GPU busy.
 
@@ -179,9 +182,16 @@ def host_profile(loop, steps: int) -> dict:
                 loop.step()
         loop.sync()
     ev = prof.key_averages()
-    spans = [e.time_range.elapsed_us() for e in prof.events() if e.name == "harness_step" and e.device_type.name == "CPU"]
+    events = prof.events()
+    spans = [e.time_range.elapsed_us() for e in events if e.name == "harness_step" and e.device_type.name == "CPU"]
+    busy = sum(e.time_range.elapsed_us() for e in events if e.device_type.name == "CUDA" and e.name != "harness_step")
     ops = {e.key: e.self_cpu_time_total / steps for e in ev if e.key != "harness_step"}
-    return {"host_step_us": spans, "host_step_us_median": statistics.median(spans), "self_cpu_us_per_step": ops}
+    return {
+        "host_step_us": spans,
+        "host_step_us_median": statistics.median(spans),
+        "gpu_busy_us_per_step": busy / steps,  # kernels and copies: well under the step time = the host sets the pace
+        "self_cpu_us_per_step": ops,
+    }
 
 
 def pick_batch(model: str, size: int, precision: str, device: str) -> tuple[int, dict[int, float]]:
@@ -247,6 +257,7 @@ def inproc(a: argparse.Namespace) -> dict:
             "blocks_s": got,
             "ratios": ratios,
             "host_step_us_median": {k: v["host_step_us_median"] for k, v in prof.items()},
+            "gpu_busy_us_per_step": {k: v["gpu_busy_us_per_step"] for k, v in prof.items()},
             "host_profile": prof,
             "host_op_diff_us_per_step": top,
             "seconds": time.monotonic() - t0,
@@ -269,7 +280,10 @@ def print_inproc(e: dict, a: argparse.Namespace) -> None:
         lo = "" if r["lo"] is None else f" [{r['lo']:.4f}-{r['hi']:.4f}, {r['kind']}]"
         print(f"  {k:<20} {r['median']:.4f}{lo}")
     h = e["host_step_us_median"]
-    print(f"  host-side us/step (torch.profiler): bare {h['bare']:.0f}  kit {h['kit']:.0f}")
+    g = e["gpu_busy_us_per_step"]
+    print(
+        f"  host-side us/step (torch.profiler): bare {h['bare']:.0f}  kit {h['kit']:.0f}; GPU busy bare {g['bare']:.0f}  kit {g['kit']:.0f}"
+    )
     for k, d in e["host_op_diff_us_per_step"][:6]:
         print(f"    kit-bare {d:+8.1f} us/step  {k}")
 
@@ -280,6 +294,7 @@ VARIANTS = {
     "nobench": {"benchmark": False, "deterministic": False, "warmup_x": 1},
     "bench-det": {"benchmark": True, "deterministic": True, "warmup_x": 1},
     "long": {"benchmark": True, "deterministic": False, "warmup_x": 5},
+    "pinned": {"benchmark": True, "deterministic": False, "warmup_x": 1, "pin": True},
 }
 
 
@@ -303,6 +318,8 @@ def nvml_state() -> dict:
 def child(spec: dict) -> dict:
     """One fresh process of `spread`: the bare loop, timed, with what might explain its speed."""
     t_start = time.perf_counter()
+    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # one core, the same in every process of the variant
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     import torch
 
     t_import = time.perf_counter() - t_start
@@ -317,18 +334,20 @@ def child(spec: dict) -> dict:
     warm_s = time.perf_counter() - t0
     evs = [torch.cuda.Event(enable_timing=True) for _ in range(spec["steps"] + 1)] if cuda else []
     loop.sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for i in range(spec["steps"]):
         if cuda:
             evs[i].record()
         loop.step()
     if cuda:
         evs[-1].record()
+    cpu_s = time.thread_time() - c0  # the main thread's CPU: near the wall time = the host sets the pace
     float(loop.loss_sum.item())
     elapsed = time.perf_counter() - t0
     after = nvml_state() if cuda else {}
     per_step = [evs[i].elapsed_time(evs[i + 1]) for i in range(spec["steps"])] if cuda else []
     kernels: Counter[str] = Counter()
+    busy_us = 0.0
     if cuda:
         from torch.profiler import ProfilerActivity, profile
 
@@ -338,6 +357,7 @@ def child(spec: dict) -> dict:
         for e in prof.events():
             if e.device_type.name == "CUDA":
                 kernels[e.name] += 1
+                busy_us += e.time_range.elapsed_us()
     ms = torch.cuda.memory_stats() if cuda else {}
     sig = hashlib.sha1("\n".join(f"{k} {v}" for k, v in sorted(kernels.items())).encode()).hexdigest()[:12]
     import psutil
@@ -349,6 +369,8 @@ def child(spec: dict) -> dict:
         "warmup_s": warm_s,
         "import_s": t_import,
         "step_ms_events": per_step,
+        "host_cpu_ms_per_step": 1e3 * cpu_s / spec["steps"],
+        "gpu_busy_ms_per_step": busy_us / 2e3,
         "kernel_sig": sig,
         "kernels": dict(kernels),
         "nvml_before": before,
@@ -384,7 +406,8 @@ def spread(a: argparse.Namespace) -> dict:
             got = json.loads(line[len(TAG) :])
             runs.append(got)
             ev = got["step_ms_events"]
-            tail = (
+            tail = f" cpu {got['host_cpu_ms_per_step']:.2f} gpu-busy {got['gpu_busy_ms_per_step']:.2f} ms/step;"
+            tail += (
                 f" steps 0-20 {statistics.median(ev[:20]):.3f} ms, last half {statistics.median(ev[len(ev) // 2 :]):.3f} ms"
                 if ev
                 else ""
@@ -416,6 +439,8 @@ def spread_summary(runs: list[dict]) -> dict:
             "spread": max(ips) / min(ips) - 1,
             "cv": statistics.stdev(ips) / statistics.mean(ips) if len(ips) > 1 else None,
             "kernel_sigs": dict(sigs),
+            "host_cpu_ms_per_step": [r["host_cpu_ms_per_step"] for r in runs if r["variant"] == v],
+            "gpu_busy_ms_per_step": [r["gpu_busy_ms_per_step"] for r in runs if r["variant"] == v],
             "img_per_s_by_sig": by_sig,
         }
     return out
@@ -444,7 +469,7 @@ def nvml_calls(a: argparse.Namespace) -> dict:
     for state in ("idle", "busy"):
         for name, fn in calls.items():
             if state == "busy":
-                for _ in range(200):  # ~0.2 s of queued matrix products
+                for _ in range(1000):  # ~0.2 s of queued matrix products on an H100
                     m @ m
             ts = []
             for _ in range(50):
