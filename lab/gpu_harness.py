@@ -33,7 +33,14 @@ busy well under the step, the CPU near it: the host sets the pace, and a cuDNN c
 move it), NVML's SM and memory clocks and temperature before and after, the allocator's counters,
 the CPU it ran on. Variants: bench (cudnn.benchmark on: the kit's), nobench (off: cuDNN's
 heuristics), bench-det (on, and torch.backends.cudnn.deterministic), long (bench, WARMUP x 5),
-pinned (bench, the process bound to one core: the scheduler's placement taken out).
+pinned (bench, the process bound to the same two cores: the scheduler's placement taken out).
+
+Why the host side first: the committed kit/timm and kit/bare runs (results/reference/
+H100-80GB-HBM3-peer-check-long, 64 px, bf16-cl) step ResNet-50 in 24-29 ms at batch 128 and
+23-26 ms at batch 512, ResNet-18 in 8-14 ms and 9-12 ms: four times the images in the same time,
+so at batch 128 the GPU idles most of each step and the host (Python, dispatcher, launches) sets
+the pace. A cuDNN algorithm choice cannot then move a 128 step by 10-20 %; the host's speed, and
+anything that takes the GIL from the training thread (the samplers), can.
 
 nvml: the wall time of each NVML call the kit's samplers make, idle and with the GPU busy.
 
@@ -315,17 +322,37 @@ def nvml_state() -> dict:
         return {"error": f"{type(err).__name__}: {err}"}
 
 
+def cpu_probe() -> dict:
+    """This process's host speed, apart from the GPU: us per tiny torch CPU op (Python + dispatcher,
+    what a launch costs before the driver) and per pure-Python loop turn, the median of 5 rounds."""
+    import torch
+
+    x = torch.ones(8)
+    ops, py = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(2000):
+            x.add_(1.0)
+        ops.append(1e6 * (time.perf_counter() - t) / 2000)
+        t, acc = time.perf_counter(), 0
+        for i in range(200_000):
+            acc += i & 7
+        py.append(1e6 * (time.perf_counter() - t) / 200_000)
+    return {"torch_op_us": statistics.median(ops), "python_loop_us": statistics.median(py)}
+
+
 def child(spec: dict) -> dict:
     """One fresh process of `spread`: the bare loop, timed, with what might explain its speed."""
     t_start = time.perf_counter()
-    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # one core, the same in every process of the variant
-        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # the same two cores in every process of the variant
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[-2:]))  # two: the autograd thread beside the main one
     import torch
 
     t_import = time.perf_counter() - t_start
     torch.backends.cudnn.benchmark = spec["benchmark"]
     torch.backends.cudnn.deterministic = spec["deterministic"]
     cuda = spec["device"] == "cuda"
+    probe = cpu_probe()
     before = nvml_state() if cuda else {}
     loop = Bare(spec["model"], spec["batch"], spec["size"], spec["precision"], spec["device"])
     t0 = time.perf_counter()
@@ -370,6 +397,7 @@ def child(spec: dict) -> dict:
         "import_s": t_import,
         "step_ms_events": per_step,
         "host_cpu_ms_per_step": 1e3 * cpu_s / spec["steps"],
+        "cpu_probe": probe,
         "gpu_busy_ms_per_step": busy_us / 2e3,
         "kernel_sig": sig,
         "kernels": dict(kernels),
@@ -418,13 +446,42 @@ def spread(a: argparse.Namespace) -> dict:
                 flush=True,
             )
             write(a.out, "spread", {"runs": runs, "summary": spread_summary(runs)}, a, done=False)
-    return {"runs": runs, "summary": spread_summary(runs)}
+    summary = spread_summary(runs)
+    print(f"\n{a.config} {a.precision}, {a.steps} steps after {a.warmup} warm-up: img/s per variant over fresh processes")
+    for v, d in summary.items():
+        if v.startswith("_"):
+            continue
+        ci = "" if d["lo"] is None else f" [{d['lo']:,.0f}-{d['hi']:,.0f}, {d['kind']}]"
+        print(f"  {v:<10} n={d['n']} median {d['median']:,.0f}{ci}  spread {d['spread']:.1%}  kernel choices {d['kernel_sigs']}")
+    for name, c in summary.get("_img_per_s_vs", {}).items():
+        print(f"  img/s vs {name:<26} Spearman rho {c['rho']:+.2f} (p {c['p']:.3f}, n {c['n']})")
+    return {"runs": runs, "summary": summary}
 
 
 def spread_summary(runs: list[dict]) -> dict:
+    """Per variant: the median img/s with its interval, the spread (fastest / slowest - 1), the kernel
+    choices seen; over every process: Spearman's rank correlation of img/s with each candidate."""
+    from scipy.stats import spearmanr
+
     from bench.core.stats import summarize
 
-    out = {}
+    out: dict = {}
+    cands = {
+        "host_cpu_ms_per_step": lambda r: r["host_cpu_ms_per_step"],
+        "gpu_busy_ms_per_step": lambda r: r["gpu_busy_ms_per_step"],
+        "cpu_probe_torch_op_us": lambda r: r["cpu_probe"]["torch_op_us"],
+        "cpu_probe_python_loop_us": lambda r: r["cpu_probe"]["python_loop_us"],
+        "sm_mhz_after": lambda r: r["nvml_after"].get("sm_mhz"),
+        "warmup_s": lambda r: r["warmup_s"],
+    }
+    if len(runs) >= 4:
+        corr = {}
+        for name, get in cands.items():
+            pts = [(r["img_per_s"], get(r)) for r in runs if isinstance(get(r), (int, float))]
+            if len(pts) >= 4 and len({v for _, v in pts}) > 1:
+                rho, pv = spearmanr([a for a, _ in pts], [b for _, b in pts])
+                corr[name] = {"rho": float(rho), "p": float(pv), "n": len(pts)}
+        out["_img_per_s_vs"] = corr
     for v in dict.fromkeys(r["variant"] for r in runs):
         ips = [r["img_per_s"] for r in runs if r["variant"] == v]
         sigs = Counter(r["kernel_sig"] for r in runs if r["variant"] == v)
