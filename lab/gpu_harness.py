@@ -1,6 +1,6 @@
 """What the harness costs a short GPU training step, and why fresh processes of one cell differ.
 
-    python -m lab.gpu_harness inproc [--configs resnet50:64:128 mobilenet_v2:64:256 resnet50:224:auto]
+    python -m lab.gpu_harness inproc [--configs resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64]
                                      [--precision bf16-cl] [--rounds 10] [--block-steps 30] [--device cuda] --out DIR
     python -m lab.gpu_harness spread [--config resnet50:64:128] [--variants bench nobench] [--procs 5]
                                      [--steps 300] [--warmup 10] [--device cuda] --out DIR
@@ -70,6 +70,11 @@ TARGET_STEP_S = 0.020
 def fail(msg: str, code: int = 2):
     print(f"gpu_harness: error: {msg}", file=sys.stderr)
     raise SystemExit(code)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # bad input: one line, exit 2
+        fail(message)
 
 
 # ---- the two loops -----------------------------------------------------------------------------
@@ -567,9 +572,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["child"]:
         print(TAG + json.dumps(child(json.loads(argv[1]))), flush=True)
         return
-    ap = argparse.ArgumentParser(prog="python -m lab.gpu_harness", description=(__doc__ or "").splitlines()[0])
+    ap = _Parser(prog="python -m lab.gpu_harness", description=(__doc__ or "").splitlines()[0])
     ap.add_argument("mode", choices=("inproc", "spread", "nvml"))
-    ap.add_argument("--configs", nargs="+", default=["resnet50:64:128", "mobilenet_v2:64:256", "resnet50:224:auto"])
+    ap.add_argument("--configs", nargs="+", default=["resnet50:64:128", "mobilenet_v2:64:256", "resnet50:224:64"])
     ap.add_argument("--config", default="resnet50:64:128", help="spread: model:px:batch")
     ap.add_argument("--precision", default="bf16-cl")
     ap.add_argument("--rounds", type=int, default=10)

@@ -23,7 +23,7 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
     nvml) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness nvml --out "$OUT" 2>&1 | quiet | tee "$OUT/gpu_harness-nvml.log" ;;
     # shellcheck disable=SC2086  # the lists split into arguments on purpose
     inproc) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness inproc --out "$OUT" \
-      --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:auto} \
+      --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
       --rounds "${INPROC_ROUNDS:-10}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
     # shellcheck disable=SC2086
     spread) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness spread --out "$OUT" \
