@@ -91,3 +91,23 @@ def test_bad_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> No
     assert r.returncode == 2
     assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not list(tmp_path.glob("gpu_harness-*.json"))
+
+
+def test_the_committed_h100_sweeps_show_the_issues_two_configurations_host_paced(tmp_path: Path, capsys) -> None:
+    """lab/host_floor.py on the committed H100 roofline reference: ResNet-50 bf16-cl at batch 128 and
+    MobileNetV2 bf16-cl at 256 step in about the time of batch 16 (the host sets the pace)."""
+    from lab.host_floor import floor_of, main
+
+    out = tmp_path / "floor.json"
+    assert main([str(ROOT / "results/reference/H100-80GB-HBM3-roofline"), "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    (r50,) = [g for k, g in got.items() if "resnet50_bf16-cl_sweep" in k]
+    (mnv2,) = [g for k, g in got.items() if "mobilenet_v2_bf16-cl_sweep" in k]
+    assert 128 in r50["host_paced"] and 256 in mnv2["host_paced"] and 4096 not in r50["host_paced"]
+    assert floor_of([(16, 10.0), (32, 10.0), (64, 10.0), (128, 12.0), (256, 20.0), (512, 13.0)]) == {
+        "floor_ms": 10.0, "host_paced_up_to": 128, "host_paced": [16, 32, 64, 128, 512],
+        "points": [(16, 10.0), (32, 10.0), (64, 10.0), (128, 12.0), (256, 20.0), (512, 13.0)],
+    }  # fmt: skip
+    assert floor_of([(16, 10.0), (32, 10.0)]) is None
+    assert main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.strip().endswith("not a directory")
