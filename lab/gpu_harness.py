@@ -44,7 +44,7 @@ anything that takes the GIL from the training thread (the samplers), can.
 
 nvml: the wall time of each NVML call the kit's samplers make, idle and with the GPU busy.
 
-Writes OUT/gpu_harness-<mode>.json and prints a table.
+Writes OUT/gpu_harness-<mode>.json (spread: gpu_harness-spread-<model>-b<batch>.json) and prints a table.
 """
 
 from __future__ import annotations
@@ -450,7 +450,7 @@ def spread(a: argparse.Namespace) -> dict:
                 f"  sm {got['nvml_before'].get('sm_mhz')}->{got['nvml_after'].get('sm_mhz')} MHz{tail}  [{time.monotonic() - t0:.0f} s]",
                 flush=True,
             )
-            write(a.out, "spread", {"runs": runs, "summary": spread_summary(runs)}, a, done=False)
+            write(a.out, out_name(a), {"runs": runs, "summary": spread_summary(runs)}, a, done=False)
     summary = spread_summary(runs)
     print(f"\n{a.config} {a.precision}, {a.steps} steps after {a.warmup} warm-up: img/s per variant over fresh processes")
     for v, d in summary.items():
@@ -555,6 +555,14 @@ def nvml_calls(a: argparse.Namespace) -> dict:
     return {"calls": out}
 
 
+def out_name(a: argparse.Namespace) -> str:
+    """The mode, and for spread its configuration: one file per configuration."""
+    if a.mode != "spread":
+        return a.mode
+    model, _, batch = a.config.split(":")
+    return f"spread-{model}-b{batch}"
+
+
 # ---- the run -----------------------------------------------------------------------------------
 def write(out: Path, mode: str, doc: dict, a: argparse.Namespace, done: bool = True) -> None:
     from bench.core.rows import atomic_write_text
@@ -600,8 +608,8 @@ def main(argv: list[str] | None = None) -> None:
             fail("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
     a.out.mkdir(parents=True, exist_ok=True)
     doc = {"inproc": inproc, "spread": spread, "nvml": nvml_calls}[a.mode](a)
-    write(a.out, a.mode, doc, a)
-    print(f"wrote {a.out / f'gpu_harness-{a.mode}.json'}")
+    write(a.out, out_name(a), doc, a)
+    print(f"wrote {a.out / f'gpu_harness-{out_name(a)}.json'}")
 
 
 if __name__ == "__main__":

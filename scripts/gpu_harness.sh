@@ -2,14 +2,16 @@
 # The harness at short steps and the spread between fresh processes, on one GPU (lab/gpu_harness.py
 # and lab/peer_check.py), natively with the host's own packages, from the repo root. Two calls of
 # under 8 minutes each:
-#   bash scripts/gpu_harness.sh                     # nvml, inproc (3 configs), spread (bench nobench pinned)
+#   bash scripts/gpu_harness.sh                     # nvml; inproc (3 configs); spread at batch 128 (host-paced:
+#                                                   # cudnn.benchmark on and off) and 1024 (the GPU's pace)
 #   HARNESS_PARTS=peer bash scripts/gpu_harness.sh  # kit / bare, fresh processes: ResNet-50 b128 and
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
-# HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (10), INPROC_BLOCK (30),
-# SPREAD_CONFIG (resnet50:64:128), SPREAD_VARIANTS (bench nobench pinned), SPREAD_PROCS (3), SPREAD_STEPS (300),
-# PEER_STEPS (200), PEER_REPEATS (6), HARNESS_TIMEOUT (per part, 200 s; peer: per model, 220 s).
-# Writes $OUT/gpu_harness-<part>.json and .log, $OUT/peer_check-bare-<model>.json and .log (default
-# results/gpu-out); commit them under results/reference/<gpu>-harness/.
+# HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
+# SPREAD_CONFIGS (resnet50:64:128=bench,nobench resnet50:64:1024=bench), SPREAD_PROCS (4), SPREAD_STEPS (300),
+# PEER_STEPS (200), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
+# PEER_TIMEOUT (220 s a model). Writes under $OUT (default results/gpu-out) gpu_harness-<part>.json and .log
+# (spread: one pair per config) and peer_check-bare-<model>.json and .log; commit them under
+# results/reference/<gpu>-harness/.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-$PWD/results/gpu-out}
@@ -20,15 +22,19 @@ quiet() { grep -v '^\(STAGE\|USDT\|ERROR\):'; }  # kineto's own log lines
 for part in ${HARNESS_PARTS:-nvml inproc spread}; do
   echo "== $part"
   case $part in
-    nvml) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness nvml --out "$OUT" 2>&1 | quiet | tee "$OUT/gpu_harness-nvml.log" ;;
+    nvml) timeout 60 python3 -m lab.gpu_harness nvml --out "$OUT" 2>&1 | quiet | tee "$OUT/gpu_harness-nvml.log" ;;
     # shellcheck disable=SC2086  # the lists split into arguments on purpose
-    inproc) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness inproc --out "$OUT" \
+    inproc) timeout "${INPROC_TIMEOUT:-170}" python3 -m lab.gpu_harness inproc --out "$OUT" \
       --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
-      --rounds "${INPROC_ROUNDS:-10}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
-    # shellcheck disable=SC2086
-    spread) timeout "${HARNESS_TIMEOUT:-200}" python3 -m lab.gpu_harness spread --out "$OUT" \
-      --config "${SPREAD_CONFIG:-resnet50:64:128}" --variants ${SPREAD_VARIANTS:-bench nobench pinned} \
-      --procs "${SPREAD_PROCS:-3}" --steps "${SPREAD_STEPS:-300}" 2>&1 | quiet | tee "$OUT/gpu_harness-spread.log" ;;
+      --rounds "${INPROC_ROUNDS:-8}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
+    spread)
+      for cv in ${SPREAD_CONFIGS:-resnet50:64:128=bench,nobench resnet50:64:1024=bench}; do
+        c=${cv%=*} m=${c%%:*} b=${c##*:}
+        # shellcheck disable=SC2046
+        timeout "${SPREAD_TIMEOUT:-130}" python3 -m lab.gpu_harness spread --out "$OUT" --config "$c" \
+          --variants $(tr , ' ' <<<"${cv#*=}") --procs "${SPREAD_PROCS:-4}" --steps "${SPREAD_STEPS:-300}" 2>&1 \
+          | quiet | tee "$OUT/gpu_harness-spread-$m-b$b.log"
+      done ;;
     peer)
       for mb in resnet50:128 mobilenet_v2:256; do
         m=${mb%:*} b=${mb#*:}

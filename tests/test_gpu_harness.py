@@ -46,7 +46,7 @@ def test_spread_runs_each_process_fresh_and_correlates_the_candidates(tmp_path: 
     r = harness("spread", *TINY, "--config", "squeezenet1_1:32:2", "--procs", "2", "--variants", "bench", "pinned",
                 "--steps", "2", "--warmup", "1", "--out", str(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads((tmp_path / "gpu_harness-spread.json").read_text())
+    doc = json.loads((tmp_path / "gpu_harness-spread-squeezenet1_1-b2.json").read_text())
     runs = doc["runs"]
     assert sorted(x["variant"] for x in runs) == ["bench", "bench", "pinned", "pinned"]
     assert len({x["pid"] for x in runs} | {os.getpid()}) == 5  # every run a process of its own
