@@ -12,6 +12,7 @@
 # PEER_TIMEOUT (220 s a model). Writes under $OUT (default results/gpu-out) gpu_harness-<part>.json and .log
 # (spread: one pair per config) and peer_check-bare-<model>.json and .log; commit them under
 # results/reference/<gpu>-harness/.
+# shellcheck disable=SC2086,SC2046  # the lists split into arguments on purpose
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-$PWD/results/gpu-out}
@@ -23,14 +24,12 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
   echo "== $part"
   case $part in
     nvml) timeout 60 python3 -m lab.gpu_harness nvml --out "$OUT" 2>&1 | quiet | tee "$OUT/gpu_harness-nvml.log" ;;
-    # shellcheck disable=SC2086  # the lists split into arguments on purpose
     inproc) timeout "${INPROC_TIMEOUT:-170}" python3 -m lab.gpu_harness inproc --out "$OUT" \
       --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
       --rounds "${INPROC_ROUNDS:-8}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
     spread)
       for cv in ${SPREAD_CONFIGS:-resnet50:64:128=bench,nobench resnet50:64:1024=bench}; do
         c=${cv%=*} m=${c%%:*} b=${c##*:}
-        # shellcheck disable=SC2046
         timeout "${SPREAD_TIMEOUT:-130}" python3 -m lab.gpu_harness spread --out "$OUT" --config "$c" \
           --variants $(tr , ' ' <<<"${cv#*=}") --procs "${SPREAD_PROCS:-4}" --steps "${SPREAD_STEPS:-300}" 2>&1 \
           | quiet | tee "$OUT/gpu_harness-spread-$m-b$b.log"
