@@ -8,7 +8,7 @@
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
 # HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
 # SPREAD_CONFIGS (resnet50:64:128=bench,nobench resnet50:64:1024=bench), SPREAD_PROCS (4), SPREAD_STEPS (300),
-# PEER_STEPS (200), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
+# PEER_STEPS (150), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
 # PEER_TIMEOUT (220 s a model). Writes under $OUT (default results/gpu-out) gpu_harness-<part>.json and .log
 # (spread: one pair per config) and peer_check-bare-<model>.json and .log; commit them under
 # results/reference/<gpu>-harness/.
@@ -38,7 +38,7 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
       for mb in resnet50:128 mobilenet_v2:256; do
         m=${mb%:*} b=${mb#*:}
         timeout "${PEER_TIMEOUT:-220}" python3 -m lab.peer_check --peer bare --models "$m" --batches "$b" \
-          --precisions bf16-cl --steps "${PEER_STEPS:-200}" --repeats "${PEER_REPEATS:-6}" --device cuda \
+          --precisions bf16-cl --steps "${PEER_STEPS:-150}" --repeats "${PEER_REPEATS:-6}" --device cuda \
           --out "/tmp/peer-$m" 2>&1 | tee "$OUT/peer_check-bare-$m.log" | tail -8
         cp "/tmp/peer-$m/peer_check.json" "$OUT/peer_check-bare-$m.json" 2>/dev/null || echo "no peer_check.json for $m"
       done ;;
