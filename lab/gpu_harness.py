@@ -1,0 +1,616 @@
+"""What the harness costs a short GPU training step, and why fresh processes of one cell differ.
+
+    python -m lab.gpu_harness inproc [--configs resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64]
+                                     [--precision bf16-cl] [--rounds 10] [--block-steps 30] [--device cuda] --out DIR
+    python -m lab.gpu_harness spread [--config resnet50:64:128] [--variants bench nobench] [--procs 5]
+                                     [--steps 300] [--warmup 10] [--device cuda] --out DIR
+    python -m lab.gpu_harness nvml --out DIR
+
+inproc: in ONE process (one cuDNN autotuner cache, one allocator, one set of clocks: none of the
+fresh-process spread), blocks of BLOCK_STEPS training steps of one fixed batch on the device, the
+arms in a rotated order each round:
+    bare       the kit's roofline step restated without the kit (lab/peer_check.py bare_run's step)
+    kit-quiet  the kit's own Trainer.train_pass (bench/studies/roofline/trainer.py), no sampler
+    kit        Trainer.train_pass with every sampler a roofline train row has running: the cell's
+               Telemetry (bench/run/cell.py, NVML + psutil every 0.5 s), GpuUsage (NVML every 0.1 s),
+               CpuUsage (two reads), RSSSampler (every 10 ms)
+    profile    Trainer.train_pass with the profile study's TelemetrySampler at 10 Hz
+Each block is timed as the cell times a pass (device synced at both ends); samplers start before
+the clock and settle 0.2 s (every arm waits the same). Per config: each arm's step time, and the
+ratios kit/kit-quiet (the samplers' cost), profile/kit-quiet, kit-quiet/bare and kit/bare (the
+harness in-process), each the median over rounds with bench.core.stats.ratio's 95 % bootstrap
+interval, paired by round. Then torch.profiler over PROFILE_STEPS steps of bare and kit: the
+host-side time per step (the CPU span of each step's record_function) and the host ops whose
+CPU time per step differs most. A config's batch "auto" picks the batch whose step is nearest
+20 ms (the issue's short step).
+
+spread: PROCS fresh processes per variant, interleaved, each the bare loop (one fixed batch on
+the device) timed over STEPS steps after WARMUP, with: the per-step device time (CUDA events, no
+host sync), the kernels of two profiled steps after the clock (names and count: which cuDNN
+algorithms the autotuner picked show in the names; their hash tells two processes' choices
+apart), their summed device time per step against the main thread's CPU time per step (the GPU
+busy well under the step, the CPU near it: the host sets the pace, and a cuDNN choice cannot
+move it), NVML's SM and memory clocks and temperature before and after, the allocator's counters,
+the CPU it ran on. Variants: bench (cudnn.benchmark on: the kit's), nobench (off: cuDNN's
+heuristics), bench-det (on, and torch.backends.cudnn.deterministic), long (bench, WARMUP x 5),
+pinned (bench, the process bound to the same two cores: the scheduler's placement taken out).
+
+Why the host side first: the committed kit/timm and kit/bare runs (results/reference/
+H100-80GB-HBM3-peer-check-long, 64 px, bf16-cl) step ResNet-50 in 24-29 ms at batch 128 and
+23-26 ms at batch 512, ResNet-18 in 8-14 ms and 9-12 ms: four times the images in the same time,
+so at batch 128 the GPU idles most of each step and the host (Python, dispatcher, launches) sets
+the pace. A cuDNN algorithm choice cannot then move a 128 step by 10-20 %; the host's speed, and
+anything that takes the GIL from the training thread (the samplers), can.
+
+nvml: the wall time of each NVML call the kit's samplers make, idle and with the GPU busy.
+
+Writes OUT/gpu_harness-<mode>.json (spread: gpu_harness-spread-<model>-b<batch>.json) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TAG = "HARNESS "
+PROFILE_STEPS = 20
+TARGET_STEP_S = 0.020
+
+
+def fail(msg: str, code: int = 2):
+    print(f"gpu_harness: error: {msg}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # bad input: one line, exit 2
+        fail(message)
+
+
+# ---- the two loops -----------------------------------------------------------------------------
+class Bare:
+    """lab/peer_check.py bare_run's model, optimiser, batch and step (no bench import needed)."""
+
+    def __init__(self, model: str, batch: int, size: int, precision: str, device: str, classes: int = 200):
+        import torch
+        import torchvision
+
+        self.torch = torch
+        self.cuda = device == "cuda"
+        if self.cuda:
+            torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = precision == "tf32"
+        self.bf16 = precision == "bf16-cl"
+        fmt = torch.channels_last if self.bf16 else torch.contiguous_format
+        torch.manual_seed(0)
+        self.model = torchvision.models.get_model(model, weights=None, num_classes=classes).to(device).to(memory_format=fmt)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(batch, 3, size, size, generator=g).to(device).contiguous(memory_format=fmt)
+        self.y = torch.randint(0, classes, (batch,), generator=g).to(device)
+        self.loss_sum = torch.zeros((), device=device)
+        self.device = device
+        self.model.train()
+
+    def step(self) -> None:
+        import torch.nn.functional as F
+
+        with self.torch.autocast(self.device, dtype=self.torch.bfloat16, enabled=self.bf16):
+            loss = F.cross_entropy(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.loss_sum.add_(loss.detach().float())
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def run(self, n: int) -> None:
+        for _ in range(n):
+            self.step()
+        float(self.loss_sum.item())
+
+
+class Kit:
+    """The roofline study's Trainer (the kit's own step and train_pass) on the same fixed batch."""
+
+    def __init__(self, model: str, batch: int, size: int, precision: str, device: str, classes: int = 200):
+        from bench.studies.roofline.config import Settings
+        from bench.studies.roofline.trainer import Trainer
+
+        backend = "torch-cuda" if device == "cuda" else "torch-cpu"
+        self.tr = Trainer(Settings(model=model, precision=precision, device=device, backend=backend), classes, side=size)
+        self.x, self.y = self.tr.fixed_batch(batch)
+        self.device = device
+
+    def step(self) -> None:
+        self.tr.step(self.x, self.y)
+
+    def sync(self) -> None:
+        self.tr.sync_device()
+
+    def run(self, n: int) -> None:
+        self.tr.train_pass([(self.x, self.y)] * n, n)
+
+
+@contextlib.contextmanager
+def samplers(arm: str, cuda: bool):
+    """The sampler threads ARM has running (see the module docstring), started before the clock."""
+    from bench.measure.memory import RSSSampler
+    from bench.measure.sampler import TelemetrySampler, nvml_indices_for_visible
+    from bench.measure.telemetry import Telemetry
+    from bench.measure.usage import CpuUsage, GpuUsage
+
+    if arm == "kit":
+        tel = Telemetry(gpu=cuda).start()
+        cpu, gpu = CpuUsage(), GpuUsage(enabled=cuda)
+        cpu.start()
+        gpu.start()
+        with RSSSampler():
+            time.sleep(0.2)
+            yield
+        cpu.stop()
+        gpu.stop()
+        tel.stop()
+    elif arm == "profile":
+        s = TelemetrySampler(nvml_indices_for_visible() if cuda else None, hz=10).start()
+        time.sleep(0.2)
+        yield
+        s.stop()
+    else:
+        time.sleep(0.2)
+        yield
+
+
+def block(loop, n: int) -> float:
+    """Seconds per step of N steps, synced at both ends (the cell's clock)."""
+    loop.sync()
+    t0 = time.perf_counter()
+    loop.run(n)
+    loop.sync()
+    return (time.perf_counter() - t0) / n
+
+
+def host_profile(loop, steps: int) -> dict:
+    """torch.profiler over STEPS steps: the CPU span of each step and the host ops' CPU time per step."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    loop.sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if getattr(loop, "device", "cuda") == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            with record_function("harness_step"):
+                loop.step()
+        loop.sync()
+    ev = prof.key_averages()
+    events = prof.events()
+    spans = [e.time_range.elapsed_us() for e in events if e.name == "harness_step" and e.device_type.name == "CPU"]
+    busy = sum(e.time_range.elapsed_us() for e in events if e.device_type.name == "CUDA" and e.name != "harness_step")
+    ops = {e.key: e.self_cpu_time_total / steps for e in ev if e.key != "harness_step"}
+    return {
+        "host_step_us": spans,
+        "host_step_us_median": statistics.median(spans),
+        "gpu_busy_us_per_step": busy / steps,  # kernels and copies: well under the step time = the host sets the pace
+        "self_cpu_us_per_step": ops,
+    }
+
+
+def pick_batch(model: str, size: int, precision: str, device: str) -> tuple[int, dict[int, float]]:
+    """The batch (16..512, powers of two and their midpoints) whose bare step is nearest 20 ms."""
+    tried: dict[int, float] = {}
+    for b in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+        loop = Bare(model, b, size, precision, device)
+        loop.run(5)
+        tried[b] = block(loop, 10)
+        del loop
+        if tried[b] > TARGET_STEP_S * 1.5:
+            break
+    return min(tried, key=lambda b: abs(tried[b] - TARGET_STEP_S)), tried
+
+
+def inproc(a: argparse.Namespace) -> dict:
+    import torch
+
+    from bench.core.stats import ratio
+
+    cuda = a.device == "cuda"
+    torch.backends.cudnn.benchmark = True
+    out = []
+    for spec in a.configs:
+        model, size, batch = spec.split(":")
+        tried = None
+        if batch == "auto":
+            b, tried = pick_batch(model, int(size), a.precision, a.device)
+        else:
+            b = int(batch)
+        loops = {"bare": Bare(model, b, int(size), a.precision, a.device)}
+        loops["kit"] = Kit(model, b, int(size), a.precision, a.device)
+        for lp in loops.values():
+            lp.run(10)  # warm-up: cuDNN autotuning, allocator
+        arms = {"bare": "bare", "kit-quiet": "kit", "kit": "kit", "profile": "kit"}
+        got: dict[str, dict[int, float]] = {k: {} for k in arms}
+        names = list(arms)
+        t0 = time.monotonic()
+        for r in range(a.rounds):
+            for arm in names[r % len(names) :] + names[: r % len(names)]:
+                with samplers(arm, cuda):
+                    got[arm][r] = block(loops[arms[arm]], a.block_steps)
+        ratios = {}
+        for num, den in (("kit", "kit-quiet"), ("profile", "kit-quiet"), ("kit-quiet", "bare"), ("kit", "bare")):
+            s = ratio(got[num], got[den])  # step times: > 1 means slower
+            ratios[f"{num}/{den}"] = {"median": s.median, "lo": s.lo, "hi": s.hi, "kind": s.kind, "n": s.n}
+        prof = {}
+        for side in ("bare", "kit"):
+            with samplers("kit" if side == "kit" else "bare", cuda):
+                prof[side] = host_profile(loops[side], a.profile_steps)
+        diff = {
+            k: prof["kit"]["self_cpu_us_per_step"].get(k, 0.0) - prof["bare"]["self_cpu_us_per_step"].get(k, 0.0)
+            for k in set(prof["kit"]["self_cpu_us_per_step"]) | set(prof["bare"]["self_cpu_us_per_step"])
+        }
+        top = sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:12]
+        entry = {
+            "config": f"{model} {size}px b{b} {a.precision}",
+            "model": model,
+            "image_size": int(size),
+            "batch": b,
+            "batch_tried_s": tried,
+            "step_ms": {k: 1e3 * statistics.median(v.values()) for k, v in got.items()},
+            "blocks_s": got,
+            "ratios": ratios,
+            "host_step_us_median": {k: v["host_step_us_median"] for k, v in prof.items()},
+            "gpu_busy_us_per_step": {k: v["gpu_busy_us_per_step"] for k, v in prof.items()},
+            "host_profile": prof,
+            "host_op_diff_us_per_step": top,
+            "seconds": time.monotonic() - t0,
+        }
+        out.append(entry)
+        print_inproc(entry, a)
+        write(a.out, "inproc", {"configs": out}, a, done=False)  # a call cut short keeps every finished config
+        del loops
+        if cuda:
+            torch.cuda.empty_cache()
+    return {"configs": out}
+
+
+def print_inproc(e: dict, a: argparse.Namespace) -> None:
+    sm = e["step_ms"]
+    print(
+        f"\n{e['config']}: {a.rounds} rounds x {a.block_steps} steps; step ms " + "  ".join(f"{k} {v:.3f}" for k, v in sm.items())
+    )
+    for k, r in e["ratios"].items():
+        lo = "" if r["lo"] is None else f" [{r['lo']:.4f}-{r['hi']:.4f}, {r['kind']}]"
+        print(f"  {k:<20} {r['median']:.4f}{lo}")
+    h = e["host_step_us_median"]
+    g = e["gpu_busy_us_per_step"]
+    print(
+        f"  host-side us/step (torch.profiler): bare {h['bare']:.0f}  kit {h['kit']:.0f}; GPU busy bare {g['bare']:.0f}  kit {g['kit']:.0f}"
+    )
+    for k, d in e["host_op_diff_us_per_step"][:6]:
+        print(f"    kit-bare {d:+8.1f} us/step  {k}")
+
+
+# ---- spread: fresh processes -------------------------------------------------------------------
+VARIANTS = {
+    "bench": {"benchmark": True, "deterministic": False, "warmup_x": 1},
+    "nobench": {"benchmark": False, "deterministic": False, "warmup_x": 1},
+    "bench-det": {"benchmark": True, "deterministic": True, "warmup_x": 1},
+    "long": {"benchmark": True, "deterministic": False, "warmup_x": 5},
+    "pinned": {"benchmark": True, "deterministic": False, "warmup_x": 1, "pin": True},
+}
+
+
+def nvml_state() -> dict:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0] or 0))
+        return {
+            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+            "reasons": int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)),
+        }
+    except Exception as err:  # noqa: BLE001 - provenance only: say why
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def cpu_probe() -> dict:
+    """This process's host speed, apart from the GPU: us per tiny torch CPU op (Python + dispatcher,
+    what a launch costs before the driver) and per pure-Python loop turn, the median of 5 rounds."""
+    import torch
+
+    x = torch.ones(8)
+    ops, py = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(2000):
+            x.add_(1.0)
+        ops.append(1e6 * (time.perf_counter() - t) / 2000)
+        t, acc = time.perf_counter(), 0
+        for i in range(200_000):
+            acc += i & 7
+        py.append(1e6 * (time.perf_counter() - t) / 200_000)
+    return {"torch_op_us": statistics.median(ops), "python_loop_us": statistics.median(py)}
+
+
+def child(spec: dict) -> dict:
+    """One fresh process of `spread`: the bare loop, timed, with what might explain its speed."""
+    t_start = time.perf_counter()
+    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # the same two cores in every process of the variant
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[-2:]))  # two: the autograd thread beside the main one
+    import torch
+
+    t_import = time.perf_counter() - t_start
+    torch.backends.cudnn.benchmark = spec["benchmark"]
+    torch.backends.cudnn.deterministic = spec["deterministic"]
+    cuda = spec["device"] == "cuda"
+    probe = cpu_probe()
+    before = nvml_state() if cuda else {}
+    loop = Bare(spec["model"], spec["batch"], spec["size"], spec["precision"], spec["device"])
+    t0 = time.perf_counter()
+    loop.run(spec["warmup"] * spec["warmup_x"])
+    loop.sync()
+    warm_s = time.perf_counter() - t0
+    evs = [torch.cuda.Event(enable_timing=True) for _ in range(spec["steps"] + 1)] if cuda else []
+    loop.sync()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for i in range(spec["steps"]):
+        if cuda:
+            evs[i].record()
+        loop.step()
+    if cuda:
+        evs[-1].record()
+    cpu_s = time.thread_time() - c0  # the main thread's CPU: near the wall time = the host sets the pace
+    float(loop.loss_sum.item())
+    elapsed = time.perf_counter() - t0
+    after = nvml_state() if cuda else {}
+    per_step = [evs[i].elapsed_time(evs[i + 1]) for i in range(spec["steps"])] if cuda else []
+    kernels: Counter[str] = Counter()
+    busy_us = 0.0
+    if cuda:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            loop.run(2)
+            loop.sync()
+        for e in prof.events():
+            if e.device_type.name == "CUDA":
+                kernels[e.name] += 1
+                busy_us += e.time_range.elapsed_us()
+    ms = torch.cuda.memory_stats() if cuda else {}
+    sig = hashlib.sha1("\n".join(f"{k} {v}" for k, v in sorted(kernels.items())).encode()).hexdigest()[:12]
+    import psutil
+
+    return {
+        **spec,
+        "img_per_s": spec["steps"] * spec["batch"] / elapsed,
+        "elapsed_s": elapsed,
+        "warmup_s": warm_s,
+        "import_s": t_import,
+        "step_ms_events": per_step,
+        "host_cpu_ms_per_step": 1e3 * cpu_s / spec["steps"],
+        "cpu_probe": probe,
+        "gpu_busy_ms_per_step": busy_us / 2e3,
+        "kernel_sig": sig,
+        "kernels": dict(kernels),
+        "nvml_before": before,
+        "nvml_after": after,
+        "alloc": {k: ms.get(k) for k in ("num_alloc_retries", "num_device_alloc", "segment.all.peak", "reserved_bytes.all.peak")},
+        "cpu_num": psutil.Process().cpu_num(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "pid": os.getpid(),
+    }
+
+
+def spread(a: argparse.Namespace) -> dict:
+    model, size, batch = a.config.split(":")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    runs: list[dict] = []
+    t0 = time.monotonic()
+    for p in range(a.procs):
+        for v in a.variants[p % len(a.variants) :] + a.variants[: p % len(a.variants)]:
+            spec = {"variant": v, **VARIANTS[v], "model": model, "size": int(size), "batch": int(batch)}
+            spec.update(precision=a.precision, device=a.device, steps=a.steps, warmup=a.warmup, proc=p)
+            r = subprocess.run(
+                [sys.executable, "-m", "lab.gpu_harness", "child", json.dumps(spec)],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            line = next((s for s in r.stdout.splitlines() if s.startswith(TAG)), None)
+            if r.returncode or line is None:
+                err = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+                print(f"proc {p} {v}: failed: {err}", flush=True)
+                continue
+            got = json.loads(line[len(TAG) :])
+            runs.append(got)
+            ev = got["step_ms_events"]
+            tail = f" cpu {got['host_cpu_ms_per_step']:.2f} gpu-busy {got['gpu_busy_ms_per_step']:.2f} ms/step;"
+            tail += (
+                f" steps 0-20 {statistics.median(ev[:20]):.3f} ms, last half {statistics.median(ev[len(ev) // 2 :]):.3f} ms"
+                if ev
+                else ""
+            )
+            print(
+                f"proc {p} {v:<9} {got['img_per_s']:>10,.0f} img/s  warm-up {got['warmup_s']:.1f} s  kernels {got['kernel_sig']}"
+                f"  sm {got['nvml_before'].get('sm_mhz')}->{got['nvml_after'].get('sm_mhz')} MHz{tail}  [{time.monotonic() - t0:.0f} s]",
+                flush=True,
+            )
+            write(a.out, out_name(a), {"runs": runs, "summary": spread_summary(runs)}, a, done=False)
+    summary = spread_summary(runs)
+    print(f"\n{a.config} {a.precision}, {a.steps} steps after {a.warmup} warm-up: img/s per variant over fresh processes")
+    for v, d in summary.items():
+        if v.startswith("_"):
+            continue
+        ci = "" if d["lo"] is None else f" [{d['lo']:,.0f}-{d['hi']:,.0f}, {d['kind']}]"
+        print(f"  {v:<10} n={d['n']} median {d['median']:,.0f}{ci}  spread {d['spread']:.1%}  kernel choices {d['kernel_sigs']}")
+    for name, c in summary.get("_img_per_s_vs", {}).items():
+        print(f"  img/s vs {name:<26} Spearman rho {c['rho']:+.2f} (p {c['p']:.3f}, n {c['n']})")
+    return {"runs": runs, "summary": summary}
+
+
+def spread_summary(runs: list[dict]) -> dict:
+    """Per variant: the median img/s with its interval, the spread (fastest / slowest - 1), the kernel
+    choices seen; over every process: Spearman's rank correlation of img/s with each candidate."""
+    from scipy.stats import spearmanr
+
+    from bench.core.stats import summarize
+
+    out: dict = {}
+    cands = {
+        "host_cpu_ms_per_step": lambda r: r["host_cpu_ms_per_step"],
+        "gpu_busy_ms_per_step": lambda r: r["gpu_busy_ms_per_step"],
+        "cpu_probe_torch_op_us": lambda r: r["cpu_probe"]["torch_op_us"],
+        "cpu_probe_python_loop_us": lambda r: r["cpu_probe"]["python_loop_us"],
+        "sm_mhz_after": lambda r: r["nvml_after"].get("sm_mhz"),
+        "warmup_s": lambda r: r["warmup_s"],
+    }
+    if len(runs) >= 4:
+        corr = {}
+        for name, get in cands.items():
+            pts = [(r["img_per_s"], get(r)) for r in runs if isinstance(get(r), (int, float))]
+            if len(pts) >= 4 and len({v for _, v in pts}) > 1:
+                rho, pv = spearmanr([a for a, _ in pts], [b for _, b in pts])
+                corr[name] = {"rho": float(rho), "p": float(pv), "n": len(pts)}
+        out["_img_per_s_vs"] = corr
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        ips = [r["img_per_s"] for r in runs if r["variant"] == v]
+        sigs = Counter(r["kernel_sig"] for r in runs if r["variant"] == v)
+        s = summarize(ips)
+        by_sig = {k: statistics.median(r["img_per_s"] for r in runs if r["variant"] == v and r["kernel_sig"] == k) for k in sigs}
+        out[v] = {
+            "n": len(ips),
+            "median": s.median,
+            "lo": s.lo,
+            "hi": s.hi,
+            "kind": s.kind,
+            "spread": max(ips) / min(ips) - 1,
+            "cv": statistics.stdev(ips) / statistics.mean(ips) if len(ips) > 1 else None,
+            "kernel_sigs": dict(sigs),
+            "host_cpu_ms_per_step": [r["host_cpu_ms_per_step"] for r in runs if r["variant"] == v],
+            "gpu_busy_ms_per_step": [r["gpu_busy_ms_per_step"] for r in runs if r["variant"] == v],
+            "img_per_s_by_sig": by_sig,
+        }
+    return out
+
+
+# ---- nvml: each call's cost ----------------------------------------------------------------------
+def nvml_calls(a: argparse.Namespace) -> dict:
+    import pynvml
+    import torch
+
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    calls = {
+        "GetClockInfo(SM)": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "GetCurrentClocksEventReasons": lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
+        "GetTemperature": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        "GetComputeRunningProcesses": lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h),
+        "GetUtilizationRates": lambda: pynvml.nvmlDeviceGetUtilizationRates(h),
+        "GetMemoryInfo": lambda: pynvml.nvmlDeviceGetMemoryInfo(h),
+        "GetPowerUsage": lambda: pynvml.nvmlDeviceGetPowerUsage(h),
+        "GetFieldValues(POWER_INSTANT)": lambda: pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_POWER_INSTANT]),
+        "GetTotalEnergyConsumption": lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(h),
+    }
+    out: dict[str, dict] = {}
+    m = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for state in ("idle", "busy"):
+        for name, fn in calls.items():
+            if state == "busy":
+                for _ in range(1000):  # ~0.2 s of queued matrix products on an H100
+                    m @ m
+            ts = []
+            for _ in range(50):
+                t = time.perf_counter()
+                try:
+                    fn()
+                except Exception as err:  # noqa: BLE001 - an old binding or a refused call: recorded, the rest timed
+                    ts = [f"{err}"]
+                    break
+                ts.append(1e6 * (time.perf_counter() - t))
+            torch.cuda.synchronize()
+            ok = [t for t in ts if isinstance(t, float)]
+            out.setdefault(name, {})[state] = {"median_us": statistics.median(ok), "max_us": max(ok)} if ok else {"error": ts[0]}
+    for name, d in out.items():
+        print(
+            f"  {name:<32} "
+            + "  ".join(
+                f"{s} {v.get('median_us', float('nan')):8.1f} us (max {v.get('max_us', float('nan')):8.1f})" for s, v in d.items()
+            )
+        )
+    return {"calls": out}
+
+
+def out_name(a: argparse.Namespace) -> str:
+    """The mode, and for spread its configuration: one file per configuration."""
+    if a.mode != "spread":
+        return a.mode
+    model, _, batch = a.config.split(":")
+    return f"spread-{model}-b{batch}"
+
+
+# ---- the run -----------------------------------------------------------------------------------
+def write(out: Path, mode: str, doc: dict, a: argparse.Namespace, done: bool = True) -> None:
+    from bench.core.rows import atomic_write_text
+
+    meta = {"command": "python -m lab.gpu_harness " + " ".join(sys.argv[1:]), "status": "ok" if done else "incomplete"}
+    with contextlib.suppress(Exception):
+        import torch
+
+        meta.update(torch=torch.__version__, device=torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu")
+    atomic_write_text(out / f"gpu_harness-{mode}.json", json.dumps({"meta": meta, **doc}, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["child"]:
+        print(TAG + json.dumps(child(json.loads(argv[1]))), flush=True)
+        return
+    ap = _Parser(prog="python -m lab.gpu_harness", description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("mode", choices=("inproc", "spread", "nvml"))
+    ap.add_argument("--configs", nargs="+", default=["resnet50:64:128", "mobilenet_v2:64:256", "resnet50:224:64"])
+    ap.add_argument("--config", default="resnet50:64:128", help="spread: model:px:batch")
+    ap.add_argument("--precision", default="bf16-cl")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--block-steps", type=int, default=30)
+    ap.add_argument("--variants", nargs="+", default=["bench", "nobench"], choices=list(VARIANTS))
+    ap.add_argument("--procs", type=int, default=5)
+    ap.add_argument("--profile-steps", type=int, default=PROFILE_STEPS, help="inproc: steps under torch.profiler")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--out", type=Path, default=Path("results/lab"))
+    a = ap.parse_args(argv)
+    for spec in a.configs + [a.config]:
+        parts = spec.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not (parts[2].isdigit() or parts[2] == "auto"):
+            fail(f"config {spec!r}: want model:px:batch (batch a number or auto)")
+    if min(a.rounds, a.block_steps, a.procs, a.steps) < 1 or a.warmup < 0:
+        fail("--rounds, --block-steps, --procs and --steps must be >= 1, --warmup >= 0")
+    if a.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            fail("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    a.out.mkdir(parents=True, exist_ok=True)
+    doc = {"inproc": inproc, "spread": spread, "nvml": nvml_calls}[a.mode](a)
+    write(a.out, out_name(a), doc, a)
+    print(f"wrote {a.out / f'gpu_harness-{out_name(a)}.json'}")
+
+
+if __name__ == "__main__":
+    main()

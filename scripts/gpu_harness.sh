@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The harness at short steps and the spread between fresh processes, on one GPU (lab/gpu_harness.py
+# and lab/peer_check.py), natively with the host's own packages, from the repo root. Two calls of
+# under 8 minutes each:
+#   bash scripts/gpu_harness.sh                     # nvml; inproc (3 configs); spread at batch 128 (host-paced:
+#                                                   # cudnn.benchmark on and off) and 1024 (the GPU's pace)
+#   HARNESS_PARTS=peer bash scripts/gpu_harness.sh  # kit / bare, fresh processes: ResNet-50 b128 and
+#                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
+# HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
+# SPREAD_CONFIGS (resnet50:64:128=bench,nobench resnet50:64:1024=bench), SPREAD_PROCS (4), SPREAD_STEPS (300),
+# PEER_STEPS (150), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
+# PEER_TIMEOUT (220 s a model). Writes under $OUT (default results/gpu-out) gpu_harness-<part>.json and .log
+# (spread: one pair per config) and peer_check-bare-<model>.json and .log; commit them under
+# results/reference/<gpu>-harness/.
+# shellcheck disable=SC2086,SC2046  # the lists split into arguments on purpose
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+OUT=${OUT:-$PWD/results/gpu-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.sm,clocks.max.sm --format=csv,noheader
+python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
+quiet() { grep -v '^\(STAGE\|USDT\|ERROR\):'; }  # kineto's own log lines
+for part in ${HARNESS_PARTS:-nvml inproc spread}; do
+  echo "== $part"
+  case $part in
+    nvml) timeout 60 python3 -m lab.gpu_harness nvml --out "$OUT" 2>&1 | quiet | tee "$OUT/gpu_harness-nvml.log" ;;
+    inproc) timeout "${INPROC_TIMEOUT:-170}" python3 -m lab.gpu_harness inproc --out "$OUT" \
+      --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
+      --rounds "${INPROC_ROUNDS:-8}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
+    spread)
+      for cv in ${SPREAD_CONFIGS:-resnet50:64:128=bench,nobench resnet50:64:1024=bench}; do
+        c=${cv%=*} m=${c%%:*} b=${c##*:}
+        timeout "${SPREAD_TIMEOUT:-130}" python3 -m lab.gpu_harness spread --out "$OUT" --config "$c" \
+          --variants $(tr , ' ' <<<"${cv#*=}") --procs "${SPREAD_PROCS:-4}" --steps "${SPREAD_STEPS:-300}" 2>&1 \
+          | quiet | tee "$OUT/gpu_harness-spread-$m-b$b.log"
+      done ;;
+    peer)
+      for mb in resnet50:128 mobilenet_v2:256; do
+        m=${mb%:*} b=${mb#*:}
+        timeout "${PEER_TIMEOUT:-220}" python3 -m lab.peer_check --peer bare --models "$m" --batches "$b" \
+          --precisions bf16-cl --steps "${PEER_STEPS:-150}" --repeats "${PEER_REPEATS:-6}" --device cuda \
+          --out "/tmp/peer-$m" 2>&1 | tee "$OUT/peer_check-bare-$m.log" | tail -8
+        cp "/tmp/peer-$m/peer_check.json" "$OUT/peer_check-bare-$m.json" 2>/dev/null || echo "no peer_check.json for $m"
+      done ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done
