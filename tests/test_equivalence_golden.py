@@ -61,6 +61,7 @@ def test_every_backend_replays_its_studys_golden_curve(study, backend, path, tmp
         f"{backend}: loss curve differs from torch's by up to {diff.max():.2e} at step {diff.argmax()}"
     )
 
+
 def _kernels():
     return pytest.importorskip("bench.studies.mnist_cnn.kernels.numba_cpu_cnn")
 
@@ -101,3 +102,15 @@ def test_golden_is_sensitive_to_a_wrong_gradient(golden):
     """The check can fail: a gradient scaled by 1.001 is caught."""
     with pytest.raises(AssertionError):
         assert_close("scaled", golden["g.fc1.weight"] * 1.001, golden["g.fc1.weight"])
+
+
+def test_the_replay_fails_a_backend_that_trains_another_net(golden):
+    """The generated check can fail: torch-cpu started from a last layer 5 % off gives another curve."""
+    st = studies()["mnist-cnn"]
+    why = st.why_unavailable("torch-cpu")
+    if why:
+        pytest.skip(why)
+    off = dict(golden)
+    off["p.fc2.weight"] = golden["p.fc2.weight"] * 1.05
+    got = _replayer("mnist-cnn")(st, "torch-cpu", off)
+    assert np.abs(got - golden["curve_loss"]).max() > CURVE_ATOL

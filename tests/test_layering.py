@@ -139,7 +139,9 @@ def violations(root: Path, names: set[str]) -> set[tuple[str, str, str]]:
         if own is not None:
             found |= {(rel, "a study imports another study", d) for d in to_studies if d.split(".")[2] != own}
         if name.startswith("bench."):
-            found |= {(rel, "bench imports host or the entry point", d) for d in deps if d.split(".")[0] in ("host", "orchestrate")}
+            found |= {
+                (rel, "bench imports host or the entry point", d) for d in deps if d.split(".")[0] in ("host", "orchestrate")
+            }
         if name.startswith("host."):
             found |= {(rel, "host imports the entry point", d) for d in deps if d.split(".")[0] == "orchestrate"}
         if name.startswith("host.") or name == "orchestrate":
@@ -236,7 +238,11 @@ def _plant(tree: Path, rel: str, text: str) -> set[tuple[str, str, str]]:
             "import importlib\nM = importlib.import_module('bench.studies.cifar_opt')\n",
             "a study's import path below bench/studies",
         ),
-        ("bench/studies/mlp_scratch/planted.py", "from bench.studies.mnist_cnn.net import init_params\n", "a study imports another study"),
+        (
+            "bench/studies/mlp_scratch/planted.py",
+            "from bench.studies.mnist_cnn.net import init_params\n",
+            "a study imports another study",
+        ),
         ("bench/core/planted.py", "from host.report import build_report\n", "bench imports host or the entry point"),
         ("host/planted.py", "SETS = ('cifar-opt.epochs=1',)\n", "host names a study"),
         ("host/planted.py", "def f(c):\n    return c.study == 'roofline'\n", "host names a study"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from references import kit_studies, reference_or_skip
 
 from bench.core.cell import Cell
@@ -15,6 +14,7 @@ from bench.core.registry import get_study
 from bench.core.resultset import collect
 from bench.core.tables import sig
 from bench.run.matrix import cell_count
+
 
 def _cells(n_configs: int, repeats: int, study: str = "mnist-cnn") -> list[Cell]:
     return [

@@ -37,5 +37,7 @@ def replay(study: Study, backend: str, golden) -> np.ndarray:
     trainer = study.load_backend(backend).create(cell, CellData(settings(cell), params, data))
     trainer.warmup()
     timer = NullTimer()
-    losses = [trainer.train_epoch(np.arange(i * batch, (i + 1) * batch, dtype=np.int64), timer)["train_loss"] for i in range(steps)]
+    losses = [
+        trainer.train_epoch(np.arange(i * batch, (i + 1) * batch, dtype=np.int64), timer)["train_loss"] for i in range(steps)
+    ]
     return np.array(losses)
