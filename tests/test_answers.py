@@ -222,7 +222,7 @@ def merged(tmp_path_factory):
 
 def test_every_claim_of_every_study_renders_with_a_verdict_of_the_vocabulary(merged):
     got = json.loads((merged / "report.json").read_text())["claims"]
-    for name in KIT_STUDIES:
+    for name in REFERENCED:  # a study with no cells among the references has no answers to render
         declared = {c.id for c in studies()[name].claims}
         assert {c["id"] for c in got if c["study"] == name} == declared, name
     assert all(c["verdict"] in C.VERDICTS for c in got)

@@ -44,7 +44,7 @@ class TallyRun:
         return {}
 
 
-_B = "bench.studies.tally.backends"
+_B = "bench.studies.tally."
 
 
 @register_study
@@ -53,8 +53,8 @@ class Tally(Study):
     timing_key = "step_s"
     trainer_protocol = Summer
     backends = {
-        "loop": BackendSpec(_B, "cpu", about="a Python for loop", family="numpy"),
-        "builtin": BackendSpec(_B, "cpu", about="sum() over a generator", family="numpy"),
+        "loop": BackendSpec(_B + "loop", "cpu", about="a Python for loop", family="numpy"),
+        "builtin": BackendSpec(_B + "builtin", "cpu", about="sum() over a generator", family="numpy"),
     }
     claims = (faster("builtin-over-loop", "sum() beats a for loop", {"backend": "builtin"}, {"backend": "loop"}, "toy"),)
 
