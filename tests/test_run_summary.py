@@ -5,25 +5,15 @@ no more digits than it has."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from references import kit_studies, reference_or_skip
 
 from bench.core.cell import Cell
-from bench.core.registry import get_study, studies
+from bench.core.registry import get_study
 from bench.core.resultset import collect
 from bench.core.tables import sig
 from bench.run.matrix import cell_count
-
-REF = Path(__file__).resolve().parent.parent / "results" / "reference"
-# every study's committed CPU reference (mnist-cnn and mlp-scratch share one)
-REFS = {
-    "mnist-cnn": REF / "cpu-2core-epyc",
-    "mlp-scratch": REF / "cpu-2core-epyc",
-    "cifar-opt": REF / "cpu-2core-epyc-cifar-opt-default",
-    "roofline": REF / "cpu-2core-epyc-roofline",
-    "profile": REF / "H100-80GB-HBM3-profile",
-}
 
 
 def _cells(n_configs: int, repeats: int, study: str = "mnist-cnn") -> list[Cell]:
@@ -46,18 +36,17 @@ def test_the_cell_count_says_how_many_repeats_each_configuration_has():
     assert total == len(cells) == 23
 
 
-def test_every_study_has_a_summary_block():
-    kit = {n for n, s in studies().items() if type(s).__module__.startswith("bench.studies.")}  # not tests' toy
-    assert set(REFS) == kit, "a study without a committed reference to summarise here"
-    for name, ref in REFS.items():
-        cells, _, _ = collect([ref])
-        lines, data = get_study(name).summary([c for c in cells if c.study == name])
-        assert lines and data, name
+@pytest.mark.parametrize("name", kit_studies())
+def test_every_study_has_a_summary_block(name):
+    """Each registered study's summary of its committed reference (see tests/references.py)."""
+    cells, _, _ = collect([reference_or_skip(name)])
+    lines, data = get_study(name).summary([c for c in cells if c.study == name])
+    assert lines and data, name
 
 
-@pytest.mark.parametrize("name", sorted(REFS))
+@pytest.mark.parametrize("name", kit_studies())
 def test_summary_figures_have_units_and_no_false_precision(name):
-    cells, _, _ = collect([REFS[name]])
+    cells, _, _ = collect([reference_or_skip(name)])
     lines, _ = get_study(name).summary([c for c in cells if c.study == name])
     text = "\n".join(lines)
     # no figure with more significant digits than it has (fmt's 1.8020, 1.5728): 3, or 4 for
