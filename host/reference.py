@@ -20,6 +20,13 @@ from bench.core.errors import KitError
 from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
 
 
+def study_reference_sets() -> tuple[str, ...]:
+    """Every study's own reference --set values (Study.reference_sets), as STUDY.KEY=VALUE."""
+    from bench.core.registry import studies
+
+    return tuple(f"{name}.{kv}" for name, s in sorted(studies().items()) for kv in s.reference_sets)
+
+
 @dataclass(frozen=True)
 class Preset:
     platforms: tuple[str, ...]
@@ -27,7 +34,7 @@ class Preset:
     about: str
     repeats: int = 3
     schedule: str = "interleaved"
-    sets: tuple[str, ...] = field(default=("mnist-cnn.dataset=mnist", "mlp-scratch.dataset=mnist"))
+    sets: tuple[str, ...] = field(default_factory=lambda: study_reference_sets())
     until_decided: bool = False  # add rounds for each comparison until decided (bench/run/sequential.py)
     max_repeats: int | None = None
     budget: str | None = None

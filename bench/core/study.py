@@ -250,6 +250,9 @@ class Study:
     # True where a repeat also changes the training seed (cell.seed + cell.repeat: the seeds'
     # "3 seeds"): then each repeat has a loss curve of its own, and a baseline keeps them apart
     repeat_is_seed: ClassVar[bool] = False
+    # the --set values a reference of this study runs with (`orchestrate.py reference`: real data
+    # where the study has a real set the kit can read, e.g. ("dataset=mnist",)); () = its defaults
+    reference_sets: ClassVar[tuple[str, ...]] = ()
     # every claim its seed makes that a measurement can check (bench.core.claims), judged by
     # bench.core.answers; those marked `headline` open the report
     claims: ClassVar[tuple[Claim, ...]] = ()

@@ -47,6 +47,7 @@ _B = "bench.studies.mlp_scratch.backends."
 @register_study
 class MlpScratch(Study):
     name = "mlp-scratch"
+    reference_sets = ("dataset=mnist",)  # a reference trains on real MNIST
     title = "mlp-scratch (seed 001)"
     seed_doc = "001"
     timing_key = "total_s"  # noise flags: CV and outliers over the timed runs

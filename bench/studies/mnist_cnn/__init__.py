@@ -49,6 +49,7 @@ MAX_RANKS = 16  # devices one torch cell may name: GPUs of one host, or gloo ran
 @register_study
 class MnistCnn(Study):
     name = "mnist-cnn"
+    reference_sets = ("dataset=mnist",)  # a reference trains on real MNIST
     title = "mnist-cnn (seed 000)"
     seed_doc = "000"
     timing_key = "epoch_s"  # noise flags: CV and outliers over the timed epochs
