@@ -154,11 +154,12 @@ def cpu_shared(cell: ResultCell) -> str:
     VM's steal) took more than bench.core.noise.CPU_SHARED_LIMIT of the CPUs while it ran (its
     `cpu-shared` flag). Such a cell's speed says how busy the machine was, not how fast the code
     is: it is neither passed nor failed against a baseline, and its line says so."""
-    for f in cell.flags.split(";"):
-        if f.startswith("cpu-shared("):
-            pct = f[len("cpu-shared(") :].rstrip(")")
-            return f"other processes used {pct} of the CPUs while it ran ({f}); rerun it on a quiet machine"
-    return ""
+    from bench.core.noise import cpu_shared_flag, cpu_shared_pct
+
+    f = cpu_shared_flag(cell.flags)
+    return (
+        f"other processes used {cpu_shared_pct(f):.0f}% of the CPUs while it ran ({f}); rerun it on a quiet machine" if f else ""
+    )
 
 
 def slower_by(value: float, rec: dict) -> float:

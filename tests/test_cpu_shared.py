@@ -134,9 +134,10 @@ def test_the_share_counts_only_the_cells_own_cpus() -> None:
     if os.getloadavg()[0] > 1.5:  # other work on CPU 0 would be counted, rightly: not this test's case
         pytest.skip(f"the machine is busy (load {os.getloadavg()[0]:.1f}): the apart case needs CPU 0 quiet")
     apart = _share_beside_hog_on(1)
-    assert apart["cpu_share_cpus"] == 1 and apart["cpu_others_pct"] < noise.CPU_SHARED_LIMIT, apart
     beside = _share_beside_hog_on(0)
-    assert beside["cpu_others_pct"] > 30, beside
+    # whatever else runs on CPU 0 counts in both; the hog counts only where it shares the cell's CPU
+    assert apart["cpu_share_cpus"] == 1 and beside["cpu_others_pct"] > 30, (apart, beside)
+    assert apart["cpu_others_pct"] < beside["cpu_others_pct"] - 20, (apart, beside)
 
 
 def test_the_cells_cpus_add_up_to_the_machine() -> None:

@@ -61,6 +61,22 @@ def telemetry_flags(t: dict) -> list[str]:
     return flags
 
 
+def cpu_shared_flag(flags: str | None) -> str:
+    """The `cpu-shared(N%)` flag in FLAGS (a cell's ";"-joined flags), "" when there is none."""
+    for f in (flags or "").split(";"):
+        if "cpu-shared(" in f:
+            return "cpu-shared(" + f.split("cpu-shared(", 1)[1]
+    return ""
+
+
+def cpu_shared_pct(flags: str | None) -> float:
+    """Other processes' share of the CPUs that FLAGS' cpu-shared flag records, 0.0 when none."""
+    try:
+        return float(cpu_shared_flag(flags)[len("cpu-shared(") :].rstrip(")%") or 0.0)
+    except ValueError:
+        return 0.0
+
+
 def cell_flags(timed: dict[str, list[float]], telemetry: dict | None, unit: str = "step") -> str:
     """The flags string for every row of a cell; TIMED maps a row backend to its timed values."""
     flags: list[str] = []

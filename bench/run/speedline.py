@@ -135,21 +135,11 @@ def _label(study: Any, cell: Any) -> str:
 
 def cpu_shared_lines(cells: list) -> list[str]:
     """The run's one warning when cells carry `cpu-shared`, with the remedy; [] when none does."""
-    shared = [c for c in cells if "cpu-shared(" in (c.flags or "")]
+    shared = [c for c in cells if noise.cpu_shared_flag(c.flags)]
     if not shared:
         return []
-    worst = max(shared, key=lambda c: _share(c.flags))
+    worst = max(shared, key=lambda c: noise.cpu_shared_pct(c.flags))
     return [
         f"warning: {len(shared)} of {len(cells)} cells ran beside other work (cpu-shared: others used up to "
-        f"{_share(worst.flags):.0f}% of the CPUs, above {noise.CPU_SHARED_LIMIT:.0f}%); {noise.CPU_SHARED_REMEDY}"
+        f"{noise.cpu_shared_pct(worst.flags):.0f}% of the CPUs, above {noise.CPU_SHARED_LIMIT:.0f}%); {noise.CPU_SHARED_REMEDY}"
     ]
-
-
-def _share(flags: str) -> float:
-    for f in (flags or "").split(";"):
-        if "cpu-shared(" in f:
-            try:
-                return float(f.split("cpu-shared(", 1)[1].rstrip(")%"))
-            except ValueError:
-                return 0.0
-    return 0.0
