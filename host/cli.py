@@ -610,7 +610,14 @@ def reference(
         f"reference {preset.value}: {p.about}; {n} repeats{seq}, {p.schedule}, native -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
-    opts = RunOptions(profile=Profile(p.profile), set_=list(p.sets), schedule=Schedule(p.schedule), data_dir=data_dir, repeats=n)
+    opts = RunOptions(
+        study=list(p.studies) if p.studies is not None else None,
+        profile=Profile(p.profile),
+        set_=list(p.sets),
+        schedule=Schedule(p.schedule),
+        data_dir=data_dir,
+        repeats=n,
+    )
     if p.until_decided:
         opts = replace(opts, until_decided=True, max_repeats=p.max_repeats, budget=p.budget)
     notes, code = _execute(_request(opts, list(p.platforms), dest), Runtime.native, None)

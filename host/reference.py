@@ -20,6 +20,14 @@ from bench.core.errors import KitError
 from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
 
 
+def studies_with_reference_data() -> tuple[str, ...]:
+    """The studies that declare their reference data (Study.reference_sets): those whose CPU
+    answers a reference can give on real data here."""
+    from bench.core.registry import studies
+
+    return tuple(name for name, s in sorted(studies().items()) if s.reference_sets)
+
+
 def study_reference_sets() -> tuple[str, ...]:
     """Every study's own reference --set values (Study.reference_sets), as STUDY.KEY=VALUE."""
     from bench.core.registry import studies
@@ -35,6 +43,7 @@ class Preset:
     repeats: int = 3
     schedule: str = "interleaved"
     sets: tuple[str, ...] = field(default_factory=lambda: study_reference_sets())
+    studies: tuple[str, ...] | None = None  # None: every study
     until_decided: bool = False  # add rounds for each comparison until decided (bench/run/sequential.py)
     max_repeats: int | None = None
     budget: str | None = None
@@ -43,11 +52,15 @@ class Preset:
 PRESETS = {
     # the CPU's comparisons get rounds until decided: a round of mnist-cnn's 3 cells takes about
     # 3.5 min on the 2-core reference machine (real MNIST, 10 epochs) and the sequence needs 10
-    # rounds, so 75 min for the added rounds decides a clear ratio and states the budget for one that is not
+    # rounds, so 75 min for the added rounds decides a clear ratio and states the budget for one
+    # that is not. The studies whose data is synthetic on such a host (cifar-opt, roofline,
+    # profile) keep their own CPU references (results/reference/README.md names their commands):
+    # their 20 configurations would add an hour to the first rounds alone.
     "cpu": Preset(
         ("cpu",),
         "default",
-        "a CPU host: every study's cpu matrix, the seeds' setups (mnist-cnn: 10 epochs)",
+        "a CPU host: the cpu matrix of every study that declares real reference data, the seeds' setups (mnist-cnn: 10 epochs)",
+        studies=studies_with_reference_data(),
         until_decided=True,
         max_repeats=20,
         budget="75m",
@@ -91,4 +104,4 @@ def out_dir(preset: str, out: Path | None) -> Path:
     return out or Path("results") / "reference" / label(preset)
 
 
-__all__ = ["PRESETS", "Preset", "check_clean", "label", "out_dir"]
+__all__ = ["PRESETS", "Preset", "check_clean", "label", "out_dir", "studies_with_reference_data"]
