@@ -179,3 +179,49 @@ def test_a_spent_budget_or_the_last_round_stops_a_comparison_and_says_so(tmp_pat
     rec = _record(out)["comparisons"]
     assert {(c["stopped"], c["rounds"], c["verdict"]) for c in rec} == {("max-repeats", 2, "undecided")}
     assert len(list((out / "seq").iterdir())) == 4
+
+
+def _seq(cost: dict[str, float]):
+    from bench.run.sequential import Comparison, Sequential
+
+    s = Sequential(cells=[], out=Path("."), opts=Options(budget_s=1e9), run_round=lambda cells: [], echo=lambda line: None)
+    s._estimate = lambda cells: sum(cost[c] for c in cells)  # type: ignore[method-assign]
+
+    def comp(a: str, b: str) -> Comparison:
+        return Comparison("seq", None, "", None, (a, b), (a, b))  # type: ignore[arg-type]
+
+    return s, comp
+
+
+def test_a_comparison_that_fits_the_budget_alone_waits_for_the_cheaper_ones_instead_of_stopping():
+    """The cpu reference's dear comparison (torch seed pipeline, ~2 min a round) was stopped for
+    budget at its third round beside the cheap one although 75 min were left: together they did
+    not fit, alone it did. Now it waits; only one that cannot fit even alone is stopped."""
+    s, comp = _seq({"a": 10.0, "b": 10.0, "c": 100.0})
+    cheap, dear = comp("a", "b"), comp("b", "c")
+    base = {k: k for k in "abc"}
+    ahead = CS_MIN_ROUNDS  # neither has a round yet
+    admitted, need, over = s._admit([dear, cheap], base, 130.0 * ahead)  # both: 120 s a round
+    assert admitted == [cheap, dear] and need == 120.0 and over == []
+    admitted, need, over = s._admit([dear, cheap], base, 115.0 * ahead)  # both do not fit; dear alone (110) does
+    assert admitted == [cheap] and need == 20.0 and over == []
+    admitted, need, over = s._admit([dear, cheap], base, 100.0 * ahead)  # dear alone does not fit
+    assert admitted == [cheap] and over == [dear]
+    admitted, need, over = s._admit([dear], base, 115.0 * ahead)  # once the cheap one is done, the dear one runs
+    assert admitted == [dear] and over == []
+
+
+def test_a_first_round_cell_costs_the_time_it_was_busy_not_the_interleaved_span():
+    from bench.run.schedule import Outcome
+
+    class Cell:
+        key = "k"
+
+        def replace(self, **kw):
+            return self
+
+    s, _ = _seq({})
+    s.note([Outcome(Cell(), "ok", 500.0, active_s=120.0)])  # type: ignore[arg-type]
+    s.note([Outcome(Cell(), "ok", 60.0)])  # no busy time known: its own seconds
+    s.note([Outcome(Cell(), "ok", 500.0, active_s=120.0)], share=40.0)  # an added round: its share of the round
+    assert s._spent == {"k": [120.0, 60.0, 40.0]}

@@ -56,6 +56,7 @@ class Outcome:
     seconds: float
     reason: str = ""
     warmup_s: float | None = None
+    active_s: float | None = None  # the time the cell itself was busy (warm-up and steps), where known
 
 
 def cell_argv(spec_path: Path, paths: Paths) -> list[str]:
@@ -181,7 +182,7 @@ class Child:
         if self.log:
             self.log.close()
         got, why = settle(self.cell_dir, self.cell, rc, self.paths, reason or self.reason, status)
-        return Outcome(self.cell, got, time.monotonic() - self.started, why, self.warmup_s)
+        return Outcome(self.cell, got, time.monotonic() - self.started, why, self.warmup_s, self.active_s or None)
 
 
 def settle(cell_dir: Path, cell: Cell, rc: int, paths: Paths, reason: str = "", status: str = "error") -> tuple[str, str]:

@@ -193,11 +193,16 @@ class Sequential:
     # ---- the rounds
     def note(self, outcomes: list, share: float | None = None) -> None:
         """Each outcome's seconds: SHARE (an added round's wall time over its cells: their steps
-        interleave, so each cell's own seconds span the whole round), else its own; a reused cell's
-        from its files (cell.json is written as it starts, rows.jsonl as it ends), so a resumed run
-        still counts what its cells took."""
+        interleave, so each cell's own seconds span the whole round), else the time the cell itself
+        was busy (its warm-up and steps: in interleaved first rounds a cell's start-to-end spans
+        every other cell's steps too, which made a slow cell's rounds look 4x dearer than they ran),
+        else its own seconds; a reused cell's from its files (cell.json is written as it starts,
+        rows.jsonl as it ends), so a resumed run still counts what its cells took."""
         for o in outcomes:
+            busy = getattr(o, "active_s", None)
             secs = float(o.seconds) if share is None else share
+            if share is None and busy:
+                secs = float(busy)
             if o.status == "reused":
                 d = o.cell.dir(self.out)
                 try:
@@ -224,13 +229,17 @@ class Sequential:
         """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one."""
         return max(1, CS_MIN_ROUNDS - (comp.value.n if comp.value else 0))
 
-    def _admit(self, open_: list[Comparison], base: dict[str, Cell], left: float | None) -> tuple[list[Comparison], float]:
+    def _admit(
+        self, open_: list[Comparison], base: dict[str, Cell], left: float | None
+    ) -> tuple[list[Comparison], float, list[Comparison]]:
         """The open comparisons the next round runs, cheapest first, while the rounds each still needs
-        before it can be decided fit in LEFT (None: all); and the round's estimated seconds. A
-        comparison that cannot reach its first bounded round in the budget stops now rather than
-        spend it: the cheap ones are the ones that get decided."""
+        before it can be decided fit in LEFT (None: all); the round's estimated seconds; and those
+        the budget stops now: the ones whose own rounds do not fit in LEFT even alone (a comparison
+        that fits alone but not beside the cheaper ones waits for a later round, when they are done).
+        The cheap ones are the ones that get decided."""
         cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
         admitted: list[Comparison] = []
+        stopped: list[Comparison] = []
         need = 0.0
         for comp in sorted(open_, key=lambda c: cost[id(c)]):
             trial = admitted + [comp]
@@ -238,7 +247,9 @@ class Sequential:
             per = self._estimate([base[k] for k in keys if k in base])
             if left is None or per * max(self._ahead(c) for c in trial) <= left:
                 admitted, need = trial, per
-        return admitted, need
+            elif cost[id(comp)] * self._ahead(comp) > left:
+                stopped.append(comp)
+        return admitted, need, stopped
 
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
@@ -264,16 +275,15 @@ class Sequential:
                         comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
                     break
                 left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
-                admitted, need = self._admit(open_, base, left)
-                for comp in open_:
-                    if comp not in admitted:
-                        per = self._estimate([base[k] for k in comp.keys if k in base])
-                        ahead = self._ahead(comp)
-                        comp.stopped = "budget"
-                        comp.why = (
-                            f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget left; "
-                            f"{comp.verdict}"
-                        )
+                admitted, need, over = self._admit(open_, base, left)
+                for comp in over:
+                    per = self._estimate([base[k] for k in comp.keys if k in base])
+                    ahead = self._ahead(comp)
+                    comp.stopped = "budget"
+                    comp.why = (
+                        f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget left; "
+                        f"{comp.verdict}"
+                    )
                 if not admitted:
                     break
                 open_ = admitted
