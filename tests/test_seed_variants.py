@@ -335,7 +335,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.mark.slow
 def test_numba_cuda_graph_variant_trains_like_the_default_under_the_simulator():
-    """Variant graph runs kernel variant 5 (splitk); the simulator cannot capture a graph, so it
+    """Variant graph runs kernel variant 6 (sparse); the simulator cannot capture a graph, so it
     launches eagerly and says so. Two SGD steps of both variants from the same weights agree."""
     pytest.importorskip("numba.cuda")
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "KIT_ALLOW_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
@@ -347,7 +347,7 @@ def test_numba_cuda_graph_variant_trains_like_the_default_under_the_simulator():
 
     p0 = init_params(0)
     d, g = out["default"], out["graph"]
-    assert (d["kernel_variant"], g["kernel_variant"]) == ("fast", "splitk")
+    assert (d["kernel_variant"], g["kernel_variant"]) == ("fast", "sparse")
     assert d["cuda_graph"] == "no" and g["cuda_graph"].startswith("no: the CUDA simulator cannot capture"), g["cuda_graph"]
     assert g["loss"] == pytest.approx(d["loss"], rel=1e-5)
     for k in d["params"]:

@@ -4,7 +4,7 @@ check against torch every numba-cuda trainer runs before anything is timed
 (equivalence_check). backends/numba_cuda.py picks the trainer for a cell.
 
 Variant -> kernels: default -> "fast" (variant 2, 3 launches a step), naive -> "naive" (variant
-1), graph -> "splitk" (variant 5, 6 launches a step) with each timed epoch's launches (the batch
+1), graph -> "sparse" (variant 6, 6 launches a step; variant 5 before 2026-11-26) with each timed epoch's launches (the batch
 gathers too) recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one
 host call; the graph is captured in warmup() and again whenever the net is rebuilt, outside every
 timed epoch. The CUDA simulator cannot capture graphs: there the graph variant launches eagerly,
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 CHECK_RTOL = 1e-4  # largest relative error (norm-wise) against torch-CPU before timing
-KERNELS = {"default": "fast", "naive": "naive", "graph": "splitk"}  # cell variant -> DeviceNet variant
+KERNELS = {"default": "fast", "naive": "naive", "graph": "sparse"}  # cell variant -> DeviceNet variant
 SIM_MAX_BLOCKS = 4  # grid cap under the CUDA simulator (a Python thread per GPU thread); kernels are grid-stride
 
 

@@ -30,6 +30,7 @@ expression types as a run-time int64 on the GPU compiler, although the simulator
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -70,9 +71,12 @@ def jit(*args, **kwargs):
 
 
 def named_kernel(fn, name: str):
-    """fn (a kernel built by a factory below) compiled under `name`, the name profilers show."""
+    """fn (a kernel built by a factory below) compiled under `name`, the name profilers show.
+    KIT_NUMBA_LINEINFO=1 compiles it with line information, so ncu's source page can tie each
+    machine instruction to its Python line (lab/ncu_source.py sums them)."""
     fn.__name__ = fn.__qualname__ = name
-    return jit(max_registers=MAX_REGS)(fn)
+    extra = {"lineinfo": True} if os.environ.get("KIT_NUMBA_LINEINFO") == "1" and not SIM else {}
+    return jit(max_registers=MAX_REGS, **extra)(fn)
 
 
 # ------------------------------------------------------------------ sizes (compile-time constants)
