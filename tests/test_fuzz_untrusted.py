@@ -34,7 +34,7 @@ from bench.core.errors import KitError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = ROOT / "results" / "reference" / "cpu-2core-epyc"
-TEMPLATE = {"mnist-cnn": "torch-cpu_seed_default-ceed086f616b", "mlp-scratch": "numpy_float32-3976ac9af345"}
+TEMPLATE = {"mnist-cnn": "torch-cpu_seed_default-adcc67f3f870", "mlp-scratch": "numpy_float32-643e8eb22c8b"}
 SCALE = int(os.environ.get("KIT_FUZZ_EXAMPLES", "0")) or None
 PLANTED = "/tmp/planted-by-a-job-dir/python"
 

@@ -204,6 +204,10 @@ def _container_twin(src: Path, dst: Path) -> None:
         system.update(runtime="container", image_id="sha256:" + "1" * 64, run_id=system["run_id"] + "-c")
         system["libraries"]["torch"] = "2.10.0"
         (twin / "system.json").write_text(json.dumps(system))
+        spec = json.loads((twin / "cell.json").read_text())
+        if spec.get("env"):  # cells the matrix labelled with their environment (Cell.env)
+            spec["env"] = "container-torch2.10.0-" + "1" * 8
+            (twin / "cell.json").write_text(json.dumps(spec))
         rows = [json.loads(x) for x in (twin / "rows.jsonl").read_text().splitlines() if x.strip()]
         rows = [{**r, "run_id": r["run_id"] + "-c", "image_id": system["image_id"]} for r in rows]
         (twin / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -224,7 +228,7 @@ def test_one_configuration_from_two_environments_is_named_by_its_environment_nev
     for env in ("native torch 2.14.1", "container torch 2.10.0"):
         assert sum(n.endswith(f"[{env}]") for n in names) == 3, names
     per_repeat = [(r["platform"], r["repeat"]) for r in report.table1(cells)]  # a row per repeat, its column beside
-    assert len(set(per_repeat)) == len(per_repeat) == 18 and not any("#" in n for n, _ in per_repeat), per_repeat
+    assert len(set(per_repeat)) == len(per_repeat) == 60 and not any("#" in n for n, _ in per_repeat), per_repeat  # 3 configurations x 10 repeats x 2 environments
     figs = _figures(monkeypatch)
     plots.fig1([c for c in cells if c.status == "ok" and report.epochs(c)], tmp_path, report.label)
     legend = _texts(figs[0])[0]

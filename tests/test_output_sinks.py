@@ -20,7 +20,7 @@ from bench.core.text import csv_cell, manifest_line, md, term, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = ROOT / "results" / "reference" / "cpu-2core-epyc" / "mnist-cnn"
-CELLS = ("torch-cpu_seed_default-ceed086f616b", "torch-cpu_seed_default-c01a972748a9", "torch-cpu_seed_default-f01df52f7ae6")
+CELLS = ("torch-cpu_seed_default-adcc67f3f870", "torch-cpu_seed_default-89a4ae6b4f42", "torch-cpu_seed_default-65ae36759ec9")
 FORMULAS = ('=HYPERLINK("http://x","y")', "+1+2", "-3+cmd|' /C calc'!A0", "@SUM(1,2)", "  =1+1", "\t=2+2")
 TERMINAL = ("\x1b[2J", "\x1b]0;pwned\x07", "\x1b[31m", "\u202e", "\u2066", "\x9b")
 

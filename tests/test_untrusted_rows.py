@@ -32,8 +32,8 @@ MAX_LINE_BYTES, MAX_ROWS_FILE_BYTES = ROWS_CAPS.line_bytes, ROWS_CAPS.file_bytes
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
 CPU = REF / "cpu-2core-epyc" / "mnist-cnn"
-SEED_CELL = "torch-cpu_seed_default-ceed086f616b"
-RESIDENT_CELL = "torch-cpu_resident_default-b8ec62f3fb93"
+SEED_CELL = "torch-cpu_seed_default-adcc67f3f870"
+RESIDENT_CELL = "torch-cpu_resident_default-72a6ed0860ce"
 
 
 def copy_cell(dest_root: Path, name: str = SEED_CELL) -> Path:
@@ -293,7 +293,7 @@ def test_nothing_below_the_max_depth_is_followed(tmp_path):
     at_limit = top / Path(*["n"] * (MAX_DEPTH - 2))  # <limit dirs>/mnist-cnn/<cell>: the cell dir at MAX_DEPTH
     below = top / Path(*["n"] * (MAX_DEPTH - 1))  # one level further: not followed
     copy_cell(at_limit, RESIDENT_CELL)
-    copy_cell(below, "torch-cpu_seed_default-c01a972748a9")
+    copy_cell(below, "torch-cpu_seed_default-89a4ae6b4f42")
     cells, _notes, _problems = collect([top])
     assert sorted(c.dir.name for c in cells) == sorted([SEED_CELL, RESIDENT_CELL])
     seen = [here for here, _subdirs, _files in resultset.walk(top)]
@@ -302,7 +302,7 @@ def test_nothing_below_the_max_depth_is_followed(tmp_path):
 
     files = _result_files(top, set())
     assert any(RESIDENT_CELL in str(f) for f in files)
-    assert not any("c01a972748a9" in str(f) for f in files)
+    assert not any("89a4ae6b4f42" in str(f) for f in files)
 
 
 # ---------------------------------------------------------------------------- all at once
@@ -311,9 +311,9 @@ def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_
     level tree: both commands exit 0, each bad cell listed as corrupt with its reason."""
     good, foreign = tmp_path / "mine", deep_tree
     copy_cell(good, RESIDENT_CELL)
-    nan = copy_cell(foreign, "torch-cpu_seed_default-c01a972748a9")
+    nan = copy_cell(foreign, "torch-cpu_seed_default-89a4ae6b4f42")
     edit_rows(nan, 4, samples_per_s="NaN")
-    big = copy_cell(foreign, "torch-cpu_resident_default-317a467c1ca2")
+    big = copy_cell(foreign, "torch-cpu_resident_default-0d1d4c03a556")
     _long_line_file(big / "rows.jsonl", 15 << 20)
     r = orch("report", str(good), str(foreign), "--out", str(tmp_path / "report"))
     no_traceback(r)
@@ -321,8 +321,8 @@ def test_report_and_export_exit_0_on_a_set_with_every_corruption(tmp_path, deep_
     md = (tmp_path / "report" / "REPORT.md").read_text()
     lines = [line for line in md.splitlines() if "| corrupt |" in line]
     assert len(lines) == 2, md[-3000:]
-    assert any("c01a972748a9" in x and "rows.jsonl:4" in x and "samples_per_s" in x for x in lines), lines
-    assert any("317a467c1ca2" in x and "longer than" in x for x in lines), lines
+    assert any("89a4ae6b4f42" in x and "rows.jsonl:4" in x and "samples_per_s" in x for x in lines), lines
+    assert any("0d1d4c03a556" in x and "longer than" in x for x in lines), lines
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["studies"]["mnist-cnn"]["ok"] == 2  # the good one here and the one beside the chain
     r = orch("export", str(good), str(foreign), "--out", str(tmp_path / "b.tar.gz"))
@@ -346,9 +346,9 @@ def test_a_side_file_of_the_wrong_shape_makes_its_cell_corrupt_and_report_and_ex
     copy_cell(good, SEED_CELL)
     cases = {
         RESIDENT_CELL: ("system.json", {"gpu": "x"}, "'gpu' is 'x'"),
-        "torch-cpu_seed_default-c01a972748a9": ("system.json", {"kit_source": ["dirty"]}, "'kit_source' is a list"),
-        "torch-cpu_resident_default-317a467c1ca2": ("cell.json", {"params": [1, 2]}, "'params' is a list"),
-        "numba-cpu_resident_default-0a9343382f40": ("cell.json", {"seed": "0"}, "'seed' is '0'"),
+        "torch-cpu_seed_default-89a4ae6b4f42": ("system.json", {"kit_source": ["dirty"]}, "'kit_source' is a list"),
+        "torch-cpu_resident_default-0d1d4c03a556": ("cell.json", {"params": [1, 2]}, "'params' is a list"),
+        "numba-cpu_resident_default-5ed163b6185a": ("cell.json", {"seed": "0"}, "'seed' is '0'"),
     }
     for name, (file, values, _says) in cases.items():
         _edit_json(copy_cell(foreign, name) / file, **values)
