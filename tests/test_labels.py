@@ -228,7 +228,9 @@ def test_one_configuration_from_two_environments_is_named_by_its_environment_nev
     for env in ("native torch 2.14.1", "container torch 2.10.0"):
         assert sum(n.endswith(f"[{env}]") for n in names) == 3, names
     per_repeat = [(r["platform"], r["repeat"]) for r in report.table1(cells)]  # a row per repeat, its column beside
-    assert len(set(per_repeat)) == len(per_repeat) == 60 and not any("#" in n for n, _ in per_repeat), per_repeat  # 3 configurations x 10 repeats x 2 environments
+    assert len(set(per_repeat)) == len(per_repeat) == 60 and not any("#" in n for n, _ in per_repeat), (
+        per_repeat
+    )  # 3 configurations x 10 repeats x 2 environments
     figs = _figures(monkeypatch)
     plots.fig1([c for c in cells if c.status == "ok" and report.epochs(c)], tmp_path, report.label)
     legend = _texts(figs[0])[0]
