@@ -42,8 +42,6 @@ from __future__ import annotations
 import numpy as np
 
 from bench.studies.mnist_cnn.kernels.numba_cuda.net import (
-    A_P1,
-    AM_1,
     AM_2,
     C1,
     C2,
@@ -53,9 +51,9 @@ from bench.studies.mnist_cnn.kernels.numba_cuda.net import (
     O_C1W,
     O_C2W,
     TPB,
+    conv_bwd_load,
     cuda,
     jit,
-    load_image,
     named_kernel,
     site,
 )
@@ -103,12 +101,7 @@ def _k6_conv_bwd(x, m, S, act, am, dp2):
     n = cuda.blockIdx.x
     while n < m:
         cuda.syncthreads()  # the previous sample's readers are done
-        load_image(n, t, x, xs)
-        for i in range(t, N_P1, TPB):
-            p1s[i] = act[n, A_P1 + i]
-            a = int(am[n, AM_1 + i])
-            c, py, px = site(i, 169, 13)
-            o1s[i] = (2 * py + a // 2) * 28 + 2 * px + a % 2
+        conv_bwd_load(n, t, x, act, am, xs, p1s, o1s)  # the image, p1 and each pool1 argmax's patch offset
         for k in range(t, N_P2, TPB):
             g2s[k] = dp2[n, k]
             a = int(am[n, AM_2 + k])
