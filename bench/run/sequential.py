@@ -199,10 +199,7 @@ class Sequential:
         else its own seconds; a reused cell's from its files (cell.json is written as it starts,
         rows.jsonl as it ends), so a resumed run still counts what its cells took."""
         for o in outcomes:
-            busy = getattr(o, "active_s", None)
-            secs = float(o.seconds) if share is None else share
-            if share is None and busy:
-                secs = float(busy)
+            secs = share if share is not None else float(getattr(o, "active_s", None) or o.seconds)
             if o.status == "reused":
                 d = o.cell.dir(self.out)
                 try:
