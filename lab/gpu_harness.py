@@ -173,13 +173,41 @@ def samplers(arm: str, cuda: bool):
         yield
 
 
-def block(loop, n: int) -> float:
-    """Seconds per step of N steps, synced at both ends (the cell's clock)."""
+def thread_waits() -> tuple[int, int, float | None]:
+    """The calling thread's voluntary and involuntary context switches so far (getrusage
+    RUSAGE_THREAD: it blocked, e.g. on the GIL or in a driver call / the scheduler took the CPU
+    away) and its run-queue wait in seconds (/proc/thread-self/schedstat; None where the kernel
+    keeps no such figure: it reads zero CPU time)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    wait = None
+    try:
+        run_ns, wait_ns, _ = (int(x) for x in Path("/proc/thread-self/schedstat").read_text().split()[:3])
+        wait = wait_ns / 1e9 if run_ns > 0 else None
+    except (OSError, ValueError):
+        pass
+    return ru.ru_nvcsw, ru.ru_nivcsw, wait
+
+
+def block(loop, n: int, cpu: dict | None = None, key: int = 0) -> float:
+    """Seconds per step of N steps, synced at both ends (the cell's clock). CPU, if given, gets
+    under KEY the training thread's per-step CPU seconds, voluntary and involuntary context
+    switches and run-queue wait (a wall well above the CPU: the thread waited, and these say on
+    what: blocked, or runnable but not running)."""
     loop.sync()
+    w0 = thread_waits()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     loop.run(n)
     loop.sync()
-    return (time.perf_counter() - t0) / n
+    wall = (time.perf_counter() - t0) / n
+    if cpu is not None:
+        c1 = time.thread_time()
+        w1 = thread_waits()
+        rq = None if w0[2] is None or w1[2] is None else (w1[2] - w0[2]) / n
+        cpu[key] = {"cpu_s": (c1 - c0) / n, "vcsw": (w1[0] - w0[0]) / n, "ivcsw": (w1[1] - w0[1]) / n, "runq_s": rq}
+    return wall
 
 
 def host_profile(loop, steps: int) -> dict:
@@ -240,12 +268,13 @@ def inproc(a: argparse.Namespace) -> dict:
             lp.run(10)  # warm-up: cuDNN autotuning, allocator
         arms = {"bare": "bare", "kit-quiet": "kit", "kit": "kit", "profile": "kit"}
         got: dict[str, dict[int, float]] = {k: {} for k in arms}
+        cpu: dict[str, dict[int, float]] = {k: {} for k in arms}
         names = list(arms)
         t0 = time.monotonic()
         for r in range(a.rounds):
             for arm in names[r % len(names) :] + names[: r % len(names)]:
                 with samplers(arm, cuda):
-                    got[arm][r] = block(loops[arms[arm]], a.block_steps)
+                    got[arm][r] = block(loops[arms[arm]], a.block_steps, cpu[arm], r)
         ratios = {}
         for num, den in (("kit", "kit-quiet"), ("profile", "kit-quiet"), ("kit-quiet", "bare"), ("kit", "bare")):
             s = ratio(got[num], got[den])  # step times: > 1 means slower
@@ -266,6 +295,18 @@ def inproc(a: argparse.Namespace) -> dict:
             "batch": b,
             "batch_tried_s": tried,
             "step_ms": {k: 1e3 * statistics.median(v.values()) for k, v in got.items()},
+            "thread_cpu_ms": {k: 1e3 * statistics.median(x["cpu_s"] for x in v.values()) for k, v in cpu.items()},
+            "thread_switches_per_step": {
+                k: {w: statistics.median(x[w] for x in v.values()) for w in ("vcsw", "ivcsw")} for k, v in cpu.items()
+            },
+            "thread_runq_ms": {
+                k: None
+                if any(x["runq_s"] is None for x in v.values())
+                else 1e3 * statistics.median(x["runq_s"] for x in v.values())
+                for k, v in cpu.items()
+            },
+            "thread_blocks": cpu,
+            "block_spread": {k: spread_of(v.values()) for k, v in got.items()},
             "blocks_s": got,
             "ratios": ratios,
             "host_step_us_median": {k: v["host_step_us_median"] for k, v in prof.items()},
@@ -283,10 +324,28 @@ def inproc(a: argparse.Namespace) -> dict:
     return {"configs": out}
 
 
+def spread_of(values) -> float:
+    """(max - min) / median of the blocks of one arm: how far its blocks wander."""
+    v = sorted(values)
+    return (v[-1] - v[0]) / statistics.median(v) if v else float("nan")
+
+
 def print_inproc(e: dict, a: argparse.Namespace) -> None:
     sm = e["step_ms"]
     print(
         f"\n{e['config']}: {a.rounds} rounds x {a.block_steps} steps; step ms " + "  ".join(f"{k} {v:.3f}" for k, v in sm.items())
+    )
+    print("  training thread CPU ms/step " + "  ".join(f"{k} {v:.3f}" for k, v in e["thread_cpu_ms"].items()))
+    print("  block spread (max-min)/median " + "  ".join(f"{k} {v:.1%}" for k, v in e["block_spread"].items()))
+    sw = e["thread_switches_per_step"]
+    rq = e["thread_runq_ms"]
+    print(
+        "  training thread per step: "
+        + "  ".join(
+            f"{k} {sw[k]['vcsw']:.1f} blocked / {sw[k]['ivcsw']:.1f} preempted"
+            + ("" if rq[k] is None else f", run-queue {rq[k]:.2f} ms")
+            for k in sw
+        )
     )
     for k, r in e["ratios"].items():
         lo = "" if r["lo"] is None else f" [{r['lo']:.4f}-{r['hi']:.4f}, {r['kind']}]"
