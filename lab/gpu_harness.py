@@ -173,40 +173,51 @@ def samplers(arm: str, cuda: bool):
         yield
 
 
-def thread_waits() -> tuple[int, int, float | None]:
-    """The calling thread's voluntary and involuntary context switches so far (getrusage
-    RUSAGE_THREAD: it blocked, e.g. on the GIL or in a driver call / the scheduler took the CPU
-    away) and its run-queue wait in seconds (/proc/thread-self/schedstat; None where the kernel
-    keeps no such figure: it reads zero CPU time)."""
+def _runq_s(path: str) -> float | None:
+    """Run-queue wait in seconds from a schedstat file; None where the kernel keeps no such figure
+    (it reads zero CPU time) or the thread is gone."""
+    try:
+        run_ns, wait_ns = (int(x) for x in Path(path).read_text().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return wait_ns / 1e9 if run_ns > 0 else None
+
+
+def host_waits() -> dict:
+    """Counters so far: the training (calling) thread's CPU seconds, its voluntary and involuntary
+    context switches (getrusage RUSAGE_THREAD: it blocked, e.g. on the GIL, in a driver call or
+    waiting for autograd's device thread / the scheduler took the CPU away) and its run-queue wait
+    (/proc/thread-self/schedstat); the whole process's CPU seconds (every thread: on CUDA,
+    autograd's device thread runs the backward's host side, not the training thread) and the
+    run-queue wait summed over its threads."""
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_THREAD)
-    wait = None
-    try:
-        run_ns, wait_ns, _ = (int(x) for x in Path("/proc/thread-self/schedstat").read_text().split()[:3])
-        wait = wait_ns / 1e9 if run_ns > 0 else None
-    except (OSError, ValueError):
-        pass
-    return ru.ru_nvcsw, ru.ru_nivcsw, wait
+    waits = [w for w in (_runq_s(str(t / "schedstat")) for t in Path("/proc/self/task").glob("*")) if w is not None]
+    return {
+        "cpu": time.thread_time(),
+        "proc_cpu": time.process_time(),
+        "vcsw": ru.ru_nvcsw,
+        "ivcsw": ru.ru_nivcsw,
+        "runq": _runq_s("/proc/thread-self/schedstat"),
+        "proc_runq": sum(waits) if waits else None,
+    }
 
 
 def block(loop, n: int, cpu: dict | None = None, key: int = 0) -> float:
     """Seconds per step of N steps, synced at both ends (the cell's clock). CPU, if given, gets
-    under KEY the training thread's per-step CPU seconds, voluntary and involuntary context
-    switches and run-queue wait (a wall well above the CPU: the thread waited, and these say on
-    what: blocked, or runnable but not running)."""
+    under KEY the per-step differences of host_waits() over the block (a wall well above the
+    training thread's CPU: it waited, and these say on what; threads the process started or
+    ended within the block count only while alive)."""
     loop.sync()
-    w0 = thread_waits()
-    c0 = time.thread_time()
+    w0 = host_waits()
     t0 = time.perf_counter()
     loop.run(n)
     loop.sync()
     wall = (time.perf_counter() - t0) / n
     if cpu is not None:
-        c1 = time.thread_time()
-        w1 = thread_waits()
-        rq = None if w0[2] is None or w1[2] is None else (w1[2] - w0[2]) / n
-        cpu[key] = {"cpu_s": (c1 - c0) / n, "vcsw": (w1[0] - w0[0]) / n, "ivcsw": (w1[1] - w0[1]) / n, "runq_s": rq}
+        w1 = host_waits()
+        cpu[key] = {k: None if w0[k] is None or w1[k] is None else (w1[k] - w0[k]) / n for k in w0}
     return wall
 
 
@@ -295,17 +306,8 @@ def inproc(a: argparse.Namespace) -> dict:
             "batch": b,
             "batch_tried_s": tried,
             "step_ms": {k: 1e3 * statistics.median(v.values()) for k, v in got.items()},
-            "thread_cpu_ms": {k: 1e3 * statistics.median(x["cpu_s"] for x in v.values()) for k, v in cpu.items()},
-            "thread_switches_per_step": {
-                k: {w: statistics.median(x[w] for x in v.values()) for w in ("vcsw", "ivcsw")} for k, v in cpu.items()
-            },
-            "thread_runq_ms": {
-                k: None
-                if any(x["runq_s"] is None for x in v.values())
-                else 1e3 * statistics.median(x["runq_s"] for x in v.values())
-                for k, v in cpu.items()
-            },
-            "thread_blocks": cpu,
+            "host_per_step": {k: host_medians(v) for k, v in cpu.items()},  # host_waits() per step, median over blocks
+            "host_blocks": cpu,
             "block_spread": {k: spread_of(v.values()) for k, v in got.items()},
             "blocks_s": got,
             "ratios": ratios,
@@ -324,6 +326,24 @@ def inproc(a: argparse.Namespace) -> dict:
     return {"configs": out}
 
 
+def host_medians(blocks: dict) -> dict:
+    """Per counter of host_waits(): the median per-step value over BLOCKS (None if any block lacks it)."""
+    keys = list(next(iter(blocks.values()))) if blocks else []
+    return {
+        k: None if any(b[k] is None for b in blocks.values()) else statistics.median(b[k] for b in blocks.values()) for k in keys
+    }
+
+
+def host_line(h: dict) -> str:
+    def ms(v):
+        return "n/a" if v is None else f"{1e3 * v:.2f} ms"
+
+    return (
+        f"training thread CPU {ms(h['cpu'])}, run-queue {ms(h['runq'])}, {h['vcsw']:.1f} blocked / {h['ivcsw']:.1f} preempted;"
+        f" process CPU {ms(h['proc_cpu'])}, run-queue {ms(h['proc_runq'])} (all threads)"
+    )
+
+
 def spread_of(values) -> float:
     """(max - min) / median of the blocks of one arm: how far its blocks wander."""
     v = sorted(values)
@@ -335,18 +355,9 @@ def print_inproc(e: dict, a: argparse.Namespace) -> None:
     print(
         f"\n{e['config']}: {a.rounds} rounds x {a.block_steps} steps; step ms " + "  ".join(f"{k} {v:.3f}" for k, v in sm.items())
     )
-    print("  training thread CPU ms/step " + "  ".join(f"{k} {v:.3f}" for k, v in e["thread_cpu_ms"].items()))
     print("  block spread (max-min)/median " + "  ".join(f"{k} {v:.1%}" for k, v in e["block_spread"].items()))
-    sw = e["thread_switches_per_step"]
-    rq = e["thread_runq_ms"]
-    print(
-        "  training thread per step: "
-        + "  ".join(
-            f"{k} {sw[k]['vcsw']:.1f} blocked / {sw[k]['ivcsw']:.1f} preempted"
-            + ("" if rq[k] is None else f", run-queue {rq[k]:.2f} ms")
-            for k in sw
-        )
-    )
+    for arm, h in e["host_per_step"].items():
+        print(f"  {arm:<10} per step: {host_line(h)}")
     for k, r in e["ratios"].items():
         lo = "" if r["lo"] is None else f" [{r['lo']:.4f}-{r['hi']:.4f}, {r['kind']}]"
         print(f"  {k:<20} {r['median']:.4f}{lo}")
