@@ -6,6 +6,8 @@
 #                                                   # cudnn.benchmark on and off) and 1024 (the GPU's pace)
 #   HARNESS_PARTS=peer bash scripts/gpu_harness.sh  # kit / bare, fresh processes: ResNet-50 b128 and
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
+#   HARNESS_PARTS=short bash scripts/gpu_harness.sh # inproc in 24 short blocks: ResNet-50 224 px b64 (GPU busy
+#                                                   # 18 ms a step) and 64 px b128, with the host's waits per step
 # HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
 # SPREAD_CONFIGS (resnet50:64:128=bench,nobench resnet50:64:1024=bench), SPREAD_PROCS (4), SPREAD_STEPS (300),
 # PEER_STEPS (150), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
@@ -27,6 +29,14 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
     inproc) timeout "${INPROC_TIMEOUT:-170}" python3 -m lab.gpu_harness inproc --out "$OUT" \
       --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
       --rounds "${INPROC_ROUNDS:-8}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
+    short)
+      for c in resnet50:224:64:8 resnet50:64:128:6; do
+        cfg=${c%:*} rest=${c#*:}
+        tag="${c%%:*}-${rest%%:*}-b$(cut -d: -f2 <<<"$rest")"  # resnet50-224-b64
+        timeout "${SHORT_TIMEOUT:-100}" python3 -m lab.gpu_harness inproc --out "$OUT" --configs "$cfg" --rounds 24 \
+          --block-steps "${c##*:}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc-short-blocks-$tag.log"
+        cp "$OUT/gpu_harness-inproc.json" "$OUT/gpu_harness-inproc-short-blocks-$tag.json"
+      done ;;
     spread)
       for cv in ${SPREAD_CONFIGS:-resnet50:64:128=bench,nobench resnet50:64:1024=bench}; do
         c=${cv%=*} m=${c%%:*} b=${c##*:}
