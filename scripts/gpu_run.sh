@@ -5,12 +5,15 @@
 #   bash scripts/gpu_run.sh numba      # numba-cuda variants 2-5 (fast, split, tiled, splitk): ncu summary of 2 and 5,
 #                                      # check + timing (lab/check_numba_cuda), then the mnist-cnn cells default and
 #                                      # graph on real MNIST, 10 epochs, 3 repeats interleaved
+#   bash scripts/gpu_run.sh epoch      # where the graph cell's epoch goes (lab/numba_epoch), then ncu's source page
+#                                      # of the $NCU_KERNELS (default: the dense kernels k3_fc1|k3_head|k3_dense_bwd)
+#                                      # of variant 6, summed per Python line (lab/ncu_source)
 # Data: $KIT_DATA_DIR (default ./.data, a copy of the dir holding mnist/). Output: $OUT
 # (default ./results/gpu-out); the reference run also leaves results/reference/<gpu-name>/.
 # Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
 # PYTHONPATH; every version actually used lands in each cell's system.json.
 set -uo pipefail
-mode=${1:?usage: gpu_run.sh check|reference|numba}
+mode=${1:?usage: gpu_run.sh check|reference|numba|epoch}
 export PYTHONUNBUFFERED=1 KIT_DATA_DIR=${KIT_DATA_DIR:-$PWD/.data}
 OUT=${OUT:-$PWD/results/gpu-out}
 mkdir -p "$OUT"
@@ -45,6 +48,16 @@ case "$mode" in
       --only 'variant=default|graph' --set dataset=mnist --repeats 3 --schedule interleaved --data-dir "$KIT_DATA_DIR" \
       --out /tmp/numba 2>&1 | tee "$OUT/numba_cells.log"
     tar czf "$OUT/numba_cells.tgz" -C /tmp numba
+    ;;
+  epoch)
+    timeout 120 python3 -m lab.numba_epoch --out "$OUT/numba_epoch.json" 2>&1 | tee "$OUT/numba_epoch.log"
+    KIT_NUMBA_LINEINFO=1 timeout 150 ncu --target-processes all -k "regex:${NCU_KERNELS:-k3_fc1|k3_head|k3_dense_bwd}" \
+      --launch-count 6 --section SourceCounters --section WarpStateStats --import-source yes --page source \
+      --print-source cuda,sass --csv --log-file "$OUT/ncu-source.csv" \
+      python3 -m lab.check_numba_cuda --variants sparse --steps 2 --warmup 1 --repeats 1 > "$OUT/ncu-run.log" 2>&1 \
+      || echo "ncu: exit $? (see ncu-run.log)"
+    python3 -m lab.ncu_source "$OUT/ncu-source.csv" --top 20 2>&1 | tee "$OUT/ncu-source.txt"
+    gzip -f "$OUT/ncu-source.csv"
     ;;
   reference)
     # orchestrate.py reference gpu: every cell (cpu + cuda, profile full), 3 repeats, interleaved,

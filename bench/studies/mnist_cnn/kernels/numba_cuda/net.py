@@ -60,9 +60,13 @@ SIM = _cuda_sim()
 
 def jit(*args, **kwargs):
     """cuda.jit, or a no-op decorator when numba.cuda could not be imported. The simulator's
-    jit takes no max_registers: it is dropped there."""
+    jit takes no max_registers: it is dropped there. KIT_NUMBA_LINEINFO=1 compiles every kernel
+    and device function with line information, so ncu's source page can tie each machine
+    instruction to its Python line (lab/ncu_source.py sums them)."""
     if SIM:
         kwargs.pop("max_registers", None)
+    elif os.environ.get("KIT_NUMBA_LINEINFO") == "1":
+        kwargs.setdefault("lineinfo", True)
     if cuda is not None:
         return cuda.jit(*args, **kwargs)
     if args and callable(args[0]):
@@ -71,12 +75,9 @@ def jit(*args, **kwargs):
 
 
 def named_kernel(fn, name: str):
-    """fn (a kernel built by a factory below) compiled under `name`, the name profilers show.
-    KIT_NUMBA_LINEINFO=1 compiles it with line information, so ncu's source page can tie each
-    machine instruction to its Python line (lab/ncu_source.py sums them)."""
+    """fn (a kernel built by a factory below) compiled under `name`, the name profilers show."""
     fn.__name__ = fn.__qualname__ = name
-    extra = {"lineinfo": True} if os.environ.get("KIT_NUMBA_LINEINFO") == "1" and not SIM else {}
-    return jit(max_registers=MAX_REGS, **extra)(fn)
+    return jit(max_registers=MAX_REGS)(fn)
 
 
 # ------------------------------------------------------------------ sizes (compile-time constants)
