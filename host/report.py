@@ -152,7 +152,7 @@ def build_report(
             shutil.rmtree(stage, ignore_errors=True)
     clock.lap("html")
     summary["timings"] = clock.laps
-    summary["figures"] = dict(batch.counts)
+    summary["figures"] = {**batch.counts, "draw_cpu_s": round(batch.draw_cpu_s, 3), "worker_cpu_s": round(batch.worker_cpu_s, 3)}
     return summary
 
 

@@ -1,0 +1,75 @@
+"""The report's figure batch (host/figures.py) with a real pool, and fixed figure margins
+(bench/core/figure_layout.py) measured on drawn figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.studies.profile.report import draw_ops
+from host.figures import batch_for
+
+OPS = {
+    "names": ["aten::convolution_backward", "aten::add_"],
+    "values": [3.0, 1.0],
+    "xlabel": "self cpu, ms",
+    "title": "one configuration: operators",
+}
+
+
+def test_one_picture_asked_for_under_two_names_is_drawn_once_and_both_files_hold_it(tmp_path):
+    out = tmp_path / "report"
+    out.mkdir()
+    batch = batch_for(out, jobs=2)
+    batch(out, "a.png", draw_ops, OPS)
+    batch(out, "b.png", draw_ops, OPS)  # a copy of a result dir: the same data under another name
+    batch(out, "c.png", draw_ops, {**OPS, "title": "another configuration"})
+    small = batch.finish()
+    assert batch.counts == {"figures": 3, "cached": 0, "drawn": 2, "twins": 1}
+    assert (out / "a.png").read_bytes() == (out / "b.png").read_bytes() != (out / "c.png").read_bytes()
+    assert small["a.png"] == small["b.png"] and set(small) == {"a.png", "b.png", "c.png"}
+    assert batch.worker_cpu_s > 0 and batch.draw_cpu_s == batch.worker_cpu_s  # drawn in the workers
+
+    again = batch_for(out, jobs=2)  # the next merge: every figure from the cache
+    for name in ("b.png", "a.png", "c.png"):
+        again(out, name, draw_ops, OPS if name != "c.png" else {**OPS, "title": "another configuration"})
+    assert again.finish() == small
+    assert again.counts == {"figures": 3, "cached": 3, "drawn": 0, "twins": 0} and again.draw_cpu_s == 0
+
+
+@pytest.mark.parametrize("dpi", [72, 80, 90, 110, 120])
+def test_a_margin_measured_by_text_width_holds_the_labels_at_the_dpi_it_is_saved_at(dpi):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.core.figure_layout import place, text_width
+
+    names = [f"vm: GPU tuned: bf16+cl+compile+graphs [kit] (pipeline synthetic-gpu, batch {b})" for b in (8, 128, 512)]
+    fig, ax = plt.subplots(figsize=(10, 3), dpi=dpi)
+    ax.barh(names, [1.0, 2.0, 3.0])
+    ax.tick_params(labelsize=7)
+    left = text_width(names, 7, dpi) + 0.25
+    place(fig, left=left, right=0.3, top=0.3, bottom=0.4)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_position()
+    assert box.x0 * 10 == pytest.approx(left) and (1 - box.x1) * 10 == pytest.approx(0.3)
+    assert box.y0 * 3 == pytest.approx(0.4) and (1 - box.y1) * 3 == pytest.approx(0.3)
+    lefts = [t.get_window_extent(renderer).x0 for t in ax.get_yticklabels()]
+    assert 0 <= min(lefts) < 0.3 * dpi, "the widest label starts inside the image, near its edge"
+    plt.close(fig)
+
+
+def test_margins_that_leave_no_room_for_the_axes_are_refused():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.core.figure_layout import place
+
+    fig, _ = plt.subplots(1, 2, figsize=(4, 3))
+    with pytest.raises(ValueError, match="no room"):
+        place(fig, left=1.0, right=1.0, top=0.3, bottom=0.3, wspace=2.0)
+    plt.close(fig)
