@@ -73,3 +73,30 @@ def test_margins_that_leave_no_room_for_the_axes_are_refused():
     with pytest.raises(ValueError, match="no room"):
         place(fig, left=1.0, right=1.0, top=0.3, bottom=0.3, wspace=2.0)
     plt.close(fig)
+
+
+def test_a_legend_below_the_axes_lies_inside_the_grown_figure_and_under_every_label():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.core.figure_layout import legend_below, place
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for i in range(9):
+        ax.plot([1, 10, 100], [i, i + 1, i + 2], label=f"a series with a long name, number {i}")
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOP/byte")
+    leg = ax.legend(fontsize=7, ncol=3, loc="lower center")
+    add = legend_below(fig, leg)
+    place(fig, left=0.6, right=0.2, top=0.3, bottom=0.6 + add)
+    w, h = fig.get_size_inches()
+    assert w > 4 and h == pytest.approx(3 + add), "grown to the legend's width and height"
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = leg.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= w * fig.dpi and 0 <= box.y0
+    for thing in (ax.xaxis.label, *ax.get_xticklabels()):
+        assert box.y1 <= thing.get_window_extent(renderer).y0, thing
+    plt.close(fig)

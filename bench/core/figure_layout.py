@@ -9,7 +9,8 @@
 their labels, the titles) once to measure it and then again to draw it; that measuring pass is
 about a third of a report figure's cost. The report's figures set their text sizes, so their
 margins are known in inches beforehand; where a margin holds text that comes from the data (an
-operator's name on a bar), `text_width` measures that text alone, without laying out an axis.
+operator's name on a bar), `text_width` measures that text alone, without laying out an axis,
+and a legend under the axes is measured alone and the figure grown to hold it (`legend_below`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ def place(fig: Any, *, left: float, right: float, top: float, bottom: float, wsp
     fig.subplots_adjust(
         left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h, wspace=wspace / ax_w, hspace=hspace / ax_h
     )
+
+
+def legend_below(fig: Any, legend: Any, gap: float = 0.1) -> float:
+    """FIG grown to hold LEGEND (loc="lower center") under everything else, GAP above the bottom
+    edge and centred (FIG widened where the legend is wider): returns the inches the grid of
+    axes' bottom margin must add (call `place` after it)."""
+    renderer = fig.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    inch = renderer.points_to_pixels(72.0)
+    w, h = fig.get_size_inches()
+    add = box.height / inch + 2 * gap
+    fig.set_size_inches(max(w, box.width / inch + 2 * gap), h + add)
+    legend.set_bbox_to_anchor((0.5, gap / (h + add)), transform=fig.transFigure)
+    return add
 
 
 def text_width(texts: Iterable[str], size: float, dpi: float) -> float:
