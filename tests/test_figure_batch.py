@@ -61,17 +61,24 @@ def test_a_margin_measured_by_text_width_holds_the_labels_at_the_dpi_it_is_saved
     plt.close(fig)
 
 
-def test_margins_that_leave_no_room_for_the_axes_are_refused():
+def test_margins_wider_than_the_figure_grow_it_instead_of_failing():
+    """A label from the data (a hostile result dir's) wider than the figure: the figure grows, the
+    axes keep an inch, as bbox_inches="tight" grew the image to hold the label."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bench.core.figure_layout import place
+    from bench.core.figure_layout import place, text_width
 
-    fig, _ = plt.subplots(1, 2, figsize=(4, 3))
-    with pytest.raises(ValueError, match="no room"):
-        place(fig, left=1.0, right=1.0, top=0.3, bottom=0.3, wspace=2.0)
+    fig, axes = plt.subplots(1, 2, figsize=(4, 3))
+    left = text_width(["<script>" * 40], 7, dpi=80) + 0.25
+    assert left > 4
+    place(fig, left=left, right=0.3, top=0.3, bottom=0.3, wspace=0.5)
+    w, h = fig.get_size_inches()
+    assert w == pytest.approx(left + 0.3 + 0.5 + 2 * 1.0) and h == 3
+    assert axes[0].get_position().x0 * w == pytest.approx(left)
+    assert axes[1].get_position().width * w == pytest.approx(1.0)
     plt.close(fig)
 
 

@@ -19,15 +19,28 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def place(fig: Any, *, left: float, right: float, top: float, bottom: float, wspace: float = 0.0, hspace: float = 0.0) -> None:
+def place(
+    fig: Any,
+    *,
+    left: float,
+    right: float,
+    top: float,
+    bottom: float,
+    wspace: float = 0.0,
+    hspace: float = 0.0,
+    least: float = 1.0,
+) -> None:
     """FIG's subplot grid with these margins and gaps, all in inches: LEFT/RIGHT/TOP/BOTTOM from
-    the figure's edges to the grid's axes, WSPACE/HSPACE between two columns/rows of axes."""
+    the figure's edges to the grid's axes, WSPACE/HSPACE between two columns/rows of axes. Where
+    they leave an axes less than LEAST inches (a label from the data as wide as the figure), the
+    figure grows to give it that, as `bbox_inches="tight"` grew the image to hold the label."""
     w, h = fig.get_size_inches()
     rows, cols = fig.axes[0].get_subplotspec().get_gridspec().get_geometry() if fig.axes else (1, 1)
+    w = max(w, left + right + (cols - 1) * wspace + cols * least)
+    h = max(h, top + bottom + (rows - 1) * hspace + rows * least)
+    fig.set_size_inches(w, h)
     ax_w = (w - left - right - (cols - 1) * wspace) / cols
     ax_h = (h - top - bottom - (rows - 1) * hspace) / rows
-    if ax_w <= 0 or ax_h <= 0:
-        raise ValueError(f"margins leave no room for the axes of a {w:g} x {h:g} in figure")
     fig.subplots_adjust(
         left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h, wspace=wspace / ax_w, hspace=hspace / ax_h
     )
