@@ -152,7 +152,7 @@ def build_report(
             shutil.rmtree(stage, ignore_errors=True)
     clock.lap("html")
     summary["timings"] = clock.laps
-    summary["figures"] = dict(batch.counts)
+    summary["figures"] = {**batch.counts, "draw_cpu_s": round(batch.draw_cpu_s, 3), "worker_cpu_s": round(batch.worker_cpu_s, 3)}
     return summary
 
 
@@ -215,9 +215,23 @@ def _render(
 def _sections(
     rs: ResultSet, dirs: list[Path], stage: Path, out: Path, context: list[Path], prices: Any, say: Any
 ) -> tuple[list[str], dict]:
-    """REPORT.md's lines and report.json's summary; the tables and figures into STAGE."""
+    """REPORT.md's lines and report.json's summary; the tables and figures into STAGE. The studies'
+    own sections are made first, so that their figures are drawn while the claims are judged."""
     registry = studies()
     md = _preamble(dirs, rs.cells)
+    by_study: dict[str, list[ResultCell]] = {}
+    for c in rs.cells:
+        by_study.setdefault(c.study, []).append(c)
+    shown: list[tuple[str, Any, list[ResultCell]]] = []
+    own: dict[str, list[str]] = {}
+    for i, (name, study) in enumerate(registry.items()):
+        mine = by_study.pop(name, [])
+        if not mine and not any(n.get("status") != "ran" for n in rs.notes):
+            continue
+        say(f"{name}: tables and plots", i + 1, len(registry))
+        ok = [c for c in mine if c.status == "ok"]
+        own[name] = study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
+        shown.append((name, study, mine))
     answers, judged, worths = _answers(rs, registry, context, prices, say)
     md += answers
     from host import answers as ans
@@ -231,15 +245,8 @@ def _sections(
         "prices": prices.describe() if prices is not None else None,
         "skipped": rs.skipped,
     }
-    by_study: dict[str, list[ResultCell]] = {}
-    for c in rs.cells:
-        by_study.setdefault(c.study, []).append(c)
-    for i, (name, study) in enumerate(registry.items()):
-        mine = by_study.pop(name, [])
-        if not mine and not any(n.get("status") != "ran" for n in rs.notes):
-            continue
-        say(f"{name}: tables and plots", i + 1, len(registry))
-        md += _study_section(name, study, mine, rs.notes, judged, worths, stage, prices)
+    for name, study, mine in shown:
+        md += _study_section(name, study, own[name], mine, rs.notes, judged, worths, stage, prices)
         summary["studies"][name] = {
             "cells": len(mine),
             "ok": sum(c.status == "ok" for c in mine),
@@ -304,16 +311,22 @@ def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, sa
 
 
 def _study_section(
-    name: str, study: Any, mine: list[ResultCell], notes: list, judged: list, worths: list, stage: Path, prices: Any
+    name: str,
+    study: Any,
+    own: list[str],
+    mine: list[ResultCell],
+    notes: list,
+    judged: list,
+    worths: list,
+    stage: Path,
+    prices: Any,
 ) -> list[str]:
-    """One study's part: its own section (tables and figures into STAGE), its seed's claims, its
-    worth table and the cells that did not run."""
+    """One study's part: its own section OWN (made by study.report_section, its tables and figures
+    in STAGE), its seed's claims, its worth table and the cells that did not run."""
     from host import answers as ans
     from host import worth as hw
 
-    md = [f"## {study.title or name}", ""]
-    ok = [c for c in mine if c.status == "ok"]
-    md += study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
+    md = [f"## {study.title or name}", "", *own]
     md += ans.study_section(name, judged)
     md += hw.section([w for w in worths if w.answer.study == name], "### Is the GPU worth it?", stage, name, prices)
     return md + _not_run(mine, notes, name)

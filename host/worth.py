@@ -210,6 +210,7 @@ def draw_worth(d: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from bench.core import palette
+    from bench.core.figure_layout import place
 
     fig, axes = plt.subplots(1, len(d["panels"]), figsize=(4.2 * len(d["panels"]), 3.0), squeeze=False)
     for ax, p in zip(axes[0], d["panels"]):
@@ -229,7 +230,7 @@ def draw_worth(d: dict, path: Path) -> None:
         ax.tick_params(labelsize=6)
         ax.legend(fontsize=6, loc="upper left")
     fig.suptitle(d["title"], fontsize=7)
-    fig.tight_layout()
+    place(fig, left=0.55, right=0.15, top=0.3, bottom=0.4, wspace=0.6)
     fig.savefig(path, dpi=70)
     plt.close(fig)
 

@@ -8,8 +8,10 @@ run ids and its system.json run label, so no copy is read as a second copy of an
 one count) and no two copies' repeats group together. Other files are hard links (or copies).
 
 Each measurement is one fresh process running `host.report.build_report` as `orchestrate.py
-report` does, printing its stages (import, read, stats, plots, html; `build_report`'s `timings`)
-and its wall and CPU time; `cold` has an empty figure cache, `warm` runs the same merge again
+report` does, printing its stages (import, read, stats, plots, html; `build_report`'s `timings`),
+its wall time and CPU time (cpu: this process and its waited children; cpu_all: that and the CPU
+seconds the figure pool's workers report for their drawings, their start-up not counted, so a
+figure for load: on a busy machine wall time is what the other work leaves); `cold` has an empty figure cache, `warm` runs the same merge again
 beside it (the figures come from the cache). The runs are interleaved: every repeat runs every
 scale once, cold then warm, so load on a shared machine falls on all of them alike. Per scale and
 stage: the median over repeats with its interval (bench.core.stats.summarize: the range of the
@@ -18,7 +20,7 @@ repeats below 6), and the load average (1 min) read before each run.
 --baseline TREE (a checkout of another commit, e.g. `git worktree add --detach /tmp/base main`)
 adds a `base` run to every repeat of the scales in --baseline-scales: the same copies merged by
 TREE's `build_report` in a fresh process (its total wall and CPU time only: an older build_report
-gives no stages), interleaved with the others; the summary gives base/cold per scale, paired by
+gives no stages, and its cpu_all is its cpu, without any pool workers), interleaved with the others; the summary gives base/cold per scale, paired by
 repeat (bench.core.stats.ratio).
 """
 
@@ -130,6 +132,11 @@ def child(dirs: list[str], out: str, jobs: int | None) -> None:
                 **info.get("timings", {}),
                 "total": wall,
                 "cpu_s": time.process_time() - c0 + kids.children_user + kids.children_system,
+                "cpu_all_s": time.process_time()
+                - c0
+                + kids.children_user
+                + kids.children_system
+                + info.get("figures", {}).get("worker_cpu_s", 0.0),
                 "cells": sum(s["cells"] for s in info["studies"].values()),
                 "figures": info.get("figures", {}),
             }
@@ -201,7 +208,7 @@ def main() -> None:
                 print(
                     f"{n:>3}x r{rep} {phase:<4} load {load:4.1f}  "
                     + "  ".join(f"{s} {m.get(s, 0):6.2f}" for s in STAGES)
-                    + f"  cpu {m['cpu_s']:6.1f}  cells {m['cells']}",
+                    + f"  cpu {m['cpu_s']:6.1f}  cpu_all {m.get('cpu_all_s', m['cpu_s']):6.1f}  cells {m['cells']}",
                     flush=True,
                 )
     print(f"\nmedian over {a.repeats} interleaved repeats, seconds [{stats.INTERVAL_TEXT}]; {os.cpu_count()} CPUs")
@@ -210,8 +217,8 @@ def main() -> None:
             ms = [m for m in runs if m["scale"] == n and m["phase"] == phase]
             cells = ms[0]["cells"]
             parts = []
-            for s in (*STAGES, "cpu_s"):
-                sm = stats.summarize([m.get(s, 0.0) for m in ms])
+            for s in (*STAGES, "cpu_s", "cpu_all_s"):
+                sm = stats.summarize([m.get(s, m.get("cpu_s", 0.0) if s == "cpu_all_s" else 0.0) for m in ms])
                 parts.append(f"{s} {sm.median:.2f}{sm.bracket('{:.2f}')}")
             loads = [m["load_1min"] for m in ms]
             print(f"{n:>3}x ({cells} cells) {phase}: " + "; ".join(parts) + f"; load {min(loads):.1f}-{max(loads):.1f}")

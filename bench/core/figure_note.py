@@ -26,8 +26,7 @@ def data_warning(what: str, datasets: list[str], series: list[str], all_series: 
 
 def add(fig, text: str, color: str = "tab:red") -> None:
     """TEXT centred under the lowest thing FIG draws (axes with their labels and legends, a
-    figure legend, a supxlabel)."""
-    fig.canvas.draw()
+    figure legend, a supxlabel). Measured without drawing: `get_tightbbox` lays each axes out itself."""
     renderer = fig.canvas.get_renderer()
     boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
     boxes += [t.get_window_extent(renderer) for t in fig.texts if t.get_visible() and t.get_text()]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import figure_note, palette, stats
+from bench.core.figure_layout import place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
@@ -314,15 +315,18 @@ def draw_bars(d: dict, path: Path) -> None:
             ax.annotate(fmt(m), (m + h, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
         ax.set_yticks(ys, [name for name, _, _ in bars], fontsize=7)
         ax.invert_yaxis()
-        ax.set_title(mdl, fontsize=10)
+        ax.set_title(mdl, fontsize=10, y=1.0)  # y given: no search for top ticks (none here)
         ax.set_xscale("linear")
         ax.set_xlim(0, max([m + h for m, h in zip(meds, his)] or [1.0]) * 1.2)
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(d["title"], fontsize=11)
-    fig.tight_layout()
+    left = text_width([name for _, bars in panels for name, _, _ in bars], 7, dpi=110) + 0.25
+    place(fig, left=left, right=0.3, top=0.65, bottom=0.35, hspace=0.6)
     if d["note"]:
         figure_note.add(fig, d["note"])
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=110, bbox_inches="tight")  # the image grows to hold the note
+    else:
+        fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -438,9 +442,10 @@ def draw_pareto(d: dict, path: Path) -> None:
     ax.axhline(d["chance"], color="tab:blue", ls=":", lw=1, label="chance limit")
     ax.set_xlabel("epoch time (s)")
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title(d["title"], fontsize=9)
+    ax.set_title(d["title"], fontsize=9, y=1.0)  # y given: no search for top ticks (none here)
     ax.legend(fontsize=7)
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    place(fig, left=0.75, right=0.6, top=0.35, bottom=0.6)  # right: a label of a trial at the largest time
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 

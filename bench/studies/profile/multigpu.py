@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core import palette
+from bench.core import figure_layout, palette
 from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
@@ -474,7 +474,7 @@ def draw_scaling(d: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     fig.suptitle(d["title"] + " (bars: the interval over repeats; dotted: N x one GPU)", fontsize=9)
-    fig.tight_layout()
+    figure_layout.place(fig, left=0.75, right=0.15, top=0.4, bottom=0.5, wspace=0.8)
     fig.savefig(path, dpi=80)
     plt.close(fig)
 

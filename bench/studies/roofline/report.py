@@ -20,6 +20,7 @@ from typing import Literal
 
 from bench.core import palette, stats
 from bench.core.claims import ALWAYS_FREE, WORK_AMOUNT
+from bench.core.figure_layout import legend_below, place
 from bench.core.figures import figure
 from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
@@ -647,16 +648,17 @@ def _plt():
 def draw_device(d: dict, path: Path) -> None:
     """One device's roofline (bench.core.figures)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 6))
+    fig, ax = plt.subplots(figsize=(9.7, 6))
     _draw_roofs(ax, d["roofs"])
     for p in d["points"]:
         _draw_points(ax, p)
     _axes(ax)
     ax.set_xlabel("arithmetic intensity (FLOP/byte; bar: unfused .. compulsory bytes, marker at compulsory)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(d["title"], fontsize=10)
-    ax.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    fig.savefig(path, dpi=95, bbox_inches="tight")
+    ax.set_title(d["title"], fontsize=10, y=1.0)  # y given: no search for top ticks (none here)
+    leg = ax.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="lower center")
+    place(fig, left=0.9, right=0.3, top=0.4, bottom=0.65 + legend_below(fig, leg))
+    fig.savefig(path, dpi=95)
     plt.close(fig)
 
 
@@ -670,13 +672,13 @@ def draw_per_model(d: dict, path: Path) -> None:
         for pt in p["points"]:
             _draw_points(ax, pt)
         _axes(ax)
-        ax.set_title(p["title"], fontsize=10)
+        ax.set_title(p["title"], fontsize=10, y=1.0)  # y given: no search for top ticks (none here)
         ax.set_xlabel("FLOP/byte")
     axes[0][0].set_ylabel("achieved FLOP/s")
-    fig.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, 0.0))
     fig.suptitle("per model, across devices: each device's roof (its color) for every precision its points ran at", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    leg = fig.legend(handles=legend_handles(*d["legend"]), fontsize=7, ncol=3, loc="lower center")
+    place(fig, left=0.9, right=0.2, top=0.6, bottom=0.6 + legend_below(fig, leg), wspace=0.75)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
