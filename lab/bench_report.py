@@ -10,8 +10,9 @@ one count) and no two copies' repeats group together. Other files are hard links
 Each measurement is one fresh process running `host.report.build_report` as `orchestrate.py
 report` does, printing its stages (import, read, stats, plots, html; `build_report`'s `timings`),
 its wall time and CPU time (cpu: this process and its waited children; cpu_all: that and the CPU
-seconds the figure pool's workers report for their drawings, their start-up not counted, so a
-figure for load: on a busy machine wall time is what the other work leaves); `cold` has an empty figure cache, `warm` runs the same merge again
+seconds the figure pool's workers report for their drawings, their start-up not counted: the work
+a merge needs, where wall time on a busy machine is what the other work leaves it); `cold` has an
+empty figure cache, `warm` runs the same merge again
 beside it (the figures come from the cache). The runs are interleaved: every repeat runs every
 scale once, cold then warm, so load on a shared machine falls on all of them alike. Per scale and
 stage: the median over repeats with its interval (bench.core.stats.summarize: the range of the
@@ -20,8 +21,8 @@ repeats below 6), and the load average (1 min) read before each run.
 --baseline TREE (a checkout of another commit, e.g. `git worktree add --detach /tmp/base main`)
 adds a `base` run to every repeat of the scales in --baseline-scales: the same copies merged by
 TREE's `build_report` in a fresh process (its total wall and CPU time only: an older build_report
-gives no stages, and its cpu_all is its cpu, without any pool workers), interleaved with the others; the summary gives base/cold per scale, paired by
-repeat (bench.core.stats.ratio).
+gives no stages, and its cpu_all is its cpu, without any pool workers), interleaved with the
+others; the summary gives base/cold per scale, paired by repeat (bench.core.stats.ratio).
 """
 
 from __future__ import annotations
@@ -125,18 +126,15 @@ def child(dirs: list[str], out: str, jobs: int | None) -> None:
     info = build_report(keep, Path(out), jobs=jobs)
     wall = time.perf_counter() - t0
     kids = os.times()
+    cpu = time.process_time() - c0 + kids.children_user + kids.children_system
     print(
         json.dumps(
             {
                 "import": t_import,
                 **info.get("timings", {}),
                 "total": wall,
-                "cpu_s": time.process_time() - c0 + kids.children_user + kids.children_system,
-                "cpu_all_s": time.process_time()
-                - c0
-                + kids.children_user
-                + kids.children_system
-                + info.get("figures", {}).get("worker_cpu_s", 0.0),
+                "cpu_s": cpu,
+                "cpu_all_s": cpu + info.get("figures", {}).get("worker_cpu_s", 0.0),
                 "cells": sum(s["cells"] for s in info["studies"].values()),
                 "figures": info.get("figures", {}),
             }
@@ -204,11 +202,12 @@ def main() -> None:
                 if res.returncode:
                     sys.exit(f"{n}x {phase}: exit {res.returncode}: {res.stderr.strip().splitlines()[-1:]}")
                 m = {"scale": n, "repeat": rep, "phase": phase, "load_1min": load, **json.loads(res.stdout.splitlines()[-1])}
+                m.setdefault("cpu_all_s", m["cpu_s"])  # a baseline's build_report reports no pool workers
                 runs.append(m)
                 print(
                     f"{n:>3}x r{rep} {phase:<4} load {load:4.1f}  "
                     + "  ".join(f"{s} {m.get(s, 0):6.2f}" for s in STAGES)
-                    + f"  cpu {m['cpu_s']:6.1f}  cpu_all {m.get('cpu_all_s', m['cpu_s']):6.1f}  cells {m['cells']}",
+                    + f"  cpu {m['cpu_s']:6.1f}  cpu_all {m['cpu_all_s']:6.1f}  cells {m['cells']}",
                     flush=True,
                 )
     print(f"\nmedian over {a.repeats} interleaved repeats, seconds [{stats.INTERVAL_TEXT}]; {os.cpu_count()} CPUs")
@@ -218,7 +217,7 @@ def main() -> None:
             cells = ms[0]["cells"]
             parts = []
             for s in (*STAGES, "cpu_s", "cpu_all_s"):
-                sm = stats.summarize([m.get(s, m.get("cpu_s", 0.0) if s == "cpu_all_s" else 0.0) for m in ms])
+                sm = stats.summarize([m.get(s, 0.0) for m in ms])
                 parts.append(f"{s} {sm.median:.2f}{sm.bracket('{:.2f}')}")
             loads = [m["load_1min"] for m in ms]
             print(f"{n:>3}x ({cells} cells) {phase}: " + "; ".join(parts) + f"; load {min(loads):.1f}-{max(loads):.1f}")
