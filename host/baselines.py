@@ -211,10 +211,12 @@ def check_accuracy(cell: ResultCell, part: str, e: dict, cross: bool = False) ->
     return why, info
 
 
-def check_part(cell: ResultCell, part: str, es: list[dict], with_speed: bool = True) -> tuple[list[str], list[str]]:
+def check_part(
+    cell: ResultCell, part: str, es: list[dict], with_speed: bool = True, repeats: list[ResultCell] | None = None
+) -> tuple[list[str], list[str]]:
     """(failures, notes) of CELL's PART against ES, the entries of its configuration and part:
     accuracy against its own environment's (else every other's, cross-environment), speed against
-    its own class's (host/speed.py)."""
+    its own class's (host/speed.py; REPEATS: the median of the configuration's repeats)."""
     env = speed.key(speed.environment(cell))
     own = [e for e in es if speed.key(e.get("environment")) == env]
     why, info = [], []
@@ -223,7 +225,7 @@ def check_part(cell: ResultCell, part: str, es: list[dict], with_speed: bool = T
         why += w
         info += i
     if with_speed:
-        w, i = speed.check(cell, part, es)
+        w, i = speed.check(cell, part, es, repeats)
         why += w
         info += i
     return why, info

@@ -703,6 +703,7 @@ def compare(
 
 class SpeedCheck(StrEnum):
     on = "on"
+    median = "median"
     off = "off"
 
 
@@ -742,7 +743,11 @@ def verify(
         ),
     ] = False,
     speed: Annotated[
-        SpeedCheck, typer.Option(help="hold each cell's speed to the baseline of its machine class (off: skip)")
+        SpeedCheck,
+        typer.Option(
+            help="on: hold each cell's speed to the baseline of its machine class; median: hold each "
+            "configuration's median over its repeats in DIR instead (a recheck with fresh repeats); off: skip"
+        ),
     ] = SpeedCheck.on,
 ) -> None:
     """The reproducibility check: schema, provenance, completeness, equivalence, accuracy, loss and speed baselines."""
@@ -762,7 +767,14 @@ def verify(
             return
         if len(dir) != 1:
             raise UsageError("verify checks one result dir at a time (several only with --make-baseline)")
-        res = ver.verify(dir[0], baseline, not allow_unbaselined, bdir, with_speed=speed is SpeedCheck.on)
+        res = ver.verify(
+            dir[0],
+            baseline,
+            not allow_unbaselined,
+            bdir,
+            with_speed=speed is not SpeedCheck.off,
+            speed_median=speed is SpeedCheck.median,
+        )
     except KitError as err:
         fail(err)
     from bench.core.text import term

@@ -72,6 +72,13 @@ def machine_class(cell: ResultCell) -> dict:
     return out
 
 
+def machine_class_or_none(cell: ResultCell) -> dict | None:
+    try:
+        return machine_class(cell)
+    except KitError:
+        return None
+
+
 def environment(cell: ResultCell) -> dict:
     """{'runtime', 'libraries'} of CELL: native or container, and the timing libraries' versions."""
     got = cell.system.get("libraries")
@@ -172,9 +179,27 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
-def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], list[str]]:
+def median_figures(cells: list[ResultCell], part: str) -> tuple[dict[str, Speed], int]:
+    """(metric -> the median over CELLS' figures, how many repeats it is of): the repeats of one
+    configuration that ran alone (a cpu-shared repeat left out), each metric over the repeats
+    that have it."""
+    got: dict[str, list[Speed]] = {}
+    quiet = [c for c in cells if not cpu_shared(c)]
+    for c in quiet:
+        for name, sp in figures(c, part).items():
+            got.setdefault(name, []).append(sp)
+    out = {n: Speed(statistics.median(s.value for s in v), v[0].unit, v[0].higher_is_better) for n, v in got.items()}
+    return out, len(quiet)
+
+
+def check(
+    cell: ResultCell, part: str, entries: list[dict], repeats: list[ResultCell] | None = None
+) -> tuple[list[str], list[str]]:
     """(failures, what passed or why nothing was checked) of CELL's speed for PART against the
-    entries of its configuration that hold a speed record (any set, environment or class)."""
+    entries of its configuration that hold a speed record (any set, environment or class).
+    REPEATS (CELL and the other repeats of its configuration, `verify --speed median`): the
+    median over the repeats that ran alone is held to the baseline's median instead of CELL's
+    own figure, with the same tolerance."""
     try:
         mc = machine_class(cell)
     except KitError as err:
@@ -182,7 +207,13 @@ def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], 
     have = figures(cell, part)
     if not have:  # nothing timed to hold (roofline's batch sweep: img/s per batch size only)
         return [], []
-    if shared := cpu_shared(cell):
+    of = ""
+    if repeats and len(repeats) > 1:
+        have, n = median_figures([r for r in repeats if key(machine_class_or_none(r)) == key(mc)], part)
+        if not n:
+            return [], [f"speed not judged: every repeat of this configuration ran beside other work ({cpu_shared(cell)})"]
+        of = f" (median of {n} repeats)"
+    elif shared := cpu_shared(cell):
         return [], [f"speed not judged: {shared}"]
     env = environment(cell)
     mine = [
@@ -199,13 +230,13 @@ def check(cell: ResultCell, part: str, entries: list[dict]) -> tuple[list[str], 
                 why.append(f"no {name} to hold to the speed baseline {tag}")
                 continue
             f, tol = slower_by(sp.value, rec), float(rec["tolerance"])
-            what = f"{name} {_fmt(sp.value)} {rec['unit']} vs baseline {_fmt(float(rec['median']))}"
+            what = f"{name} {_fmt(sp.value)} {rec['unit']}{of} vs baseline {_fmt(float(rec['median']))}"
             if f > tol:
                 why.append(f"{what}: {f:.2f}x slower, beyond the tolerance {tol:.2f}x {tag}")
             elif 1 / f > tol:
                 info.append(f"{what}: {1 / f:.2f}x faster, beyond the tolerance {tol:.2f}x (a stale baseline?) {tag}")
             else:
-                info.append(f"{name} {1 / f:.2f}x the baseline's speed (tolerance {tol:.2f}x)")
+                info.append(f"{name} {1 / f:.2f}x the baseline's speed{of} (tolerance {tol:.2f}x)")
     return why, info
 
 
@@ -218,6 +249,7 @@ __all__ = [
     "env_label",
     "environment",
     "machine_class",
+    "median_figures",
     "record",
     "tolerance",
 ]

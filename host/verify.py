@@ -183,8 +183,12 @@ def verify(
     bdir: Path = BASELINES_DIR,
     use_baselines: bool = True,
     with_speed: bool = True,
+    speed_median: bool = False,
 ) -> dict:
-    """Every check of the module docstring on DIR. KitError when DIR cannot be verified."""
+    """Every check of the module docstring on DIR. KitError when DIR cannot be verified.
+    SPEED_MEDIAN: each configuration's speed is the median over its repeats in DIR (each
+    repeat's line gives that median), held to the baseline's median at the same tolerance:
+    CI's recheck of a speed failure with fresh repeats (.ci/run)."""
     d = Path(d)
     rs = load_set(d, "verify", partial_ok=True)
     cells, notes = rs.cells, rs.notes
@@ -205,6 +209,11 @@ def verify(
     for cdir in unlisted_cell_dirs(d, rs.read):  # a cell.json with an empty rows.jsonl: not silently dropped
         note = "cell.json but no rows (rows.jsonl empty)"
         cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
+    peers: dict[str, list[ResultCell]] = {}
+    if speed_median:
+        for c in cells:
+            if c.status == "ok" and not c.state:
+                peers.setdefault(match_key(config_of(c), keep_checksum=True), []).append(c)
     for c in sorted(cells, key=lambda c: (c.study, str(c.dir))):
         try:
             name = cell_name(c)
@@ -234,7 +243,7 @@ def verify(
                     unbased.append(p)
                 matched.update(id(e) for e in es)
                 if es:
-                    w, i = check_part(c, p, es, with_speed)
+                    w, i = check_part(c, p, es, with_speed, peers.get(key))
                     pre = f"[{p}] " if len(parts(c)) > 1 else ""
                     v.why += [pre + x for x in w]
                     v.info += [pre + x for x in i]
@@ -286,7 +295,12 @@ def verify(
         + (f" (baseline set {only})" if only else "")
         + (f"; {no_speed} ok cell(s) with no speed baseline for their class" if no_speed else "")
         + (f"; {busy} ok cell(s) whose speed was not judged (cpu-shared)" if busy else "")
-        + ("" if with_speed else "; speed not checked (--speed off)"),
+        + ("" if with_speed else "; speed not checked (--speed off)")
+        + (
+            "; speed judged on each configuration's median over its repeats (--speed median)"
+            if with_speed and speed_median
+            else ""
+        ),
         "no_speed_baseline": no_speed,
         "speed_not_judged": busy,
     }

@@ -184,3 +184,30 @@ def test_a_baseline_set_keeps_its_speed_floor_and_leaves_out_busy_repeats(tmp_pa
     assert len(e["speed"]["throughput"]["values"]) == e["repeats"] - 1, e["speed"]
     r = orch("verify", "--make-baseline", a, "--name", "g", "--speed-floor", "0.5", "--baselines-dir", bdir)
     assert r.returncode != 0 and "--speed-floor 0.5" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_speed_median_holds_a_configuration_s_median_so_one_slow_repeat_passes_and_a_slow_configuration_fails(tmp_path):
+    """`verify --speed median` (CI's recheck of a speed failure with fresh repeats): one repeat
+    2x slower fails `--speed on` but not the median of the configuration's repeats; every repeat
+    2x slower fails the median too, naming the cell, how many repeats and the factor."""
+    ref = "cpu-2core-epyc"
+    d = copy_ref(tmp_path, ref)
+    e = speed_entry("mnist-cnn", ref)
+    cells = [next(d.glob(f"mnist-cnn/{c}")) for c in e["cells"]]
+    assert len(cells) >= 3, e["cells"]
+    slow_down(cells[0])
+    r = orch("verify", d, "--baseline", ref)
+    assert r.returncode == 1 and cells[0].name in "".join(x for x in r.stdout.splitlines() if x.startswith("FAIL")), r.stdout[
+        -2000:
+    ]
+    r = orch("verify", d, "--baseline", ref, "--speed", "median")
+    assert r.returncode == 0, r.stdout[-3000:]
+    lines = [x for x in r.stdout.splitlines() if any(c.name in x for c in cells)]
+    assert len(lines) == len(cells) and all(f"(median of {len(cells)} repeats)" in x for x in lines), lines
+    assert "--speed median" in r.stdout.splitlines()[-1]
+    for c in cells[1:]:
+        slow_down(c)
+    r = orch("verify", d, "--baseline", ref, "--speed", "median")
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert r.returncode == 1 and len(fails) == len(cells), r.stdout[-3000:]
+    assert all(re.search(rf"\(median of {len(cells)} repeats\) vs baseline .*[0-9.]+x slower", x) for x in fails), fails
