@@ -7,9 +7,11 @@
 # 1. each cell's speed against ci-smoke's entries for this machine class (results/reference/README.md,
 #    ci-smoke): every cell must have one. A cell that ran beside other work (its cpu-shared flag)
 #    is not judged, and its line says so.
-# 2. where a cell is slower than its entry by more than the tolerance, the recheck: its study runs
-#    again in fresh containers up to 3 repeats (the first kept), and each configuration's median
-#    over its repeats is held to the entry's median at the same tolerance (`verify --speed median`).
+# 2. where a cell is slower than its entry by more than the tolerance, the recheck: its study's
+#    smoke runs twice more, each in a fresh container and results dir (the same cells: studies
+#    whose repeats change the seed would not match the entry's loss curve), each checked on its own,
+#    and each configuration's median over the 3 runs is held to the entry's median at the same
+#    tolerance (`verify --speed median --speed-peers`).
 #    The entry is itself a median of 3 containers; one repeat on a shared 2-core VM is not. A real
 #    slowdown slows every repeat and still fails; a slow moment in one container does not.
 #    Only speed failures are rechecked: the smoke's other checks ran before (verify --speed off).
@@ -38,16 +40,23 @@ fi
 mapfile -t studies < <(grep -E "^FAIL" "$LOG" | awk '{print $2}' | sort -u)
 args=()
 for s in "${studies[@]}"; do args+=(--study "$s"); done
-echo "speed-gate: recheck of ${studies[*]}: fresh containers up to 3 repeats, each configuration's median held to ci-smoke (load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "speed-gate: recheck of ${studies[*]}: the same cells twice more in fresh containers, each configuration's median of 3 held to ci-smoke (load $(cut -d' ' -f1-3 /proc/loadavg))"
 t0=$(date +%s)
-"$PY" orchestrate.py run cpu --runtime docker --profile smoke "${args[@]}" --repeats 3 \
-  --data-dir "$DATA_DIR" --out "$DIR" --ca-cert "$CA_CERT"
-echo "speed-gate: recheck ran in $(( $(date +%s) - t0 ))s"
-"$PY" orchestrate.py verify "$DIR" --baseline ci-smoke --speed off > "$DIR.recheck.log" \
-  || { grep -E "^FAIL|^verify" "$DIR.recheck.log"; echo "speed-gate: a recheck repeat failed a check other than speed (above)" >&2; exit 1; }
-if ! "$PY" orchestrate.py verify "$DIR" --baseline ci-smoke --speed median > "$LOG"; then
+peers=()
+for i in 1 2; do
+  again="$DIR.recheck-$i"
+  rm -rf "$again"
+  "$PY" orchestrate.py run cpu --runtime docker --profile smoke "${args[@]}" \
+    --data-dir "$DATA_DIR" --out "$again" --ca-cert "$CA_CERT" > "$again.log" 2>&1 \
+    || { tail -20 "$again.log"; echo "speed-gate: the recheck's run $i failed (log: $again.log)" >&2; exit 1; }
+  "$PY" orchestrate.py verify "$again" --speed off > "$again.verify.log" \
+    || { grep -E "^FAIL|^verify" "$again.verify.log"; echo "speed-gate: the recheck's run $i failed a check other than speed (above)" >&2; exit 1; }
+  peers+=(--speed-peers "$again")
+done
+echo "speed-gate: recheck ran in $(( $(date +%s) - t0 ))s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+if ! "$PY" orchestrate.py verify "$DIR" --baseline ci-smoke --speed median "${peers[@]}" > "$LOG"; then
   grep -E "^FAIL|^verify" "$LOG"
-  echo "speed-gate: slower than ci-smoke beyond the tolerance at the median of the recheck's repeats (above)" >&2
+  echo "speed-gate: slower than ci-smoke beyond the tolerance at the median of 3 containers (above)" >&2
   exit 1
 fi
 show

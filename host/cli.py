@@ -742,6 +742,13 @@ def verify(
             "exit 1 where a verdict flips with both intervals clear of the threshold",
         ),
     ] = False,
+    speed_peers: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="with --speed median: another run of DIR's cells (repeatable); its figures join each "
+            "configuration's median (verify it on its own for everything else)"
+        ),
+    ] = None,
     speed: Annotated[
         SpeedCheck,
         typer.Option(
@@ -774,6 +781,7 @@ def verify(
             bdir,
             with_speed=speed is not SpeedCheck.off,
             speed_median=speed is SpeedCheck.median,
+            speed_peers=speed_peers,
         )
     except KitError as err:
         fail(err)

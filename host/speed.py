@@ -209,7 +209,9 @@ def check(
         return [], []
     of = ""
     if repeats and len(repeats) > 1:
-        have, n = median_figures([r for r in repeats if key(machine_class_or_none(r)) == key(mc)], part)
+        own = key(environment(cell))
+        same = [r for r in repeats if key(machine_class_or_none(r)) == key(mc) and key(environment(r)) == own]
+        have, n = median_figures(same, part)
         if not n:
             return [], [f"speed not judged: every repeat of this configuration ran beside other work ({cpu_shared(cell)})"]
         of = f" (median of {n} repeats)"

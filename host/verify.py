@@ -184,11 +184,13 @@ def verify(
     use_baselines: bool = True,
     with_speed: bool = True,
     speed_median: bool = False,
+    speed_peers: list[Path] | None = None,
 ) -> dict:
     """Every check of the module docstring on DIR. KitError when DIR cannot be verified.
-    SPEED_MEDIAN: each configuration's speed is the median over its repeats in DIR (each
-    repeat's line gives that median), held to the baseline's median at the same tolerance:
-    CI's recheck of a speed failure with fresh repeats (.ci/run)."""
+    SPEED_MEDIAN: each configuration's speed is the median over its repeats in DIR and in the
+    SPEED_PEERS dirs (the same cells run again, each checked on its own first), each repeat's
+    line giving that median, held to the baseline's median at the same tolerance: CI's recheck
+    of a speed failure with fresh containers (.ci/speed-gate.sh)."""
     d = Path(d)
     rs = load_set(d, "verify", partial_ok=True)
     cells, notes = rs.cells, rs.notes
@@ -210,8 +212,15 @@ def verify(
         note = "cell.json but no rows (rows.jsonl empty)"
         cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
     peers: dict[str, list[ResultCell]] = {}
+    if speed_peers and not speed_median:
+        raise UsageError("--speed-peers pools repeats into a configuration's median: it needs --speed median")
     if speed_median:
-        for c in cells:
+        pooled = list(cells)
+        for pd in speed_peers or []:
+            if Path(pd).resolve() == d.resolve():
+                raise UsageError(f"--speed-peers {pd}: the dir verified itself; name other runs of its cells")
+            pooled += load_set(Path(pd), "verify --speed-peers", partial_ok=True).cells
+        for c in pooled:
             if c.status == "ok" and not c.state:
                 peers.setdefault(match_key(config_of(c), keep_checksum=True), []).append(c)
     for c in sorted(cells, key=lambda c: (c.study, str(c.dir))):

@@ -211,3 +211,17 @@ def test_speed_median_holds_a_configuration_s_median_so_one_slow_repeat_passes_a
     fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
     assert r.returncode == 1 and len(fails) == len(cells), r.stdout[-3000:]
     assert all(re.search(rf"\(median of {len(cells)} repeats\) vs baseline .*[0-9.]+x slower", x) for x in fails), fails
+    # the same cells run again elsewhere (CI's recheck in fresh containers) join the median
+    peers = [Path(shutil.copytree(REF / ref, tmp_path / f"again{i}", ignore=shutil.ignore_patterns("report"))) for i in (1, 2)]
+    r = orch("verify", d, "--baseline", ref, "--speed", "median", *[a for p in peers for a in ("--speed-peers", p)])
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert all(f"(median of {3 * len(cells)} repeats)" in x for x in r.stdout.splitlines() if cells[0].name in x), r.stdout[
+        -2000:
+    ]
+    for bad, says in (
+        (["--speed-peers", peers[0]], "it needs --speed median"),
+        (["--speed", "median", "--speed-peers", tmp_path / "nowhere"], "does not exist"),
+        (["--speed", "median", "--speed-peers", d], "the dir verified itself"),
+    ):
+        r = orch("verify", d, "--baseline", ref, *bad)
+        assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
