@@ -60,6 +60,15 @@ def legend_below(fig: Any, legend: Any, gap: float = 0.1) -> float:
     return add
 
 
+def legend_size(fig: Any, legend: Any) -> tuple[float, float]:
+    """(width, height) in inches LEGEND takes, measured alone (no axis laid out); set FIG's dpi to
+    the one it is saved at first (text hinting differs between dpis)."""
+    renderer = fig.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    inch = renderer.points_to_pixels(72.0)
+    return box.width / inch, box.height / inch
+
+
 def text_width(texts: Iterable[str], size: float, dpi: float) -> float:
     """Inches the widest of TEXTS takes at SIZE points in the default font, drawn at DPI (the
     dpi the figure is saved at: hinting makes a text's width in inches differ by up to 8 %

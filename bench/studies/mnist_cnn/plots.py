@@ -44,10 +44,48 @@ def _plt():
     return plt
 
 
+DPI = 120
+# the axes' width the figures had when bbox_inches="tight" cropped them: 9 in at matplotlib's
+# default subplot margins (0.125-0.9); heights likewise 77 % of the figure's
+AX_W = 9 * 0.775
+
+
 def _save(fig, path: Path, note: str | None = None) -> None:
     if note:
         figure_note.add(fig, note)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    _plt().close(fig)
+
+
+def _finish(
+    fig,
+    path: Path,
+    note: str | None,
+    legend,
+    grid_h: float,
+    *,
+    left: float = 0.9,
+    top: float = 0.45,
+    bottom: float = 0.6,
+    hspace: float = 0.0,
+    least: float = 1.0,
+) -> None:
+    """FIG laid out once (bench.core.figure_layout) and saved: the axes grid GRID_H inches tall
+    and AX_W wide, LEGEND (loc upper left at (1.01, 1)) measured alone beside it, the figure as
+    tall as the taller of the grid and the legend, HSPACE inches between two rows of axes, and
+    the axes at least LEAST inches wide (an axis label from the data). A figure with a data NOTE
+    keeps the measuring layout (`_save`: the note goes under whatever is lowest)."""
+    if note:
+        _save(fig, path, note)
+        return
+    from bench.core.figure_layout import legend_size, place
+
+    lw, lh = legend_size(fig, legend) if legend is not None else (0.0, 0.0)
+    right = 0.01 * AX_W + lw + 0.12
+    h = max(top + grid_h + bottom, top + lh + 0.12)
+    fig.set_size_inches(left + max(AX_W, least) + right, h)
+    place(fig, left=left, right=right, top=top, bottom=h - top - grid_h, hspace=hspace)
+    fig.savefig(path, dpi=DPI)
     _plt().close(fig)
 
 
@@ -77,8 +115,8 @@ def _series(group: list[ResultCell], key: str, scale: float = 1.0) -> tuple[list
     return xs, [statistics.median(by[x]) for x in xs], [min(by[x]) for x in xs], [max(by[x]) for x in xs]
 
 
-def _legend_outside(ax) -> None:
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+def _legend_outside(ax):
+    return ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
 class Fig1Series:
@@ -193,7 +231,7 @@ def throughput_figure(s: Fig1Series, out: Path) -> Path:
 
 def draw_per_epoch(d: dict, path: Path) -> None:
     """Time or throughput per epoch: a line per configuration, its min-max band shaded, log y."""
-    fig, ax = _plt().subplots(figsize=(9, 4.5))
+    fig, ax = _plt().subplots(figsize=(9, 4.5), dpi=DPI)
     for line in d["lines"]:
         ax.plot(line["xs"], line["med"], ms=4, lw=1.2, label=line["name"], **line["style"])
         if line["band"]:
@@ -202,14 +240,13 @@ def draw_per_epoch(d: dict, path: Path) -> None:
     ax.set_xlabel("epoch")
     ax.set_ylabel(d["ylabel"])
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(d["title"])
-    _legend_outside(ax)
-    _save(fig, path, d["note"])
+    ax.set_title(d["title"], y=1.0)  # y given: no search for top ticks (none here)
+    _finish(fig, path, d["note"], _legend_outside(ax), 4.5 * 0.77)
 
 
 def draw_accuracy(d: dict, path: Path) -> None:
     """Test accuracy per epoch, and under it each curve's difference to its dataset's reference."""
-    fig, (ax, dx) = _plt().subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    fig, (ax, dx) = _plt().subplots(2, 1, figsize=(9, 6.5), dpi=DPI, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for line in d["lines"]:
         st = line["style"]
         ax.plot(line["xs"], line["med"], ms=4, lw=1.2, label=line["name"], **st)
@@ -219,20 +256,22 @@ def draw_accuracy(d: dict, path: Path) -> None:
             dx.plot([x for x, _ in line["diff"]], [y for _, y in line["diff"]], ms=4, lw=1.2, **st)
     dx.axhline(0.0, color="black", lw=0.8)
     dx.set_ylabel("difference to the reference\n(percentage points)", fontsize=8)
-    dx.set_title(f"reference per dataset: {d['ref_names']}", fontsize=7)
+    dx.set_title(f"reference per dataset: {d['ref_names']}", fontsize=7, y=1.0)
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Test accuracy after each epoch")
+    ax.set_title("Test accuracy after each epoch", y=1.0)
     ax.grid(True, alpha=0.3)
     dx.grid(True, alpha=0.3)
     dx.set_xlabel("epoch")
-    _legend_outside(ax)
-    _save(fig, path, d["note"])
+    from bench.core.figure_layout import text_width
+
+    least = text_width([dx.get_title()], 7, DPI) + 0.1  # the reference names, from the data, on one line
+    _finish(fig, path, d["note"], _legend_outside(ax), 6.5 * 0.77, hspace=0.4, least=least)
 
 
 def draw_avg_throughput(d: dict, path: Path) -> None:
     """Median throughput per configuration, 95 % interval whiskers, log x, the value printed."""
     rows = d["rows"]
-    fig, ax = _plt().subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))))
+    fig, ax = _plt().subplots(figsize=(9, 0.8 + 0.42 * max(1, len(rows))), dpi=DPI)
     for y, r in enumerate(rows):
         med, st = r["median"], r["style"]
         c_lo, c_hi = (r["lo"], r["hi"]) if r["lo"] is not None and r["hi"] is not None else (med, med)
@@ -240,14 +279,19 @@ def draw_avg_throughput(d: dict, path: Path) -> None:
         ax.annotate(f"{med:,.0f}", (c_hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(range(len(rows)), [r["name"] for r in rows], fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("median training throughput, samples/s (log scale; whiskers: 95% CI over repeats, their range below 6)")
-    ax.set_title("Throughput by configuration")
+    xlabel = "median training throughput, samples/s (log scale; whiskers: 95% CI over repeats, their range below 6)"
+    ax.set_xlabel(xlabel)
+    ax.set_title("Throughput by configuration", y=1.0)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     if rows:
         lo_all = min((r["lo"] or r["median"]) for r in rows)
         hi_all = max((r["hi"] or r["median"]) for r in rows)
         ax.set_xlim(lo_all / 1.5, hi_all * 3)  # room for the printed values
-    _save(fig, path, d["note"])
+    from bench.core.figure_layout import text_width
+
+    names = text_width([r["name"] for r in rows], 8, DPI)
+    grid_h = (0.8 + 0.42 * max(1, len(rows))) * 0.77
+    _finish(fig, path, d["note"], None, grid_h, left=names + 0.15, bottom=0.55, least=text_width([xlabel], 10, DPI))
 
 
 def statistics_median(v: list[float]) -> float:
