@@ -754,7 +754,7 @@ def verify(
         typer.Option(
             metavar="MODE",
             help="on: hold each cell's speed to the baseline of its machine class; median: hold each "
-            "configuration's median over its repeats in DIR instead (a recheck with fresh repeats); off: skip"
+            "configuration's median over its repeats in DIR instead (a recheck with fresh repeats); off: skip",
         ),
     ] = SpeedCheck.on,
 ) -> None:
