@@ -124,16 +124,23 @@ def tolerance(values: list[float], floor: float = FLOOR) -> float:
     return round(max(floor, 1.0 + SPREAD_K * spread, max(values) / min(values)), 3)
 
 
-def record(cells: list[ResultCell], part: str, floor: float = FLOOR) -> tuple[dict, list[str]]:
-    """(metric -> its baseline record, why a metric got none) over the repeats CELLS of one
-    configuration, environment and machine class."""
+def quiet_values(cells: list[ResultCell], part: str) -> tuple[dict[str, tuple[Speed, list[float]]], list[ResultCell]]:
+    """(metric -> (its first figure, every value), the repeats used) over CELLS, the repeats of
+    one configuration that ran alone (a cpu-shared repeat left out)."""
     got: dict[str, tuple[Speed, list[float]]] = {}
     quiet = [c for c in cells if not cpu_shared(c)]
-    if cells and not quiet:
-        return {}, [f"every repeat ran beside other work ({cpu_shared(cells[0])}): no speed to hold others to"]
     for c in quiet:
         for name, sp in figures(c, part).items():
             got.setdefault(name, (sp, []))[1].append(sp.value)
+    return got, quiet
+
+
+def record(cells: list[ResultCell], part: str, floor: float = FLOOR) -> tuple[dict, list[str]]:
+    """(metric -> its baseline record, why a metric got none) over the repeats CELLS of one
+    configuration, environment and machine class."""
+    got, quiet = quiet_values(cells, part)
+    if cells and not quiet:
+        return {}, [f"every repeat ran beside other work ({cpu_shared(cells[0])}): no speed to hold others to"]
     out, skipped = {}, []
     for name, (sp, values) in sorted(got.items()):
         med = statistics.median(values)
@@ -180,16 +187,10 @@ def _fmt(v: float) -> str:
 
 
 def median_figures(cells: list[ResultCell], part: str) -> tuple[dict[str, Speed], int]:
-    """(metric -> the median over CELLS' figures, how many repeats it is of): the repeats of one
-    configuration that ran alone (a cpu-shared repeat left out), each metric over the repeats
-    that have it."""
-    got: dict[str, list[Speed]] = {}
-    quiet = [c for c in cells if not cpu_shared(c)]
-    for c in quiet:
-        for name, sp in figures(c, part).items():
-            got.setdefault(name, []).append(sp)
-    out = {n: Speed(statistics.median(s.value for s in v), v[0].unit, v[0].higher_is_better) for n, v in got.items()}
-    return out, len(quiet)
+    """(metric -> the median over CELLS' figures, how many repeats it is of): CELLS as
+    `quiet_values` takes them, each metric over the repeats that have it."""
+    got, quiet = quiet_values(cells, part)
+    return {n: sp._replace(value=statistics.median(v)) for n, (sp, v) in got.items()}, len(quiet)
 
 
 def check(

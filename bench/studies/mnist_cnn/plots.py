@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import figure_note
+from bench.core.figure_layout import legend_size, place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell
 from bench.core.text import plot_text
@@ -78,8 +79,6 @@ def _finish(
     if note:
         _save(fig, path, note)
         return
-    from bench.core.figure_layout import legend_size, place
-
     lw, lh = legend_size(fig, legend) if legend is not None else (0.0, 0.0)
     right = 0.01 * AX_W + lw + 0.12
     h = max(top + grid_h + bottom, top + lh + 0.12)
@@ -262,8 +261,6 @@ def draw_accuracy(d: dict, path: Path) -> None:
     ax.grid(True, alpha=0.3)
     dx.grid(True, alpha=0.3)
     dx.set_xlabel("epoch")
-    from bench.core.figure_layout import text_width
-
     least = text_width([dx.get_title()], 7, DPI) + 0.1  # the reference names, from the data, on one line
     _finish(fig, path, d["note"], _legend_outside(ax), 6.5 * 0.77, hspace=0.4, least=least)
 
@@ -287,8 +284,6 @@ def draw_avg_throughput(d: dict, path: Path) -> None:
         lo_all = min((r["lo"] or r["median"]) for r in rows)
         hi_all = max((r["hi"] or r["median"]) for r in rows)
         ax.set_xlim(lo_all / 1.5, hi_all * 3)  # room for the printed values
-    from bench.core.figure_layout import text_width
-
     names = text_width([r["name"] for r in rows], 8, DPI)
     grid_h = (0.8 + 0.42 * max(1, len(rows))) * 0.77
     _finish(fig, path, d["note"], None, grid_h, left=names + 0.15, bottom=0.55, least=text_width([xlabel], 10, DPI))
