@@ -7,8 +7,9 @@ MNIST-shaped random uint8 images (60,000 training, 10,000 test, as the cell's da
 and checked as a cell is. Its epoch took 20.6 ms against 19.5 ms of steps on an H100
 (lab/results/numba_cuda_sparse-H100/). Each round runs, in a rotated order:
 
-    cell      train_epoch under the protocol's clock: the device synced, the wall from the call to
-              the sync after it, with an RSSSampler running as the protocol's does
+    cell      train_epoch under the protocol's clock (its stopwatch: the device synced, the wall
+              from the call to the sync after it), inside a running RSSSampler as the protocol's
+              (the thread's start and join outside the clock; until 2026-11-27 they were inside)
     nosampler the same without the RSSSampler
     parts     train_epoch's own sequence spelled out, each part timed on the host and between CUDA
               events: the order copy, the graph's replay call, the GPU's run of the graph (event
@@ -17,6 +18,7 @@ and checked as a cell is. Its epoch took 20.6 ms against 19.5 ms of steps on an 
               graph's own GPU time per epoch (the floor an epoch can reach)
 
 Per round and kind the milliseconds; the summary gives medians and each kind's excess over `graph`.
+Then each host call an epoch makes, timed alone (host_calls).
 Prints a table; writes every number to --out as JSON. Needs a CUDA GPU and torch (graph capture).
 """
 
@@ -68,22 +70,20 @@ def make_trainer(batch: int, seed: int):
 
 def one(tr, cfg, kind: str, epoch: int) -> dict:
     from bench.measure.memory import RSSSampler
-    from bench.measure.timer import NullTimer
+    from bench.measure.timer import NullTimer, stopwatch
     from bench.studies.mnist_cnn.protocol import epoch_order
 
     cuda = tr.cuda
     order = epoch_order(int(tr.x_train.shape[0]), cfg.batch_size, cfg.seed, epoch, cfg.last_batch)
     tr.sync()
-    if kind in ("cell", "nosampler"):
-        t0 = time.perf_counter()
+    if kind in ("cell", "nosampler"):  # the protocol's clock (mnist_cnn/protocol.py Run.step)
         if kind == "cell":
-            with RSSSampler():
+            with RSSSampler(), stopwatch(tr.sync) as sw:
                 tr.train_epoch(order, NullTimer())
-                tr.sync()
         else:
-            tr.train_epoch(order, NullTimer())
-            tr.sync()
-        return {"ms": 1e3 * (time.perf_counter() - t0)}
+            with stopwatch(tr.sync) as sw:
+                tr.train_epoch(order, NullTimer())
+        return {"ms": 1e3 * sw.seconds}
     ev = [cuda.event() for _ in range(3)]
     if kind == "graph":
         ev[0].record()
@@ -95,13 +95,13 @@ def one(tr, cfg, kind: str, epoch: int) -> dict:
         return {"ms": ev[0].elapsed_time(ev[1]) / 3}
     t0 = time.perf_counter()
     ev[0].record()
-    tr._order_graph.copy_to_device(np.ascontiguousarray(order, np.int64))
+    tr.send_order(order)
     ev[1].record()
     t1 = time.perf_counter()
     tr._graph.replay()
     t2 = time.perf_counter()
     ev[2].record()
-    tr.net.epoch_loss_sum()
+    tr.net.epoch_loss_sum(reset=False)  # as train_epoch: the replay zeroed the sum at its start
     t3 = time.perf_counter()
     return {
         "ms": 1e3 * (t3 - t0),
@@ -111,6 +111,40 @@ def one(tr, cfg, kind: str, epoch: int) -> dict:
         "graph_gpu_ms": ev[1].elapsed_time(ev[2]),
         "loss_read_ms": 1e3 * (t3 - t2),
     }
+
+
+def host_calls(tr, n: int = 200) -> dict[str, float]:
+    """Median host microseconds of each call an epoch makes (and the ways the order could be
+    sent), each called n times with the device idle: numba's event create + record, its order
+    copies (pageable synchronous, page-locked queued), torch's queued copy (what send_order does),
+    the loss read, and each library's device sync."""
+    import torch
+
+    cuda = tr.cuda
+    order = np.random.default_rng(0).permutation(len(tr._order_graph)).astype(np.int64)
+    dev64 = cuda.to_device(np.zeros(len(order), np.int64))
+    pinned = cuda.pinned_array(len(order), np.int64)
+    stream0 = cuda.default_stream()
+    calls = {
+        "numba event() + record()": lambda: cuda.event().record(),
+        "numba copy_to_device int64 pageable sync": lambda: dev64.copy_to_device(order),
+        "numba copy_to_device int64 pinned queued": lambda: dev64.copy_to_device(pinned, stream=stream0),
+        "torch copy_ pinned queued (send_order)": lambda: tr.send_order(order),
+        "numba loss read (copy_to_host)": lambda: tr.net.epoch_loss_sum(reset=False),
+        "numba cuda.synchronize()": cuda.synchronize,
+        "torch.cuda.synchronize()": torch.cuda.synchronize,
+    }
+    out = {}
+    for name, fn in calls.items():
+        times = []
+        for _ in range(n):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        cuda.synchronize()
+        out[name] = 1e6 * statistics.median(times)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,9 +170,21 @@ def main(argv: list[str] | None = None) -> None:
             f"  {k:<10} {med[k]:7.3f} ms  {samples / med[k] * 1e3:12,.0f} samples/s  over graph {med[k] - med['graph']:+.3f} ms"
         )
     print("  parts: " + "  ".join(f"{p} {v:.3f}" for p, v in parts.items()))
+    calls = host_calls(tr)
+    print("host calls, median us of 200 with the device idle:")
+    for name, us in calls.items():
+        print(f"  {name:<42} {us:8.1f} us")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"batch": a.batch, "samples": samples, "rounds": a.rounds, "median_ms": med, "parts_median_ms": parts, "runs": runs}
+        doc = {
+            "batch": a.batch,
+            "samples": samples,
+            "rounds": a.rounds,
+            "median_ms": med,
+            "parts_median_ms": parts,
+            "host_calls_us": calls,
+            "runs": runs,
+        }
         tmp = a.out.with_name(a.out.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(a.out)

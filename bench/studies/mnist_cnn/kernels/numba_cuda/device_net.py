@@ -208,16 +208,19 @@ class DeviceNet:
         self.backward()
         self.step(lr, momentum)
 
-    def capture_steps(self, batches, lr: float, momentum: float, before=None):
+    def capture_steps(self, batches, lr: float, momentum: float, before=None, reset_loss: bool = False):
         """One CUDA graph of len(batches) train_steps on (x_dev, y_dev) device batches, each
         preceded by before(i, stream) if given (e.g. the gather that fills the batch buffers);
         .replay() enqueues them all with one host call. The graph reads this net's buffers and
-        the batch arrays it was captured with."""
+        the batch arrays it was captured with. reset_loss: the graph first zeroes the epoch's
+        loss sum (read it with epoch_loss_sum(reset=False))."""
         from bench.studies.mnist_cnn.kernels.numba_cuda.graph import CapturedLaunches
 
         def enqueue(stream) -> None:
             self.use_stream(stream)
             try:
+                if reset_loss:
+                    k_fill_zero[1, 32, stream](self.loss_sum)
                 for i, (xb, yb) in enumerate(batches):
                     if before is not None:
                         before(i, stream)

@@ -61,11 +61,14 @@ SIM = _cuda_sim()
 def jit(*args, **kwargs):
     """cuda.jit, or a no-op decorator when numba.cuda could not be imported. The simulator's
     jit takes no max_registers: it is dropped there. KIT_NUMBA_LINEINFO=1 compiles every kernel
-    and device function with line information, so ncu's source page can tie each machine
-    instruction to its Python line (lab/ncu_source.py sums them)."""
+    with line information, so ncu's source page can tie each machine instruction to its Python
+    line (lab/ncu_source.py sums them). Kernels only: device functions compiled with it too made
+    NVVM refuse the kernels that call them ("Symbol name with unsupported characters", numba-cuda
+    0.30.4 on an H100, 2026-11-27: the debug types of their array arguments, NVIDIA/numba-cuda#876);
+    their inlined code is still attributed to source lines."""
     if SIM:
         kwargs.pop("max_registers", None)
-    elif os.environ.get("KIT_NUMBA_LINEINFO") == "1":
+    elif os.environ.get("KIT_NUMBA_LINEINFO") == "1" and not kwargs.get("device"):
         kwargs.setdefault("lineinfo", True)
     if cuda is not None:
         return cuda.jit(*args, **kwargs)
