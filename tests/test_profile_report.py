@@ -192,6 +192,31 @@ def test_reference_cpu_axis_is_capped_and_its_impossible_samples_counted(ref_cel
         assert name and bad > 0  # the 7,700 % samples of the reference (8 workers found late)
 
 
+def test_a_telemetry_figure_drawn_on_the_kept_canvas_is_the_one_a_fresh_canvas_draws(ref_cells, tmp_path):
+    """draw_series reuses one figure per process; what an earlier drawing left (lines, legend,
+    limits, a capped axis, titles) must not show in the next: each drawn again after the others,
+    in the other order, is pixel for pixel the one drawn first on a new canvas."""
+    np = pytest.importorskip("numpy")
+    image = pytest.importorskip("PIL.Image")
+    from bench.core import figures
+
+    got: list[tuple[str, object]] = []
+    with figures.collecting(lambda out, name, draw, data: got.append((name, data))):
+        report.section(ref_cells, tmp_path)
+    tel = [(n, d) for n, d in got if n.startswith("profile_telemetry")]
+    assert len(tel) >= 3
+    first, again = {}, {}
+    for n, d in tel:
+        report._SERIES_FIGURES.clear()  # a new canvas for each
+        figures.render(report.draw_series, d, tmp_path / f"fresh-{n}")
+        first[n] = np.asarray(image.open(tmp_path / f"fresh-{n}"))
+    for n, d in reversed(tel):  # one canvas, every drawing after another's
+        figures.render(report.draw_series, d, tmp_path / f"kept-{n}")
+        again[n] = np.asarray(image.open(tmp_path / f"kept-{n}"))
+    for n in first:
+        assert first[n].shape == again[n].shape and (first[n] == again[n]).all(), n
+
+
 # ---- 5: one operator level per table and chart
 
 
