@@ -217,7 +217,8 @@ class NumbaCudaTrainer:
 
     def _graph_note(self) -> str:
         if self.use_graph:
-            return f"epoch: {self._graph_steps} steps x {self.K.LAUNCHES_PER_STEP[self.kernel_variant] + 1} launches, one replay"
+            steps, launches = self._graph_steps, self.K.LAUNCHES_PER_STEP[self.kernel_variant] + 1
+            return f"epoch: a loss reset and {steps} steps x {launches} launches, one replay"
         if self.cfg.variant == "graph":
             return "no: the CUDA simulator cannot capture graphs (launched eagerly)"
         return "no"
