@@ -33,8 +33,8 @@ samples/s, against variant 5's 192.0 [191.9..192.2] in the same process. The mni
 `graph` on real MNIST (10 epochs, batch 512, 3 repeats): 2,918,713 samples/s [2,902,507-2,933,259]
 (variant 5: 2,465,622); 2,980,650 [2,959,360-2,987,394] once the epoch's order went in by
 torch's copy (2026-11-27, another H100; lab/results/numba_cuda_sparse-H100/). Where the step
-goes now (ncu, locked clocks, 1.24x the graph's time in all): k4_conv_fwd 41.3 us, k3_fc1 27.7, k3_head 12.5, k3_dense_bwd 52.3, k6_conv_bwd 76.1 (was
-110), SGD 4.2. Of k6_conv_bwd's instructions, the dp1 gather's loop is 48 %, and 15 % of its stall
+goes now (ncu, locked clocks, 1.24x the graph's time in all): k4_conv_fwd 41.3 us, k3_fc1
+27.7, k3_head 12.5, k3_dense_bwd 52.3, k6_conv_bwd 76.1 (was 110), SGD 4.2. Of k6_conv_bwd's instructions, the dp1 gather's loop is 48 %, and 15 % of its stall
 samples wait at the barrier after it (87 threads have no position to gather).
 """
 
