@@ -48,6 +48,7 @@ from bench.studies.mnist_cnn.kernels.numba_cuda.net import (
     conv_fwd_kernel,
     cuda,
     jit,
+    named_kernel,
     pick4,
     softmax_ce,
     wgrad_unit,
@@ -131,86 +132,110 @@ def ld8(mode, a_r, b_r, t, r0, i0, j0, act, P, m, a_col, b_col, n_out, n_in):
 
 
 @jit(device=True)
-def gemm_tile(mode, i0, j0, r_start, r_stop, r_step, act, P, m, a_col, b_col, n_out, n_in, t, As, Bs):
-    """Thread (ty = t//32, tx = t%32) of a 32x32 tile C[i0.., j0..]: returns its four sums
-    C[i0 + ty + 8q, j0 + tx], q = 0..3, over the 32-row chunks r_start, r_start + r_step, ...
-    < r_stop. The next chunk's 8 elements per thread are loaded before this one is multiplied."""
-    a_r = mode != 2  # operand A contiguous along r
-    b_r = mode == 0
+def mac_chunk(As, Bs, t, acc0, acc1, acc2, acc3):
+    """Thread t's four sums of a 32x32 tile GEMM over one 32-row chunk in shared memory:
+    C[ty + 8q, tx] += sum_rr As[rr, ty + 8q] Bs[rr, tx] (rows of TS). Signed indices: numba
+    adds a negative-index wraparound to every load (variant 7's mac_chunk_unsigned does not)."""
     tx = t % 32
     ty = t // 32
-    zero = np.float32(0.0)
-    acc0 = acc1 = acc2 = acc3 = zero
-    r0 = r_start
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-    if r0 < r_stop:
-        a0, a1, a2, a3, b0, b1, b2, b3 = ld8(mode, a_r, b_r, t, r0, i0, j0, act, P, m, a_col, b_col, n_out, n_in)
-    while r0 < r_stop:
-        cuda.syncthreads()  # the last chunk's readers are done
-        st(As, a_r, t, a0)
-        st(As, a_r, t + 256, a1)
-        st(As, a_r, t + 512, a2)
-        st(As, a_r, t + 768, a3)
-        st(Bs, b_r, t, b0)
-        st(Bs, b_r, t + 256, b1)
-        st(Bs, b_r, t + 512, b2)
-        st(Bs, b_r, t + 768, b3)
-        cuda.syncthreads()
-        rn = r0 + r_step
-        if rn < r_stop:  # in flight while this chunk is multiplied
-            a0, a1, a2, a3, b0, b1, b2, b3 = ld8(mode, a_r, b_r, t, rn, i0, j0, act, P, m, a_col, b_col, n_out, n_in)
-        for rr in range(TILE):
-            bv = Bs[rr * TS + tx]
-            acc0 += As[rr * TS + ty] * bv
-            acc1 += As[rr * TS + ty + 8] * bv
-            acc2 += As[rr * TS + ty + 16] * bv
-            acc3 += As[rr * TS + ty + 24] * bv
-        r0 = rn
+    for rr in range(TILE):
+        bv = Bs[rr * TS + tx]
+        acc0 += As[rr * TS + ty] * bv
+        acc1 += As[rr * TS + ty + 8] * bv
+        acc2 += As[rr * TS + ty + 16] * bv
+        acc3 += As[rr * TS + ty + 24] * bv
     return acc0, acc1, acc2, acc3
+
+
+def tile_gemm(mac):
+    """gemm_tile (below) over the chunk multiply-add MAC (a device function like mac_chunk)."""
+
+    @jit(device=True)
+    def gemm_tile(mode, i0, j0, r_start, r_stop, r_step, act, P, m, a_col, b_col, n_out, n_in, t, As, Bs):
+        """Thread (ty = t//32, tx = t%32) of a 32x32 tile C[i0.., j0..]: returns its four sums
+        C[i0 + ty + 8q, j0 + tx], q = 0..3, over the 32-row chunks r_start, r_start + r_step, ...
+        < r_stop. The next chunk's 8 elements per thread are loaded before this one is multiplied."""
+        a_r = mode != 2  # operand A contiguous along r
+        b_r = mode == 0
+        zero = np.float32(0.0)
+        acc0 = acc1 = acc2 = acc3 = zero
+        r0 = r_start
+        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+        if r0 < r_stop:
+            a0, a1, a2, a3, b0, b1, b2, b3 = ld8(mode, a_r, b_r, t, r0, i0, j0, act, P, m, a_col, b_col, n_out, n_in)
+        while r0 < r_stop:
+            cuda.syncthreads()  # the last chunk's readers are done
+            st(As, a_r, t, a0)
+            st(As, a_r, t + 256, a1)
+            st(As, a_r, t + 512, a2)
+            st(As, a_r, t + 768, a3)
+            st(Bs, b_r, t, b0)
+            st(Bs, b_r, t + 256, b1)
+            st(Bs, b_r, t + 512, b2)
+            st(Bs, b_r, t + 768, b3)
+            cuda.syncthreads()
+            rn = r0 + r_step
+            if rn < r_stop:  # in flight while this chunk is multiplied
+                a0, a1, a2, a3, b0, b1, b2, b3 = ld8(mode, a_r, b_r, t, rn, i0, j0, act, P, m, a_col, b_col, n_out, n_in)
+            acc0, acc1, acc2, acc3 = mac(As, Bs, t, acc0, acc1, acc2, acc3)
+            r0 = rn
+        return acc0, acc1, acc2, acc3
+
+    return gemm_tile
+
+
+gemm_tile = tile_gemm(mac_chunk)
 
 k3_conv_fwd = conv_fwd_kernel("k3_conv_fwd", conv_fwd_sample, N_P2)
 
 
-@jit(max_registers=MAX_REGS)
-def k3_fc1(m, S, act, ksplit, hpre):
-    """fc1 as 32x32 tiles (32 samples x 32 outputs), grid-stride over tiles x KSPLIT. ksplit 1:
-    h = ReLU(p2 W1^T + b1) straight into act rows. ksplit > 1 (variant 5): each unit sums every
-    ksplit-th 32-wide chunk of the 400 inputs and adds it atomically into hpre (zero on entry;
-    k3_head adds the bias, applies the ReLU and zeroes hpre again)."""
-    t = cuda.threadIdx.x
-    P = S[0]
-    As = cuda.shared.array(SH_TILE, np.float32)
-    Bs = cuda.shared.array(SH_TILE, np.float32)
-    zero = np.float32(0.0)
-    units = ((m + TILE - 1) // TILE) * GT_FC1 * ksplit
-    for u in range(cuda.blockIdx.x, units, cuda.gridDim.x):
-        ks = u % ksplit
-        tile = u // ksplit
-        nt = tile // GT_FC1
-        i0 = nt * TILE
-        j0 = (tile - nt * GT_FC1) * TILE
-        c0, c1, c2, c3 = gemm_tile(0, i0, j0, ks * TILE, N_P2, ksplit * TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
-        o = j0 + t % 32
-        n = i0 + t // 32
-        if ksplit > 1:
+def fc1_kernel(name: str, gemm):
+    """The kernel below, k3_fc1, over the tile GEMM GEMM (variant 7 passes its own)."""
+
+    def kernel(m, S, act, ksplit, hpre):
+        """fc1 as 32x32 tiles (32 samples x 32 outputs), grid-stride over tiles x KSPLIT. ksplit 1:
+        h = ReLU(p2 W1^T + b1) straight into act rows. ksplit > 1 (variant 5): each unit sums every
+        ksplit-th 32-wide chunk of the 400 inputs and adds it atomically into hpre (zero on entry;
+        k3_head adds the bias, applies the ReLU and zeroes hpre again)."""
+        t = cuda.threadIdx.x
+        P = S[0]
+        As = cuda.shared.array(SH_TILE, np.float32)
+        Bs = cuda.shared.array(SH_TILE, np.float32)
+        zero = np.float32(0.0)
+        units = ((m + TILE - 1) // TILE) * GT_FC1 * ksplit
+        for u in range(cuda.blockIdx.x, units, cuda.gridDim.x):
+            ks = u % ksplit
+            tile = u // ksplit
+            nt = tile // GT_FC1
+            i0 = nt * TILE
+            j0 = (tile - nt * GT_FC1) * TILE
+            c0, c1, c2, c3 = gemm(0, i0, j0, ks * TILE, N_P2, ksplit * TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
+            o = j0 + t % 32
+            n = i0 + t // 32
+            if ksplit > 1:
+                if n < m:
+                    cuda.atomic.add(hpre, (n, o), c0)
+                if n + 8 < m:
+                    cuda.atomic.add(hpre, (n + 8, o), c1)
+                if n + 16 < m:
+                    cuda.atomic.add(hpre, (n + 16, o), c2)
+                if n + 24 < m:
+                    cuda.atomic.add(hpre, (n + 24, o), c3)
+                continue
+            b = P[O_F1B + o]
             if n < m:
-                cuda.atomic.add(hpre, (n, o), c0)
+                act[n, A_H + o] = max(c0 + b, zero)
             if n + 8 < m:
-                cuda.atomic.add(hpre, (n + 8, o), c1)
+                act[n + 8, A_H + o] = max(c1 + b, zero)
             if n + 16 < m:
-                cuda.atomic.add(hpre, (n + 16, o), c2)
+                act[n + 16, A_H + o] = max(c2 + b, zero)
             if n + 24 < m:
-                cuda.atomic.add(hpre, (n + 24, o), c3)
-            continue
-        b = P[O_F1B + o]
-        if n < m:
-            act[n, A_H + o] = max(c0 + b, zero)
-        if n + 8 < m:
-            act[n + 8, A_H + o] = max(c1 + b, zero)
-        if n + 16 < m:
-            act[n + 16, A_H + o] = max(c2 + b, zero)
-        if n + 24 < m:
-            act[n + 24, A_H + o] = max(c3 + b, zero)
+                act[n + 24, A_H + o] = max(c3 + b, zero)
+
+    return named_kernel(kernel, name)
+
+
+k3_fc1 = fc1_kernel("k3_fc1", gemm_tile)
 
 
 @jit(max_registers=MAX_REGS)
@@ -278,42 +303,49 @@ def k3_head(m, y, S, act, logits, preds, loss_sum, pre, hpre):
                 act[n0 + s, A_DH + o] = v
 
 
-@jit(max_registers=MAX_REGS)
-def k3_dense_bwd(m, S, act, dp2, n_wgrad_blocks):
-    """Blocks [0, n_wgrad_blocks): [dW | db] of fc1 and fc2 (the N_GEMM_UNITS of k_backward:
-    32x32 tiles x K_SPLIT batch splits, atomics into G = S[1], zero on entry). The others:
-    dp2 = dh W1 masked by pool2/ReLU2 (p2 > 0), 32 samples x 32 inputs a tile, into dp2."""
-    t = cuda.threadIdx.x
-    P = S[0]
-    G = S[1]
-    As = cuda.shared.array(SH_TILE, np.float32)
-    Bs = cuda.shared.array(SH_TILE, np.float32)
-    zero = np.float32(0.0)
-    tx = t % 32
-    ty = t // 32
-    if cuda.blockIdx.x < n_wgrad_blocks:
-        for unit in range(cuda.blockIdx.x, N_GEMM_UNITS, n_wgrad_blocks):
-            split, a_col, n_out, b_col, n_in, w_off, b_off, o0, k0 = wgrad_unit(unit)
-            if split * TILE >= m:  # this batch split has no samples (short batches)
-                continue
-            c0, c1, c2, c3 = gemm_tile(2, o0, k0, split * TILE, m, K_SPLIT * TILE, act, P, m, a_col, b_col, n_out, n_in, t, As, Bs)
-            add_wgrad_tile(G, t, o0, k0, n_out, n_in, w_off, b_off, c0, c1, c2, c3)
-        return
-    units = ((m + TILE - 1) // TILE) * GT_DP2
-    for u in range(cuda.blockIdx.x - n_wgrad_blocks, units, cuda.gridDim.x - n_wgrad_blocks):
-        nt = u // GT_DP2
-        i0 = nt * TILE
-        j0 = (u - nt * GT_DP2) * TILE
-        c0, c1, c2, c3 = gemm_tile(1, i0, j0, 0, D1, TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
-        k = j0 + tx
-        if k < N_P2:
-            for q in range(4):
-                n = i0 + ty + 8 * q
-                v = pick4(q, c0, c1, c2, c3)
-                if n < m:
-                    if act[n, A_P2 + k] <= zero:
-                        v = zero
-                    dp2[n, k] = v
+def dense_bwd_kernel(name: str, gemm):
+    """The kernel below, k3_dense_bwd, over the tile GEMM GEMM (variant 7 passes its own)."""
+
+    def kernel(m, S, act, dp2, n_wgrad_blocks):
+        """Blocks [0, n_wgrad_blocks): [dW | db] of fc1 and fc2 (the N_GEMM_UNITS of k_backward:
+        32x32 tiles x K_SPLIT batch splits, atomics into G = S[1], zero on entry). The others:
+        dp2 = dh W1 masked by pool2/ReLU2 (p2 > 0), 32 samples x 32 inputs a tile, into dp2."""
+        t = cuda.threadIdx.x
+        P = S[0]
+        G = S[1]
+        As = cuda.shared.array(SH_TILE, np.float32)
+        Bs = cuda.shared.array(SH_TILE, np.float32)
+        zero = np.float32(0.0)
+        tx = t % 32
+        ty = t // 32
+        if cuda.blockIdx.x < n_wgrad_blocks:
+            for unit in range(cuda.blockIdx.x, N_GEMM_UNITS, n_wgrad_blocks):
+                split, a_col, n_out, b_col, n_in, w_off, b_off, o0, k0 = wgrad_unit(unit)
+                if split * TILE >= m:  # this batch split has no samples (short batches)
+                    continue
+                c0, c1, c2, c3 = gemm(2, o0, k0, split * TILE, m, K_SPLIT * TILE, act, P, m, a_col, b_col, n_out, n_in, t, As, Bs)
+                add_wgrad_tile(G, t, o0, k0, n_out, n_in, w_off, b_off, c0, c1, c2, c3)
+            return
+        units = ((m + TILE - 1) // TILE) * GT_DP2
+        for u in range(cuda.blockIdx.x - n_wgrad_blocks, units, cuda.gridDim.x - n_wgrad_blocks):
+            nt = u // GT_DP2
+            i0 = nt * TILE
+            j0 = (u - nt * GT_DP2) * TILE
+            c0, c1, c2, c3 = gemm(1, i0, j0, 0, D1, TILE, act, P, m, 0, 0, 0, 0, t, As, Bs)
+            k = j0 + tx
+            if k < N_P2:
+                for q in range(4):
+                    n = i0 + ty + 8 * q
+                    v = pick4(q, c0, c1, c2, c3)
+                    if n < m:
+                        if act[n, A_P2 + k] <= zero:
+                            v = zero
+                        dp2[n, k] = v
+
+    return named_kernel(kernel, name)
+
+
+k3_dense_bwd = dense_bwd_kernel("k3_dense_bwd", gemm_tile)
 
 
 k3_conv_bwd = conv_bwd_kernel("k3_conv_bwd", conv_bwd_sample)
@@ -325,6 +357,7 @@ class SplitNet(FastNet):
 
     VARIANT = "split"
     CONV = (k3_conv_fwd, k3_conv_bwd)  # the conv forward and backward kernels
+    DENSE = (k3_fc1, k3_dense_bwd)  # fc1 and the dense backward (over a tile GEMM)
     KSPLIT = 1  # fc1's 400 inputs split this many ways (summed atomically into hpre)
 
     def _allocate(self, samples_per_block: int) -> None:
@@ -341,11 +374,12 @@ class SplitNet(FastNet):
         super()._configure()
         g, st = self._grid, self.stream
         conv_fwd, conv_bwd = self.CONV
+        fc1, dense_bwd = self.DENSE
         self._k3 = {
             "conv_fwd": conv_fwd[g["conv_fwd"], TPB, st],
-            "fc1": k3_fc1[g["fc1"], TPB, st],
+            "fc1": fc1[g["fc1"], TPB, st],
             "head": k3_head[g["head3"], TPB, st],
-            "dense_bwd": k3_dense_bwd[g["dense_bwd"], TPB, st],
+            "dense_bwd": dense_bwd[g["dense_bwd"], TPB, st],
             "conv_bwd": conv_bwd[g["conv_bwd"], TPB, st],
         }
 
