@@ -5,11 +5,11 @@ numba indexes an array with a signed integer as Python does: a negative index co
 end, so every load carries a compare-and-select (or a shift, mask and add) that wraps it. An
 unsigned index cannot be negative, and the wraparound is left out. In variants 3-6 the tile
 GEMM's inner loop (v3_split.mac_chunk: 4 multiply-adds a row from 5 shared loads) computes its
-offsets as signed int64, and NVVM keeps the wraparound of each: the loop compiles to 181 PTX
+offsets as signed int64, and NVVM keeps the wraparound of each: the loop compiles to 183 PTX
 instructions per 4 unrolled rows (16 FMAs, 20 shared loads, 68 64-bit adds, 16 selects, ...).
 Here (mac_chunk_unsigned) the offsets are uint64, stepped by TS a row: 99 instructions per 8
 rows (32 FMAs, 40 shared loads), a third as many per FMA. Counted on the PTX for compute
-capability 9.0 that numba-cuda 0.30.4 gives without a GPU (cuda.compile_ptx; 2026-11-27).
+capability 9.0 that numba-cuda 0.30.4 gives without a GPU: `python -m lab.numba_ptx` (2026-11-27).
 
 The source page of ncu (lab/results/numba_cuda_sparse-H100/ncu-source-dense.txt) puts 92-94 %
 of k3_fc1's stall samples and instructions on its tile GEMM, and 90 % of k3_dense_bwd's on its
