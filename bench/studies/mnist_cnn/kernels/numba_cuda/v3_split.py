@@ -190,7 +190,7 @@ k3_conv_fwd = conv_fwd_kernel("k3_conv_fwd", conv_fwd_sample, N_P2)
 
 
 def fc1_kernel(name: str, gemm):
-    """The kernel below, k3_fc1, over the tile GEMM GEMM (variant 7 passes its own)."""
+    """fc1 (the kernel below) compiled as NAME over the tile GEMM device function GEMM (v3: gemm_tile; v7 its own)."""
 
     def kernel(m, S, act, ksplit, hpre):
         """fc1 as 32x32 tiles (32 samples x 32 outputs), grid-stride over tiles x KSPLIT. ksplit 1:
@@ -304,7 +304,7 @@ def k3_head(m, y, S, act, logits, preds, loss_sum, pre, hpre):
 
 
 def dense_bwd_kernel(name: str, gemm):
-    """The kernel below, k3_dense_bwd, over the tile GEMM GEMM (variant 7 passes its own)."""
+    """The dense backward (the kernel below) compiled as NAME over the tile GEMM device function GEMM (as fc1_kernel)."""
 
     def kernel(m, S, act, dp2, n_wgrad_blocks):
         """Blocks [0, n_wgrad_blocks): [dW | db] of fc1 and fc2 (the N_GEMM_UNITS of k_backward:
