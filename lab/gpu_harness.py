@@ -12,13 +12,15 @@ arms in a rotated order each round:
     bare       the kit's roofline step restated without the kit (lab/peer_check.py bare_run's step)
     kit-quiet  the kit's own Trainer.train_pass (bench/studies/roofline/trainer.py), no sampler
     kit        Trainer.train_pass with every sampler a roofline train row has running: the cell's
-               Telemetry (bench/run/cell.py, NVML + psutil every 0.5 s), GpuUsage (NVML every 0.1 s),
-               CpuUsage (two reads), RSSSampler (every 10 ms)
+               Telemetry (bench/run/cell.py, NVML + psutil every 0.5 s), GpuUsage (NVML every 0.1 s)
+               and RSSSampler (every 10 ms), both read by a child process (bench/measure/outproc.py),
+               CpuUsage (two reads)
+    kit-threads  the same with GpuUsage and RSSSampler read by threads in this process (as before)
     profile    Trainer.train_pass with the profile study's TelemetrySampler at 10 Hz
 Each block is timed as the cell times a pass (device synced at both ends); samplers start before
 the clock and settle 0.2 s (every arm waits the same). Per config: each arm's step time, and the
-ratios kit/kit-quiet (the samplers' cost), profile/kit-quiet, kit-quiet/bare and kit/bare (the
-harness in-process), each the median over rounds with bench.core.stats.ratio's 95 % bootstrap
+ratios kit/kit-quiet (the samplers' cost), kit-threads/kit-quiet, kit/kit-threads,
+profile/kit-quiet, kit-quiet/bare and kit/bare (the harness in-process), each the median over rounds with bench.core.stats.ratio's 95 % bootstrap
 interval, paired by round. Then torch.profiler over PROFILE_STEPS steps of bare and kit: the
 host-side time per step (the CPU span of each step's record_function) and the host ops whose
 CPU time per step differs most. A config's batch "auto" picks the batch whose step is nearest
@@ -152,12 +154,13 @@ def samplers(arm: str, cuda: bool):
     from bench.measure.telemetry import Telemetry
     from bench.measure.usage import CpuUsage, GpuUsage
 
-    if arm == "kit":
+    if arm in ("kit", "kit-threads"):
+        process = arm == "kit"
         tel = Telemetry(gpu=cuda).start()
-        cpu, gpu = CpuUsage(), GpuUsage(enabled=cuda)
+        cpu, gpu = CpuUsage(), GpuUsage(enabled=cuda, process=process)
         cpu.start()
         gpu.start()
-        with RSSSampler():
+        with RSSSampler(process=process):
             time.sleep(0.2)
             yield
         cpu.stop()
@@ -277,7 +280,7 @@ def inproc(a: argparse.Namespace) -> dict:
         loops["kit"] = Kit(model, b, int(size), a.precision, a.device)
         for lp in loops.values():
             lp.run(10)  # warm-up: cuDNN autotuning, allocator
-        arms = {"bare": "bare", "kit-quiet": "kit", "kit": "kit", "profile": "kit"}
+        arms = {"bare": "bare", "kit-quiet": "kit", "kit": "kit", "kit-threads": "kit", "profile": "kit"}
         got: dict[str, dict[int, float]] = {k: {} for k in arms}
         cpu: dict[str, dict[int, float]] = {k: {} for k in arms}
         names = list(arms)
@@ -287,7 +290,8 @@ def inproc(a: argparse.Namespace) -> dict:
                 with samplers(arm, cuda):
                     got[arm][r] = block(loops[arms[arm]], a.block_steps, cpu[arm], r)
         ratios = {}
-        for num, den in (("kit", "kit-quiet"), ("profile", "kit-quiet"), ("kit-quiet", "bare"), ("kit", "bare")):
+        pairs = (("kit", "kit-quiet"), ("kit-threads", "kit-quiet"), ("kit", "kit-threads"), ("profile", "kit-quiet"))
+        for num, den in (*pairs, ("kit-quiet", "bare"), ("kit", "bare")):
             s = ratio(got[num], got[den])  # step times: > 1 means slower
             ratios[f"{num}/{den}"] = {"median": s.median, "lo": s.lo, "hi": s.hi, "kind": s.kind, "n": s.n}
         prof = {}

@@ -8,7 +8,7 @@
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
 #   HARNESS_PARTS=short bash scripts/gpu_harness.sh # inproc in 24 short blocks: ResNet-50 224 px b64 (GPU busy
 #                                                   # 18 ms a step) and 64 px b128, with the host's waits per step
-# HARNESS_PARTS (nvml inproc spread), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
+# HARNESS_PARTS (nvml inproc spread), SHORT_CONFIGS (model:px:batch:block-steps ...), INPROC_CONFIGS, INPROC_ROUNDS (8), INPROC_BLOCK (30),
 # SPREAD_CONFIGS (resnet50:64:128=bench,nobench resnet50:64:1024=bench), SPREAD_PROCS (4), SPREAD_STEPS (300),
 # PEER_STEPS (150), PEER_REPEATS (6), timeouts: INPROC_TIMEOUT (170 s), SPREAD_TIMEOUT (130 s a config),
 # PEER_TIMEOUT (220 s a model). Writes under $OUT (default results/gpu-out) gpu_harness-<part>.json and .log
@@ -30,7 +30,7 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
       --configs ${INPROC_CONFIGS:-resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64} \
       --rounds "${INPROC_ROUNDS:-8}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc.log" ;;
     short)
-      for c in resnet50:224:64:8 resnet50:64:128:6; do
+      for c in ${SHORT_CONFIGS:-resnet50:224:64:8 resnet50:64:128:6}; do
         cfg=${c%:*} rest=${c#*:}
         tag="${c%%:*}-${rest%%:*}-b$(cut -d: -f2 <<<"$rest")"  # resnet50-224-b64
         timeout "${SHORT_TIMEOUT:-100}" python3 -m lab.gpu_harness inproc --out "$OUT" --configs "$cfg" --rounds 24 \

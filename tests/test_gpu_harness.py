@@ -29,7 +29,8 @@ def test_inproc_times_every_arm_in_one_process_and_pairs_them_by_round(tmp_path:
     assert doc["meta"]["status"] == "ok"
     (c,) = doc["configs"]
     assert (c["model"], c["image_size"], c["batch"]) == ("squeezenet1_1", 32, 2)
-    assert set(c["blocks_s"]) == {"bare", "kit-quiet", "kit", "profile"}
+    assert set(c["blocks_s"]) == {"bare", "kit-quiet", "kit", "kit-threads", "profile"}
+    assert {"kit/kit-threads", "kit-threads/kit-quiet"} <= set(c["ratios"])
     assert all(len(v) == 2 and min(v.values()) > 0 for v in c["blocks_s"].values())
     for name, q in c["ratios"].items():
         num, den = name.split("/")

@@ -1,13 +1,16 @@
-"""Process RSS from a sampler thread: mean and peak over a region, in MB (10^6 bytes).
+"""Process RSS over a region, mean and peak, in MB (10^6 bytes), read by a process of its own.
 
-What the thread costs (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, torch 2.14.1,
-psutil 7.2.2, load ~3.5): it reads every 10 ms (100 Hz asked, 90-97 achieved). /proc/self/statm
-stays open and one os.pread reads it: 1.8 us of CPU a reading (0.18 ms a second), one GIL release,
-each a switch the training thread pays for when it holds the GIL; psutil's memory_info() (where
-/proc is absent; RSS_HOW says which way ran) opens, reads and closes the file: 12.3 us a reading,
-three GIL releases. A GIL-bound loop of tiny torch CPU ops (the launch-bound proxy, 15 x 1 s
-interleaved) could not tell either from no sampler: medians 0.96x and 0.95x of it, run-to-run
-noise on that VM +-10 %. What its GIL switches cost a CUDA launch loop is for a GPU run to measure.
+RSSSampler reads the process's RSS every 10 ms between entering and leaving its block. Where
+/proc/PID/statm exists (Linux) the reading is done by a child process (bench.measure.outproc:
+one os.pread of the parent's statm a reading), so the measured process runs no sampler thread
+and its training thread never hands the GIL to one. Elsewhere (macOS: psutil's memory_info()),
+or where the child cannot start, a thread in this process reads instead; `how` says which ran.
+
+What the thread cost (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM): 1.8 us of CPU
+a reading, but each wake-up takes the GIL, a switch the training thread pays for when it holds
+it; on an H100 at host-paced ~20 ms steps the training thread blocked 2.3-2.6 times a step with
+the kit's sampler threads on against 1.0 without (lab/gpu_harness, results/reference/
+H100-80GB-HBM3-harness/).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 import threading
 
 import psutil
+
+from bench.measure.outproc import ChildSampler, ChildSamplerError
 
 MB = 1e6
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -44,26 +49,42 @@ def _statm_reader():
 
 
 _read_rss, RSS_HOW = _statm_reader()
+_PROC_STATM = RSS_HOW.startswith("os.pread")
 
 
 class RSSSampler:
     """Samples this process's RSS every `interval_s` while running.
 
-    `with RSSSampler() as s: work()` then `s.mean_mb`, `s.peak_mb`, `s.n_samples`. The
+    `with RSSSampler() as s: work()` then `s.mean_mb`, `s.peak_mb`, `s.n_samples`, `s.how`. The
     first and last samples are taken on entry and exit, so a short region still has two.
+    PROCESS=False reads from a thread in this process (the fallback, kept for comparison).
     """
 
-    def __init__(self, interval_s: float = 0.01):
+    def __init__(self, interval_s: float = 0.01, process: bool = True):
         self.interval_s = interval_s
+        self.process = process and _PROC_STATM
+        self.how = ""
         self._samples: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._child: ChildSampler | None = None
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._samples.append(_read_rss())
 
     def __enter__(self) -> RSSSampler:
+        self._samples = []
+        if self.process:
+            try:
+                self._child = ChildSampler("rss", os.getpid(), self.interval_s).start()
+                self.how = f"a child process, os.pread(/proc/{os.getpid()}/statm)"
+                return self
+            except ChildSamplerError as err:
+                self._child = None
+                self.how = f"a thread, {RSS_HOW} ({err})"
+        else:
+            self.how = f"a thread, {RSS_HOW}"
         self._samples = [_read_rss()]
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
@@ -71,6 +92,17 @@ class RSSSampler:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._child is not None:
+            child, self._child = self._child, None
+            try:
+                got = child.stop()
+                self._samples = [int(v) for v in got["values"]]
+            except (ChildSamplerError, TypeError, ValueError) as err:
+                self.how += f"; its readings were lost ({err}): only the exit reading is kept"
+                self._samples = []
+            if not self._samples:
+                self._samples = [_read_rss()]
+            return
         self._stop.set()
         if self._thread:
             self._thread.join()

@@ -8,8 +8,9 @@ after import has nothing to compare with and returns a meaningless 0.0 (the seed
                           here, and so does any other job on the machine)
     cpu_util_process_pct  this process's threads, psutil's scale (100 = one core busy)
 
-GPU (NVML, nvidia-ml-py): a thread reads `nvmlDeviceGetUtilizationRates(h).gpu` and the SM
-clock every `interval_s`. NVML's utilisation is the percentage of the driver's sample period
+GPU (NVML, nvidia-ml-py): `nvmlDeviceGetUtilizationRates(h).gpu` and the SM clock every
+`interval_s`, read by a child process (bench.measure.outproc: the measured process runs no
+sampler thread), or by a thread here where the child cannot start (GpuUsage.how says which). NVML's utilisation is the percentage of the driver's sample period
 (1/6 s to 1 s by GPU) during which ONE OR MORE KERNELS were running: one tiny kernel at a
 time reads 100 %. It is not occupancy, SM activity or a fraction of peak FLOP/s (the roofline
 fraction is that). Without NVML the fields are None and `gpu_util_note` says why.
@@ -17,6 +18,7 @@ fraction is that). Without NVML the fields are None and `gpu_util_note` says why
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 from typing import Any
@@ -46,13 +48,16 @@ class CpuUsage:
 class GpuUsage:
     """NVML sampler for the GPU this process uses; None fields and a note where NVML is missing."""
 
-    def __init__(self, enabled: bool, interval_s: float = 0.1):
+    def __init__(self, enabled: bool, interval_s: float = 0.1, process: bool = True):
         self.interval_s = interval_s
+        self.process = process
+        self.how = ""
         self.note: str | None = None
         self.nvml: Any = None
         self.samples: list[tuple[int, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._child: Any = None
         if not enabled:
             self.note = "no NVIDIA GPU in this cell: GPU utilisation not sampled"
             return
@@ -81,11 +86,37 @@ class GpuUsage:
         self.samples = []
         if self.nvml is None:
             return
+        if self.process:
+            from bench.measure.outproc import ChildSampler, ChildSamplerError
+
+            try:
+                self._child = ChildSampler("nvml", os.getpid(), self.interval_s).start()
+                self.how = "a child process"
+                return
+            except ChildSamplerError as err:
+                self._child = None
+                self.how = f"a thread ({err})"
+        else:
+            self.how = "a thread"
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="gpu-usage", daemon=True)
         self._thread.start()
 
+    def _stop_child(self) -> None:
+        from bench.measure.outproc import ChildSamplerError
+
+        child, self._child = self._child, None
+        try:
+            got = child.stop()
+            self.samples = [(int(u), int(sm)) for u, sm in got["values"]]
+            if got.get("error"):
+                self.note = self.note or f"NVML sample failed: {got['error']}"
+        except (ChildSamplerError, TypeError, ValueError) as err:
+            self.note = self.note or f"NVML samples lost: {err}"
+
     def stop(self) -> dict[str, Any]:
+        if self._child is not None:
+            self._stop_child()
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=5)
