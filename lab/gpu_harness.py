@@ -13,9 +13,10 @@ arms in a rotated order each round:
     kit-quiet  the kit's own Trainer.train_pass (bench/studies/roofline/trainer.py), no sampler
     kit        Trainer.train_pass with every sampler a roofline train row has running: the cell's
                Telemetry (bench/run/cell.py, NVML + psutil every 0.5 s), GpuUsage (NVML every 0.1 s)
-               and RSSSampler (every 10 ms), both read by a child process (bench/measure/outproc.py),
+               and RSSSampler (every 10 ms), each read by a child process (bench/measure/outproc.py),
                CpuUsage (two reads)
-    kit-threads  the same with GpuUsage and RSSSampler read by threads in this process (as before)
+    kit-threads  the same with Telemetry, GpuUsage and RSSSampler read by threads in this process
+               (as before)
     profile    Trainer.train_pass with the profile study's TelemetrySampler at 10 Hz
 Each block is timed as the cell times a pass (device synced at both ends); samplers start before
 the clock and settle 0.2 s (every arm waits the same). Per config: each arm's step time, and the
@@ -156,7 +157,7 @@ def samplers(arm: str, cuda: bool):
 
     if arm in ("kit", "kit-threads"):
         process = arm == "kit"
-        tel = Telemetry(gpu=cuda).start()
+        tel = Telemetry(gpu=cuda, process=process).start()
         cpu, gpu = CpuUsage(), GpuUsage(enabled=cuda, process=process)
         cpu.start()
         gpu.start()

@@ -22,7 +22,7 @@ def test_telemetry_judges_each_gpu_pid_once(monkeypatch) -> None:
 
     scans: list[list[int]] = []
 
-    def ours(pids: list[int]) -> set[int]:
+    def ours(pids: list[int], pid: int | None = None) -> set[int]:
         scans.append(sorted(pids))
         return {100, 101}
 
@@ -34,7 +34,7 @@ def test_telemetry_judges_each_gpu_pid_once(monkeypatch) -> None:
             return {"sm_mhz": 1980, "reasons": 0, "pids": [100] if self.n < 4 else [100, 101, 900]}
 
     monkeypatch.setattr(T, "_ours", ours)
-    t = T.Telemetry(gpu=False, interval_s=0.01)
+    t = T.Telemetry(gpu=False, interval_s=0.01, process=False)  # the fake NVML lives in this process
     t._nvml = FakeNvml()  # type: ignore[assignment]
     t.start()
     while len(t.samples) < 8:

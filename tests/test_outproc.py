@@ -53,3 +53,25 @@ def test_a_child_killed_mid_region_loses_its_readings_not_the_result() -> None:
         s._child._proc.kill()  # type: ignore[union-attr]
         time.sleep(0.02)
     assert "readings were lost" in s.how and s.n_samples == 1 and s.peak_mb > 0
+
+
+def test_telemetry_samples_from_a_child_on_the_parents_clock() -> None:
+    from bench.measure.telemetry import Telemetry
+
+    threads_before = threading.active_count()
+    t = Telemetry(gpu=False, interval_s=0.02).start()
+    assert threading.active_count() == threads_before and t.how == "a child process"
+    time.sleep(0.2)
+    t.stop()
+    ts = [s["t"] for s in t.samples]
+    assert len(ts) >= 4 and ts == sorted(ts) and 0 <= ts[0] < 0.2 + 5  # seconds since the parent's start()
+    s = t.summary()
+    assert s["samples"] == len(ts) and "cpu_run_pct" in s or "note_cpu_share" in s
+    assert "note_sampler" not in s
+
+
+def test_telemetry_judges_ours_for_the_cell_process_not_the_child() -> None:
+    from bench.measure.telemetry import _ours
+
+    me = os.getpid()
+    assert me in _ours([], me) and os.getppid() in _ours([], me)

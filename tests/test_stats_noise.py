@@ -105,7 +105,7 @@ def test_a_sibling_cell_that_ended_before_the_summary_is_still_ours(monkeypatch)
     t = T.Telemetry(gpu=False)
     t._nvml = type("FakeNvml", (), {"max_sm_mhz": lambda self: 1980, "version": "x"})()
     alive = {100, 101, 102}
-    monkeypatch.setattr(T, "_ours", lambda pids: set(alive))
+    monkeypatch.setattr(T, "_ours", lambda pids, pid=None: set(alive))
     for pids in ([100, 101, 102], [100, 102]):
         t.samples.append({"sm_mhz": 1980, "reasons": 0, "pids": pids, "ours": sorted(T._ours(pids) & set(pids))})
     alive.discard(101)  # sibling 101 ended; the summary runs later

@@ -12,8 +12,11 @@ clock: start() returns when the child's first reading is in) and one write and o
     p = ChildSampler("rss", os.getpid(), 0.01).start(); work(); got = p.stop()  # {"values": [...]}
 
 Kinds: "rss" (bytes, from /proc/PID/statm: Linux only; started with -S, the standard library
-alone) and "nvml" (pairs [utilisation %, SM MHz] of the GPU chosen as bench.measure.telemetry's
-_Nvml chooses it: CUDA_VISIBLE_DEVICES' first entry, else 0, from the inherited environment).
+alone), "nvml" (pairs [utilisation %, SM MHz] of the GPU chosen as bench.measure.telemetry's
+_Nvml chooses it: CUDA_VISIBLE_DEVICES' first entry, else 0, from the inherited environment) and
+"telemetry" (bench.measure.telemetry.Telemetry's samples, taken by its sample() in the child for
+process PID; EXTRA: gpu 0/1, the run's root PID, the parent's start on CLOCK_MONOTONIC, one clock
+for every process of the host; the answer carries its notes too).
 A child that cannot start, read or answer raises ChildSamplerError with its one-line reason;
 the callers (memory.RSSSampler, usage.GpuUsage) then fall back to a thread and say so.
 """
@@ -21,8 +24,10 @@ the callers (memory.RSSSampler, usage.GpuUsage) then fall back to a thread and s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 READY_TIMEOUT_S = 20.0  # nvidia-ml-py's import and nvmlInit can take seconds on a busy host
@@ -31,11 +36,17 @@ STOP_TIMEOUT_S = 10.0
 _CHILD = r"""
 import json, os, select, sys
 kind, pid, interval = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+notes = {}
 if kind == "rss":
     page = os.sysconf("SC_PAGE_SIZE")
     fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
     def read():
         return int(os.pread(fd, 128, 0).split()[1]) * page
+elif kind == "telemetry":
+    from bench.measure.telemetry import Telemetry
+    t = Telemetry(gpu=sys.argv[4] == "1", interval_s=interval, run_root=int(sys.argv[5]), process=False, pid=pid)
+    t._t0 = float(sys.argv[6])
+    read, notes = t.sample, t.notes
 else:
     import pynvml as nv
     nv.nvmlInit()
@@ -55,7 +66,7 @@ while not select.select([sys.stdin], [], [], interval)[0]:
         break
 if error is None and kind == "rss":
     values.append(read())
-sys.stdout.write(json.dumps({"values": values, "error": error}) + "\n")
+sys.stdout.write(json.dumps({"values": values, "error": error, "notes": notes}) + "\n")
 """
 
 
@@ -66,20 +77,22 @@ class ChildSamplerError(RuntimeError):
 class ChildSampler:
     """KIND ("rss" or "nvml") read every INTERVAL_S seconds for process PID by a child process."""
 
-    def __init__(self, kind: str, pid: int, interval_s: float):
-        if kind not in ("rss", "nvml"):
-            raise ValueError(f"kind must be 'rss' or 'nvml', not {kind!r}")
+    def __init__(self, kind: str, pid: int, interval_s: float, extra: tuple[str, ...] = ()):
+        if kind not in ("rss", "nvml", "telemetry"):
+            raise ValueError(f"kind must be 'rss', 'nvml' or 'telemetry', not {kind!r}")
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
-        self.kind, self.pid, self.interval_s = kind, int(pid), float(interval_s)
+        self.kind, self.pid, self.interval_s, self.extra = kind, int(pid), float(interval_s), tuple(extra)
         self._proc: subprocess.Popen[str] | None = None
 
     def start(self) -> ChildSampler:
         flags = ["-S"] if self.kind == "rss" else []  # NVML needs site-packages; RSS the standard library only
-        cmd = [sys.executable, *flags, "-c", _CHILD, self.kind, str(self.pid), repr(self.interval_s)]
+        cmd = [sys.executable, *flags, "-c", _CHILD, self.kind, str(self.pid), repr(self.interval_s), *self.extra]
+        root = str(Path(__file__).resolve().parents[2])  # the tree this bench package is in: the child imports it
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         try:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, close_fds=True
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, close_fds=True, env=env
             )
         except OSError as err:
             raise ChildSamplerError(f"the {self.kind} sampler process did not start ({err})") from err
@@ -90,7 +103,7 @@ class ChildSampler:
         return self
 
     def stop(self) -> dict[str, Any]:
-        """The child's readings: {"values": [...], "error": None or its one-line reason}."""
+        """The child's readings: {"values": [...], "error": None or its one-line reason, "notes": {...}}."""
         p = self._proc
         if p is None:
             raise ChildSamplerError(f"the {self.kind} sampler process was never started")

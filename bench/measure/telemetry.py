@@ -2,8 +2,9 @@
 machine's busy share, this run's, other processes'; the load average), and on NVIDIA GPUs the
 SM clock, throttle reasons and other processes on the device (NVML via nvidia-ml-py).
 
-A sampler thread reads these every `interval_s` between `start()` and `stop()`; `summary()`
-is a flat dict kept in system.json and read by bench.core.noise for the row flags. Every
+A child process (a thread where it cannot start) reads these every `interval_s` between
+`start()` and `stop()`, so the cell's process runs no sampler thread; `summary()` is a flat dict
+kept in system.json and read by bench.core.noise for the row flags. Every
 source is optional: what cannot be read is recorded as unavailable with the reason, never
 guessed.
 
@@ -11,7 +12,8 @@ Cost (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM, psutil 7.2.2,
 sample reads psutil.cpu_freq() (here /proc/cpuinfo: 39.8 us of CPU; where cpufreq is in sysfs, one
 file per logical CPU) and, on a GPU, NVML (not measured on this CPU host). Which of the GPU's
 processes are this run's (_ours) takes a scan of every /proc/PID: 1,550 us of CPU a call here,
-growing with the host's process count, every file read a GIL release the training thread pays for.
+growing with the host's process count (read by a thread in the cell's process, every file read
+was a GIL release the training thread paid for).
 So a PID is judged once, at first sight (a sibling cell that starts later is a new PID, judged
 then): the scan runs when a new process appears on the GPU, never every sample (NVML lists the
 cell itself, so a scan per sample would cost 3.1 ms a second at 2 Hz).
@@ -97,14 +99,14 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _ours(pids: list[int]) -> set[int]:
-    """PIDs that belong to this run: this process, its parent's other children (the sibling
-    cells of an interleaved matrix, idle while they wait) and the parent itself. In a
+def _ours(pids: list[int], pid: int | None = None) -> set[int]:
+    """PIDs that belong to this run: process PID (default this one), its parent's other children
+    (the sibling cells of an interleaved matrix, idle while they wait) and the parent itself. In a
     container NVML reports host PIDs, which match none of these: then nothing is excluded
     and the summary says the check could not tell."""
     import psutil
 
-    me = psutil.Process()
+    me = psutil.Process(pid)
     mine = {me.pid}
     try:
         parent = me.parent()
@@ -214,10 +216,21 @@ class CpuShare:
 
 
 class Telemetry:
-    def __init__(self, gpu: bool, interval_s: float = 0.5, run_root: int | None = None):
+    """The module docstring's readings every INTERVAL_S between start() and stop(), for the cell
+    process PID (default this one). PROCESS: taken by a child process (bench.measure.outproc), so
+    the measured process runs no sampler thread; a thread here where the child cannot start
+    (`how` says which ran, `notes["sampler"]` why)."""
+
+    def __init__(
+        self, gpu: bool, interval_s: float = 0.5, run_root: int | None = None, process: bool = True, pid: int | None = None
+    ):
         self.interval_s = interval_s
         self.samples: list[dict] = []
         self.notes: dict[str, str] = {}
+        self.process = process
+        self.how = ""
+        self._pid = pid if pid is not None else os.getpid()
+        self._child: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: _Nvml | None = None
@@ -240,11 +253,35 @@ class Telemetry:
         except Exception as err:  # noqa: BLE001 - psutil cannot read the counters here: say so, run on
             self._share = None
             self.notes["cpu_share"] = f"CPU share not measured ({type(err).__name__}: {err})"
+        if self.process:
+            from bench.measure.outproc import ChildSampler, ChildSamplerError
+
+            extra = ("1" if self._nvml is not None else "0", str(self._run_root), repr(self._t0))
+            try:
+                self._child = ChildSampler("telemetry", self._pid, self.interval_s, extra).start()
+                self.how = "a child process"
+                return self
+            except ChildSamplerError as err:
+                self._child = None
+                self.how = "a thread"
+                self.notes["sampler"] = f"read by a thread: {err}"
+        else:
+            self.how = "a thread"
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        if self._child is not None:
+            from bench.measure.outproc import ChildSamplerError
+
+            child, self._child = self._child, None
+            try:
+                got = child.stop()
+                self.samples = [s for s in got["values"] if isinstance(s, dict)]
+                self.notes.update({str(k): str(v) for k, v in (got.get("notes") or {}).items() if k not in self.notes})
+            except (ChildSamplerError, AttributeError, TypeError) as err:
+                self.notes["sampler"] = f"the child's samples were lost: {err}"
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -252,30 +289,34 @@ class Telemetry:
         if self._share is not None:
             self._share.stop()
 
-    def _loop(self) -> None:
+    def sample(self) -> dict[str, Any]:
+        """One reading now (t: seconds since start())."""
         import psutil
 
-        while not self._stop.is_set():
-            s: dict[str, Any] = {"t": time.monotonic() - self._t0}
+        s: dict[str, Any] = {"t": time.monotonic() - self._t0}
+        try:
+            f = psutil.cpu_freq()
+            if f and f.current:
+                s["cpu_mhz"] = float(f.current)
+        except (OSError, NotImplementedError, AttributeError):
+            pass
+        if self._nvml is not None:
             try:
-                f = psutil.cpu_freq()
-                if f and f.current:
-                    s["cpu_mhz"] = float(f.current)
-            except (OSError, NotImplementedError, AttributeError):
-                pass
-            if self._nvml is not None:
-                try:
-                    s.update(self._nvml.sample())
-                except Exception as err:  # noqa: BLE001 - keep what we have, note the failure once
-                    self.notes.setdefault("gpu_sample", f"{type(err).__name__}: {err}")
-                # which of them are this run's, judged at first sight: a sibling cell that ends later is still ours
-                if s.get("pids"):
-                    new = [p for p in s["pids"] if p not in self._ours]
-                    if new:  # the process scan only for a PID not judged before (see the module docstring)
-                        mine = _ours(new)
-                        self._ours.update({p: p in mine for p in new})
-                    s["ours"] = sorted(p for p in s["pids"] if self._ours[p])
-            self.samples.append(s)
+                s.update(self._nvml.sample())
+            except Exception as err:  # noqa: BLE001 - keep what we have, note the failure once
+                self.notes.setdefault("gpu_sample", f"{type(err).__name__}: {err}")
+            # which of them are this run's, judged at first sight: a sibling cell that ends later is still ours
+            if s.get("pids"):
+                new = [p for p in s["pids"] if p not in self._ours]
+                if new:  # the process scan only for a PID not judged before (see the module docstring)
+                    mine = _ours(new, self._pid)
+                    self._ours.update({p: p in mine for p in new})
+                s["ours"] = sorted(p for p in s["pids"] if self._ours[p])
+        return s
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(self.sample())
             self._stop.wait(self.interval_s)
 
     def summary(self) -> dict:
