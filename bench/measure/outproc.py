@@ -139,11 +139,13 @@ class ChildSampler:
 
     def _why(self, line: str | None, p: subprocess.Popen[str] | None = None) -> str:
         p = p or self._proc
-        if line is None and p is not None:
-            self._kill(p)
-            err = (p.stderr.read() if p.stderr else "").strip().splitlines()
-            return err[-1] if err else f"no answer within {READY_TIMEOUT_S:.0f} s"
-        return f"it said {line[:200]!r}"
+        if line is not None:
+            return f"it said {line[:200]!r}"
+        if p is None:
+            return "no process"
+        self._kill(p)
+        err = (p.stderr.read() if p.stderr else "").strip().splitlines()
+        return err[-1] if err else f"no answer within {READY_TIMEOUT_S:.0f} s"
 
     def _kill(self, p: subprocess.Popen[str] | None = None) -> None:
         p = p or self._proc
