@@ -12,14 +12,21 @@ sizes), the forward has no unused one-float p2s array, and the dp1 gather tests 
 py = Y//2 - 1 + dpy in range as py + 1 in 1..5 (no value is ever negative, so none wraps, also
 in the simulator, which computes with NumPy's uint64).
 
-PTX for compute capability 9.0, numba-cuda 0.30.4, no GPU (`python -m lab.numba_ptx`,
-lab/results/numba_cuda_unsigned-H100/ptx-conv-cc90.txt), static counts:
+PTX for compute capability 9.0 that numba-cuda 0.30.4 gives without a GPU (2026-11-27,
+`python -m lab.numba_ptx --kernels conv`, lab/results/numba_cuda_unsigned-H100/ptx-conv-cc90.txt),
+static counts; "FMA blocks": only the basic blocks that hold the multiply-adds:
 
-  kernel        instructions  FMAs  64-bit adds  selects  per FMA
-  k4_conv_fwd          1,164    68          352      107     17.1
-  k8_conv_fwd            FILL
-  k6_conv_bwd          3,361    86        1,008      321     39.1
-  k8_conv_bwd            FILL
+  kernel       instructions  FMAs  64-bit adds  selects  per FMA  FMA blocks per FMA
+  k4_conv_fwd         1,164    68          352      125     17.1                 7.4
+  k8_conv_fwd           655    68          135       63      9.6                 2.9
+  k6_conv_bwd         3,361    86        1,008      355     39.1                 9.4
+  k8_conv_bwd         2,322    86          508      184     27.0                 3.5
+
+No float64 instruction in either. Most selects left are numba's range loops (a trip count and
+its countdown, signed inside numba). 2,023 of k8_conv_bwd's 2,322 instructions lie outside its
+FMA blocks: the block's setup and closing atomics, the once-a-sample loads (the image through x's
+run-time strides, p1, the argmax offsets), the dp1 gather's site tests and the loop control.
+PTX is not SASS and static counts are not executed ones: a GPU run says what this is worth.
 
 Not yet timed on a GPU: `python3 -m lab.check_numba_cuda --variants unsigned,uconv`.
 """
