@@ -38,7 +38,7 @@ case "$mode" in
     ;;
   numba)
     for v in ${NCU_VARIANTS-fast splitk}; do
-      timeout 90 ncu --target-processes all -k 'regex:k_forward|k_backward|k3_|k4_|k6_|k7_' --launch-count 7 \
+      timeout 90 ncu --target-processes all -k 'regex:k_forward|k_backward|k3_|k4_|k6_|k7_|k8_' --launch-count 7 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         python3 -m lab.check_numba_cuda --variants "$v" --steps 2 --warmup 1 --repeats 1 > "$OUT/ncu-$v.txt" 2>&1 \
         || echo "ncu $v: exit $? (see ncu-$v.txt)"

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 K = pytest.importorskip("bench.studies.mnist_cnn.kernels.numba_cuda")
-from bench.studies.mnist_cnn.kernels.numba_cuda import v2_fast, v3_split, v4_tiled, v6_sparse, v7_unsigned  # noqa: E402
+from bench.studies.mnist_cnn.kernels.numba_cuda import v2_fast, v3_split, v4_tiled, v6_sparse, v7_unsigned, v8_uconv  # noqa: E402
 from bench.studies.mnist_cnn.net import init_params  # noqa: E402
 
 GPU_RUN = (ROOT / "scripts" / "gpu_run.sh").read_text()
@@ -31,7 +31,8 @@ def test_the_variants_gpu_run_checks_exist_in_order():
     assert default, "scripts/gpu_run.sh no longer names its default CHECK_VARIANTS"
     checked = default.group(1).split(",")
     assert set(checked) <= set(K.VARIANTS), checked
-    assert K.VARIANTS == ("naive", "fast", "split", "tiled", "splitk", "sparse", "unsigned")  # variants 1 to 7, the registry keys
+    # variants 1 to 8, the registry keys
+    assert K.VARIANTS == ("naive", "fast", "split", "tiled", "splitk", "sparse", "unsigned", "uconv")
     assert set(K.LAUNCHES_PER_STEP) == set(K.VARIANTS)
     for variant, cls in K.NETS.items():
         assert cls.VARIANT == variant
@@ -54,6 +55,8 @@ def test_the_kernels_ncu_selects_carry_their_names():
         "k6_conv_bwd": v6_sparse.k6_conv_bwd,
         "k7_fc1": v7_unsigned.k7_fc1,
         "k7_dense_bwd": v7_unsigned.k7_dense_bwd,
+        "k8_conv_fwd": v8_uconv.k8_conv_fwd,
+        "k8_conv_bwd": v8_uconv.k8_conv_bwd,
     }
     for attr, kernel in kernels.items():
         assert _name(kernel) == attr, f"{attr} is compiled as {_name(kernel)!r}"

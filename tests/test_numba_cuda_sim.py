@@ -56,7 +56,7 @@ if K.available() is not None:  # e.g. numba.cuda came up in GPU mode before this
 
 # rows of the net per variant; the second step uses one row fewer (a short last batch). The
 # naive variant's one-thread-per-output kernels cost the simulator ~4x more per sample.
-BATCH = {"naive": 2, "fast": 4, "split": 4, "tiled": 4, "splitk": 4, "sparse": 4, "unsigned": 4}
+BATCH = {"naive": 2, "fast": 4, "split": 4, "tiled": 4, "splitk": 4, "sparse": 4, "unsigned": 4, "uconv": 4}
 MAX_BLOCKS = 1  # grid cap for the simulator (see the module docstring)
 LR, MOMENTUM = 0.1, 0.9
 SEED = 0

@@ -12,6 +12,7 @@ entirely on the GPU, one file per variant as llm.c keeps dev/cuda/:
   v5_splitk.py    5 "splitk": 4 with fc1 split 4 ways over its inputs
   v6_sparse.py    6 "sparse": 5 with a conv backward over the pooled gradients only (no dense dc2)
   v7_unsigned.py  7 "unsigned": 6 with the dense tile GEMM's shared loads indexed unsigned (no wraparound)
+  v8_uconv.py     8 "uconv": 7 with both convolution kernels indexed unsigned
   seed.py         the one kernel the mnist-cnn cell variant `seed` adds (seed 000's own setup)
   gather.py       the batch gather on the device; graph.py: launches recorded as a CUDA graph
 
@@ -33,13 +34,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.studies.mnist_cnn.kernels.numba_cuda import v1_naive, v2_fast, v3_split, v4_tiled, v5_splitk, v6_sparse, v7_unsigned
+from bench.studies.mnist_cnn.kernels.numba_cuda import (
+    v1_naive,
+    v2_fast,
+    v3_split,
+    v4_tiled,
+    v5_splitk,
+    v6_sparse,
+    v7_unsigned,
+    v8_uconv,
+)
 from bench.studies.mnist_cnn.kernels.numba_cuda.device_net import DeviceNet as BaseNet
 from bench.studies.mnist_cnn.kernels.numba_cuda.device_net import available, device_bytes, simulated
 from bench.studies.mnist_cnn.kernels.numba_cuda.net import N_PARAMS, O_F1W
 from bench.studies.mnist_cnn.kernels.numba_cuda.reference import reference_sgd, reference_step, rel_err
 
-NETS: dict[str, type[BaseNet]] = {  # variants 1 to 7, in order
+NETS: dict[str, type[BaseNet]] = {  # variants 1 to 8, in order
     "naive": v1_naive.NaiveNet,
     "fast": v2_fast.FastNet,
     "split": v3_split.SplitNet,
@@ -47,6 +57,7 @@ NETS: dict[str, type[BaseNet]] = {  # variants 1 to 7, in order
     "splitk": v5_splitk.SplitKNet,
     "sparse": v6_sparse.SparseNet,
     "unsigned": v7_unsigned.UnsignedNet,
+    "uconv": v8_uconv.UnsignedConvNet,
 }
 VARIANTS = tuple(NETS)
 LAUNCHES_PER_STEP = {
@@ -57,6 +68,7 @@ LAUNCHES_PER_STEP = {
     "splitk": v3_split.LAUNCHES_PER_STEP,
     "sparse": v3_split.LAUNCHES_PER_STEP,
     "unsigned": v3_split.LAUNCHES_PER_STEP,
+    "uconv": v3_split.LAUNCHES_PER_STEP,
 }
 
 
