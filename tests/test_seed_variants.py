@@ -347,7 +347,7 @@ def test_numba_cuda_graph_variant_trains_like_the_default_under_the_simulator():
 
     p0 = init_params(0)
     d, g = out["default"], out["graph"]
-    assert (d["kernel_variant"], g["kernel_variant"]) == ("fast", "unsigned")
+    assert (d["kernel_variant"], g["kernel_variant"]) == ("fast", "uconv")
     assert d["cuda_graph"] == "no" and g["cuda_graph"].startswith("no: the CUDA simulator cannot capture"), g["cuda_graph"]
     assert g["loss"] == pytest.approx(d["loss"], rel=1e-5)
     for k in d["params"]:

@@ -4,8 +4,8 @@ check against torch every numba-cuda trainer runs before anything is timed
 (equivalence_check). backends/numba_cuda.py picks the trainer for a cell.
 
 Variant -> kernels: default -> "fast" (variant 2, 3 launches a step), naive -> "naive" (variant
-1), graph -> "unsigned" (variant 7, 6 launches a step; variant 6 before 2026-11-27) with each timed epoch's launches (the batch
-gathers too) recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one
+1), graph -> "uconv" (variant 8, 6 launches a step; variant 6 before 2026-11-27) with each timed
+epoch's launches (the batch gathers too) recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one
 host call; the graph is captured in warmup() and again whenever the net is rebuilt, outside every
 timed epoch. The CUDA simulator cannot capture graphs: there the graph variant launches eagerly,
 and its rows say so (cuda_graph).
@@ -15,8 +15,8 @@ graph ran 19.71-19.82 ms an epoch of 118 steps; the cell's clock adds 0.63 ms: t
 (torch's queued copy from page-locked memory, 27.5 us of host time against numba's
 copy_to_device at 136-174 us), the replay call, the wait for the loss read, two events, the
 stopwatch's syncs and the RSS sampler (0.02-0.10 ms). Cell on real MNIST (H100, 2026-11-27,
-lab/results/numba_cuda_unsigned-H100/): variant 7 3,615,841 and 3,618,657 samples/s in two runs
-beside variant 6's 2,929,473 (variant 7's graph step 132.4 us against 165.2)."""
+lab/results/numba_cuda_uconv-H100/): variant 8 4,878,825 and 4,923,216 samples/s beside variant
+7's 3,662,053 on one machine (graph steps 95.8 and 132.0 us; variant 6's 165.2)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 CHECK_RTOL = 1e-4  # largest relative error (norm-wise) against torch-CPU before timing
-KERNELS = {"default": "fast", "naive": "naive", "graph": "unsigned"}  # cell variant -> DeviceNet variant
+KERNELS = {"default": "fast", "naive": "naive", "graph": "uconv"}  # cell variant -> DeviceNet variant
 SIM_MAX_BLOCKS = 4  # grid cap under the CUDA simulator (a Python thread per GPU thread); kernels are grid-stride
 
 

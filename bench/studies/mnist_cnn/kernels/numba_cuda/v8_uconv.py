@@ -28,7 +28,11 @@ FMA blocks: the block's setup and closing atomics, the once-a-sample loads (the 
 run-time strides, p1, the argmax offsets), the dp1 gather's site tests and the loop control.
 PTX is not SASS and static counts are not executed ones: a GPU run says what this is worth.
 
-Not yet timed on a GPU: `python3 -m lab.check_numba_cuda --variants unsigned,uconv`.
+On an H100 (2026-11-27, lab/results/numba_cuda_uconv-H100/, `python3 -m lab.check_numba_cuda
+--variants unsigned,uconv`): 200 steps as one CUDA graph, 95.8 us a step [95.7-96.2], 5,343,718
+samples/s, against variant 7's 132.0 [131.8-132.3] in the same process (1.38x). The mnist-cnn cell
+`graph` runs it: 4,878,825 and 4,923,216 samples/s on real MNIST (10 epochs, batch 512, 3 repeats
+each) beside variant 7's 3,662,053 on the same machine.
 """
 
 from __future__ import annotations
