@@ -9,8 +9,8 @@ or where the child cannot start, a thread in this process reads instead; `how` s
 What the thread cost (`python -m lab.sampler_cost` on a shared 2-core AMD EPYC VM): 1.8 us of CPU
 a reading, but each wake-up takes the GIL, a switch the training thread pays for when it holds
 it; on an H100 at host-paced ~20 ms steps the training thread blocked 2.3-2.6 times a step with
-the kit's sampler threads on against 1.0 without (lab/gpu_harness, results/reference/
-H100-80GB-HBM3-harness/).
+the kit's sampler threads on against 1.0 without, and 1.0 with them read by child processes
+(lab/gpu_harness, results/reference/H100-80GB-HBM3-harness/).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Samplers in a process of their own, so that the process being measured runs no sampler thread.
 
-A sampler thread in the training process wakes up to read (RSS every 10 ms, NVML every 0.1 s)
-and each wake-up takes the GIL from the training thread. At host-paced GPU steps of ~20 ms that
-was 2-3 GIL hand-offs a step (lab/gpu_harness's host counters: the training thread blocked 2.3-2.6
-times a step with the kit's samplers on, 1.0 without). Here the reading happens in a child
-process: it reads the parent's /proc/PID/statm, or NVML for the parent's GPU, every INTERVAL s
+A sampler thread in the training process wakes up to read (RSS every 10 ms, NVML every 0.1 s,
+psutil and NVML every 0.5 s) and each wake-up takes the GIL from the training thread. At
+host-paced GPU steps of 20-30 ms that was 2-3 GIL hand-offs a step (lab/gpu_harness's host
+counters on an H100: the training thread blocked 2.8-2.9 times a step with the kit's sampler
+threads, 1.0 without them and 1.0 with them here; results/reference/H100-80GB-HBM3-harness/).
+Here the reading happens in a child process: it reads the parent's /proc/PID/statm, NVML for
+the parent's GPU, or psutil, every INTERVAL s
 until its stdin becomes readable (the parent's stop, or EOF when the parent dies), then prints
 what it read as one JSON line and exits. The parent's cost is the child's start (before the
 clock: start() returns when the child's first reading is in) and one write and one read at stop.
@@ -18,7 +20,8 @@ _Nvml chooses it: CUDA_VISIBLE_DEVICES' first entry, else 0, from the inherited 
 process PID; EXTRA: gpu 0/1, the run's root PID, the parent's start on CLOCK_MONOTONIC, one clock
 for every process of the host; the answer carries its notes too).
 A child that cannot start, read or answer raises ChildSamplerError with its one-line reason;
-the callers (memory.RSSSampler, usage.GpuUsage) then fall back to a thread and say so.
+the callers (memory.RSSSampler, usage.GpuUsage, telemetry.Telemetry) then fall back to a thread
+and say so.
 """
 
 from __future__ import annotations

@@ -10,10 +10,11 @@ after import has nothing to compare with and returns a meaningless 0.0 (the seed
 
 GPU (NVML, nvidia-ml-py): `nvmlDeviceGetUtilizationRates(h).gpu` and the SM clock every
 `interval_s`, read by a child process (bench.measure.outproc: the measured process runs no
-sampler thread), or by a thread here where the child cannot start (GpuUsage.how says which). NVML's utilisation is the percentage of the driver's sample period
-(1/6 s to 1 s by GPU) during which ONE OR MORE KERNELS were running: one tiny kernel at a
-time reads 100 %. It is not occupancy, SM activity or a fraction of peak FLOP/s (the roofline
-fraction is that). Without NVML the fields are None and `gpu_util_note` says why.
+sampler thread), or by a thread here where the child cannot start (GpuUsage.how says which).
+NVML's utilisation is the percentage of the driver's sample period (1/6 s to 1 s by GPU) during
+which ONE OR MORE KERNELS were running: one tiny kernel at a time reads 100 %. It is not
+occupancy, SM activity or a fraction of peak FLOP/s (the roofline fraction is that). Without NVML
+the fields are None and `gpu_util_note` says why.
 """
 
 from __future__ import annotations
