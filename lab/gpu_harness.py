@@ -36,7 +36,14 @@ busy well under the step, the CPU near it: the host sets the pace, and a cuDNN c
 move it), NVML's SM and memory clocks and temperature before and after, the allocator's counters,
 the CPU it ran on. Variants: bench (cudnn.benchmark on: the kit's), nobench (off: cuDNN's
 heuristics), bench-det (on, and torch.backends.cudnn.deterministic), long (bench, WARMUP x 5),
-pinned (bench, the process bound to the same two cores: the scheduler's placement taken out).
+pinned (bench, the process bound to two CPUs on two physical cores near the GPU, the same in every
+process: the scheduler's placement and migrations taken out), probed (pinned, with a pure-Python
+loop of fixed work in a process of its own on a third CPU: in 0.25 s windows, does the training's
+step time move with that loop's speed, i.e. does the whole host CPU speed up and slow down), graph (bench, the whole step captured
+once as a CUDA graph and replayed: the host's per-kernel work taken out). Each process also records
+its threads' CPU per step (the training thread and autograd's device thread), the CPUs they ran on,
+the scheduler's migrations, and torch.profiler's host ops over 10 steps: where a slow process spends
+the extra CPU (every op alike: the CPU ran slower; a few ops: those ops).
 
 Why the host side first: the committed kit/timm and kit/bare runs (results/reference/
 H100-80GB-HBM3-peer-check-long, 64 px, bf16-cl) step ResNet-50 in 24-29 ms at batch 128 and
@@ -123,6 +130,47 @@ class Bare:
         for _ in range(n):
             self.step()
         float(self.loss_sum.item())
+
+
+class Graphed(Bare):
+    """Bare's step captured once as a CUDA graph and replayed (torch.cuda.graph, the whole step:
+    forward, loss, backward, optimizer step): the host launches one graph a step instead of every
+    kernel, so the GPU, not Python and the dispatcher, sets the pace. CUDA only."""
+
+    def __init__(self, model: str, batch: int, size: int, precision: str, device: str, classes: int = 200):
+        super().__init__(model, batch, size, precision, device, classes)
+        if not self.cuda:
+            raise RuntimeError("the graph variant needs CUDA")
+        torch = self.torch
+        self.graph = None
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # cuDNN's autotuning, the optimizer's momentum buffers: before capture
+            for _ in range(3):
+                self._eager()
+        torch.cuda.current_stream().wait_stream(side)
+        self.opt.zero_grad(set_to_none=True)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._eager(zero=False)
+
+    def _eager(self, zero: bool = True) -> None:
+        import torch.nn.functional as F
+
+        if zero:
+            self.opt.zero_grad(set_to_none=True)
+        # the autocast cache holds casts made outside the graph's pool: off, as torch's notes on graphs ask
+        with self.torch.autocast(self.device, dtype=self.torch.bfloat16, enabled=self.bf16, cache_enabled=False):
+            loss = F.cross_entropy(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.loss_sum.add_(loss.detach().float())
+
+    def step(self) -> None:
+        if self.graph is None:
+            self._eager()
+        else:
+            self.graph.replay()
 
 
 class Kit:
@@ -382,7 +430,159 @@ VARIANTS = {
     "bench-det": {"benchmark": True, "deterministic": True, "warmup_x": 1},
     "long": {"benchmark": True, "deterministic": False, "warmup_x": 5},
     "pinned": {"benchmark": True, "deterministic": False, "warmup_x": 1, "pin": True},
+    "graph": {"benchmark": True, "deterministic": False, "warmup_x": 1, "graph": True},
+    "probed": {"benchmark": True, "deterministic": False, "warmup_x": 1, "pin": True, "probe": True},
 }
+PROBE_WINDOW_S = 0.25
+# A pure-Python loop of fixed work in a process of its own, bound to one CPU the training does not
+# use: its rate over time is the host CPU's own speed, apart from torch, CUDA and the training.
+PROBE_SRC = """
+import json, os, sys, time
+cpu, stop, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+os.sched_setaffinity(0, {cpu})
+ends = []
+while not os.path.exists(stop):
+    acc = 0
+    for i in range(20000):
+        acc += i & 7
+    ends.append(time.perf_counter())
+open(out, "w").write(json.dumps(ends))
+"""
+
+
+class Probe:
+    """PROBE_SRC running beside a training loop, started before it and stopped after it."""
+
+    def __init__(self, allowed: set[int], avoid: set[int]):
+        """ALLOWED: the CPUs the process could use before it bound itself to AVOID (the training's)."""
+        import tempfile
+
+        free = sorted(allowed - avoid - {0})
+        if not free:  # one CPU beside the training's, or none: the probe would time the training, not the host
+            raise RuntimeError(
+                f"the probe needs a CPU besides the training's {sorted(avoid)} (and CPU 0); this process has {sorted(allowed)}"
+            )
+        self.cpu = free[len(free) // 2]
+        self.dir = Path(tempfile.mkdtemp(prefix="harness-probe-"))
+        argv = [sys.executable, "-c", PROBE_SRC, str(self.cpu), str(self.dir / "stop"), str(self.dir / "ends.json")]
+        self.proc = subprocess.Popen(argv)
+
+    def stop(self) -> list[float]:
+        (self.dir / "stop").touch()
+        self.proc.wait(timeout=30)
+        ends = json.loads((self.dir / "ends.json").read_text())
+        for f in self.dir.iterdir():
+            f.unlink()
+        self.dir.rmdir()
+        return ends
+
+
+def co_wander(step_ends: list[float], probe_ends: list[float], window: float = PROBE_WINDOW_S) -> dict:
+    """The training's step time and the probe's time per unit of work, in WINDOW-second windows over
+    the timed loop: Spearman's rho between them (near +1: when the training slowed, so did a pure
+    Python loop on another CPU; the whole host's CPU speed moved, not the training's own work), and
+    how far each wandered ((max - min) / median over windows)."""
+    from scipy.stats import spearmanr
+
+    if not step_ends or not probe_ends:
+        return {"windows": 0}
+    t0, t1 = max(step_ends[0], probe_ends[0]), min(step_ends[-1], probe_ends[-1])  # where both ran
+    n = max(0, int((t1 - t0) / window))
+    step_ms, unit_us = [], []
+    for w in range(n):
+        a, b = t0 + w * window, t0 + (w + 1) * window
+        st = [e for e in step_ends if a < e <= b]
+        pr = [e for e in probe_ends if a < e <= b]
+        if len(st) >= 2 and len(pr) >= 2:
+            step_ms.append(1e3 * window / len(st))
+            unit_us.append(1e6 * window / len(pr))
+    if len(step_ms) < 4:
+        return {"windows": len(step_ms)}
+    rho, pv = spearmanr(step_ms, unit_us)
+    return {
+        "windows": len(step_ms),
+        "window_s": window,
+        "rho": float(rho),
+        "p": float(pv),
+        "step_wander": spread_of(step_ms),
+        "probe_wander": spread_of(unit_us),
+        "probe_unit_us_median": statistics.median(unit_us),
+        "step_ms": step_ms,
+        "probe_unit_us": unit_us,
+    }
+
+
+def pick_cores(n: int = 2) -> list[int]:
+    """N CPUs to bind a process to, the same in every process: one per physical core (no two
+    hyperthread siblings, so the training thread and autograd's device thread never share a
+    core), from the cores NVML names as the GPU's near ones where it can say, the highest-numbered
+    first (CPU 0 takes most interrupts)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    near = set(allowed)
+    with contextlib.suppress(Exception):  # no NVML, no GPU: any allowed CPU
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0] or 0))
+        words = pynvml.nvmlDeviceGetCpuAffinity(h, (max(allowed) // 64) + 1)
+        mask = {64 * i + b for i, w in enumerate(words) for b in range(64) if int(w) >> b & 1}
+        near = (mask & set(allowed)) or near
+    picked: list[int] = []
+    taken: set[int] = set()
+    for cpu in sorted(near, reverse=True):
+        if cpu in taken:
+            continue
+        try:
+            sib = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+            sibs = {int(x) for part in sib.split(",") for x in _cpu_range(part)}
+        except (OSError, ValueError):
+            sibs = {cpu}
+        picked.append(cpu)
+        taken |= sibs
+        if len(picked) == n:
+            break
+    return sorted(picked)
+
+
+def _cpu_range(part: str) -> range:
+    lo, _, hi = part.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def thread_counters() -> dict[int, dict]:
+    """Per thread of this process: CPU seconds (utime + stime, clock ticks), the CPU it last ran
+    on, and how often the scheduler moved it between CPUs (None where the kernel keeps no count)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, dict] = {}
+    for t in Path("/proc/self/task").glob("*"):
+        try:
+            f = t.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        mig = None
+        with contextlib.suppress(OSError, ValueError, StopIteration):
+            line = next(x for x in t.joinpath("sched").read_text().splitlines() if x.startswith("se.nr_migrations"))
+            mig = int(line.split(":")[1])
+        # after the command: state is field 3, utime 14, stime 15, processor 39 (1-based in proc(5))
+        out[int(t.name)] = {"cpu_s": (int(f[11]) + int(f[12])) / tick, "cpu_num": int(f[36]), "migrations": mig}
+    return out
+
+
+def thread_deltas(before: dict[int, dict], after: dict[int, dict], steps: int) -> dict:
+    """Per step over the timed loop, from two thread_counters(): each busy thread's CPU ms (largest
+    first), the CPUs they ran on, and the migrations summed over the process's threads."""
+    per = []
+    migs = 0
+    for tid, a in after.items():
+        b = before.get(tid, {"cpu_s": 0.0, "migrations": 0})
+        d = a["cpu_s"] - b["cpu_s"]
+        if a["migrations"] is not None and b["migrations"] is not None:
+            migs += a["migrations"] - b["migrations"]
+        if d > 0:
+            per.append({"tid": tid, "cpu_ms_per_step": 1e3 * d / steps, "cpu_num": a["cpu_num"]})
+    per.sort(key=lambda x: -x["cpu_ms_per_step"])
+    known = any(a["migrations"] is not None for a in after.values())
+    return {"threads": per[:4], "migrations_per_step": migs / steps if known else None}
 
 
 def nvml_state() -> dict:
@@ -424,8 +624,11 @@ def cpu_probe() -> dict:
 def child(spec: dict) -> dict:
     """One fresh process of `spread`: the bare loop, timed, with what might explain its speed."""
     t_start = time.perf_counter()
-    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # the same two cores in every process of the variant
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[-2:]))  # two: the autograd thread beside the main one
+    pinned = None
+    allowed = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+    if spec.get("pin") and hasattr(os, "sched_setaffinity"):  # before torch: every thread it starts inherits it
+        pinned = pick_cores(2)  # two: autograd's device thread beside the training thread
+        os.sched_setaffinity(0, set(pinned))
     import torch
 
     t_import = time.perf_counter() - t_start
@@ -434,23 +637,35 @@ def child(spec: dict) -> dict:
     cuda = spec["device"] == "cuda"
     probe = cpu_probe()
     before = nvml_state() if cuda else {}
-    loop = Bare(spec["model"], spec["batch"], spec["size"], spec["precision"], spec["device"])
+    make = Graphed if spec.get("graph") else Bare
+    loop = make(spec["model"], spec["batch"], spec["size"], spec["precision"], spec["device"])
     t0 = time.perf_counter()
     loop.run(spec["warmup"] * spec["warmup_x"])
     loop.sync()
     warm_s = time.perf_counter() - t0
     evs = [torch.cuda.Event(enable_timing=True) for _ in range(spec["steps"] + 1)] if cuda else []
     loop.sync()
-    t0, c0 = time.perf_counter(), time.thread_time()
+    side = Probe(allowed, set(pinned or [])) if spec.get("probe") else None
+    if side:
+        time.sleep(0.5)  # its interpreter up and looping
+    th0 = thread_counters()
+    ends = []
+    t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
     for i in range(spec["steps"]):
         if cuda:
             evs[i].record()
         loop.step()
+        ends.append(time.perf_counter())  # host-paced steps: the host's clock is the step's
     if cuda:
         evs[-1].record()
     cpu_s = time.thread_time() - c0  # the main thread's CPU: near the wall time = the host sets the pace
     float(loop.loss_sum.item())
     elapsed = time.perf_counter() - t0
+    proc_s = time.process_time() - p0
+    threads = thread_deltas(th0, thread_counters(), spec["steps"])
+    wander = co_wander([t0, *ends], side.stop()) if side else None
+    hp = host_profile(loop, 10)
+    ops = sorted(hp["self_cpu_us_per_step"].items(), key=lambda kv: -kv[1])
     after = nvml_state() if cuda else {}
     per_step = [evs[i].elapsed_time(evs[i + 1]) for i in range(spec["steps"])] if cuda else []
     kernels: Counter[str] = Counter()
@@ -477,6 +692,13 @@ def child(spec: dict) -> dict:
         "import_s": t_import,
         "step_ms_events": per_step,
         "host_cpu_ms_per_step": 1e3 * cpu_s / spec["steps"],
+        "process_cpu_ms_per_step": 1e3 * proc_s / spec["steps"],
+        "threads": threads,
+        "pinned_cpus": pinned,
+        "probe": None if side is None else {"cpu": side.cpu, **(wander or {})},
+        "profiled_host_us_per_step": hp["host_step_us_median"],  # torch.profiler, 10 steps: the CPU span of a step
+        "profiled_self_cpu_us_per_step": sum(v for _, v in ops),
+        "profiled_top_ops": dict(ops[:25]),
         "cpu_probe": probe,
         "gpu_busy_ms_per_step": busy_us / 2e3,
         "kernel_sig": sig,
@@ -514,12 +736,24 @@ def spread(a: argparse.Namespace) -> dict:
             got = json.loads(line[len(TAG) :])
             runs.append(got)
             ev = got["step_ms_events"]
-            tail = f" cpu {got['host_cpu_ms_per_step']:.2f} gpu-busy {got['gpu_busy_ms_per_step']:.2f} ms/step;"
+            th = got["threads"]
+            mig = th["migrations_per_step"]
+            tail = (
+                f" cpu {got['host_cpu_ms_per_step']:.2f} (process {got['process_cpu_ms_per_step']:.2f}) gpu-busy"
+                f" {got['gpu_busy_ms_per_step']:.2f} ms/step; cpus {sorted({t['cpu_num'] for t in th['threads'][:2]})}"
+                f" migrations/step {'n/a' if mig is None else f'{mig:.2f}'};"
+            )
             tail += (
                 f" steps 0-20 {statistics.median(ev[:20]):.3f} ms, last half {statistics.median(ev[len(ev) // 2 :]):.3f} ms"
                 if ev
                 else ""
             )
+            pr = got.get("probe") or {}
+            if "rho" in pr:
+                tail += (
+                    f" probe on cpu {pr['cpu']}: {pr['windows']} windows, step vs probe rho {pr['rho']:+.2f},"
+                    f" wander step {pr['step_wander']:.0%} probe {pr['probe_wander']:.0%};"
+                )
             print(
                 f"proc {p} {v:<9} {got['img_per_s']:>10,.0f} img/s  warm-up {got['warmup_s']:.1f} s  kernels {got['kernel_sig']}"
                 f"  sm {got['nvml_before'].get('sm_mhz')}->{got['nvml_after'].get('sm_mhz')} MHz{tail}  [{time.monotonic() - t0:.0f} s]",
@@ -533,6 +767,12 @@ def spread(a: argparse.Namespace) -> dict:
             continue
         ci = "" if d["lo"] is None else f" [{d['lo']:,.0f}-{d['hi']:,.0f}, {d['kind']}]"
         print(f"  {v:<10} n={d['n']} median {d['median']:,.0f}{ci}  spread {d['spread']:.1%}  kernel choices {d['kernel_sigs']}")
+        sf = d.get("slow_vs_fast")
+        if sf:
+            print(
+                f"    slowest/fastest: step {sf['step_ratio']:.3f}, profiled host CPU {sf['self_cpu_ratio']:.3f},"
+                f" per op median {sf['op_ratio_median']:.3f} (range {sf['op_ratio_range'][0]:.2f}-{sf['op_ratio_range'][1]:.2f})"
+            )
     for name, c in summary.get("_img_per_s_vs", {}).items():
         print(f"  img/s vs {name:<26} Spearman rho {c['rho']:+.2f} (p {c['p']:.3f}, n {c['n']})")
     return {"runs": runs, "summary": summary}
@@ -548,11 +788,15 @@ def spread_summary(runs: list[dict]) -> dict:
     out: dict = {}
     cands = {
         "host_cpu_ms_per_step": lambda r: r["host_cpu_ms_per_step"],
+        "process_cpu_ms_per_step": lambda r: r.get("process_cpu_ms_per_step"),
+        "migrations_per_step": lambda r: (r.get("threads") or {}).get("migrations_per_step"),
+        "profiled_self_cpu_us_per_step": lambda r: r.get("profiled_self_cpu_us_per_step"),
         "gpu_busy_ms_per_step": lambda r: r["gpu_busy_ms_per_step"],
         "cpu_probe_torch_op_us": lambda r: r["cpu_probe"]["torch_op_us"],
         "cpu_probe_python_loop_us": lambda r: r["cpu_probe"]["python_loop_us"],
         "sm_mhz_after": lambda r: r["nvml_after"].get("sm_mhz"),
         "warmup_s": lambda r: r["warmup_s"],
+        "probe_unit_us_median": lambda r: (r.get("probe") or {}).get("probe_unit_us_median"),
     }
     if len(runs) >= 4:
         corr = {}
@@ -579,8 +823,32 @@ def spread_summary(runs: list[dict]) -> dict:
             "host_cpu_ms_per_step": [r["host_cpu_ms_per_step"] for r in runs if r["variant"] == v],
             "gpu_busy_ms_per_step": [r["gpu_busy_ms_per_step"] for r in runs if r["variant"] == v],
             "img_per_s_by_sig": by_sig,
+            "slow_vs_fast": slow_vs_fast([r for r in runs if r["variant"] == v]),
         }
     return out
+
+
+def slow_vs_fast(runs: list[dict]) -> dict | None:
+    """The slowest process of a variant against its fastest: the step's ratio, and torch.profiler's
+    self CPU per step of each host op that both list, slow / fast (every op near the step's ratio:
+    the whole host ran slower; a few far above it: those ops are where the time went)."""
+    have = [r for r in runs if r.get("profiled_top_ops")]
+    if len(have) < 2:
+        return None
+    slow, fast = min(have, key=lambda r: r["img_per_s"]), max(have, key=lambda r: r["img_per_s"])
+    ops = {
+        k: slow["profiled_top_ops"][k] / fast["profiled_top_ops"][k]
+        for k in slow["profiled_top_ops"]
+        if fast["profiled_top_ops"].get(k, 0) > 0
+    }
+    vals = sorted(ops.values())
+    return {
+        "step_ratio": fast["img_per_s"] / slow["img_per_s"],
+        "self_cpu_ratio": slow["profiled_self_cpu_us_per_step"] / fast["profiled_self_cpu_us_per_step"],
+        "op_ratio_median": statistics.median(vals) if vals else None,
+        "op_ratio_range": [vals[0], vals[-1]] if vals else None,
+        "op_ratios": dict(sorted(ops.items(), key=lambda kv: -kv[1])),
+    }
 
 
 # ---- nvml: each call's cost ----------------------------------------------------------------------

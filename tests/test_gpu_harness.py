@@ -56,6 +56,61 @@ def test_spread_runs_each_process_fresh_and_correlates_the_candidates(tmp_path: 
     s = doc["summary"]
     assert s["bench"]["n"] == 2 and s["pinned"]["n"] == 2
     assert s["_img_per_s_vs"]["host_cpu_ms_per_step"]["n"] == 4
+    for x in runs:  # where each process spent its host time, and the profile that splits it by op
+        assert x["process_cpu_ms_per_step"] >= x["host_cpu_ms_per_step"] * 0.5 and x["threads"]["threads"]
+        assert x["profiled_self_cpu_us_per_step"] > 0 and any("conv" in k for k in x["profiled_top_ops"])
+    assert {tuple(x["pinned_cpus"]) for x in runs if x["variant"] == "pinned"} == {tuple(pick_cores(2))}
+    sf = s["bench"]["slow_vs_fast"]
+    assert sf["step_ratio"] >= 1 and sf["op_ratios"] and sf["op_ratio_range"][0] <= sf["op_ratio_median"] <= sf["op_ratio_range"][1]
+
+
+def pick_cores(n: int) -> list[int]:
+    from lab.gpu_harness import pick_cores as pick
+
+    return pick(n)
+
+
+def test_pinning_takes_one_cpu_per_physical_core() -> None:
+    from lab.gpu_harness import _cpu_range
+
+    got = pick_cores(2)
+    allowed = os.sched_getaffinity(0)
+    assert len(got) == min(2, len(allowed)) and set(got) <= allowed and got == sorted(got)
+    for cpu in got:  # no two of them hyperthread siblings
+        sib = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        if sib.exists():
+            sibs = {i for part in sib.read_text().strip().split(",") for i in _cpu_range(part)}
+            assert not (sibs - {cpu}) & set(got)
+    assert list(_cpu_range("3-5")) == [3, 4, 5] and list(_cpu_range("7")) == [7]
+
+
+def test_the_probe_needs_a_cpu_of_its_own() -> None:
+    from lab.gpu_harness import Probe
+
+    with pytest.raises(RuntimeError, match="needs a CPU besides the training's"):
+        Probe({0, 1}, {1})
+
+
+def test_co_wander_tells_a_host_that_slowed_from_a_training_that_did() -> None:
+    """Step ends and probe ends over 4 s: when the steps slow, so does the probe (one host, rho near
+    +1); a probe that kept its pace says the training slowed on its own (no rank correlation)."""
+    from lab.gpu_harness import co_wander
+
+    def ends(rate_of, t_end: float = 4.0) -> list[float]:
+        t, out = 0.0, []
+        while t < t_end:
+            t += rate_of(t)
+            out.append(t)
+        return out
+
+    slow = lambda t: 1.0 + (0.5 if int(t / 0.5) % 2 else 0.0) + t / 40  # noqa: E731 - slow halves, and a drift
+    steps = ends(lambda t: 0.02 * slow(t))
+    together = co_wander(steps, ends(lambda t: 0.002 * slow(t)))
+    assert together["windows"] >= 12 and together["rho"] > 0.8
+    assert together["step_wander"] == pytest.approx(together["probe_wander"], rel=0.25)
+    apart = co_wander(steps, ends(lambda t: 0.002))
+    assert apart["probe_wander"] < 0.05 and abs(apart["rho"]) < 0.5
+    assert co_wander(steps[:20], ends(lambda t: 0.002)) == {"windows": 1}  # too short to rank
 
 
 def test_the_spread_summary_ranks_each_candidate_against_img_per_s() -> None:
