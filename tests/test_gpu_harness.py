@@ -61,7 +61,9 @@ def test_spread_runs_each_process_fresh_and_correlates_the_candidates(tmp_path: 
         assert x["profiled_self_cpu_us_per_step"] > 0 and any("conv" in k for k in x["profiled_top_ops"])
     assert {tuple(x["pinned_cpus"]) for x in runs if x["variant"] == "pinned"} == {tuple(pick_cores(2))}
     sf = s["bench"]["slow_vs_fast"]
-    assert sf["step_ratio"] >= 1 and sf["op_ratios"] and sf["op_ratio_range"][0] <= sf["op_ratio_median"] <= sf["op_ratio_range"][1]
+    assert (
+        sf["step_ratio"] >= 1 and sf["op_ratios"] and sf["op_ratio_range"][0] <= sf["op_ratio_median"] <= sf["op_ratio_range"][1]
+    )
 
 
 def pick_cores(n: int) -> list[int]:
