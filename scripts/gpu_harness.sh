@@ -8,7 +8,7 @@
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
 #   HARNESS_PARTS=short bash scripts/gpu_harness.sh # inproc in 24 short blocks: ResNet-50 224 px b64 (GPU busy
 #                                                   # 18 ms a step) and 64 px b128, with the host's waits per step
-#   SPREAD_CONFIGS="resnet50:64:128=bench,pinned,graph mobilenet_v2:64:256=bench,pinned" HARNESS_PARTS=spread \
+#   SPREAD_CONFIGS="resnet50:64:128=bench,pinned,graph mobilenet_v2:64:256=bench,pinned" HARNESS_PARTS=spread
 #     bash scripts/gpu_harness.sh                   # what cuts the fresh-process spread: binding to fixed CPUs, a
 #                                                   # CUDA graph (variants: lab/gpu_harness.py VARIANTS; probed adds
 #                                                   # a pure-Python loop on a third CPU beside the training)
