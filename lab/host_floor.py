@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
-HOST_PACED = 1.3  # a step within this factor of the floor is host-paced
+from bench.studies.roofline.roofmath import HOST_PACED  # the rule lives with the study's report, which marks such batches
+from bench.studies.roofline.roofmath import host_floor as floor_of
 
 
 def sweep(rows: list[dict]) -> list[tuple[int, float]]:
@@ -32,20 +32,6 @@ def sweep(rows: list[dict]) -> list[tuple[int, float]]:
         if r.get("phase") == "sweep" and r.get("status") == "ok" and isinstance(b, int) and isinstance(ips, float) and ips > 0:
             out[b] = 1e3 * b / ips
     return sorted(out.items())
-
-
-def floor_of(points: list[tuple[int, float]]) -> dict | None:
-    if len(points) < 3:
-        return None
-    floor = statistics.median(ms for _, ms in points[:3])
-    paced = [b for b, ms in points if ms <= HOST_PACED * floor]
-    # the largest batch of the unbroken host-paced run from the smallest batch up
-    upto = points[0][0]
-    for b, ms in points:
-        if ms > HOST_PACED * floor:
-            break
-        upto = b
-    return {"floor_ms": floor, "host_paced_up_to": upto, "host_paced": paced, "points": points}
 
 
 def main(argv: list[str] | None = None) -> int:

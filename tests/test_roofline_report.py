@@ -178,6 +178,28 @@ def test_sweeps_with_repeats_show_one_median_row_per_batch(first):
     assert all(f.value.n == 3 for a in got for f in a.findings)  # one value per repeat, not per batch
 
 
+def test_the_sweep_marks_the_batches_where_the_host_set_the_pace(first, md):
+    """On the H100 the steps of the smallest batches are flat (the host's floor): those batches are
+    marked host-paced, up to the last one within 1.3x of the floor; the 2-core CPU's step grows with
+    the batch from the start, so none of its batches is."""
+    rows = [r for r in report.sweep_table(group_repeats(first)) if r.get("n")]
+    marked = {(r["model"], r["precision"], r["batch"]) for r in rows if "host-paced" in r["note"]}
+    assert ("resnet50", "bf16-cl", 256) in marked and ("resnet50", "bf16-cl", 16) in marked
+    assert ("resnet50", "bf16-cl", 512) not in marked  # past the run: the GPU's pace
+    assert not any("host-paced" in r["note"] for r in rows if r["device"] == CPU)
+    assert "*host-paced*: the step took at most 1.3x" in md
+
+
+def test_the_host_floor_needs_three_flat_smallest_batches():
+    from bench.studies.roofline.roofmath import host_floor
+
+    got = host_floor([(16, 10.0), (32, 11.0), (64, 10.5), (128, 13.0), (256, 20.0), (512, 13.0)])
+    assert got is not None and got["floor_ms"] == 10.5 and got["host_paced_up_to"] == 128
+    assert got["host_paced"] == [16, 32, 64, 128, 512]  # 512 within the factor too, but past the unbroken run
+    assert host_floor([(16, 5.0), (32, 10.0), (64, 20.0), (128, 40.0)]) is None  # the device's pace from the start
+    assert host_floor([(16, 5.0), (32, 5.0)]) is None
+
+
 # ---- 5. what the section says, and what it leaves to the engine ---------------------------------
 def test_the_section_prints_numbers_and_no_verdict_of_its_own(md):
     assert "Does the seed's claim hold" not in md and "| verdict |" not in md

@@ -29,7 +29,7 @@ from bench.core.study import number
 from bench.core.tables import fmt, markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text
-from bench.studies.roofline import seed
+from bench.studies.roofline import roofmath, seed
 from bench.studies.roofline.config import PRECISIONS, ROOF_OF
 from bench.studies.roofline.readout import POINT_PHASES, cell_rows, median, params
 from bench.studies.roofline.roofmath import attainable
@@ -199,7 +199,12 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
             vals = [v for r in rows if (v := number(r.get(key))) is not None]
             return statistics.median(vals) * scale if vals else None
 
+        step_ms = [(b, 1e3 * b / ips) for b, rows in sorted(by.items()) if (ips := med(rows, "img_per_s"))]
+        paced = roofmath.host_floor(step_ms)
         for b, rows in sorted(by.items()):
+            notes = ["NaN loss ⚑"] if any(r.get("loss_finite") is False for r in rows) else []
+            if paced and b <= paced["host_paced_up_to"]:
+                notes.append("host-paced")
             out.append(
                 {
                     "model": p["model"],
@@ -212,7 +217,7 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                     "frac": med(rows, "roof_fraction", 100),
                     "mem": med(rows, "gpu_alloc_peak_mb") or med(rows, "rss_peak_mb"),
                     "n": len(rows),
-                    "note": "NaN loss ⚑" if any(r.get("loss_finite") is False for r in rows) else "",
+                    "note": "; ".join(notes),
                     "run": c.run_label,
                     "env": c.env_name,
                     "environment": c.environment,
@@ -843,7 +848,18 @@ def sweep_section(groups: list[list[Cell]]) -> list[str]:
     return ["#### Scenario B: batch sweep (seed Table 6: SqueezeNet1.1 " + "; ".join(f"b{b} {t} img/s {g} GFLOP/s" for b, t, g in seed.SWEEP) + ")", "", markdown(sw, [
         ("model", "model"), ("device", "device"), ("precision", "precision"), ("batch", "batch"), ("ips", "img/s"),
         ("gflops", "GFLOP/s"), ("ai", "AI FLOP/B"), ("frac", "% of roof"), ("mem", "peak MB"), ("n", "n"), ("note", "note"),
-    ]), ""]  # fmt: skip
+    ]), ""] + HOST_PACED_TEXT * any("host-paced" in str(r.get("note")) for r in sw)  # fmt: skip
+
+
+HOST_PACED_TEXT = [
+    f"*host-paced*: the step took at most {roofmath.HOST_PACED}x the sweep's floor (the median step of its three smallest "
+    "batches, themselves within that factor of each other): several times the images in about the same time, so the "
+    "device idled for most of the step and the host (Python, the dispatcher, the kernel launches) set its pace. Such a "
+    "figure is the host's speed, and it wanders with the host: on the lent H100s fresh processes of one such cell "
+    "differed by 10-30 %, and seconds of one process by as much (results/reference/H100-80GB-HBM3-harness/). Compare "
+    "them with `--until-decided`, or at a batch past the host-paced run.",
+    "",
+]
 
 
 def speedup_section(sp: list[Speedup]) -> list[str]:

@@ -18,6 +18,7 @@ an unfused run of such a model is bandwidth-bound where that says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -60,3 +61,29 @@ def roof_fields(flop_per_s: float, ai_low: float, ai_high: float, compute: float
         "roof_fraction_at_low_ai": flop_per_s / low,
         "ridge_flops_per_byte": compute / bandwidth,
     }
+
+
+# ---- where the host sets the pace ----------------------------------------------------------------
+HOST_PACED = 1.3  # a sweep step within this factor of the floor is host-paced
+
+
+def host_floor(points: Sequence[tuple[float, float]]) -> dict | None:
+    """POINTS: (batch, step ms) of one sweep, by batch. The floor is the median step of the three
+    smallest batches, where the device has least to do; a batch whose step stays within HOST_PACED x
+    the floor is host-paced (four or more times the images in about the same time: the device idled
+    for most of the step, and Python, the dispatcher and the launches set its pace). None with fewer
+    than three batches, or where the three smallest are not flat themselves (the step grew with the
+    batch from the start: the device, not the host, set the pace there)."""
+    if len(points) < 3:
+        return None
+    first = [ms for _, ms in points[:3]]
+    if max(first) > HOST_PACED * min(first):
+        return None
+    floor = sorted(first)[1]
+    paced = [b for b, ms in points if ms <= HOST_PACED * floor]
+    upto = points[0][0]  # the largest batch of the unbroken host-paced run from the smallest batch up
+    for b, ms in points:
+        if ms > HOST_PACED * floor:
+            break
+        upto = b
+    return {"floor_ms": floor, "host_paced_up_to": upto, "host_paced": paced, "points": points}
