@@ -451,30 +451,42 @@ open(out, "w").write(json.dumps(ends))
 
 
 class Probe:
-    """PROBE_SRC running beside a training loop, started before it and stopped after it."""
+    """PROBE_SRC running beside a training loop, started before it and stopped after it; a context
+    manager, so that a training that raises still stops it and removes its folder."""
 
     def __init__(self, allowed: set[int], avoid: set[int]):
         """ALLOWED: the CPUs the process could use before it bound itself to AVOID (the training's)."""
         import tempfile
 
-        free = sorted(allowed - avoid - {0})
+        near = set().union(*(_siblings(c) for c in avoid)) | avoid  # not even a hyperthread of the training's cores
+        free = sorted(allowed - near - {0})
         if not free:  # one CPU beside the training's, or none: the probe would time the training, not the host
             raise RuntimeError(
                 f"the probe needs a CPU besides the training's {sorted(avoid)} (and CPU 0); this process has {sorted(allowed)}"
             )
         self.cpu = free[len(free) // 2]
-        self.dir = Path(tempfile.mkdtemp(prefix="harness-probe-"))
+        self._tmp = tempfile.TemporaryDirectory(prefix="harness-probe-")
+        self.dir = Path(self._tmp.name)
         argv = [sys.executable, "-c", PROBE_SRC, str(self.cpu), str(self.dir / "stop"), str(self.dir / "ends.json")]
         self.proc = subprocess.Popen(argv)
 
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def stop(self) -> list[float]:
+        """Its loop's end times (time.perf_counter, the host's clock); the process ended."""
         (self.dir / "stop").touch()
         self.proc.wait(timeout=30)
-        ends = json.loads((self.dir / "ends.json").read_text())
-        for f in self.dir.iterdir():
-            f.unlink()
-        self.dir.rmdir()
-        return ends
+        return json.loads((self.dir / "ends.json").read_text())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self._tmp.cleanup()
 
 
 def co_wander(step_ends: list[float], probe_ends: list[float], window: float = PROBE_WINDOW_S) -> dict:
@@ -493,9 +505,9 @@ def co_wander(step_ends: list[float], probe_ends: list[float], window: float = P
         a, b = t0 + w * window, t0 + (w + 1) * window
         st = [e for e in step_ends if a < e <= b]
         pr = [e for e in probe_ends if a < e <= b]
-        if len(st) >= 2 and len(pr) >= 2:
-            step_ms.append(1e3 * window / len(st))
-            unit_us.append(1e6 * window / len(pr))
+        if len(st) >= 2 and len(pr) >= 2:  # the mean gap between ends within the window: not rounded to whole steps
+            step_ms.append(1e3 * (st[-1] - st[0]) / (len(st) - 1))
+            unit_us.append(1e6 * (pr[-1] - pr[0]) / (len(pr) - 1))
     if len(step_ms) < 4:
         return {"windows": len(step_ms)}
     rho, pv = spearmanr(step_ms, unit_us)
@@ -532,16 +544,20 @@ def pick_cores(n: int = 2) -> list[int]:
     for cpu in sorted(near, reverse=True):
         if cpu in taken:
             continue
-        try:
-            sib = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
-            sibs = {int(x) for part in sib.split(",") for x in _cpu_range(part)}
-        except (OSError, ValueError):
-            sibs = {cpu}
         picked.append(cpu)
-        taken |= sibs
+        taken |= _siblings(cpu)
         if len(picked) == n:
             break
     return sorted(picked)
+
+
+def _siblings(cpu: int) -> set[int]:
+    """CPU and its hyperthread siblings ({CPU} where the kernel does not say)."""
+    try:
+        sib = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+        return {int(x) for part in sib.split(",") for x in _cpu_range(part)} | {cpu}
+    except (OSError, ValueError):
+        return {cpu}
 
 
 def _cpu_range(part: str) -> range:
@@ -621,6 +637,29 @@ def cpu_probe() -> dict:
     return {"torch_op_us": statistics.median(ops), "python_loop_us": statistics.median(py)}
 
 
+def timed_loop(loop, spec: dict, evs: list, side: Probe | None) -> dict:
+    """The child's timed steps, with the probe beside them if any: the main thread's CPU, the wall
+    and the process's CPU (s), thread_counters() before the loop, and co_wander (None without a probe)."""
+    if side:
+        time.sleep(0.5)  # its interpreter up and looping
+    th0 = thread_counters()
+    ends = []
+    t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
+    for i in range(spec["steps"]):
+        if evs:
+            evs[i].record()
+        loop.step()
+        ends.append(time.perf_counter())  # host-paced steps: the host's clock is the step's
+    if evs:
+        evs[-1].record()
+    cpu_s = time.thread_time() - c0  # the main thread's CPU: near the wall time = the host sets the pace
+    float(loop.loss_sum.item())
+    elapsed = time.perf_counter() - t0
+    proc_s = time.process_time() - p0
+    wander = co_wander([t0, *ends], side.stop()) if side else None
+    return {"cpu_s": cpu_s, "elapsed_s": elapsed, "proc_s": proc_s, "threads": th0, "wander": wander}
+
+
 def child(spec: dict) -> dict:
     """One fresh process of `spread`: the bare loop, timed, with what might explain its speed."""
     t_start = time.perf_counter()
@@ -646,24 +685,10 @@ def child(spec: dict) -> dict:
     evs = [torch.cuda.Event(enable_timing=True) for _ in range(spec["steps"] + 1)] if cuda else []
     loop.sync()
     side = Probe(allowed, set(pinned or [])) if spec.get("probe") else None
-    if side:
-        time.sleep(0.5)  # its interpreter up and looping
-    th0 = thread_counters()
-    ends = []
-    t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
-    for i in range(spec["steps"]):
-        if cuda:
-            evs[i].record()
-        loop.step()
-        ends.append(time.perf_counter())  # host-paced steps: the host's clock is the step's
-    if cuda:
-        evs[-1].record()
-    cpu_s = time.thread_time() - c0  # the main thread's CPU: near the wall time = the host sets the pace
-    float(loop.loss_sum.item())
-    elapsed = time.perf_counter() - t0
-    proc_s = time.process_time() - p0
-    threads = thread_deltas(th0, thread_counters(), spec["steps"])
-    wander = co_wander([t0, *ends], side.stop()) if side else None
+    with side or contextlib.nullcontext():
+        t = timed_loop(loop, spec, evs, side)
+    cpu_s, elapsed, proc_s, wander = t["cpu_s"], t["elapsed_s"], t["proc_s"], t["wander"]
+    threads = thread_deltas(t["threads"], thread_counters(), spec["steps"])
     hp = host_profile(loop, 10)
     ops = sorted(hp["self_cpu_us_per_step"].items(), key=lambda kv: -kv[1])
     after = nvml_state() if cuda else {}
@@ -698,7 +723,7 @@ def child(spec: dict) -> dict:
         "probe": None if side is None else {"cpu": side.cpu, **(wander or {})},
         "profiled_host_us_per_step": hp["host_step_us_median"],  # torch.profiler, 10 steps: the CPU span of a step
         "profiled_self_cpu_us_per_step": sum(v for _, v in ops),
-        "profiled_top_ops": dict(ops[:25]),
+        "profiled_top_ops": {k: v for k, v in ops if v >= 1.0},  # every host op of 1 us a step or more
         "cpu_probe": probe,
         "gpu_busy_ms_per_step": busy_us / 2e3,
         "kernel_sig": sig,
@@ -831,7 +856,8 @@ def spread_summary(runs: list[dict]) -> dict:
 def slow_vs_fast(runs: list[dict]) -> dict | None:
     """The slowest process of a variant against its fastest: the step's ratio, and torch.profiler's
     self CPU per step of each host op that both list, slow / fast (every op near the step's ratio:
-    the whole host ran slower; a few far above it: those ops are where the time went)."""
+    the whole host ran slower; a few far above it: those ops are where the time went), and the ops
+    only one of them lists (1 us a step or more)."""
     have = [r for r in runs if r.get("profiled_top_ops")]
     if len(have) < 2:
         return None
@@ -848,6 +874,8 @@ def slow_vs_fast(runs: list[dict]) -> dict | None:
         "op_ratio_median": statistics.median(vals) if vals else None,
         "op_ratio_range": [vals[0], vals[-1]] if vals else None,
         "op_ratios": dict(sorted(ops.items(), key=lambda kv: -kv[1])),
+        "only_slow_us": {k: v for k, v in slow["profiled_top_ops"].items() if k not in fast["profiled_top_ops"]},
+        "only_fast_us": {k: v for k, v in fast["profiled_top_ops"].items() if k not in slow["profiled_top_ops"]},
     }
 
 

@@ -203,7 +203,7 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
         paced = roofmath.host_floor(step_ms)
         for b, rows in sorted(by.items()):
             notes = ["NaN loss ⚑"] if any(r.get("loss_finite") is False for r in rows) else []
-            if paced and b <= paced["host_paced_up_to"]:
+            if paced and b <= paced["host_paced_up_to"] and b in dict(step_ms):  # a batch with no img/s is not marked
                 notes.append("host-paced")
             out.append(
                 {

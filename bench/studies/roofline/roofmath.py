@@ -70,7 +70,7 @@ HOST_PACED = 1.3  # a sweep step within this factor of the floor is host-paced
 def host_floor(points: Sequence[tuple[float, float]]) -> dict | None:
     """POINTS: (batch, step ms) of one sweep, by batch. The floor is the median step of the three
     smallest batches, where the device has least to do; a batch whose step stays within HOST_PACED x
-    the floor is host-paced (four or more times the images in about the same time: the device idled
+    the floor is host-paced (up to several times the images in about the same time: the device idled
     for most of the step, and Python, the dispatcher and the launches set its pace). None with fewer
     than three batches, or where the three smallest are not flat themselves (the step grew with the
     batch from the start: the device, not the host, set the pace there)."""
