@@ -733,6 +733,13 @@ def verify(
         float,
         typer.Option(help="--make-baseline: the smallest speed tolerance factor of the set (host/speed.py's rule)"),
     ] = 1.3,
+    keep_other_classes: Annotated[
+        bool,
+        typer.Option(
+            help="--make-baseline: replace only the set's entries of the machine classes (CPU, cores) the DIRs ran "
+            "on and keep the rest: one set for every CPU that CI runs on"
+        ),
+    ] = False,
     baselines_dir: Annotated[Path | None, typer.Option(help="where the baseline files are")] = None,
     claims: Annotated[
         bool,
@@ -768,7 +775,7 @@ def verify(
     bdir = baselines_dir or ver.BASELINES_DIR
     try:
         if make_baseline:
-            info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir, speed_floor)
+            info = ver.make_baseline(dir, name, acc_margin, loss_rtol, acc_band, bdir, speed_floor, keep_other_classes)
             for w in info["written"]:
                 nospeed = f" ({w['without_speed']} without a speed record)" if w["without_speed"] else ""
                 typer.echo(f"baseline set {w['set']}: {w['entries']} entries{nospeed} in {w['path']}")

@@ -242,9 +242,12 @@ def test_make_baseline_roundtrip_and_refusal(cpu, tmp_path):
     assert (bdir / "mnist-cnn.json").read_bytes() == before
 
 
-def _ci_smoke(study: str, runtime: str) -> list[dict]:
+CI_CPUS = ("AMD EPYC", "Intel(R) Xeon(R) Processor")  # the two CPUs the 2-core CI VM has come with
+
+
+def _ci_smoke_of(study: str, runtime: str, cpu: str = CI_CPUS[0]) -> list[dict]:
     entries = json.loads((REF / "baselines" / f"{study}.json").read_text())["sets"]["ci-smoke"]["entries"]
-    return [e for e in entries if e["environment"]["runtime"] == runtime]
+    return [e for e in entries if e["environment"]["runtime"] == runtime and e["machine_class"]["cpu"] == cpu]
 
 
 def test_how_many_devices_is_part_of_a_configuration_which_ones_is_not(tmp_path):
@@ -274,9 +277,15 @@ def test_how_many_devices_is_part_of_a_configuration_which_ones_is_not(tmp_path)
     assert sorted(e["config"].get("device_count", 1) for e in made) == [1, 1, 2, 2, 2, 2, 2, 4, 4]
 
 
-def test_ci_smoke_baseline_holds_the_container_smoke_band():
+@pytest.mark.parametrize("cpu", CI_CPUS)
+def test_ci_smoke_baseline_holds_the_container_smoke_band(cpu):
     """The CI container smoke's baseline (tests/test_ci_container_rows.py's band, 2 epochs x 4,096
-    samples), and the Slurm smoke's (native, one core a task): both with speed entries."""
+    samples), and the Slurm smoke's (native, one core a task): both with speed entries, for each
+    CPU the CI VM comes with."""
+
+    def _ci_smoke(study: str, runtime: str) -> list[dict]:
+        return _ci_smoke_of(study, runtime, cpu)
+
     made = _ci_smoke("mnist-cnn", "container")
     parts = {(e["part"], e["config"]["params"]["pipeline"]) for e in made}
     assert parts == {("torch-cpu", "seed"), ("torch-cpu", "resident"), ("numba-cpu", "resident")}
