@@ -5,6 +5,7 @@
                              [--out DIR]
     python -m lab.peer_check --tiny      (resnet18, 32 px, batch 4, 2 steps after 3 warm-up, CPU fp32, 1 repeat: CI)
     python -m lab.peer_check --peer bare (the other side: the kit's own training loop without the kit)
+    python -m lab.peer_check --peer kit-graph (the other side: the same kit cell with step=cuda-graph)
 
 kit: the roofline study's scenario A training cell for the same torchvision model, input size, batch
 and precision, on synthetic-gpu data (one fixed batch on the device), run as a scheduled cell runs:
@@ -34,6 +35,10 @@ as the cell seeds it, SGD lr 0.01 momentum 0.9, TF32 as the cell sets it, cudnn.
 fixed batch on the device, the step of bench/studies/roofline/trainer.py (autocast, cross entropy,
 backward, step, zero_grad(set_to_none), the loss summed on the device) and the pass timed as a whole
 with one sync at each end. kit / bare is then what the harness costs, process against process.
+
+--peer kit-graph: the other side is the kit's own cell again, with step=cuda-graph (the training
+step captured once as a CUDA graph and replayed, checked against the eager step first): kit / peer
+is then eager / graph, and each side's spread between its fresh processes is what the graph cuts.
 
 Each repeat runs every configuration in turn, the order rotated, kit first on even repeats and peer
 first on odd ones (A B, B A, ...); the table gives kit / peer per configuration with the interval of
@@ -80,7 +85,7 @@ class Config:
     warmup: int  # untimed training steps first
     classes: int  # the head's outputs (the kit tree's classes)
     device: str  # cuda | cpu
-    peer_kind: str = "timm"  # the other side: timm (its benchmark.py's train loop) | bare (the kit's loop, no kit)
+    peer_kind: str = "timm"  # the other side: timm (benchmark.py's train loop) | bare (the kit's loop, no kit) | kit-graph
 
     @property
     def name(self) -> str:
@@ -252,15 +257,17 @@ def tree_params(configs: list[Config]) -> dict[str, int]:
     }
 
 
-def kit_cell(cfg: Config, tree: dict[str, int]):
-    """The roofline scenario A cell of CFG on the synthetic TREE, resolved (its data identity fixed)."""
+def kit_cell(cfg: Config, tree: dict[str, int], step: str = "eager"):
+    """The roofline scenario A cell of CFG on the synthetic TREE with STEP (eager | cuda-graph),
+    resolved (its data identity fixed)."""
     from bench.core.registry import get_study
 
     study = get_study("roofline")
     cell = study.cell(
         "torch-cuda" if cfg.device == "cuda" else "torch-cpu", cfg.precision, name=f"peer-check_{cfg.model}_{cfg.precision}_b{cfg.batch}",
         model=cfg.model, scenario="A", pipeline="synthetic-gpu", batch_size=cfg.batch, max_train_batches=cfg.steps,
-        max_val_batches=1, warmup_batches=cfg.warmup, roof_sizes="quick", dataset="tinyimagenet-synthetic", **tree,
+        max_val_batches=1, warmup_batches=cfg.warmup, roof_sizes="quick", dataset="tinyimagenet-synthetic", step=step,
+        **tree,
     )  # fmt: skip
     cell = study.resolve(cell, None)
     study.validate(cell)
@@ -277,6 +284,7 @@ def run_kit(cfg: Config, cell, out: Path, env: dict[str, str]) -> dict:
         why = next((r.get("reason") for r in rows if r.get("status") != "ok"), "no train row")
         raise RuntimeError(f"kit {cfg.name}: {why}")
     keep = ("img_per_s", "epoch_s", "steps", "images", "threads", "num_classes", "image_size", "batch_size", "warmup_s")
+    keep += ("train_loss", "step", "graph_check_loss_rel", "graph_check_moved_rel")
     return {**{k: train.get(k) for k in keep}, "pid": pid, "cell": cell.id, "cell_dir": str(cell.dir(out))}
 
 
@@ -310,7 +318,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--classes", type=int, default=200, help="the head's outputs (Tiny-ImageNet's 200)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh-process repeats of each side")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--peer", choices=("timm", "bare"), default="timm", help="the other side (default timm)")
+    ap.add_argument("--peer", choices=("timm", "bare", "kit-graph"), default="timm", help="the other side (default timm)")
     ap.add_argument("--out", type=Path, default=Path("results/lab/peer_check"))
     ap.add_argument("--tiny", action="store_true", help="the CI preset: " + ", ".join(f"{k}={v}" for k, v in TINY.items()))
     ap.add_argument("--peer-child", help=argparse.SUPPRESS)
@@ -338,6 +346,8 @@ def check(a: argparse.Namespace) -> list[Config]:
     for name, v, low in (("warmup", a.warmup, 0), ("classes", a.classes, 1), ("repeats", a.repeats, 1)):
         if v < low:
             fail(f"--{name} must be >= {low} (got {v})")
+    if a.peer == "kit-graph" and a.device != "cuda":
+        fail("--peer kit-graph captures the step as a CUDA graph: it needs --device cuda")
     if a.device == "cuda":
         import torch
 
@@ -364,11 +374,11 @@ def meta(a: argparse.Namespace, argv: list[str]) -> dict:
         "device": dev,
         "host": platform.node(),
         "torch": torch.__version__,
-        "peer_source": (
-            "timm benchmark.py --bench train @ huggingface/pytorch-image-models aa4b585 (restated; see lab/peer_check.py)"
-            if a.peer == "timm"
-            else "bare: the kit's roofline training loop without the kit (lab/peer_check.py bare_run)"
-        ),
+        "peer_source": {
+            "timm": "timm benchmark.py --bench train @ huggingface/pytorch-image-models aa4b585 (restated; see lab/peer_check.py)",
+            "bare": "bare: the kit's roofline training loop without the kit (lab/peer_check.py bare_run)",
+            "kit-graph": "kit-graph: the same kit cell with step=cuda-graph (the step captured once and replayed)",
+        }[a.peer],
         "options": {k: v for k, v in vars(a).items() if k not in ("out", "peer_child")},
     }
 
@@ -390,6 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     tree = tree_params(configs)
     write_tree(tree, a.image_size)
     cells = {c: kit_cell(c, tree) for c in configs}
+    graphs = {c: kit_cell(c, tree, "cuda-graph") for c in configs} if a.peer == "kit-graph" else {}
     got: dict[Config, dict[str, dict[int, dict]]] = {c: {"kit": {}, "peer": {}} for c in configs}
     info = meta(a, argv)
     t0 = time.monotonic()
@@ -401,6 +412,8 @@ def main(argv: list[str] | None = None) -> None:
                 for side in sides:
                     if side == "kit":
                         got[c]["kit"][r] = run_kit(c, cells[c], out / "kit" / f"r{r}", env)
+                    elif c in graphs:
+                        got[c]["peer"][r] = run_kit(c, graphs[c], out / "kit-graph" / f"r{r}", env)
                     else:
                         got[c]["peer"][r] = run_peer(c, env)
                 kit, peer = got[c]["kit"][r]["img_per_s"], got[c]["peer"][r]["img_per_s"]
@@ -417,10 +430,24 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\n{info['device']}, {a.image_size} px, {a.steps} steps after {a.warmup} warm-up, {a.repeats} repeat(s); peer: {info['peer_source']}"
     )
-    print(f"{'configuration':<26} {'kit img/s':>11} {'peer img/s':>11} {'kit/peer':>9}  interval")
+    print(f"{'configuration':<26} {'kit img/s':>11} {'peer img/s':>11} {'kit/peer':>9}  {'interval':<24} spread (CV) kit | peer")
     for t in table:
-        print(f"{t['config']:<26} {t['kit_img_per_s']:>11,.1f} {t['peer_img_per_s']:>11,.1f} {t['ratio']:>9.3f}  {t['interval']}")
+        ks, ps = (
+            f"{x['spread']:.1%} ({x['cv']:.1%})" if x["spread"] is not None else "-" for x in (t["kit_spread"], t["peer_spread"])
+        )
+        print(
+            f"{t['config']:<26} {t['kit_img_per_s']:>11,.1f} {t['peer_img_per_s']:>11,.1f} {t['ratio']:>9.3f}  {t['interval']:<24} {ks} | {ps}"
+        )
     print(f"\nwrote {out / 'peer_check.json'}")
+
+
+def spread(values: list[float]) -> dict:
+    """One side's fresh processes: their spread (max / min - 1) and coefficient of variation."""
+    import statistics
+
+    if len(values) < 2:
+        return {"spread": None, "cv": None, "n": len(values)}
+    return {"spread": max(values) / min(values) - 1, "cv": statistics.stdev(values) / statistics.mean(values), "n": len(values)}
 
 
 def write(out: Path, info: dict, configs: list[Config], got: dict, error: str | None, done: bool = True) -> list[dict]:
@@ -448,6 +475,8 @@ def write(out: Path, info: dict, configs: list[Config], got: dict, error: str | 
                 interval_kind=s.kind,
                 interval=s.interval("{:.3f}"),
                 repeats=len(both),
+                kit_spread=spread(list(kit.values())),
+                peer_spread=spread(list(peer.values())),
             )
             table.append(entry)
     status = "error" if error else ("ok" if done else "incomplete")

@@ -8,6 +8,12 @@
 #                                                   # MobileNetV2 b256, bf16-cl, 64 px, 6 interleaved pairs each
 #   HARNESS_PARTS=short bash scripts/gpu_harness.sh # inproc in 24 short blocks: ResNet-50 224 px b64 (GPU busy
 #                                                   # 18 ms a step) and 64 px b128, with the host's waits per step
+#   HARNESS_PARTS=graph bash scripts/gpu_harness.sh # the kit's step=cuda-graph: its GPU tests (tests/test_roofline_graph.py),
+#                                                   # then kit eager / kit graph, fresh processes (lab/peer_check.py --peer
+#                                                   # kit-graph), GRAPH_CONFIGS (resnet50:128 mobilenet_v2:256) bf16-cl,
+#                                                   # PEER_STEPS (300) steps, GRAPH_REPEATS (4) interleaved pairs
+#   HARNESS_PARTS=graphsweep bash scripts/gpu_harness.sh  # roofline's batch sweep, ResNet-50 bf16-cl 64 px, eager
+#                                                   # and cuda-graph: the host-paced batches with and without the graph
 #   SPREAD_CONFIGS="resnet50:64:128=bench,pinned,graph mobilenet_v2:64:256=bench,pinned" HARNESS_PARTS=spread
 #     bash scripts/gpu_harness.sh                   # what cuts the fresh-process spread: binding to fixed CPUs, a
 #                                                   # CUDA graph (variants: lab/gpu_harness.py VARIANTS; probed adds
@@ -47,6 +53,25 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
         timeout "${SPREAD_TIMEOUT:-130}" python3 -m lab.gpu_harness spread --out "$OUT" --config "$c" \
           --variants $(tr , ' ' <<<"${cv#*=}") --procs "${SPREAD_PROCS:-4}" --steps "${SPREAD_STEPS:-300}" 2>&1 \
           | quiet | tee "$OUT/gpu_harness-spread-$m-b$b.log"
+      done ;;
+    graph)
+      if [ -z "${GRAPH_SKIP_TESTS:-}" ]; then
+        timeout "${GRAPH_TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider tests/test_roofline_graph.py 2>&1 \
+          | quiet | tee "$OUT/roofline_graph-tests.log" | tail -15
+      fi
+      for mb in ${GRAPH_CONFIGS:-resnet50:128 mobilenet_v2:256}; do
+        m=${mb%:*} b=${mb#*:}
+        timeout "${GRAPH_TIMEOUT:-300}" python3 -m lab.peer_check --peer kit-graph --models "$m" --batches "$b" \
+          --precisions bf16-cl --steps "${PEER_STEPS:-300}" --repeats "${GRAPH_REPEATS:-4}" --device cuda \
+          --out "/tmp/graph-$m" 2>&1 | quiet | tee "$OUT/peer_check-kit-graph-$m.log" | tail -8
+        cp "/tmp/graph-$m/peer_check.json" "$OUT/peer_check-kit-graph-$m.json" 2>/dev/null || echo "no peer_check.json for $m"
+      done ;;
+    graphsweep)
+      for step in eager cuda-graph; do
+        KIT_CACHE_DIR=/tmp/graphsweep-cache timeout "${SWEEP_TIMEOUT:-200}" python3 -m bench matrix roofline --platform cuda \
+          --profile default --only model=resnet50 --only scenario=B --only variant=bf16-cl --set step=$step \
+          --set roof_sizes=quick --set dataset=tinyimagenet-synthetic --out "$OUT/graphsweep" 2>&1 | quiet \
+          | tee "$OUT/graphsweep-$step.log" | tail -4
       done ;;
     peer)
       for mb in resnet50:128 mobilenet_v2:256; do

@@ -50,6 +50,7 @@ def test_tiny_runs_both_sides_in_their_own_processes(tmp_path: Path) -> None:
         (["--device", "cpu", "--models", "vgg11"], "unknown model 'vgg11'"),
         (["--device", "cpu", "--steps", "0"], "--steps must be >= 1"),
         (["--batches", "x"], "invalid int value"),
+        (["--device", "cpu", "--peer", "kit-graph"], "it needs --device cuda"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> None:

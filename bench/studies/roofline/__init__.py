@@ -38,6 +38,7 @@ from bench.studies.roofline.config import (
     PRECISIONS,
     ROOF_SIZES,
     SCENARIOS,
+    STEPS,
     VARIANTS,
     RooflineConfig,
     matrix_spec,
@@ -122,6 +123,7 @@ class Roofline(Study):
             ("model", MODELS),
             ("scenario", SCENARIOS),
             ("pipeline", PIPELINES),
+            ("step", STEPS),
             ("dataset", DATASETS),
             ("roof_sizes", ROOF_SIZES),
         ):
@@ -149,6 +151,10 @@ class Roofline(Study):
                 raise KitError(f"{key} must be {want} (got {p[key]!r})")
         if p["scenario"] == "B" and p["pipeline"] != "synthetic-gpu":
             raise KitError("scenario B (the batch sweep) runs on a fixed device batch: set pipeline=synthetic-gpu")
+        if p["step"] == "cuda-graph" and cell.backend != "torch-cuda":
+            raise KitError(f"step=cuda-graph captures the step as a CUDA graph: it runs on torch-cuda, not {cell.backend}")
+        if p["step"] == "cuda-graph" and cell.devices:
+            raise KitError("step=cuda-graph runs on one device; devices=... (DDP) runs step=eager")
 
     def resolve(self, cell: Cell, data_dir: str | None) -> Cell:
         from bench.data import tinyimagenet

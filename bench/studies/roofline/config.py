@@ -11,6 +11,12 @@ A cell is one model on one device at one precision, in one of two scenarios (the
        each on a fixed device batch, until an out-of-memory error, the predicted memory of the
        next size exceeding `sweep_mem_fraction` of what is free, or `sweep_max_batch`
 
+Step (`step`): eager (the default: every kernel launched from Python, what an eager PyTorch
+user gets) | cuda-graph (CUDA, one device: the training step captured once per batch shape as a
+CUDA graph and replayed, the same arithmetic checked against the eager step first; validation
+stays eager). At small batches the eager step is paced by the host, whose speed wanders between
+processes by 10-30 % on the H100 reference; the graph takes the host out of the step.
+
 Precision (the variant): fp32 (TF32 off for matmul and cuDNN), tf32 (fp32 tensors, TF32
 allowed: CUDA only), bf16-cl (bf16 autocast + channels_last: CUDA only). CPU and MPS run
 fp32: the issue asks for the precision axis on GPUs.
@@ -29,6 +35,7 @@ PIPELINES = ("loader", "synthetic-gpu")
 DATASETS = ("auto", "tinyimagenet", "tinyimagenet-synthetic")
 ROOF_SIZES = ("default", "quick")
 PRECISIONS = ("fp32", "tf32", "bf16-cl")
+STEPS = ("eager", "cuda-graph")
 VARIANTS = {"cpu": ("fp32",), "mps": ("fp32",), "cuda": PRECISIONS}
 ROOF_OF = {"fp32": "fp32", "tf32": "tf32", "bf16-cl": "bf16"}  # precision -> the compute roof it is held against
 DEVICE = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
@@ -48,6 +55,7 @@ class RooflineConfig:
     warmup_batches: int = 3  # untimed training steps first (cuDNN autotune, allocator, clocks); weights restored after
     lr: float = 0.01  # SGD learning rate, every model and device (the seed: "same optimizer and learning rate")
     momentum: float = 0.9  # SGD momentum
+    step: str = "eager"  # eager | cuda-graph (CUDA, one device: the training step captured and replayed)
     pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
     num_workers: int = 4  # DataLoader worker processes (the seed's 4, whatever the core count; recorded)
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use

@@ -66,6 +66,8 @@ class CellRun:
     roofs: Any
     tf32: dict
     warmup_s: float = 0.0
+    graph_check: dict = field(default_factory=dict)  # step=cuda-graph: the capture's check (Trainer.capture)
+    graph_checks: dict = field(default_factory=dict)  # the sweep's, by batch
     decode_img_per_s: float | None = None
     sizes: list[int] = field(default_factory=list)
     sweep_stop: dict = field(default_factory=dict)
@@ -93,6 +95,7 @@ class CellRun:
             "model": cfg.model,
             "scenario": cfg.scenario,
             "pipeline": cfg.pipeline,
+            "step": cfg.step,
             "precision": cfg.precision,
             "channels_last": cfg.precision == "bf16-cl",
             **self.tf32,
@@ -211,8 +214,14 @@ class CellRun:
             "decode_img_per_s_1proc": self.decode_img_per_s,
             **self.seed_epoch(ips),
             "warmup_s": self.warmup_s,
+            **self.check_fields(self.graph_check),
             **usage,
         }
+
+    @staticmethod
+    def check_fields(check: dict) -> dict:
+        """The capture check's numbers for a row (its per-step losses go to system.json)."""
+        return {k: v for k, v in check.items() if not isinstance(v, list)}
 
     def seed_epoch(self, ips: float) -> dict:
         """The seed's epoch (seed.epoch_images: 6,400 images, 3,200 for SqueezeNet on its T4) at IPS img/s."""
@@ -262,15 +271,17 @@ class CellRun:
         try:
             x, y = tr.fixed_batch(batch)
             snap = tr.snapshot()
-            for _ in range(2):  # untimed: this shape's autotune and allocations
-                tr.step(x, y)
-            tr.restore(snap)
+            # untimed: this shape's autotune and allocations (2 steps), or its capture as a graph
+            _, check = tr.warmup(x, y, 2, evaluate=False)
+            self.graph_checks[batch] = check
             stats, secs, usage = self._timed(partial(tr.train_pass, [(x, y)] * cfg.sweep_batches, 0))
             tr.restore(snap)
+            tr.release()
         except Exception as err:
             if not _is_oom(err):
                 raise
             del x, y
+            tr.release()
             tr.opt.zero_grad(set_to_none=True)
             if snap is not None:
                 tr.restore(snap)
@@ -299,6 +310,7 @@ class CellRun:
                 "train_loss": loss,
                 "loss_finite": _finite(loss),
                 "predicted_mb": need / 1e6,
+                **self.check_fields(check),
                 **usage,
             }
         ]
@@ -327,6 +339,9 @@ class CellRun:
             "roofs": self.roofs.to_json(),
             "roofs_cache_path": self.roofs.cache_path,
             "warmup_s": self.warmup_s,
+            "step": self.cfg.step,
+            "graph_check": self.graph_check or None,
+            "graph_checks_by_batch": {str(b): c for b, c in self.graph_checks.items() if c} or None,
             "decode_img_per_s_1proc": self.decode_img_per_s,
             "sweep_sizes": self.sizes,
             "gpu_util_meaning": "NVML: share of time one or more kernels ran (not occupancy)",
@@ -390,7 +405,7 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
     run.gpu = GpuUsage(enabled=cfg.device == "cuda")
     if cfg.scenario == "A":
         x, y = trainer.fixed_batch(cfg.batch_size)
-        run.warmup_s = trainer.warmup(x, y, cfg.warmup_batches)
+        run.warmup_s, run.graph_check = trainer.warmup(x, y, cfg.warmup_batches)
         if cfg.pipeline == "loader":
             run.decode_img_per_s = decode_rate(index)
     else:

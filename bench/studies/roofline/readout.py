@@ -44,17 +44,27 @@ def at_batch(rows: list[dict], batch: int, phases: tuple[str, ...] = ("train", "
 
 def params(c: ResultCell) -> dict:
     """A cell's configuration as its rows (else its spec) say: model, scenario, pipeline,
-    precision, platform (cpu | cuda | mps) and the scenario-A batch."""
+    precision, step (eager | cuda-graph; rows before it: eager), platform (cpu | cuda | mps) and
+    the scenario-A batch; `precision_step` the precision as tables show it (`bf16-cl graph`)."""
     first = next((r for r in c.rows if r.get("model")), c.first)
     spec = c.spec.get("params") or {}
+    precision = first.get("precision") or c.first.get("variant")
+    step = first.get("step") or spec.get("step") or "eager"
     return {
         "model": first.get("model") or spec.get("model"),
         "scenario": first.get("scenario") or spec.get("scenario"),
         "pipeline": first.get("pipeline"),
-        "precision": first.get("precision") or c.first.get("variant"),
+        "precision": precision,
+        "step": step,
+        "precision_step": precision_step(precision, step),
         "platform": DEVICE.get(str(c.first.get("backend")), "?"),
         "batch": spec.get("batch_size"),
     }
 
 
-__all__ = ["POINT_PHASES", "at_batch", "cell_rows", "median", "params", "phase_rows"]
+def precision_step(precision: object, step: object) -> str:
+    """'bf16-cl' for an eager cell, 'bf16-cl graph' for one whose step was a CUDA graph."""
+    return f"{precision} graph" if step == "cuda-graph" else str(precision)
+
+
+__all__ = ["POINT_PHASES", "at_batch", "cell_rows", "median", "params", "phase_rows", "precision_step"]

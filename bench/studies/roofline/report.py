@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -30,7 +30,7 @@ from bench.core.tables import fmt, markdown, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text
 from bench.studies.roofline import roofmath, seed
-from bench.studies.roofline.config import PRECISIONS, ROOF_OF
+from bench.studies.roofline.config import PRECISIONS, ROOF_OF, RooflineConfig
 from bench.studies.roofline.readout import POINT_PHASES, cell_rows, median, params
 from bench.studies.roofline.roofmath import attainable
 
@@ -45,7 +45,7 @@ def _med(g: list[Cell], phase: str, key: str, scale: float = 1.0) -> float | Non
 
 def _config(c: Cell) -> str:
     p = params(c)
-    return f"{p['precision']}, {p['pipeline']}" + (" ⚑" if c.flags else "")
+    return f"{p['precision_step']}, {p['pipeline']}" + (" ⚑" if c.flags else "")
 
 
 def _roofs_by_run(cells: list[Cell]) -> dict[tuple[str, str], dict]:
@@ -158,7 +158,7 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
     for g in groups:
         p = params(g[0])
         if cell_rows(g[0], "train"):
-            side = (p["model"], g[0].device, p["precision"], p["batch"], g[0].run_label, g[0].env_name, g[0].environment)
+            side = (p["model"], g[0].device, p["precision_step"], p["batch"], g[0].run_label, g[0].env_name, g[0].environment)
             by.setdefault(side, {})[p["pipeline"]] = _med(g, "train", "img_per_s")
     out = []
     for (m, dev, prec, b, run, env, environment), v in by.items():
@@ -209,7 +209,7 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                 {
                     "model": p["model"],
                     "device": c.device,
-                    "precision": p["precision"],
+                    "precision": p["precision_step"],
                     "batch": int(b) if b.is_integer() else b,
                     "ips": med(rows, "img_per_s"),
                     "gflops": med(rows, "achieved_flop_per_s", 1e-9),
@@ -228,7 +228,7 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
             {
                 "model": p["model"],
                 "device": c.device,
-                "precision": p["precision"],
+                "precision": p["precision_step"],
                 "batch": ends[0].get("sweep_stop_batch") or "",
                 "note": "end: " + "; ".join(stops),
                 "run": c.run_label,
@@ -312,9 +312,11 @@ def _host_cpu(c: Cell) -> str:
 
 def _workload(c: Cell) -> str:
     """What a cell computes: its params but the pass lengths and what never tells work apart
-    (threads, workers, devices, the data's checksum); the dataset's name stays."""
+    (threads, workers, devices, the data's checksum); the dataset's name stays. Parameters a
+    spec predates take today's defaults (a cell made before `step` ran step=eager)."""
     given = c.spec.get("params")
-    work = {k: v for k, v in (given if isinstance(given, dict) else {}).items() if k not in WORK_AMOUNT and k not in ALWAYS_FREE}
+    full = {**asdict(RooflineConfig()), **(given if isinstance(given, dict) else {})}
+    work = {k: v for k, v in full.items() if k not in WORK_AMOUNT and k not in ALWAYS_FREE}
     return json.dumps(work, sort_keys=True, default=str)
 
 

@@ -1,6 +1,13 @@
 """One model on one device at one precision: its counts (FLOPs, bytes), its input pipelines,
 a timed training pass, a timed validation pass, and one batch size of the sweep.
 
+Step: eager (every kernel launched from Python) or, with `step=cuda-graph`, the training step
+captured once per batch shape as a CUDA graph (torch.cuda.graph, the whole step: forward, loss,
+backward, optimizer step, the loss summed on the device) and replayed, each batch copied into
+the graph's input tensors first. `capture` checks the graph against the eager step before any
+step is timed: from the same weights and a fresh optimizer state, the same steps must give the
+same losses and move the weights as far (GRAPH_TOL), else KitError.
+
 Sync points: `train_pass` and `val_pass` sync the device at their end (inside the clock)
 and read the summed loss / correct count once; nothing in the step loop syncs. The loader
 pipeline's time blocked waiting for the next batch is summed apart (`data_wait_s`): with
@@ -20,6 +27,8 @@ from bench.core.errors import KitError
 from bench.measure.torchdev import sync
 from bench.studies.roofline.config import IMAGE_SIDE, MEAN, STD, Settings
 from bench.studies.roofline.roofmath import Affine
+
+GRAPH_TOL = 0.02  # capture's check: |graph / eager - 1| of each step's loss and of the weights' movement
 
 
 def build(name: str, n_classes: int, seed: int) -> torch.nn.Module:
@@ -67,12 +76,15 @@ class Trainer:
         self.mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1)
         self.std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1)
         self.loss_sum = torch.zeros((), device=self.device)
+        self.graph: Any = None  # step=cuda-graph: the captured step (torch.cuda.CUDAGraph) and its input tensors
+        self.static: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def sync_device(self) -> None:
         sync(self.device)
 
-    def autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+    def autocast(self, cache: bool = True):
+        """bf16 autocast for bf16-cl; CACHE off inside a graph capture (torch's notes on CUDA graphs)."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=cache)
 
     # ---- counts (untimed; at the input it trains on: side x side px)
     def count(self, batch: int) -> dict[str, Any]:
@@ -128,12 +140,108 @@ class Trainer:
 
     # ---- one step: no host sync
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        with self.autocast():
+        if self.graph is None:
+            self.eager_step(x, y)
+            return
+        sx, sy = self.static  # type: ignore[misc]
+        if x.shape != sx.shape or y.shape != sy.shape:
+            raise KitError(f"a batch of shape {tuple(x.shape)} for a step captured at {tuple(sx.shape)}")
+        if x is not sx:
+            sx.copy_(x, non_blocking=True)
+        if y is not sy:
+            sy.copy_(y, non_blocking=True)
+        self.graph.replay()
+
+    def eager_step(self, x: torch.Tensor, y: torch.Tensor, cache: bool = True) -> None:
+        with self.autocast(cache):
             loss = F.cross_entropy(self.train_model(x), y)
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.loss_sum += loss.detach().float()
+
+    # ---- the step as a CUDA graph (step=cuda-graph)
+    def capture(self, x: torch.Tensor, y: torch.Tensor, steps: int) -> dict[str, Any]:
+        """Capture the step at X, Y's shape as a CUDA graph, checked; the weights are as before.
+
+        STEPS eager steps (at least 3) on a side stream first, as torch's notes on graphs ask
+        (cuDNN's autotune, the optimizer's momentum buffers: made outside the capture, so the
+        graph updates them in place), each step's loss kept; then the capture; then the weights
+        back and the momentum zeroed in place (the addresses the graph holds; SGD's first step
+        from a zero buffer is its first step from none); the graph replayed as many steps; their
+        losses and how far they moved the weights held to the eager steps' (GRAPH_TOL); the
+        weights back again. KitError when the graph does not reproduce the eager step."""
+        if self.device.type != "cuda":
+            raise KitError(f"step=cuda-graph needs a CUDA device, not {self.device.type}")
+        self.release()
+        n = max(steps, 3)
+        sx, sy = x.clone(memory_format=torch.preserve_format), y.clone()
+        snap = self.snapshot()
+        start = [p.detach().clone() for p in self.model.parameters()]
+        self.loss_sum.zero_()
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        eager = []
+        with torch.cuda.stream(side):
+            for _ in range(n):
+                self.eager_step(sx, sy)
+                eager.append(float(self.loss_sum.item()))
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        moved_eager = self._moved(start)
+        self.opt.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.eager_step(sx, sy, cache=False)
+        self.graph, self.static = graph, (sx, sy)
+        self._reset(snap)
+        replayed = []
+        for _ in range(n):
+            graph.replay()
+            replayed.append(float(self.loss_sum.item()))
+        moved_graph = self._moved(start)
+        self._reset(snap)
+        losses = [b - a for a, b in zip([0.0, *eager], eager, strict=False)]
+        glosses = [b - a for a, b in zip([0.0, *replayed], replayed, strict=False)]
+        loss_rel = max(abs(g / e - 1) if e else math.inf for e, g in zip(losses, glosses, strict=True))
+        moved_rel = abs(moved_graph / moved_eager - 1) if moved_eager else math.inf
+        check = {
+            "graph_check_steps": n,
+            "graph_check_loss_rel": loss_rel,
+            "graph_check_moved_rel": moved_rel,
+            "graph_check_eager_losses": losses,
+            "graph_check_graph_losses": glosses,
+        }
+        if not (loss_rel <= GRAPH_TOL and moved_rel <= GRAPH_TOL):
+            self.release()
+            raise KitError(
+                f"the CUDA graph of the step does not reproduce the eager step over {n} steps: losses "
+                f"{', '.join(f'{v:.4g}' for v in glosses)} against {', '.join(f'{v:.4g}' for v in losses)}, "
+                f"the weights moved {moved_graph:.4g} against {moved_eager:.4g} (tolerance {GRAPH_TOL:.0%})"
+            )
+        return check
+
+    def _moved(self, start: list[torch.Tensor]) -> float:
+        """How far the weights are from START: the sum of |w - w0| over every parameter."""
+        with torch.no_grad():
+            return float(
+                sum((p.detach().float() - s.float()).abs().sum() for p, s in zip(self.model.parameters(), start, strict=True))
+            )
+
+    def _reset(self, snap: dict) -> None:
+        """Weights and BN statistics back, the momentum zeroed, the loss sum zeroed: all in place."""
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(snap[k])
+            for st in self.opt.state.values():
+                buf = st.get("momentum_buffer")
+                if buf is not None:
+                    buf.zero_()
+        self.loss_sum.zero_()
+        sync(self.device)
+
+    def release(self) -> None:
+        """Drop the captured step (its memory pool goes with it at the next free_cached)."""
+        self.graph = self.static = None
 
     def train_pass(self, batches, n_max: int) -> dict[str, Any]:
         """Up to N_MAX steps (0: all) over BATCHES (an iterable of (x, y)); the caller's clock runs
@@ -188,7 +296,11 @@ class Trainer:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
     def restore(self, snap: dict) -> None:
-        """Weights and BN statistics back; momentum dropped (a fresh SGD state)."""
+        """Weights and BN statistics back; momentum dropped (a fresh SGD state); with a captured
+        step, zeroed in place instead (the graph holds its addresses): the same first step."""
+        if self.graph is not None:
+            self._reset(snap)
+            return
         with torch.no_grad():
             for k, v in self.model.state_dict().items():
                 v.copy_(snap[k])
@@ -196,18 +308,27 @@ class Trainer:
         self.loss_sum.zero_()
         sync(self.device)
 
-    def warmup(self, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+    def warmup(self, x: torch.Tensor, y: torch.Tensor, steps: int, evaluate: bool = True) -> tuple[float, dict[str, Any]]:
+        """STEPS untimed training steps at X, Y (cuDNN's autotune, the allocator, clocks) and, with
+        EVALUATE, one validation forward, then the weights back; with step=cuda-graph the step is
+        captured at this shape instead (`capture`, whose check it returns). Returns (s, check)."""
         t0 = time.perf_counter()
-        snap = self.snapshot()
-        for _ in range(steps):
-            self.step(x, y)
-        self.model.eval()
-        with torch.no_grad(), self.autocast():
-            self.model(x)
-        self.model.train()
-        sync(self.device)
-        self.restore(snap)
-        return time.perf_counter() - t0
+        check: dict[str, Any] = {}
+        if self.cfg.step == "cuda-graph":
+            check = self.capture(x, y, steps)
+        else:
+            snap = self.snapshot()
+            for _ in range(steps):
+                self.step(x, y)
+            sync(self.device)
+            self.restore(snap)
+        if evaluate:
+            self.model.eval()
+            with torch.no_grad(), self.autocast():
+                self.model(x)
+            self.model.train()
+            sync(self.device)
+        return time.perf_counter() - t0, check
 
     # ---- memory
     def reset_peak(self) -> None:
