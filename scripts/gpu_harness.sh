@@ -13,7 +13,8 @@
 #                                                   # kit-graph), GRAPH_CONFIGS (resnet50:128 mobilenet_v2:256) bf16-cl,
 #                                                   # PEER_STEPS (300) steps, GRAPH_REPEATS (4) interleaved pairs
 #   HARNESS_PARTS=graphsweep bash scripts/gpu_harness.sh  # roofline's batch sweep, ResNet-50 bf16-cl 64 px, eager
-#                                                   # and cuda-graph: the host-paced batches with and without the graph
+#                                                   # and cuda-graph, SWEEP_ROUNDS (2) interleaved rounds: the host-paced
+#                                                   # batches with and without the graph (graphsweep.tar.gz: the results dirs)
 #   SPREAD_CONFIGS="resnet50:64:128=bench,pinned,graph mobilenet_v2:64:256=bench,pinned" HARNESS_PARTS=spread
 #     bash scripts/gpu_harness.sh                   # what cuts the fresh-process spread: binding to fixed CPUs, a
 #                                                   # CUDA graph (variants: lab/gpu_harness.py VARIANTS; probed adds
@@ -66,13 +67,16 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
           --out "/tmp/graph-$m" 2>&1 | quiet | tee "$OUT/peer_check-kit-graph-$m.log" | tail -8
         cp "/tmp/graph-$m/peer_check.json" "$OUT/peer_check-kit-graph-$m.json" 2>/dev/null || echo "no peer_check.json for $m"
       done ;;
-    graphsweep)
-      for step in eager cuda-graph; do
-        KIT_CACHE_DIR=/tmp/graphsweep-cache timeout "${SWEEP_TIMEOUT:-200}" python3 -m bench matrix roofline --platform cuda \
-          --profile default --only model=resnet50 --only scenario=B --only variant=bf16-cl --set step=$step \
-          --set roof_sizes=quick --set dataset=tinyimagenet-synthetic --out "$OUT/graphsweep" 2>&1 | quiet \
-          | tee "$OUT/graphsweep-$step.log" | tail -4
-      done ;;
+    graphsweep)  # SWEEP_ROUNDS (2) rounds of one eager and one cuda-graph sweep, each a fresh process, one results dir a round
+      for r in $(seq "${SWEEP_ROUNDS:-2}"); do
+        for step in eager cuda-graph; do
+          KIT_CACHE_DIR=/tmp/graphsweep-cache timeout "${SWEEP_TIMEOUT:-150}" python3 -m bench matrix roofline --platform cuda \
+            --profile default --repeats 1 --only model=resnet50 --only scenario=B --only variant=bf16-cl --set step=$step \
+            --set dataset=tinyimagenet-synthetic --out "/tmp/graphsweep/round$r" 2>&1 | quiet \
+            | tee "$OUT/graphsweep-round$r-$step.log" | tail -3
+        done
+      done
+      tar -C /tmp -czf "$OUT/graphsweep.tar.gz" graphsweep ;;
     peer)
       for mb in resnet50:128 mobilenet_v2:256; do
         m=${mb%:*} b=${mb#*:}

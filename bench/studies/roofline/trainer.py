@@ -168,7 +168,8 @@ class Trainer:
         (cuDNN's autotune, the optimizer's momentum buffers: made outside the capture, so the
         graph updates them in place), each step's loss kept; then the capture; then the weights
         back and the momentum zeroed in place (the addresses the graph holds; SGD's first step
-        from a zero buffer is its first step from none); the graph replayed as many steps; their
+        from a zero buffer is its first step from none) and the CUDA RNG as it was (a dropout's
+        masks are the eager steps' again); the graph replayed as many steps; their
         losses and how far they moved the weights held to the eager steps' (GRAPH_TOL); the
         weights back again. KitError when the graph does not reproduce the eager step."""
         if self.device.type != "cuda":
@@ -179,6 +180,7 @@ class Trainer:
         snap = self.snapshot()
         start = [p.detach().clone() for p in self.model.parameters()]
         self.loss_sum.zero_()
+        rng = torch.cuda.get_rng_state(self.device)  # dropout (MobileNetV2's head): the replays draw the eager steps' masks
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         eager = []
@@ -194,6 +196,7 @@ class Trainer:
             self.eager_step(sx, sy, cache=False)
         self.graph, self.static = graph, (sx, sy)
         self._reset(snap)
+        torch.cuda.set_rng_state(rng, self.device)
         replayed = []
         for _ in range(n):
             graph.replay()
