@@ -201,9 +201,10 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
 
         step_ms = [(b, 1e3 * b / ips) for b, rows in sorted(by.items()) if (ips := med(rows, "img_per_s"))]
         paced = roofmath.host_floor(step_ms)
+        measured = {b for b, _ in step_ms}  # a batch with no img/s is not marked
         for b, rows in sorted(by.items()):
             notes = ["NaN loss ⚑"] if any(r.get("loss_finite") is False for r in rows) else []
-            if paced and b <= paced["host_paced_up_to"] and b in dict(step_ms):  # a batch with no img/s is not marked
+            if paced and b <= paced["host_paced_up_to"] and b in measured:
                 notes.append("launch-paced" if p["step"] == "cuda-graph" else "host-paced")
             out.append(
                 {
