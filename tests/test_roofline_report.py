@@ -254,3 +254,34 @@ def test_table_8_never_pairs_a_real_data_run_with_a_synthetic_one(first):
     head = next(c for c in st.claims if c.id == "gpu-over-cpu-resnet50")
     (a,) = answers.judge(st, gpu + real, head)
     assert any(d.startswith("data: tinyimagenet-synthetic (synthetic) / tinyimagenet") for d in a.findings[0].differs)
+
+
+# ---- step=cuda-graph in the tables (the committed eager / graph sweeps; rows made before `step`)
+@pytest.fixture(scope="module")
+def graph_sweeps():
+    found, _, _ = collect([REF / "H100-80GB-HBM3-roofline-graph"])
+    return [c for c in found if c.study == "roofline" and c.status == "ok"]
+
+
+def test_rows_made_before_step_read_as_eager_and_pair_with_new_eager_cells(first):
+    assert {params(c)["step"] for c in first} == {"eager"} and all(c.first.get("step") is None for c in first)
+    old = {k: v for k, v in first[0].spec["params"].items() if k != "step"}
+    assert "step" not in first[0].spec["params"]
+    as_spec = [SimpleNamespace(spec={"params": {**old, **extra}}) for extra in ({}, {"step": "eager"}, {"step": "cuda-graph"})]
+    before, eager, graph = (report._workload(c) for c in as_spec)  # type: ignore[arg-type]
+    assert before == eager != graph
+
+
+def test_graph_sweeps_are_told_apart_and_their_floor_is_launch_paced(graph_sweeps):
+    assert sorted(params(c)["precision_step"] for c in graph_sweeps) == ["bf16-cl", "bf16-cl", "bf16-cl graph", "bf16-cl graph"]
+    rows = report.sweep_table(group_repeats(graph_sweeps))
+    points = [r for r in rows if "ips" in r]
+    assert len(points) == 4 * 9 and len({(r["device"], r["precision"], r["batch"]) for r in points}) == 36  # every run named
+    graph = {r["batch"] for r in points if r["precision"] == "bf16-cl graph" and "launch-paced" in r["note"]}
+    assert graph == {16, 32, 64}  # 3.7-4.4 ms steps: the device's floor, never called the host's
+    assert not any("host-paced" in r["note"] for r in points if r["precision"] == "bf16-cl graph")
+    assert any("host-paced" in r["note"] for r in points if r["precision"] == "bf16-cl")
+    ends = [r for r in rows if r.get("end")]
+    assert len(ends) == 4 and len({r["device"] + r["precision"] for r in ends}) == 4
+    md = "\n".join(report.sweep_section(group_repeats(graph_sweeps)))
+    assert "*launch-paced*" in md and "*host-paced*" in md and "step=cuda-graph" in md

@@ -206,7 +206,8 @@ class Roofline(Study):
     def label(self, cell: Cell) -> str:
         p = cell.params
         what = f"{p.get('pipeline')} b{p.get('batch_size')}" if p.get("scenario") == "A" else "sweep"
-        return f"{cell.backend} {p.get('model')} {cell.variant} {what}"
+        graph = " graph" if p.get("step") == "cuda-graph" else ""
+        return f"{cell.backend} {p.get('model')} {cell.variant}{graph} {what}"
 
     def progress_line(self, rows: list[dict]) -> str:
         r = rows[0] if rows else {}

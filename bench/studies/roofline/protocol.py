@@ -272,13 +272,13 @@ class CellRun:
             x, y = tr.fixed_batch(batch)
             snap = tr.snapshot()
             # untimed: this shape's autotune and allocations (2 steps), or its capture as a graph
-            _, check = tr.warmup(x, y, 2, evaluate=False)
+            _, check = tr.warmup(x, y, 2, evaluate=False, snap=snap)
             self.graph_checks[batch] = check
             stats, secs, usage = self._timed(partial(tr.train_pass, [(x, y)] * cfg.sweep_batches, 0))
             tr.restore(snap)
             tr.release()
         except Exception as err:
-            if not _is_oom(err):
+            if not (_is_oom(err) or (err.__context__ is not None and _is_oom(err.__context__))):  # an OOM in a capture
                 raise
             del x, y
             tr.release()

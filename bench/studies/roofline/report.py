@@ -231,13 +231,14 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
                 "device": c.device,
                 "precision": p["precision_step"],
                 "batch": ends[0].get("sweep_stop_batch") or "",
+                "end": True,  # never one repeat's point at the batch where another's sweep stopped
                 "note": "end: " + "; ".join(stops),
                 "run": c.run_label,
                 "env": c.env_name,
                 "environment": c.environment,
             }
         )
-    keys = ("model", "device", "precision", "batch")  # not the note: two runs' b16 is two rows, marked or not
+    keys = ("model", "device", "precision", "batch", "end")  # not the note: two runs' b16 is two rows, marked or not
     return qualify(out, keys, "device", *_run_env(out))
 
 
@@ -868,7 +869,8 @@ HOST_PACED_TEXT = [
 ]
 LAUNCH_PACED_TEXT = [
     "*launch-paced*: the same floor in a sweep whose step was a CUDA graph (`step=cuda-graph`, marked *graph*): the host "
-    "is out of the step, and the device's own latency, hundreds of small kernels one after another, sets its pace. "
+    "is out of the step, so what is left is the device's side of it, its kernels one after another, each too small to "
+    "fill the GPU (not profiled here). "
     "These figures are the device's and hold between fresh processes (on the lent H100, ResNet-50 bf16-cl: two sweeps "
     "within 1.8 % of each other at every batch, the eager step's up to 72 % apart below batch 2048; "
     "results/reference/H100-80GB-HBM3-roofline-graph/).",

@@ -78,6 +78,7 @@ class Trainer:
         self.loss_sum = torch.zeros((), device=self.device)
         self.graph: Any = None  # step=cuda-graph: the captured step (torch.cuda.CUDAGraph) and its input tensors
         self.static: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.eager_peak = 0  # bytes: the allocator's peak over the capture's eager steps
 
     def sync_device(self) -> None:
         sync(self.device)
@@ -166,29 +167,38 @@ class Trainer:
 
         STEPS eager steps (at least 3) on a side stream first, as torch's notes on graphs ask
         (cuDNN's autotune, the optimizer's momentum buffers: made outside the capture, so the
-        graph updates them in place), each step's loss kept; then the capture; then the weights
-        back and the momentum zeroed in place (the addresses the graph holds; SGD's first step
-        from a zero buffer is its first step from none) and the CUDA RNG as it was (a dropout's
-        masks are the eager steps' again); the graph replayed as many steps; their
-        losses and how far they moved the weights held to the eager steps' (GRAPH_TOL); the
-        weights back again. KitError when the graph does not reproduce the eager step."""
+        graph updates them in place), each step's loss kept, and the allocator's peak over them
+        (a replay's own activations sit in the graph's pool, which the peak of replays leaves
+        out: `memory` reports this one with the graph); then the capture; then the weights back
+        and the momentum zeroed in place (the addresses the graph holds; SGD's first step from a
+        zero buffer is its first step from none) and the CUDA RNG as it was (a dropout's masks
+        are the eager steps' again); as many steps through `step`, the batch copied into the
+        graph's emptied inputs as the timed pass copies it; their losses and how far they moved
+        the weights held to the eager steps' (GRAPH_TOL); the weights back again. KitError when
+        the graph does not reproduce the eager step; not checked (None) where the eager losses
+        were not finite: the timed pass's loss then flags the cell."""
         if self.device.type != "cuda":
             raise KitError(f"step=cuda-graph needs a CUDA device, not {self.device.type}")
         self.release()
+        self.model.train()  # a graph keeps the mode it was captured in
         n = max(steps, 3)
         sx, sy = x.clone(memory_format=torch.preserve_format), y.clone()
         snap = self.snapshot()
         start = [p.detach().clone() for p in self.model.parameters()]
         self.loss_sum.zero_()
         rng = torch.cuda.get_rng_state(self.device)  # dropout (MobileNetV2's head): the replays draw the eager steps' masks
+        torch.cuda.reset_peak_memory_stats(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         eager = []
-        with torch.cuda.stream(side):
-            for _ in range(n):
-                self.eager_step(sx, sy)
-                eager.append(float(self.loss_sum.item()))
-        torch.cuda.current_stream(self.device).wait_stream(side)
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(n):
+                    self.eager_step(sx, sy)
+                    eager.append(float(self.loss_sum.item()))
+        finally:  # an OOM here: the restore that follows runs after these steps, not beside them
+            torch.cuda.current_stream(self.device).wait_stream(side)
+        self.eager_peak = torch.cuda.max_memory_allocated(self.device)
         moved_eager = self._moved(start)
         self.opt.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
@@ -197,24 +207,29 @@ class Trainer:
         self.graph, self.static = graph, (sx, sy)
         self._reset(snap)
         torch.cuda.set_rng_state(rng, self.device)
+        sx.zero_()  # the replays below must get their batch through step's copy
+        sy.zero_()
         replayed = []
         for _ in range(n):
-            graph.replay()
+            self.step(x, y)
             replayed.append(float(self.loss_sum.item()))
         moved_graph = self._moved(start)
         self._reset(snap)
         losses = [b - a for a, b in zip([0.0, *eager], eager, strict=False)]
         glosses = [b - a for a, b in zip([0.0, *replayed], replayed, strict=False)]
-        loss_rel = max(abs(g / e - 1) if e else math.inf for e, g in zip(losses, glosses, strict=True))
-        moved_rel = abs(moved_graph / moved_eager - 1) if moved_eager else math.inf
-        check = {
+        check: dict[str, Any] = {
             "graph_check_steps": n,
-            "graph_check_loss_rel": loss_rel,
-            "graph_check_moved_rel": moved_rel,
+            "graph_check_loss_rel": None,
+            "graph_check_moved_rel": None,
             "graph_check_eager_losses": losses,
             "graph_check_graph_losses": glosses,
         }
-        if not (loss_rel <= GRAPH_TOL and moved_rel <= GRAPH_TOL):
+        if not all(map(math.isfinite, [*losses, moved_eager])):
+            return check
+        rels = [abs(g / e - 1) if e and math.isfinite(g) else math.inf for e, g in zip(losses, glosses, strict=True)]
+        moved_rel = abs(moved_graph / moved_eager - 1) if moved_eager and math.isfinite(moved_graph) else math.inf
+        check.update(graph_check_loss_rel=max(rels), graph_check_moved_rel=moved_rel)
+        if not (max(rels) <= GRAPH_TOL and moved_rel <= GRAPH_TOL):
             self.release()
             raise KitError(
                 f"the CUDA graph of the step does not reproduce the eager step over {n} steps: losses "
@@ -311,16 +326,19 @@ class Trainer:
         self.loss_sum.zero_()
         sync(self.device)
 
-    def warmup(self, x: torch.Tensor, y: torch.Tensor, steps: int, evaluate: bool = True) -> tuple[float, dict[str, Any]]:
+    def warmup(
+        self, x: torch.Tensor, y: torch.Tensor, steps: int, evaluate: bool = True, snap: dict | None = None
+    ) -> tuple[float, dict[str, Any]]:
         """STEPS untimed training steps at X, Y (cuDNN's autotune, the allocator, clocks) and, with
-        EVALUATE, one validation forward, then the weights back; with step=cuda-graph the step is
-        captured at this shape instead (`capture`, whose check it returns). Returns (s, check)."""
+        EVALUATE, one validation forward, then the weights back (to SNAP when given: the caller's
+        snapshot of them, not a second copy); with step=cuda-graph the step is captured at this
+        shape instead (`capture`, whose check it returns). Returns (s, check)."""
         t0 = time.perf_counter()
         check: dict[str, Any] = {}
         if self.cfg.step == "cuda-graph":
             check = self.capture(x, y, steps)
         else:
-            snap = self.snapshot()
+            snap = snap if snap is not None else self.snapshot()
             for _ in range(steps):
                 self.step(x, y)
             sync(self.device)
@@ -340,9 +358,14 @@ class Trainer:
         reset_peak(self.device)
 
     def memory(self) -> dict[str, float | None]:
+        """The allocator's peaks since reset_peak (MB); with a captured step, at least the peak of
+        its eager steps (the replays' activations live in the graph's pool, uncounted)."""
         from bench.measure.torchdev import memory_peaks
 
-        return memory_peaks(self.device)
+        peaks = memory_peaks(self.device)
+        if self.graph is not None and peaks.get("gpu_alloc_peak_mb") is not None:
+            peaks["gpu_alloc_peak_mb"] = max(float(peaks["gpu_alloc_peak_mb"] or 0.0), self.eager_peak / 1e6)
+        return peaks
 
     def free_bytes(self) -> float:
         """Memory the next sweep size may use, bytes: CUDA free + what torch holds cached;
