@@ -30,8 +30,8 @@ def study():
 @pytest.mark.parametrize(
     "backend,variant,devices,params,match",
     [
-        ("torch-cpu", "fp32", (), {"step": "cuda-graph"}, "runs on torch-cuda, not torch-cpu"),
-        ("torch-mps", "fp32", (), {"step": "cuda-graph"}, "runs on torch-cuda, not torch-mps"),
+        ("torch-cpu", "fp32", (), {"step": "cuda-graph"}, "runs on a CUDA backend, not torch-cpu"),
+        ("torch-mps", "fp32", (), {"step": "cuda-graph"}, "runs on a CUDA backend, not torch-mps"),
         ("torch-cuda", "bf16-cl", ("0", "1"), {"step": "cuda-graph"}, "runs on one device"),
         ("torch-cuda", "bf16-cl", (), {"step": "lazy"}, "unknown step 'lazy'"),
     ],

@@ -151,8 +151,8 @@ class Roofline(Study):
                 raise KitError(f"{key} must be {want} (got {p[key]!r})")
         if p["scenario"] == "B" and p["pipeline"] != "synthetic-gpu":
             raise KitError("scenario B (the batch sweep) runs on a fixed device batch: set pipeline=synthetic-gpu")
-        if p["step"] == "cuda-graph" and cell.backend != "torch-cuda":
-            raise KitError(f"step=cuda-graph captures the step as a CUDA graph: it runs on torch-cuda, not {cell.backend}")
+        if p["step"] == "cuda-graph" and spec.platform != "cuda":
+            raise KitError(f"step=cuda-graph captures the step as a CUDA graph: it runs on a CUDA backend, not {cell.backend}")
         if p["step"] == "cuda-graph" and cell.devices:
             raise KitError("step=cuda-graph runs on one device; devices=... (DDP) runs step=eager")
 
