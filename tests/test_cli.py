@@ -70,8 +70,10 @@ def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
         assert row["samples"] == 1536  # 1,497 padded up to whole batches of 256
         assert 0 <= row["test_acc"] <= 1 and row["rss_peak_mb"] >= row["rss_mean_mb"] > 0
         assert row["compile_s"] >= 0 and row["eval_s"] > 0
-        for phase in ("data_s", "forward_s", "backward_s", "step_s"):
-            assert 0 <= row[phase] <= row["epoch_s"], phase
+        # the phases come from a separate pass over the same 6 batches, synced at every boundary
+        # (protocol.profile_phases): near an epoch, but not bounded by the timed one on a loaded host
+        phases = [row[p] for p in ("data_s", "forward_s", "backward_s", "step_s")]
+        assert min(phases) >= 0 and 0 < sum(phases) <= 4 * row["epoch_s"], phases
         assert row["image_id"] == "native" and row["lock_hash"] == "native" and row["host"] and "cores" in row["device"]
         assert row["command"].startswith("python -m bench cell '{")
     assert (cell / "rows.csv").read_text().startswith("schema,study,cell,backend")
