@@ -314,3 +314,17 @@ def test_smoke_cell_runs_and_reports(tmp_path):
     text = (tmp_path / "rep" / "REPORT.md").read_text()
     assert "## roofline (seed 003)" in text and "NOT Tiny-ImageNet" in text and "seed Table 8" in text
     assert (tmp_path / "rep" / "roofline_device1.png").stat().st_size > 0
+
+
+def test_an_oom_raised_from_while_handling_another_is_an_oom():
+    """A CUDA graph capture that ends on an OOM raises again from its exit: the sweep must still stop there."""
+    from bench.studies.roofline.trainer import is_oom
+
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        except torch.OutOfMemoryError:
+            raise RuntimeError("operation failed due to a previous error during capture") from None
+    except RuntimeError as err:
+        assert err.__context__ is not None and is_oom(err)
+    assert not is_oom(RuntimeError("shape mismatch"))

@@ -278,7 +278,7 @@ class CellRun:
             tr.restore(snap)
             tr.release()
         except Exception as err:
-            if not (_is_oom(err) or (err.__context__ is not None and _is_oom(err.__context__))):  # an OOM in a capture
+            if not _is_oom(err):
                 raise
             del x, y
             tr.release()

@@ -43,7 +43,10 @@ def build(name: str, n_classes: int, seed: int) -> torch.nn.Module:
 
 
 def is_oom(err: BaseException) -> bool:
-    """An allocation failure: torch's OutOfMemoryError (CUDA, MPS), or the CPU allocator's."""
+    """An allocation failure: torch's OutOfMemoryError (CUDA, MPS), or the CPU allocator's; also
+    one raised while handling it (a CUDA graph capture that ends on an OOM raises from its exit)."""
+    if err.__context__ is not None and err.__context__ is not err and is_oom(err.__context__):
+        return True
     if isinstance(err, (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)):
         return True
     msg = str(err).lower()
@@ -184,7 +187,6 @@ class Trainer:
         n = max(steps, 3)
         sx, sy = x.clone(memory_format=torch.preserve_format), y.clone()
         snap = self.snapshot()
-        start = [p.detach().clone() for p in self.model.parameters()]
         self.loss_sum.zero_()
         rng = torch.cuda.get_rng_state(self.device)  # dropout (MobileNetV2's head): the replays draw the eager steps' masks
         torch.cuda.reset_peak_memory_stats(self.device)
@@ -199,7 +201,7 @@ class Trainer:
         finally:  # an OOM here: the restore that follows runs after these steps, not beside them
             torch.cuda.current_stream(self.device).wait_stream(side)
         self.eager_peak = torch.cuda.max_memory_allocated(self.device)
-        moved_eager = self._moved(start)
+        moved_eager = self._moved(snap)
         self.opt.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -213,7 +215,7 @@ class Trainer:
         for _ in range(n):
             self.step(x, y)
             replayed.append(float(self.loss_sum.item()))
-        moved_graph = self._moved(start)
+        moved_graph = self._moved(snap)
         self._reset(snap)
         losses = [b - a for a, b in zip([0.0, *eager], eager, strict=False)]
         glosses = [b - a for a, b in zip([0.0, *replayed], replayed, strict=False)]
@@ -238,12 +240,10 @@ class Trainer:
             )
         return check
 
-    def _moved(self, start: list[torch.Tensor]) -> float:
-        """How far the weights are from START: the sum of |w - w0| over every parameter."""
+    def _moved(self, snap: dict) -> float:
+        """How far the weights are from SNAP's: the sum of |w - w0| over every parameter."""
         with torch.no_grad():
-            return float(
-                sum((p.detach().float() - s.float()).abs().sum() for p, s in zip(self.model.parameters(), start, strict=True))
-            )
+            return float(sum((p.detach().float() - snap[k].float()).abs().sum() for k, p in self.model.named_parameters()))
 
     def _reset(self, snap: dict) -> None:
         """Weights and BN statistics back, the momentum zeroed, the loss sum zeroed: all in place."""
