@@ -1,7 +1,8 @@
 """What the harness costs a short GPU training step, and why fresh processes of one cell differ.
 
     python -m lab.gpu_harness inproc [--configs resnet50:64:128 mobilenet_v2:64:256 resnet50:224:64]
-                                     [--precision bf16-cl] [--rounds 10] [--block-steps 30] [--device cuda] --out DIR
+                                     [--precision bf16-cl] [--rounds 10] [--block-steps 30] [--step eager|graph]
+                                     [--device cuda] --out DIR
     python -m lab.gpu_harness spread [--config resnet50:64:128] [--variants bench nobench] [--procs 5]
                                      [--steps 300] [--warmup 10] [--device cuda] --out DIR
     python -m lab.gpu_harness nvml --out DIR
@@ -25,7 +26,10 @@ profile/kit-quiet, kit-quiet/bare and kit/bare (the harness in-process), each th
 interval, paired by round. Then torch.profiler over PROFILE_STEPS steps of bare and kit: the
 host-side time per step (the CPU span of each step's record_function) and the host ops whose
 CPU time per step differs most. A config's batch "auto" picks the batch whose step is nearest
-20 ms (the issue's short step).
+20 ms (the issue's short step). --step graph: every arm's step is a CUDA graph (bare: Graphed
+below; the kit's: its own step=cuda-graph, Trainer.capture, checked), so the GPU, not the host,
+sets the pace and the blocks wander far less: what the samplers cost shows against ~1 % instead
+of the host's ~10 % (the kit's cell with step=cuda-graph runs exactly this step).
 
 spread: PROCS fresh processes per variant, interleaved, each the bare loop (one fixed batch on
 the device) timed over STEPS steps after WARMUP, with: the per-step device time (CUDA events, no
@@ -174,16 +178,21 @@ class Graphed(Bare):
 
 
 class Kit:
-    """The roofline study's Trainer (the kit's own step and train_pass) on the same fixed batch."""
+    """The roofline study's Trainer (the kit's own step and train_pass) on the same fixed batch;
+    GRAPH: its step=cuda-graph, captured (and checked) by the kit's own warm-up."""
 
-    def __init__(self, model: str, batch: int, size: int, precision: str, device: str, classes: int = 200):
+    def __init__(self, model: str, batch: int, size: int, precision: str, device: str, classes: int = 200, graph: bool = False):
         from bench.studies.roofline.config import Settings
         from bench.studies.roofline.trainer import Trainer
 
         backend = "torch-cuda" if device == "cuda" else "torch-cpu"
-        self.tr = Trainer(Settings(model=model, precision=precision, device=device, backend=backend), classes, side=size)
+        cfg = Settings(model=model, precision=precision, device=device, backend=backend, step="cuda-graph" if graph else "eager")
+        self.tr = Trainer(cfg, classes, side=size)
         self.x, self.y = self.tr.fixed_batch(batch)
         self.device = device
+        self.check: dict = {}
+        if graph:
+            _, self.check = self.tr.warmup(self.x, self.y, 3, evaluate=False)
 
     def step(self) -> None:
         self.tr.step(self.x, self.y)
@@ -297,11 +306,12 @@ def host_profile(loop, steps: int) -> dict:
     }
 
 
-def pick_batch(model: str, size: int, precision: str, device: str) -> tuple[int, dict[int, float]]:
-    """The batch (16..512, powers of two and their midpoints) whose bare step is nearest 20 ms."""
+def pick_batch(model: str, size: int, precision: str, device: str, graph: bool = False) -> tuple[int, dict[int, float]]:
+    """The batch (16..512, powers of two and their midpoints) whose bare step (GRAPH: as a graph)
+    is nearest 20 ms."""
     tried: dict[int, float] = {}
     for b in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512):
-        loop = Bare(model, b, size, precision, device)
+        loop = (Graphed if graph else Bare)(model, b, size, precision, device)
         loop.run(5)
         tried[b] = block(loop, 10)
         del loop
@@ -316,17 +326,18 @@ def inproc(a: argparse.Namespace) -> dict:
     from bench.core.stats import ratio
 
     cuda = a.device == "cuda"
+    graph = a.step == "graph"
     torch.backends.cudnn.benchmark = True
     out = []
     for spec in a.configs:
         model, size, batch = spec.split(":")
         tried = None
         if batch == "auto":
-            b, tried = pick_batch(model, int(size), a.precision, a.device)
+            b, tried = pick_batch(model, int(size), a.precision, a.device, graph)
         else:
             b = int(batch)
-        loops = {"bare": Bare(model, b, int(size), a.precision, a.device)}
-        loops["kit"] = Kit(model, b, int(size), a.precision, a.device)
+        loops = {"bare": (Graphed if graph else Bare)(model, b, int(size), a.precision, a.device)}
+        loops["kit"] = Kit(model, b, int(size), a.precision, a.device, graph=graph)
         for lp in loops.values():
             lp.run(10)  # warm-up: cuDNN autotuning, allocator
         arms = {"bare": "bare", "kit-quiet": "kit", "kit": "kit", "kit-threads": "kit", "profile": "kit"}
@@ -353,7 +364,9 @@ def inproc(a: argparse.Namespace) -> dict:
         }
         top = sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:12]
         entry = {
-            "config": f"{model} {size}px b{b} {a.precision}",
+            "config": f"{model} {size}px b{b} {a.precision}" + (" graph" if graph else ""),
+            "step": a.step,
+            "graph_check": {k: v for k, v in loops["kit"].check.items() if not isinstance(v, list)},
             "model": model,
             "image_size": int(size),
             "batch": b,
@@ -964,6 +977,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--step", choices=("eager", "graph"), default="eager", help="inproc: every arm's step eager or a CUDA graph")
     ap.add_argument("--out", type=Path, default=Path("results/lab"))
     a = ap.parse_args(argv)
     for spec in a.configs + [a.config]:
@@ -977,6 +991,8 @@ def main(argv: list[str] | None = None) -> None:
 
         if not torch.cuda.is_available():
             fail("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    if a.step == "graph" and a.device != "cuda":
+        fail("--step graph needs --device cuda (a CUDA graph)")
     a.out.mkdir(parents=True, exist_ok=True)
     doc = {"inproc": inproc, "spread": spread, "nvml": nvml_calls}[a.mode](a)
     write(a.out, out_name(a), doc, a)

@@ -15,6 +15,10 @@
 #   HARNESS_PARTS=graphsweep bash scripts/gpu_harness.sh  # roofline's batch sweep, ResNet-50 bf16-cl 64 px, eager
 #                                                   # and cuda-graph, SWEEP_ROUNDS (2) interleaved rounds: the host-paced
 #                                                   # batches with and without the graph (graphsweep.tar.gz: the results dirs)
+#   HARNESS_PARTS=samplers bash scripts/gpu_harness.sh  # the samplers' cost with every arm's step a CUDA graph (the GPU
+#                                                   # sets the pace): inproc --step graph, SAMPLER_CONFIGS (resnet50:224:auto
+#                                                   # mobilenet_v2:224:auto: the batch nearest a 20 ms step), SAMPLER_ROUNDS (40)
+#                                                   # x INPROC_BLOCK (30) steps, SAMPLER_TIMEOUT (240 s a config)
 #   SPREAD_CONFIGS="resnet50:64:128=bench,pinned,graph mobilenet_v2:64:256=bench,pinned" HARNESS_PARTS=spread
 #     bash scripts/gpu_harness.sh                   # what cuts the fresh-process spread: binding to fixed CPUs, a
 #                                                   # CUDA graph (variants: lab/gpu_harness.py VARIANTS; probed adds
@@ -47,6 +51,13 @@ for part in ${HARNESS_PARTS:-nvml inproc spread}; do
         timeout "${SHORT_TIMEOUT:-100}" python3 -m lab.gpu_harness inproc --out "$OUT" --configs "$cfg" --rounds 24 \
           --block-steps "${c##*:}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc-short-blocks-$tag.log"
         cp "$OUT/gpu_harness-inproc.json" "$OUT/gpu_harness-inproc-short-blocks-$tag.json"
+      done ;;
+    samplers)
+      for c in ${SAMPLER_CONFIGS:-resnet50:224:auto mobilenet_v2:224:auto}; do
+        tag="${c%%:*}-$(cut -d: -f2 <<<"$c")"  # resnet50-224
+        timeout "${SAMPLER_TIMEOUT:-240}" python3 -m lab.gpu_harness inproc --step graph --out "$OUT" --configs "$c" \
+          --rounds "${SAMPLER_ROUNDS:-40}" --block-steps "${INPROC_BLOCK:-30}" 2>&1 | quiet | tee "$OUT/gpu_harness-inproc-graph-$tag.log"
+        cp "$OUT/gpu_harness-inproc.json" "$OUT/gpu_harness-inproc-graph-$tag.json"
       done ;;
     spread)
       for cv in ${SPREAD_CONFIGS:-resnet50:64:128=bench,nobench resnet50:64:1024=bench}; do

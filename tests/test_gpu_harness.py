@@ -154,6 +154,7 @@ def test_the_spread_summary_ranks_each_candidate_against_img_per_s() -> None:
         (["inproc", "--configs", "resnet50:64"], "want model:px:batch"),
         (["spread", "--rounds", "0", "--device", "cpu"], "must be >= 1"),
         (["inproc", "--device", "cuda"], "torch sees no CUDA GPU"),
+        (["inproc", "--step", "graph", "--device", "cpu"], "--step graph needs --device cuda"),
         (["sideways"], "invalid choice"),
     ],
 )
