@@ -187,3 +187,19 @@ def test_the_committed_h100_sweeps_show_the_issues_two_configurations_host_paced
     assert floor_of([(16, 10.0), (32, 10.0)]) is None
     assert main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.strip().endswith("not a directory")
+
+
+def test_the_committed_graph_blocks_decide_the_samplers_cost_under_one_percent() -> None:
+    """The committed H100 on/off blocks with every step a CUDA graph (README there: "The samplers'
+    cost at short GPU-paced steps"): the kit's samplers against none, and the profile sampler, each
+    with an interval whose upper end is under 1 %, from blocks the kit's checked capture ran."""
+    ref = ROOT / "results/reference/H100-80GB-HBM3-harness"
+    for name in ("resnet50-224", "mobilenet_v2-224"):
+        doc = json.loads((ref / f"gpu_harness-inproc-graph-{name}.json").read_text())
+        assert doc["meta"]["status"] == "ok" and "--step graph" in doc["meta"]["command"]
+        (cfg,) = doc["configs"]
+        assert cfg["step"] == "graph" and cfg["graph_check"]["graph_check_loss_rel"] == 0.0
+        assert 10 <= min(cfg["step_ms"].values()) and max(cfg["step_ms"].values()) <= 25  # the issue's short step
+        for key in ("kit/kit-quiet", "profile/kit-quiet"):
+            r = cfg["ratios"][key]
+            assert r["kind"] == "ci" and r["n"] >= 30 and r["hi"] < 1.01 and r["lo"] > 0.99, (name, key, r)
