@@ -12,8 +12,8 @@ and checked as a cell is. Its epoch took 20.6 ms against 19.5 ms of steps on an 
               (the thread's start and join outside the clock; until 2026-11-27 they were inside)
     nosampler the same without the RSSSampler
     parts     train_epoch's own sequence spelled out, each part timed on the host and between CUDA
-              events: the order copy, the graph's replay call, the GPU's run of the graph (event
-              after the copy to event after the replay), the loss read (the epoch's one sync)
+              events: the order's staging into page-locked memory, the graph's replay call, the
+              GPU's run of the graph (its first node copies the order), the loss read (the sync)
     graph     three replays back to back between two events, no copy and no sync between them: the
               graph's own GPU time per epoch (the floor an epoch can reach)
 
@@ -94,10 +94,9 @@ def one(tr, cfg, kind: str, epoch: int) -> dict:
         tr.net.epoch_loss_sum()
         return {"ms": ev[0].elapsed_time(ev[1]) / 3}
     t0 = time.perf_counter()
-    ev[0].record()
-    tr.send_order(order)
-    ev[1].record()
+    tr.stage_order(order)
     t1 = time.perf_counter()
+    ev[1].record()
     tr._graph.replay()
     t2 = time.perf_counter()
     ev[2].record()
@@ -105,10 +104,9 @@ def one(tr, cfg, kind: str, epoch: int) -> dict:
     t3 = time.perf_counter()
     return {
         "ms": 1e3 * (t3 - t0),
-        "copy_host_ms": 1e3 * (t1 - t0),
-        "copy_gpu_ms": ev[0].elapsed_time(ev[1]),
+        "stage_host_ms": 1e3 * (t1 - t0),
         "replay_call_ms": 1e3 * (t2 - t1),
-        "graph_gpu_ms": ev[1].elapsed_time(ev[2]),
+        "graph_gpu_ms": ev[1].elapsed_time(ev[2]),  # the order's copy (its first node) and the steps
         "loss_read_ms": 1e3 * (t3 - t2),
     }
 
@@ -116,7 +114,8 @@ def one(tr, cfg, kind: str, epoch: int) -> dict:
 def host_calls(tr, n: int = 200) -> dict[str, float]:
     """Median host microseconds of each call an epoch makes (and the ways the order could be
     sent), each called n times with the device idle: numba's event create + record, its order
-    copies (pageable synchronous, page-locked queued), torch's queued copy (what send_order does),
+    copies (pageable synchronous, page-locked queued), torch's queued copy (what the cell did until
+    2026-11-27; its graph now copies the order itself), the cell's staging of the order,
     the loss read, and each library's device sync."""
     import torch
 
@@ -129,7 +128,8 @@ def host_calls(tr, n: int = 200) -> dict[str, float]:
         "numba event() + record()": lambda: cuda.event().record(),
         "numba copy_to_device int64 pageable sync": lambda: dev64.copy_to_device(order),
         "numba copy_to_device int64 pinned queued": lambda: dev64.copy_to_device(pinned, stream=stream0),
-        "torch copy_ pinned queued (send_order)": lambda: tr.send_order(order),
+        "torch copy_ pinned queued": lambda: tr._order_t.copy_(tr._order_pinned_t, non_blocking=True),
+        "stage_order (the cast into page-locked memory)": lambda: tr.stage_order(order),
         "numba loss read (copy_to_host)": lambda: tr.net.epoch_loss_sum(reset=False),
         "numba cuda.synchronize()": cuda.synchronize,
         "torch.cuda.synchronize()": torch.cuda.synchronize,

@@ -5,18 +5,21 @@ check against torch every numba-cuda trainer runs before anything is timed
 
 Variant -> kernels: default -> "fast" (variant 2, 3 launches a step), naive -> "naive" (variant
 1), graph -> "uconv" (variant 8, 6 launches a step; variant 6 before 2026-11-27) with each timed
-epoch's launches (the batch gathers too) recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one
-host call; the graph is captured in warmup() and again whenever the net is rebuilt, outside every
-timed epoch. The CUDA simulator cannot capture graphs: there the graph variant launches eagerly,
-and its rows say so (cuda_graph).
+epoch recorded once as a CUDA graph (kernels/numba_cuda/graph.py) and replayed with one host call:
+the order's copy from a page-locked buffer (its first node), the loss reset, and every step's
+batch gather and launches. The graph is captured in warmup() and again whenever the net is
+rebuilt, outside every timed epoch. The CUDA simulator cannot capture graphs: there the graph
+variant launches eagerly, and its rows say so (cuda_graph).
 
-The graph cell's epoch beyond its graph (lab/numba_epoch.py, H100, 2026-11-27, variant 6): the
-graph ran 19.71-19.82 ms an epoch of 118 steps; the cell's clock adds 0.63 ms: the order's copy
-(torch's queued copy from page-locked memory, 27.5 us of host time against numba's
-copy_to_device at 136-174 us), the replay call, the wait for the loss read, two events, the
-stopwatch's syncs and the RSS sampler (0.02-0.10 ms). Cell on real MNIST (H100, 2026-11-27,
-lab/results/numba_cuda_uconv-H100/): variant 8 4,878,825 and 4,923,216 samples/s beside variant
-7's 3,662,053 on one machine (graph steps 95.8 and 132.0 us; variant 6's 165.2)."""
+The graph cell's epoch beyond its graph (lab/numba_epoch.py, H100, variant 8, 60,416 samples an
+epoch): the graph's own GPU time 11.77-11.80 ms; the cell's clock added 0.56 ms with the order's
+copy queued by torch before the replay and two events made each epoch, 0.47 ms with the copy in
+the graph and the events made once (two H100s of one kind; lab/results/numba_cuda_stage-H100/). What is left: the
+host's work before the GPU starts (the order's cast into the page-locked buffer, 63 us; the
+replay call, 144 us), the loss read, the stopwatch's syncs, and perhaps the RSS sampler's child (the cell against no
+sampler: 0.08 ms, medians of 12 rounds without an interval).
+Cell on real MNIST, side by side on one H100 (2026-11-27): 4,958,457 samples/s [4,955,289-
+4,975,416] against 4,871,261 before, 1.018x [1.016-1.021]; the graph alone would give 5.12M."""
 
 from __future__ import annotations
 
@@ -74,6 +77,7 @@ class NumbaCudaTrainer:
         self._gather = gather[(bs * 784 + 255) // 256, 256]
         self.net: Any = None  # the DeviceNet, made in warmup()
         self._event = _HostMark if K.simulated() else cuda.event
+        self._timed_events = [self._event() for _ in range(2)]  # made once: 20 us each on the epoch's clock (H100)
         self._fields: dict = {}
         self.check: dict = {}
 
@@ -120,7 +124,7 @@ class NumbaCudaTrainer:
             cuda, bs = self.cuda, self.cfg.batch_size
             n = len(epoch_order(int(self.x_train.shape[0]), bs, self.cfg.seed, 0, self.cfg.last_batch))
             # the order's device buffer and a page-locked twin, made once and owned by torch (which
-            # captures and replays the graph): send_order queues the copy on torch's stream
+            # captures and replays the graph): the graph's first node copies the one to the other
             import torch
 
             dtype = torch.int32 if self.x_train.shape[0] < 1 << 31 else torch.int64
@@ -136,6 +140,8 @@ class NumbaCudaTrainer:
             cuda.synchronize()
 
             def gather(i: int, stream) -> None:
+                if i == 0:  # the graph's first node: this epoch's order from the page-locked buffer stage_order filled
+                    self._order_graph.copy_to_device(self._order_pinned, stream=stream)
                 self._gather_kernel[grid, 256, stream](self.x_train, self.y_train, self._order_graph, i * bs, self.xb, self.yb)
 
             self._graph = self.net.capture_steps(
@@ -143,21 +149,20 @@ class NumbaCudaTrainer:
             )
         self.cuda.synchronize()
 
-    def send_order(self, order: np.ndarray) -> None:
-        """The graph variant: this epoch's sample order into the buffer its gathers read, queued
-        on torch's current stream ahead of the replay, which runs there too; the host does not
-        wait. numba's copy_to_device took 0.27-0.38 ms of host time an epoch on an H100 (of an
-        epoch's 20.3-20.6 ms) whatever the size (int64 or uint16) and whether synchronous or
-        queued from page-locked memory (lab/numba_epoch.py, lab/results/numba_cuda_sparse-H100/).
-        The page-locked buffer is refilled only after the epoch's loss read: the copy is done."""
+    def stage_order(self, order: np.ndarray) -> None:
+        """The graph variant: this epoch's sample order into the page-locked buffer the graph's
+        first node copies to the device (captured once: no copy call an epoch). The host's work
+        before the replay is on the epoch's clock with the GPU idle: queuing the copy from here
+        with torch took 72 us of host time there (25 us in a loop), numba's copy_to_device
+        118-174 us, the cast into the buffer 49 us (lab/numba_epoch.py, H100). The buffer is
+        refilled only after the epoch's loss read: the replay that read it is done."""
         np.copyto(self._order_pinned, order, casting="unsafe")  # indices < the training set's size
-        self._order_t.copy_(self._order_pinned_t, non_blocking=True)
 
     def train_epoch(self, order: np.ndarray, timer) -> dict:
         cuda, net, bs = self.cuda, self.net, self.cfg.batch_size
         n_steps = len(order) // bs
-        ev = [self._event() for _ in range(2)]
         timed = not getattr(timer, "enabled", False)
+        ev = self._timed_events if timed else [self._event() for _ in range(2)]
         marks = []  # per step: events at the boundaries data|forward|backward|step
         if timed and self._graph is not None:  # the graph variant: one replay is the epoch
             if n_steps != self._graph_steps or len(order) != self._order_graph.shape[0]:
@@ -166,11 +171,12 @@ class NumbaCudaTrainer:
                 raise KitError(
                     f"an epoch of {len(order)} samples, but the captured graph holds {self._graph_steps} steps of {bs}"
                 )
-            ev[0].record()
-            self.send_order(order)
-            ev[1].record()
+            t0 = time.perf_counter()
+            self.stage_order(order)
+            h2d_host = time.perf_counter() - t0
             self._graph.replay()
         else:
+            h2d_host = None
             ev[0].record()
             order_dev = cuda.to_device(order)
             ev[1].record()
@@ -205,7 +211,8 @@ class NumbaCudaTrainer:
             phases = {}
         self._fields = {
             **phases,
-            "h2d_s": ev[0].elapsed_time(ev[1]) / 1e3,
+            # the graph: the host's staging of the order (its copy is the graph's first node)
+            "h2d_s": h2d_host if h2d_host is not None else ev[0].elapsed_time(ev[1]) / 1e3,
             "h2d_setup_s": self.h2d_setup_s,
             **self.check,
             "kernel_variant": self.kernel_variant,
@@ -220,7 +227,7 @@ class NumbaCudaTrainer:
     def _graph_note(self) -> str:
         if self.use_graph:
             steps, launches = self._graph_steps, self.K.LAUNCHES_PER_STEP[self.kernel_variant] + 1
-            return f"epoch: a loss reset and {steps} steps x {launches} launches, one replay"
+            return f"epoch: the order's copy, a loss reset and {steps} steps x {launches} launches, one replay"
         if self.cfg.variant == "graph":
             return "no: the CUDA simulator cannot capture graphs (launched eagerly)"
         return "no"

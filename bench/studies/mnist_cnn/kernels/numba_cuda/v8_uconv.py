@@ -32,7 +32,8 @@ On an H100 (2026-11-27, lab/results/numba_cuda_uconv-H100/, `python3 -m lab.chec
 --variants unsigned,uconv`): 200 steps as one CUDA graph, 95.8 us a step [95.7-96.2], 5,343,718
 samples/s, against variant 7's 132.0 [131.8-132.3] in the same process (1.38x). The mnist-cnn cell
 `graph` runs it: 4,878,825 and 4,923,216 samples/s on real MNIST (10 epochs, batch 512, 3 repeats
-each) beside variant 7's 3,662,053 on the same machine.
+each) beside variant 7's 3,662,053 on the same machine; 4,958,457 since the graph copies each
+epoch's order itself (lab/results/numba_cuda_stage-H100/).
 """
 
 from __future__ import annotations
