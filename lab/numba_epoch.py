@@ -124,11 +124,13 @@ def host_calls(tr, n: int = 200) -> dict[str, float]:
     dev64 = cuda.to_device(np.zeros(len(order), np.int64))
     pinned = cuda.pinned_array(len(order), np.int64)
     stream0 = cuda.default_stream()
+    t_dev = torch.zeros(len(order), dtype=torch.int32, device="cuda")
+    t_pinned = torch.zeros(len(order), dtype=torch.int32).pin_memory()
     calls = {
         "numba event() + record()": lambda: cuda.event().record(),
         "numba copy_to_device int64 pageable sync": lambda: dev64.copy_to_device(order),
         "numba copy_to_device int64 pinned queued": lambda: dev64.copy_to_device(pinned, stream=stream0),
-        "torch copy_ pinned queued": lambda: tr._order_t.copy_(tr._order_pinned_t, non_blocking=True),
+        "torch copy_ pinned queued": lambda: t_dev.copy_(t_pinned, non_blocking=True),
         "stage_order (the cast into page-locked memory)": lambda: tr.stage_order(order),
         "numba loss read (copy_to_host)": lambda: tr.net.epoch_loss_sum(reset=False),
         "numba cuda.synchronize()": cuda.synchronize,
