@@ -872,7 +872,7 @@ LAUNCH_PACED_TEXT = [
     "is out of the step, so what is left is the device's side of it, its kernels one after another, each too small to "
     "fill the GPU (not profiled here). "
     "These figures are the device's and hold between fresh processes (on the lent H100, ResNet-50 bf16-cl: two sweeps "
-    "within 1.8 % of each other at every batch, the eager step's up to 72 % apart below batch 2048; "
+    "within 1.9 % of each other at every batch, the eager step's up to 57 % apart below batch 2048; "
     "results/reference/H100-80GB-HBM3-roofline-graph/).",
     "",
 ]
