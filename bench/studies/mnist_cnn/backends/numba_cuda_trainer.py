@@ -14,12 +14,13 @@ variant launches eagerly, and its rows say so (cuda_graph).
 The graph cell's epoch beyond its graph (lab/numba_epoch.py, H100, variant 8, 60,416 samples an
 epoch): the graph's own GPU time 11.77-11.80 ms; the cell's clock added 0.56 ms with the order's
 copy queued by torch before the replay and two events made each epoch, 0.47 ms with the copy in
-the graph and the events made once (two H100s of one kind; lab/results/numba_cuda_stage-H100/). What is left: the
-host's work before the GPU starts (the order's cast into the page-locked buffer, 63 us; the
-replay call, 144 us), the loss read, the stopwatch's syncs, and perhaps the RSS sampler's child (the cell against no
-sampler: 0.08 ms, medians of 12 rounds without an interval).
-Cell on real MNIST, side by side on one H100 (2026-11-27): 4,958,457 samples/s [4,955,289-
-4,975,416] against 4,871,261 before, 1.018x [1.016-1.021]; the graph alone would give 5.12M."""
+the graph and the events made once (two H100s of one kind; lab/results/numba_cuda_stage-H100/).
+What is left: the host's work before the GPU starts (the order's cast into the page-locked
+buffer, 63 us; the replay call, 139-144 us, the same with the copy done by a kernel), the loss
+read, the stopwatch's syncs, and perhaps the RSS sampler's child (the cell against no sampler:
+0.08 ms, medians of 12 rounds without an interval). Cell on real MNIST, side by side with the
+trainer before, three interleaved rounds on each of two H100s (2026-11-27): 1.018x [1.016-1.021]
+and 1.014x [1.009-1.028]; six cells 4.90-5.00M samples/s, median 4.96M (the graph alone 5.12M)."""
 
 from __future__ import annotations
 
