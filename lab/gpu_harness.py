@@ -306,12 +306,12 @@ def host_profile(loop, steps: int) -> dict:
     }
 
 
-def pick_batch(model: str, size: int, precision: str, device: str, graph: bool = False) -> tuple[int, dict[int, float]]:
-    """The batch (16..512, powers of two and their midpoints) whose bare step (GRAPH: as a graph)
-    is nearest 20 ms."""
+def pick_batch(model: str, size: int, precision: str, device: str, make: type = Bare) -> tuple[int, dict[int, float]]:
+    """The batch (16..512, powers of two and their midpoints) whose bare step (MAKE: Bare, or
+    Graphed for the step as a graph) is nearest 20 ms."""
     tried: dict[int, float] = {}
     for b in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512):
-        loop = (Graphed if graph else Bare)(model, b, size, precision, device)
+        loop = make(model, b, size, precision, device)
         loop.run(5)
         tried[b] = block(loop, 10)
         del loop
@@ -327,16 +327,17 @@ def inproc(a: argparse.Namespace) -> dict:
 
     cuda = a.device == "cuda"
     graph = a.step == "graph"
+    bare = Graphed if graph else Bare
     torch.backends.cudnn.benchmark = True
     out = []
     for spec in a.configs:
         model, size, batch = spec.split(":")
         tried = None
         if batch == "auto":
-            b, tried = pick_batch(model, int(size), a.precision, a.device, graph)
+            b, tried = pick_batch(model, int(size), a.precision, a.device, bare)
         else:
             b = int(batch)
-        loops = {"bare": (Graphed if graph else Bare)(model, b, int(size), a.precision, a.device)}
+        loops = {"bare": bare(model, b, int(size), a.precision, a.device)}
         loops["kit"] = Kit(model, b, int(size), a.precision, a.device, graph=graph)
         for lp in loops.values():
             lp.run(10)  # warm-up: cuDNN autotuning, allocator

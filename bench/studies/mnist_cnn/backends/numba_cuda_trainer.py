@@ -124,15 +124,12 @@ class NumbaCudaTrainer:
         if self.use_graph:
             cuda, bs = self.cuda, self.cfg.batch_size
             n = len(epoch_order(int(self.x_train.shape[0]), bs, self.cfg.seed, 0, self.cfg.last_batch))
-            # the order's device buffer and a page-locked twin, made once and owned by torch (which
-            # captures and replays the graph): the graph's first node copies the one to the other
-            import torch
-
-            dtype = torch.int32 if self.x_train.shape[0] < 1 << 31 else torch.int64
-            self._order_t = torch.zeros(n, dtype=dtype, device=f"cuda:{cuda.get_current_device().id}")
-            self._order_pinned_t = torch.zeros(n, dtype=dtype).pin_memory()
-            self._order_pinned = self._order_pinned_t.numpy()  # the same page-locked memory
-            self._order_graph = cuda.as_cuda_array(self._order_t)  # what the captured gathers read
+            # the order's device buffer and its page-locked twin, made once per net: the graph's
+            # first node copies the one the host fills (stage_order) to the one the gathers read
+            dtype = np.int32 if self.x_train.shape[0] < 1 << 31 else np.int64
+            self._order_pinned = cuda.pinned_array(n, dtype=dtype)
+            self._order_pinned[:] = 0
+            self._order_graph = cuda.to_device(self._order_pinned)
             self._graph_steps = n // bs
             grid = (bs * 784 + 255) // 256
 
