@@ -105,6 +105,7 @@ class FakeTrainer:
             types.SimpleNamespace(param_groups=[{"lr": lr}]),
             types.SimpleNamespace(workers=0),
         )
+        self.model = torch.nn.Linear(4, 10)  # what the cell counts (n_params); its memory is FakeCuda's 100 MB
         cuda.alloc(f"model{self.n}", 100.0)
         weakref.finalize(self, cuda.free, f"model{self.n}")
 

@@ -54,6 +54,7 @@ class CellRun:
     last_acc: float | None = None
     released: dict = field(default_factory=dict)
     search_peaks: dict = field(default_factory=dict)
+    n_params: int | None = None  # the trained model's parameters, counted once as it is built (use)
 
     @property
     def steps(self) -> int:
@@ -83,7 +84,16 @@ class CellRun:
             "n_test": len(self.split.y_eval),
             "last_batch": "drop",
             "chance_epochs": self.cfg.chance_epochs,
+            "n_params": self.n_params,  # None in a search's rows: no model is trained yet
         }
+
+    def use(self, trainer: Trainer) -> Trainer:
+        """TRAINER becomes the cell's, its model's parameters counted (outside every clock): the
+        count every row carries and the speed line prints (Study.param_count reads `n_params`)."""
+        from bench.studies.cifar_opt.models import n_params
+
+        self.trainer, self.n_params = trainer, n_params(trainer.model)
+        return trainer
 
     @property
     def dist(self) -> Any:
@@ -95,9 +105,10 @@ class CellRun:
         if self.trainer is None:  # optuna: build with the pick, warm up, before the first clock
             bs, lr = self.pick["batch_size_picked"], self.pick["lr_picked"]
             self.released = release_memory(self.cfg.device)  # the search's leftovers are not this model's
-            self.trainer = self.make(self.split, bs, lr, "default")
-            self.warmup_s = self.trainer.warmup()
-            self.heap_mb = self.trainer.python_heap_peak_mb()
+            tr = self.use(self.make(self.split, bs, lr, "default"))
+            self.warmup_s = tr.warmup()
+            self.heap_mb = tr.python_heap_peak_mb()
+            return tr
         return self.trainer
 
     def step(self, i: int) -> list[dict]:
@@ -205,7 +216,7 @@ class CellRun:
             "compile_s": self.warmup_s,
             "normalise_mean": tr.mean if tr else None,
             "normalise_std": tr.std if tr else None,
-            "n_params": sum(p.numel() for p in tr.model.parameters()) if tr else None,
+            "n_params": self.n_params,
             "search": self.pick or None,
             "released_after_search": self.released or None,
             "training_seed": self.cfg.seed,
@@ -246,9 +257,9 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
 
         run.search = Search(cfg, split.x_train, split.y_train, ctx.cell_dir, make)
     else:
-        run.trainer = make(split, cfg.batch_size, cfg.lr)
-        run.warmup_s = run.trainer.warmup()
-        run.heap_mb = run.trainer.python_heap_peak_mb()
+        tr = run.use(make(split, cfg.batch_size, cfg.lr))
+        run.warmup_s = tr.warmup()
+        run.heap_mb = tr.python_heap_peak_mb()
     return run
 
 
