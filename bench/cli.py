@@ -102,6 +102,19 @@ def matrix(
     target_width: Annotated[
         float | None, typer.Option(help="--until-decided: also stop at (hi - lo) / median <= this, e.g. 0.05")
     ] = None,
+    budget_whole: Annotated[
+        bool, typer.Option("--budget-whole", help="--until-decided: --budget is the whole run's time, first rounds included")
+    ] = False,
+    stop_after: Annotated[
+        str | None,
+        typer.Option(
+            help="start no cell or round that would end past this time (e.g. 9m): a clean stop, resumed by the same command"
+        ),
+    ] = None,
+    after_round: Annotated[
+        list[str] | None,
+        typer.Option(hidden=True, help="argv (one word per use) run after the first rounds and every added round"),
+    ] = None,
 ) -> None:
     """Resolve the studies' matrices for PLATFORM(s) and run every cell, each in its own process."""
     from bench.core.provenance import RUN_LABEL_ENV
@@ -123,6 +136,9 @@ def matrix(
             max_repeats=max_repeats,
             budget=budget,
             target_width=target_width,
+            budget_whole=budget_whole,
+            stop_after=stop_after,
+            after_round=tuple(after_round or ()),
             devices=tuple(d for d in (devices or "").split(",") if d),
             out=out or default_out(),
             data_dir=data_dir,

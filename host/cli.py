@@ -29,7 +29,7 @@ import typer
 from bench.core.choices import Profile, Schedule
 from bench.core.cli_style import fail, style
 from bench.core.errors import KitError, UsageError, host_exit_code
-from bench.core.request import default_out
+from bench.core.request import default_out, parse_budget
 
 if TYPE_CHECKING:
     from bench.core.request import RunRequest
@@ -279,9 +279,17 @@ def _interrupted(err: KeyboardInterrupt, what: str) -> NoReturn:
     raise typer.Exit(exit_code(err))
 
 
-def _execute(req: RunRequest, runtime: Runtime, ca_cert: Path | None, image: str | None = None) -> tuple[dict, int]:
+def _execute(
+    req: RunRequest,
+    runtime: Runtime,
+    ca_cert: Path | None,
+    image: str | None = None,
+    adapt: Callable[[RunRequest, list[str], bool], RunRequest] | None = None,
+) -> tuple[dict, int]:
     """Run REQ on each of its platforms (none named: every one) this host can run, natively or in
-    its image (IMAGE: that one, unbuilt). Returns (platform notes for platforms.json, exit code)."""
+    its image (IMAGE: that one, unbuilt). ADAPT(req, platforms to run, in containers) may change the
+    request once those are known (`all`: the answer's plan). Returns (platform notes for
+    platforms.json, exit code)."""
     from bench.core.request import PLATFORMS
     from host import plan
 
@@ -315,6 +323,11 @@ def _execute(req: RunRequest, runtime: Runtime, ca_cert: Path | None, image: str
     todo = [p for p in wanted if not can[p]]
     if platforms and not todo:
         fail(f"this host cannot run {', '.join(platforms)}: " + "; ".join(f"{p}: {can[p]}" for p in platforms))
+    if adapt is not None:
+        try:
+            req = adapt(req, todo, use_docker)
+        except KitError as err:
+            usage(str(err))
     code = 0
     if not use_docker:
         try:
@@ -323,11 +336,17 @@ def _execute(req: RunRequest, runtime: Runtime, ca_cert: Path | None, image: str
             fail(err)
         except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: the matrix settled its cells
             _interrupted(err, "the matrix stopped")
+        from bench.run.matrix import PAUSED
+
         for p in todo:
             notes[p] = {
-                "status": "ran" if code == 0 else "errors",
+                "status": "ran" if code == 0 else "paused" if code == PAUSED else "errors",
                 "runtime": "native",
-                "reason": "" if code == 0 else f"matrix exit code {code}: see the cells' log.txt",
+                "reason": ""
+                if code == 0
+                else "stopped at --stop-after; the same command resumes"
+                if code == PAUSED
+                else f"matrix exit code {code}: see the cells' log.txt",
             }
         return notes, code
     from host import engine, images
@@ -516,17 +535,51 @@ def all_cmd(
         typer.Option(help="answer the seeds' claims also against the committed references (this CPU against their GPUs)"),
     ] = True,
 ) -> None:
-    """Run every platform this host can run, then write the report."""
+    """Run every platform this host can run, then write the report. With a GPU here and no --profile:
+    the answer first (every study's GPU-vs-CPU comparisons, the same work on both sides), then rounds
+    until decided within --budget, the report rewritten after each (host/answer_plan.py)."""
     from bench.core.rows import write_json
-
-    req = _request(opts)
-    out = req.paths.out
-    notes, code = _execute(req, opts.runtime, opts.ca_cert)
-    write_json(out / "platforms.json", notes)
+    from host import answer_plan
     from host.report import REFERENCES
 
-    context = sorted(REFERENCES.iterdir()) if references and REFERENCES.is_dir() else []
-    _report([out], report_dir or (out / "report" if out != default_out() else Path("results/report")), context)
+    budget = None if opts.until_decided else opts.budget  # the answer's: the whole run (host/answer_plan.py)
+    if budget is not None:
+        try:
+            parse_budget(budget)
+        except KitError as err:
+            usage(str(err))
+    req = _request(replace(opts, budget=None) if budget is not None else opts)
+    out = req.paths.out
+    context = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if references and REFERENCES.is_dir() else []
+    where = report_dir or (out / "report" if out != default_out() else Path("results/report"))
+
+    def answer_first(r: RunRequest, todo: list[str], containers: bool) -> RunRequest:
+        got = answer_plan.plan(r, todo, containers, answer_plan.report_argv(out, where, context), budget)
+        if got is None and budget is not None:
+            raise UsageError(
+                f"--budget {budget}: the answer adds rounds where a GPU runs beside the CPU and no --profile is named "
+                f"(here: {', '.join(todo)}, profile {r.profile}); add --until-decided to add rounds to this run"
+            )
+        if got is None:
+            if r.profile == "auto" and "cpu" in todo and not any(p != "cpu" for p in todo):
+                typer.echo(
+                    "answer: only cpu runs here, so this host forms no GPU-vs-CPU comparison of its own; the report "
+                    "pairs this CPU with the committed references where they ran the same work and data, and says "
+                    "what to run where they did not"
+                )
+            return r
+        for line in answer_plan.lines(got):
+            typer.echo(line)
+        return got.request
+
+    try:
+        notes, code = _execute(req, opts.runtime, opts.ca_cert, adapt=answer_first)
+    except typer.Exit as stop:  # Ctrl-C, SIGTERM: the report of what finished, then the same exit
+        if stop.exit_code and stop.exit_code >= 128 and any(out.glob("*/*/rows.jsonl")):
+            _report([out], where, context)
+        raise
+    write_json(out / "platforms.json", notes)
+    _report([out], where, context)
     raise typer.Exit(code)
 
 
@@ -580,26 +633,39 @@ def export(
 class RefPreset(StrEnum):
     cpu = "cpu"
     gpu = "gpu"
+    gpu_full = "gpu-full"
     gpu_cuda = "gpu-cuda"
 
 
 @app.command(rich_help_panel=RUN, epilog="Example: python orchestrate.py reference cpu --data-dir /path/to/datasets")
 def reference(
-    preset: Annotated[RefPreset, typer.Argument(help="cpu | gpu | gpu-cuda (host/reference.py says what each runs)")],
+    preset: Annotated[RefPreset, typer.Argument(help="cpu | gpu | gpu-full | gpu-cuda (host/reference.py says what each runs)")],
     data_dir: DataOpt = None,
     out: Annotated[Path | None, typer.Option(help="default results/reference/<GPU name or cpu-<cores>core-<family>>")] = None,
     repeats: RepeatsOpt = None,
     allow_dirty: Annotated[bool, typer.Option(help="run from an unclean tree (the reports mark it; not for committing)")] = False,
+    stop_after: Annotated[
+        str | None,
+        typer.Option(
+            help="end this call cleanly before this time (e.g. 8m): no cell or round that would end later starts; "
+            "the same command resumes (exit code 75 while work is left)"
+        ),
+    ] = None,
 ) -> None:
-    """Remake a reference result set the one way it is made: fixed preset, real data, 3 repeats, interleaved, native."""
+    """Remake a reference result set the one way it is made: fixed preset, real data, native; the gpu
+    preset is the GPU host's answer (host/reference.py)."""
+    from bench.core.request import parse_budget
     from bench.core.rows import write_json
-    from host import plan
-    from host.reference import PRESETS, check_clean, out_dir
+    from host import answer_plan, plan
+    from host.reference import PRESETS, check_clean, check_resume, out_dir
 
     p = PRESETS[preset.value]
     try:
+        if stop_after is not None:
+            parse_budget(stop_after, "--stop-after")
         sha = None if allow_dirty else check_clean()
         dest = out_dir(preset.value, out)
+        check_resume(dest)
     except KitError as err:
         fail(err)
     if plan.check_data_dir(data_dir) is None:
@@ -607,7 +673,7 @@ def reference(
     n = repeats if repeats is not None else p.repeats
     seq = f" then until decided (at most {p.max_repeats} rounds, budget {p.budget})" if p.until_decided else ""
     typer.echo(
-        f"reference {preset.value}: {p.about}; {n} repeats{seq}, {p.schedule}, native -> {dest}"
+        f"reference {preset.value}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
     opts = RunOptions(
@@ -618,11 +684,23 @@ def reference(
         data_dir=data_dir,
         repeats=n,
     )
-    if p.until_decided:
+    answer = p.profile == "auto"
+    if p.until_decided and not answer:
         opts = replace(opts, until_decided=True, max_repeats=p.max_repeats, budget=p.budget)
-    notes, code = _execute(_request(opts, list(p.platforms), dest), Runtime.native, None)
+    req = _request(opts, list(p.platforms), dest).replace(stop_after=stop_after)
+    where = dest / "report"
+
+    def answer_first(r: RunRequest, todo: list[str], containers: bool) -> RunRequest:
+        got = answer_plan.plan(r, todo, containers, answer_plan.report_argv(dest, where, []), p.budget)
+        if got is None:
+            raise KitError(f"reference {preset.value} pairs a GPU with this host's CPU: here only {', '.join(todo)} runs")
+        for line in answer_plan.lines(got):
+            typer.echo(line)
+        return got.request.replace(max_repeats=p.max_repeats)
+
+    notes, code = _execute(req, Runtime.native, None, adapt=answer_first if answer else None)
     write_json(dest / "platforms.json", notes)
-    _report([dest], dest / "report")
+    _report([dest], where)
     raise typer.Exit(code)
 
 

@@ -65,7 +65,24 @@ PRESETS = {
         max_repeats=20,
         budget="75m",
     ),
-    "gpu": Preset(("cpu", "cuda"), "full", "a GPU host: every cell of both platforms, full profile (extra GPU variants)"),
+    # A GPU host: the answer `all` gives there (host/answer_plan.py), on real data: every study's cells
+    # that its comparisons pair, this host's GPU against its own CPU cores, the same work on both
+    # sides, once each; then rounds until each comparison is decided (95% confidence sequence),
+    # cheapest first, within a 20-minute budget for the whole run (GPU machine time comes 30 minutes
+    # at a stretch and 10 minutes a call: `--stop-after` ends a call cleanly and the same command
+    # resumes; scripts/gpu_reference.sh carries the results dir between calls). The first round runs
+    # one cell after another, so a call can stop between any two.
+    "gpu": Preset(
+        ("cpu", "cuda"),
+        "auto",
+        "a GPU host: every study's GPU-vs-CPU comparisons on this host (profile answer: the same work on both sides)",
+        repeats=1,
+        schedule="sequential",
+        until_decided=True,
+        max_repeats=20,
+        budget="20m",
+    ),
+    "gpu-full": Preset(("cpu", "cuda"), "full", "a GPU host: every cell of both platforms, full profile (extra GPU variants)"),
     "gpu-cuda": Preset(("cuda",), "full", "a GPU host's cuda cells only (when one run must fit a time limit)"),
 }
 
@@ -86,6 +103,38 @@ def label(preset: str) -> str:
     return f"cpu-{cores}core-{family}"
 
 
+def check_resume(dest: Path) -> None:
+    """A reference is one host in one environment: KitError (one line) when DEST already holds cells
+    made on another machine (CPU model, GPU) or in another environment (runtime, library versions:
+    the cells' `env`) than this one. The cells are read as untrusted input."""
+    from bench.core.provenance import environment_label
+    from bench.core.resultset import load_cells
+
+    if not dest.is_dir():
+        return
+    dirs = sorted({p.parent for p in dest.glob("*/*/cell.json")})
+    if not dirs:
+        return
+    env = environment_label()
+    cpu = cpu_model()
+    gpus = sorted({str(g["name"]) for g in nvidia_smi_gpus() if g.get("name")})
+    for c in load_cells(dirs):
+        theirs = str(c.spec.get("env") or "")
+        if theirs and theirs != env:
+            raise KitError(
+                f"{dest} holds cells of another environment ({c.dir.name}: {theirs}; here: {env}): a reference is one "
+                "environment; resume it where it was made, or pass --out for a new one"
+            )
+        s_cpu = c.system.get("cpu_model")
+        got = c.system.get("gpu")
+        s_gpu = str(got.get("name") or "") if isinstance(got, dict) else ""
+        if (isinstance(s_cpu, str) and s_cpu != cpu) or (s_gpu and gpus and s_gpu not in gpus):
+            raise KitError(
+                f"{dest} holds cells of another machine ({c.dir.name}: {s_cpu}, {s_gpu or 'no GPU'}; here: {cpu}, "
+                f"{', '.join(gpus) or 'no GPU'}): a reference is one host; pass --out for this one"
+            )
+
+
 def check_clean() -> str:
     """The HEAD sha of a clean checkout; KitError naming what is unclean otherwise."""
     from bench.core.provenance import source_state
@@ -104,4 +153,4 @@ def out_dir(preset: str, out: Path | None) -> Path:
     return out or Path("results") / "reference" / label(preset)
 
 
-__all__ = ["PRESETS", "Preset", "check_clean", "label", "out_dir", "studies_with_reference_data"]
+__all__ = ["PRESETS", "Preset", "check_clean", "check_resume", "label", "out_dir", "studies_with_reference_data"]

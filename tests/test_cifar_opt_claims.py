@@ -114,7 +114,8 @@ def test_every_claim_renders_with_one_verdict_per_answer_on_the_references(refs)
     assert len(keys) == len(set(keys))
     counts = A.tally(got)["cifar-opt"]
     assert sum(counts.values()) == len(CATALOGUE)  # the kit's claims are shown, not counted
-    assert counts["judged"] >= 10 and counts["needs real data"] >= 8
+    # the GPU-over-CPU claims pair no cells across these two (5,000 x 10 against 1,000 x 5): not judged here
+    assert counts["judged"] >= 8 and counts["needs real data"] >= 8
 
 
 def test_the_references_read_as_the_numbers_say(refs):
@@ -143,14 +144,14 @@ def test_145_mb_is_not_comparable_and_shows_our_rss_and_the_int8_models_size(ref
         assert shown["int8 model"] < 12  # 2.5 MB (MobileNetV2) and 11.3 MB (ResNet-18)
 
 
-def test_gpu_over_cpu_claims_pair_only_the_seeds_configurations(refs):
-    for cid, variants in (("gpu-over-cpu", ("default", "default")), ("optuna-gpu-over-cpu", ("optuna", "optuna"))):
+def test_gpu_over_cpu_claims_never_pair_the_two_references_different_work(refs):
+    """The H100's cells trained 5,000 images x 10 epochs, the EPYC's 1,000 x 5: not the same work, so
+    no GPU-over-CPU pair forms across them, and the answer says why and what to run instead."""
+    for cid in ("gpu-over-cpu", "optuna-gpu-over-cpu", "kit-tuned-gpu-over-quant-cpu"):
         for a in _judge(refs, cid):
-            [f] = a.findings
-            assert tuple(s.facets["variant"] for s in f.sides) == variants and f.pairing == "across hosts"
-            assert a.verdict == C.HOLDS
-    kit = _judge(refs, "kit-tuned-gpu-over-quant-cpu")
-    assert kit and all(a.claim.kit and a.findings[0].sides[1].facets["variant"] == "int8" for a in kit)
+            assert a.verdict == C.NOT_HERE and not a.findings, (cid, a.verdict)
+            assert "not the same work" in a.why and "n_train 5000 / 1000" in a.why.replace("1000 / 5000", "5000 / 1000"), a.why
+            assert "--set" in a.why or "--profile answer" in a.why
 
 
 # ---- cells built here -----------------------------------------------------------------------
@@ -172,7 +173,7 @@ def test_seed_claims_from_synthetic_rows():
     gpu_default = seeds(
         "torch-cuda", "default", "one", GPU, 2500.0, {"eager-fp32": (1.7, 0.0)}, real=True, acc=0.66, n_train=1000
     )
-    gpu_tuned = seeds("torch-cuda", "optuna", "one", GPU, 2600.0, {"eager-fp32": (1.7, 0.0)}, real=True, acc=0.70)
+    gpu_tuned = seeds("torch-cuda", "optuna", "one", GPU, 2600.0, {"eager-fp32": (1.7, 0.0)}, real=True, acc=0.70, n_train=1000)
     cells = cpu_default + cpu_int8 + gpu_default + gpu_tuned
     quant = _one(cells, "quant-over-default")
     assert quant.verdict == C.FAILS and quant.value.median == pytest.approx(1.0)

@@ -392,6 +392,8 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
             work = _workload(a.workload, apart)
             if _key(work) != _key(_workload(b.workload, apart)):
                 continue
+            if unlike(study, a, b, set(rule.a) | set(rule.b)):
+                continue  # not the same work or data: never a pair (missing() says what to run instead)
             rank = _rank(a, b)
             limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
             if rank > limit:
@@ -399,6 +401,26 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
             value = stats.ratio(a.per, b.per, paired=rank == 0)
             out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
     return out
+
+
+def unlike(study: Study, a: Side, b: Side, compared: set[str] | None = None) -> list[str]:
+    """What keeps A and B from being the same work: their data (name, or real against synthetic:
+    the embedded digits never stand in for MNIST) and the trained work (Study.trained_work) that
+    the claim does not compare itself (COMPARED). Empty: a pair may form."""
+    out = []
+    if a.data != b.data:
+        out.append(f"data {_data_text(a.data)} / {_data_text(b.data)}")
+    wa, wb = study.trained_work(a.facets), study.trained_work(b.facets)
+    for k in C.TRAINED_WORK:
+        if k in (compared or set()) or k not in wa or k not in wb:
+            continue
+        if wa[k] != wb[k]:
+            out.append(f"{k} {wa[k]} / {wb[k]}")
+    return out
+
+
+def _data_text(d: tuple[str, bool]) -> str:
+    return d[0] + ("" if d[1] else " (synthetic)" if d[0] != "digits" else " (the embedded default)")
 
 
 def _rank(a: Side, b: Side) -> int:
@@ -580,11 +602,50 @@ def missing(study: Study, cells: list[ResultCell], claim: C.Claim) -> str:
     for want in wants:
         if not any(all(facets(study, c, p).get(k) == v for k, v in want.items()) for c in ok for p in _parts(c)):
             why.append("no finished cell with " + _text(want))
+    if not why and isinstance(rule, C.Ratio):
+        why += _not_alike(study, cells, rule)
     if not why:
         why.append(
             "the cells that ran do not form it" if not wants else "the sides never ran the same workload on hosts it may pair"
         )
     return "; ".join(why) + need
+
+
+def _not_alike(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[str]:
+    """Why RULE's sides, which both ran, form no pair because their data or trained work differ,
+    and what to run to make one (the first such pair found), or []."""
+    try:
+        a_sides, b_sides = sides(study, cells, rule.a, rule.metric), sides(study, cells, rule.b, rule.metric)
+    except DeclarationError:
+        return []
+    skip = set(rule.a) | set(rule.b) | set(rule.free)
+    for a in a_sides:
+        for b in b_sides:
+            apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
+            if _key(_workload(a.workload, apart)) != _key(_workload(b.workload, apart)):
+                continue
+            diff = unlike(study, a, b, set(rule.a) | set(rule.b))
+            if not diff:
+                continue
+            return [f"not the same work: {', '.join(diff)} ({a.run} / {b.run}); " + _to_pair(study, a, b)]
+    return []
+
+
+def _to_pair(study: Study, a: Side, b: Side) -> str:
+    """What to run so that A's and B's kind of side meet on the same work and data."""
+    (na, ra), (nb, rb) = a.data, b.data
+    if ra != rb or na != nb:
+        synth = na if not ra else nb
+        real = nb if not ra else na
+        if synth == "digits" or (ra or rb):
+            return (
+                f"one side ran {_data_text((synth, False))}: fetch the real data (`orchestrate.py data fetch {real}`) "
+                "and run again, or compare with a run on the same data"
+            )
+        return f"run both on one dataset ({na} or {nb})"
+    wa, wb = study.trained_work(a.facets), study.trained_work(b.facets)
+    sets = " ".join(f"--set {k}={wb[k]}" for k in C.TRAINED_WORK if k in wa and k in wb and wa[k] != wb[k])
+    return f"run {a.run}'s side at {b.run}'s work ({sets}), or both with `--profile answer`"
 
 
 def _parts(c: ResultCell) -> list[str]:

@@ -6,7 +6,11 @@ from enum import StrEnum
 
 
 class Profile(StrEnum):
-    auto = "auto"  # each study's own choice per platform (Study.auto_profiles): default, or smoke where the default takes hours
+    # the CLIs' default: "answer" where the run holds a GPU platform (every study's comparisons of this
+    # host's GPU against its CPU, the same work on both sides); on a CPU alone each study's own quick
+    # choice (Study.auto_profiles: default, or smoke where the default takes long)
+    auto = "auto"
+    answer = "answer"  # the smallest matrix that answers each study's comparisons, the same work on every platform
     smoke = "smoke"  # a wiring check: minutes, tiny data
     default = "default"  # the seeds' own setups
     full = "full"  # default + extra variants (GPU tuning options)

@@ -109,6 +109,11 @@ WORK_AMOUNT = (
     "n_train",
     "n_test",
 )
+# the work a cell trains: how many images, steps, epochs and search trials. A pair is the same work on
+# both sides or no pair at all (DESIGN, "same work on both sides"): whatever a claim lets differ, these
+# and the data (its name, and whether real) must agree, except where the claim compares them itself.
+# A side that cannot afford the seed's setup makes both sides smaller, never one.
+TRAINED_WORK = ("epochs", "max_steps", "max_train_batches", "n_train", "synthetic_train_per_class", "trials", "limit_train")
 # a speed claim holds for the same shapes whatever the images show: the dataset may differ
 # between its sides (MNIST beside the embedded digits, a synthetic tree beside the real one),
 # and the pair says so
@@ -301,6 +306,7 @@ __all__ = [
     "NOT_JUDGED",
     "SPEED_FREE",
     "TALLY",
+    "TRAINED_WORK",
     "UNDECIDED",
     "VERDICTS",
     "WORK_AMOUNT",

@@ -21,6 +21,7 @@ from bench.core.choices import Profile, Schedule
 from bench.core.errors import UsageError
 
 PLATFORMS = ("cpu", "cuda", "mps")
+GPU_PLATFORMS = ("cuda", "mps")
 MAX_REPEATS = 50  # fresh-process repeats of one cell, and rounds of one comparison
 DEFAULT_TIMEOUT_S = 3600.0  # per cell, where the request names none
 DEFAULT_MAX_REPEATS = 20  # --until-decided: rounds a comparison may reach
@@ -52,9 +53,10 @@ class Until:
     max_repeats: int = DEFAULT_MAX_REPEATS  # rounds a comparison may reach, first rounds included
     budget_s: float | None = None  # seconds for the rounds added after the first ones; None: no limit
     target_width: float | None = None  # stop at (hi - lo) / median <= this; None: only a decision stops
+    whole: bool = False  # the budget is the whole run's (counted from the matrix's start, first rounds included)
 
 
-def parse_budget(text: str) -> float:
+def parse_budget(text: str, flag: str = "--budget") -> float:
     """'15m', '900s', '1h30m', '90' (seconds) -> seconds; UsageError (one line) otherwise or when not above 0."""
     t = str(text).strip().lower().replace(" ", "")
     if re.fullmatch(r"-?\d+(\.\d+)?", t):
@@ -62,13 +64,25 @@ def parse_budget(text: str) -> float:
     elif re.fullmatch(r"-?(\d+(\.\d+)?[hms])+", t):
         secs = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", t)) * (-1 if t[0] == "-" else 1)
     else:
-        raise UsageError(f"--budget takes a time such as 15m, 900s or 1h30m, got {text!r}")
+        raise UsageError(f"{flag} takes a time such as 15m, 900s or 1h30m, got {text!r}")
     if not secs > 0 or not math.isfinite(secs):
-        raise UsageError(f"--budget must be a time above zero (15m, 900s, 1h), got {text!r}")
+        raise UsageError(f"{flag} must be a time above zero (15m, 900s, 1h), got {text!r}")
     return secs
 
 
-def until_options(on: bool, max_repeats: int | None, budget: str | None, target_width: float | None) -> Until | None:
+def effective_profile(profile: str, platforms: tuple[str, ...] | list[str]) -> str:
+    """The profile a run on PLATFORMS runs: 'auto' where a GPU platform is among them is 'answer'
+    (this host's GPU against its CPU, the same work on both sides); else PROFILE as given (on a CPU
+    alone 'auto' stays each study's own quick choice, Study.auto_profiles). The one rule for both
+    command lines and for the container runs, which get the resolved name."""
+    if profile == Profile.auto.value and any(p in GPU_PLATFORMS for p in platforms):
+        return Profile.answer.value
+    return profile
+
+
+def until_options(
+    on: bool, max_repeats: int | None, budget: str | None, target_width: float | None, whole: bool = False
+) -> Until | None:
     """The CLI's --until-decided options as Until (None: off); UsageError (one line) for a bad
     one, or for --max-repeats, --budget or --target-width without --until-decided."""
     given = [
@@ -82,6 +96,7 @@ def until_options(on: bool, max_repeats: int | None, budget: str | None, target_
         DEFAULT_MAX_REPEATS if max_repeats is None else max_repeats,
         None if budget is None else parse_budget(budget),
         target_width,
+        whole,
     )
     check_until(opts, 1, MAX_REPEATS)
     return opts
@@ -136,19 +151,25 @@ class RunRequest:
     max_repeats: int | None = None  # --until-decided: as typed
     budget: str | None = None  # --until-decided: as typed (15m, 900s)
     target_width: float | None = None  # --until-decided: (hi - lo) / median to stop at
+    budget_whole: bool = False  # --until-decided: --budget is the whole run's time, first rounds included (`all`)
+    after_round: tuple[str, ...] = ()  # argv run after the first rounds and after every added round (`all`: the report)
+    stop_after: str | None = None  # start no cell or round that would end past this time from the start (15m, 540s)
     devices: tuple[str, ...] = ()  # per-device schedule: GPU slots; empty: every visible GPU
     out: Path | None = None  # results dir; None: default_out()
     data_dir: str | None = None  # datasets dir as named; None: $KIT_DATA_DIR, else ./data
 
     def __post_init__(self) -> None:
         fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalised once, here
-        for name in ("studies", "platforms", "sets", "only", "devices"):
+        for name in ("studies", "platforms", "sets", "only", "devices", "after_round"):
             fix(name, _strings(f"--{name}", getattr(self, name)))
         for p in self.platforms:
             _choice("platform", p, PLATFORMS)
         fix("profile", _choice("profile", self.profile, tuple(p.value for p in Profile)))
         fix("schedule", _choice("schedule", self.schedule, tuple(s.value for s in Schedule)))
-        until_options(self.until_decided, self.max_repeats, self.budget, self.target_width)
+        until_options(self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole)
+        if self.stop_after is not None:
+            fix("stop_after", str(self.stop_after))
+            parse_budget(self.stop_after, "--stop-after")
         r = self.repeats
         if r is not None and (not isinstance(r, int) or isinstance(r, bool) or not 1 <= r <= MAX_REPEATS):
             raise UsageError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {r!r}")
@@ -182,7 +203,12 @@ class RunRequest:
 
     def until(self) -> Until | None:
         """The --until-decided settings, parsed (None: off)."""
-        return until_options(self.until_decided, self.max_repeats, self.budget, self.target_width)
+        return until_options(self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole)
+
+    @property
+    def stop_after_s(self) -> float | None:
+        """--stop-after in seconds (None: no limit)."""
+        return None if self.stop_after is None else parse_budget(self.stop_after, "--stop-after")
 
     def matrix_argv(self) -> list[str]:
         """`python -m bench matrix ...`'s arguments (after `python -m bench`) for this request:
@@ -216,6 +242,12 @@ class RunRequest:
             ):
                 if v is not None:
                     a += [flag, str(v)]
+            if self.budget_whole:
+                a.append("--budget-whole")
+        for arg in self.after_round:
+            a += ["--after-round", arg]
+        if self.stop_after is not None:
+            a += ["--stop-after", self.stop_after]
         return a
 
 
@@ -228,6 +260,7 @@ __all__ = [
     "Until",
     "check_until",
     "default_out",
+    "effective_profile",
     "parse_budget",
     "until_options",
 ]

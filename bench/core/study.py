@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 
 PROFILES = ("smoke", "default", "full")
 AUTO = "auto"  # a requested profile that each study maps per platform (Study.profile_for)
+# The answer profile: per study, the cells its comparisons pair on every platform of the run, at one
+# work amount (images, epochs, trials, batch) that is the same on every platform, sized for the
+# slowest side (a CPU). A study that declares no answer matrix runs its default there.
+ANSWER = "answer"
+ANSWER_PROFILES = (*PROFILES, ANSWER)
 
 
 class Speed(NamedTuple):
@@ -152,8 +157,13 @@ class Study:
         raise NotImplementedError
 
     def profile_for(self, platform: str, requested: str) -> str:
-        """The profile this study runs on PLATFORM when REQUESTED ('auto' resolves per study)."""
-        return self.auto_profiles.get(platform, "default") if requested == AUTO else requested
+        """The profile this study runs on PLATFORM when REQUESTED ('auto' resolves per study; 'answer'
+        is its default where the study declares no answer matrix)."""
+        if requested == AUTO:
+            return self.auto_profiles.get(platform, "default")
+        if requested == ANSWER and ANSWER not in self.profiles:
+            return "default"
+        return requested
 
     def cell(
         self,
@@ -379,6 +389,19 @@ class Study:
     # ---- running
     def open(self, cell: Cell, ctx: RunContext) -> StepRun:
         raise NotImplementedError
+
+    def trained_work(self, facets: dict) -> dict:
+        """The work a cell with FACETS (its params, backend, variant) trains: the values of
+        claims.TRAINED_WORK it has. Two sides pair only where these agree (bench/core/answers.py);
+        a study drops a param its variant does not use (a search's trials on a cell that runs none)."""
+        from bench.core.claims import TRAINED_WORK
+
+        return {k: facets[k] for k in TRAINED_WORK if k in facets}
+
+    def deferred(self, cell: Cell) -> bool:
+        """Whether CELL pays a one-time cost (a compile, a graph capture) that the answer's first round
+        leaves for after its first report: such cells run after the others' first repeat."""
+        return False
 
     def estimate(self, cell: Cell) -> Estimate:
         """Its steps and seconds before it starts (the ETA's prior). Studies override with what

@@ -143,14 +143,23 @@ class Eta:
             left = self._left(cells) if self._serial else self._left_parallel(cells)
         return steps_done, steps, left
 
+    def cost_of(self, key: str) -> float:
+        """Seconds the cell KEY is expected to take from now, by the rule of the ETA (0 for one not
+        in this run's plan)."""
+        with self._lock:
+            if key not in self._cells:
+                return 0.0
+            return self._left(list(self._cells.values()), only=key)
+
     # ---- what is left
     def _left_parallel(self, cells: list[_Cell]) -> float:
         done = sum(c.units_done for c in cells)
         total = sum(c.units_total for c in cells)
         return max(total - done, 0.0) * _pace(self._clock() - self._t0, done, total)
 
-    def _left(self, cells: list[_Cell]) -> float:
+    def _left(self, cells: list[_Cell], only: str | None = None) -> float:
         total = sum(c.units_total for c in cells)
+        target = self._cells.get(only) if only is not None else None
         measured = [c for c in cells if c.open_s is not None]
         run_pace = _pace(sum(_spent(c) for c in measured), sum(_planned(c) for c in measured), total)
         study_pace = {}
@@ -162,7 +171,7 @@ class Eta:
             by_group.setdefault(c.group, []).append(c)
         left = 0.0
         for c in cells:
-            if c.ended:
+            if c.ended or (target is not None and c is not target):
                 continue
             twins = [t for t in by_group.get(c.group, []) if t is not c and t.step_times]
             if c.open_s is not None:  # under way: its own steps

@@ -19,11 +19,11 @@ from bench.core.errors import KitError
 from bench.core.lock import results_lock
 from bench.core.provenance import environment_label
 from bench.core.registry import get_study, select
-from bench.core.request import MAX_REPEATS, RunRequest
+from bench.core.request import MAX_REPEATS, RunRequest, effective_profile
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.run import speedline
-from bench.run.schedule import Interrupted, Scheduler
+from bench.run.schedule import Interrupted, Paused, Scheduler
 from bench.run.sequential import Sequential, check
 
 
@@ -32,7 +32,8 @@ def resolve(req: RunRequest, resolve_data: bool = True, allow_empty: bool = Fals
     cells' data in REQ's data dir unless not RESOLVE_DATA), each REQ.repeats times (default:
     DEFAULT_REPEATS of the profile), in repeat-major order: every cell's repeat 0, then every
     cell's repeat 1, ..."""
-    study_names, platforms, profile = list(req.studies), list(req.platforms), req.profile
+    study_names, platforms = list(req.studies), list(req.platforms)
+    profile = effective_profile(req.profile, platforms)  # auto with a GPU platform: answer
     sets, only = list(req.sets), list(req.only)
     chosen = select(study_names)  # platforms, profile and repeats: checked when REQ was made
     env = environment_label()
@@ -75,6 +76,7 @@ def resolve(req: RunRequest, resolve_data: bool = True, allow_empty: bool = Fals
 
 # repeats (fresh processes) per cell: a smoke run checks wiring, a benchmark needs an interval
 DEFAULT_REPEATS = {"smoke": 1}
+PAUSED = 75  # the exit code of a run that stopped at --stop-after with work left (EX_TEMPFAIL: run it again)
 
 
 def default_repeats(profile: str) -> int:
@@ -137,7 +139,8 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
     noise line first (bench/measure/noisecheck.py; its probe only where a cell has 2+ repeats)."""
     started = time.monotonic()
     paths, until, schedule = req.paths, req.until(), req.schedule
-    study_names, platforms, profile, out = list(req.studies), list(req.platforms), req.profile, paths.out
+    study_names, platforms, out = list(req.studies), list(req.platforms), paths.out
+    profile = effective_profile(req.profile, platforms)
     cells = resolve(req, allow_empty=True)
     if until is not None:
         check(until, max((c.repeat for c in cells), default=0) + 1, MAX_REPEATS)
@@ -156,18 +159,43 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
 
         echo(matrix_line(repeated=any(c.repeat for c in cells), platforms=platforms))
     seq: Sequential | None = None
+    paused: Paused | None = None
+    hook = _after_round(req, echo, started)
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
         try:
             with _bar(bar) as (say, progress):
                 sched = Scheduler(paths, req.cell_timeout_s, req.rerun, echo=say, devices=list(req.devices), progress=progress)
-                outcomes = sched.run(cells, schedule)
-                if until is not None:
-                    # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so
-                    # the two sides of a comparison share the machine's state within a round: the round
-                    # is the unit the sequence pairs
-                    again = schedule if schedule == "per-device" else "interleaved"
-                    seq = Sequential(cells, Path(out), until, lambda more: sched.run(more, again), say or echo, started)
-                    outcomes += seq.run(outcomes)
+                stop_s = req.stop_after_s
+                sched.stop_at = None if stop_s is None else started + stop_s
+                kept: list = []  # outcomes of the parts done, for a pause in a later one
+                try:
+                    if hook is not None:
+                        # the answer first: the first repeat of every cell but the ones with a one-time compile
+                        # (Study.deferred), then the report; then those and any further repeats, and the report again
+                        first = [c for c in cells if c.repeat == 0 and not get_study(c.study).deferred(c)]
+                        kept = sched.run(first, schedule)
+                        hook()
+                        rest = [c for c in cells if c not in first]
+                        if rest:
+                            kept = sorted(kept + sched.run(rest, schedule), key=lambda o: cells.index(o.cell))
+                            hook()
+                    else:
+                        kept = sched.run(cells, schedule)
+                    outcomes = kept
+                    if until is not None:
+                        # the added rounds interleave their cells' steps (per-device keeps its GPU slots), so
+                        # the two sides of a comparison share the machine's state within a round: the round
+                        # is the unit the sequence pairs
+                        again = schedule if schedule == "per-device" else "interleaved"
+                        seq = Sequential(
+                            cells, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
+                        )
+                        outcomes = kept + seq.run(kept)
+                except Paused as p:  # --stop-after: what finished is kept; the same command resumes
+                    paused = p
+                    outcomes = kept + p.outcomes
+                    if hook is not None:
+                        hook()
         except Interrupted as stop:
             n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}
             raise KitError(
@@ -193,4 +221,39 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
     echo(f"\n{len(outcomes)} cells: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f"; rows under {out}")
     for line in speedline.cpu_shared_lines(ran):  # once per run, last, where it is seen
         echo(line)
-    return 1 if counts["error"] else 0
+    if counts["error"]:
+        return 1
+    if paused is not None:
+        echo(
+            f"paused at --stop-after {req.stop_after} ({time.monotonic() - started:.0f} s): every finished cell is kept; "
+            "run the same command again to go on"
+        )
+        return PAUSED
+    return 0
+
+
+def _after_round(req: RunRequest, echo: Callable[[str], None], started: float) -> Callable[[], None] | None:
+    """REQ.after_round as a callable (None: none): the command runs between rounds, while no cell
+    does (`all` rewrites its report there), with a time limit; its failure is one warning line,
+    never the run's end."""
+    if not req.after_round:
+        return None
+    import subprocess
+
+    from bench.core.child import child_env
+
+    def run() -> None:
+        t0 = time.monotonic()
+        try:
+            got = subprocess.run(list(req.after_round), env=child_env(), capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            echo(f"warning: the after-round command failed ({err}); the run goes on")
+            return
+        last = (got.stdout.strip().splitlines() or [""])[-1]
+        if got.returncode != 0:
+            why = (got.stderr.strip().splitlines() or [f"exit code {got.returncode}"])[-1]
+            echo(f"warning: the after-round command exited {got.returncode}: {why}; the run goes on")
+        elif last:
+            echo(f"{last} ({time.monotonic() - t0:.0f} s; {time.monotonic() - started:.0f} s into the run)")
+
+    return run

@@ -208,6 +208,16 @@ class Interrupted(Exception):
         self.outcomes = outcomes
 
 
+class Paused(Exception):
+    """The run's --stop-after came: no cell or round was started that would end past it; every
+    finished cell is kept, none was stopped, and the same command again resumes."""
+
+    def __init__(self, outcomes: list, left: int = 0):
+        super().__init__("paused")
+        self.outcomes = outcomes
+        self.left = left  # cells of this schedule call not started
+
+
 def disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno == errno.ENOSPC
 
@@ -246,6 +256,7 @@ class Scheduler:
         self._stopping = False
         self._repeats = 1  # distinct repeats in the run (labels say which one when > 1)
         self._eta = Eta([])  # the run's cells' estimates, made in run()
+        self.stop_at: float | None = None  # time.monotonic() past which no cell or round is started (--stop-after)
 
     # ---- helpers
     def _say(self, msg: str) -> None:
@@ -346,12 +357,14 @@ class Scheduler:
                 todo.append(cell)
         runner = {"sequential": self._sequential, "interleaved": self._interleaved, "per-device": self._per_device}[schedule]
         self._eta = Eta.for_cells(todo, serial=schedule != "per-device")  # the total, fixed before any cell starts
+        done = list(outcomes)
         try:
-            done = list(outcomes)
             # repeats in rounds: every cell's repeat 0 (under SCHEDULE), then every cell's repeat 1, ...
             # so the repeats of one cell are spread over the run, not bunched together
             for r in sorted({c.repeat for c in todo}):
                 done += runner([c for c in todo if c.repeat == r])
+        except Paused as p:
+            raise Paused(done + p.outcomes, len(todo) - len(done) - len(p.outcomes) + len(outcomes)) from None
         except KeyboardInterrupt:
             raise Interrupted(outcomes + self._stop_all()) from None
         except OSError as err:
@@ -368,10 +381,32 @@ class Scheduler:
         order = {id(c): i for i, c in enumerate(cells)}
         return sorted(done, key=lambda o: order.get(id(o.cell), len(cells)))  # in the matrix's order
 
+    def fits(self, seconds: float) -> bool:
+        """Whether work expected to take SECONDS ends before --stop-after (always, without one)."""
+        return self.stop_at is None or time.monotonic() + seconds <= self.stop_at
+
+    def _pause_unless_fits(self, cells: list[Cell], done: list[Outcome]) -> None:
+        """Raise Paused (DONE kept) when CELLS, by the run's ETA, would end past --stop-after."""
+        if self.stop_at is None or not cells:
+            return
+        need = sum(self._eta.cost_of(c.key) for c in cells)
+        if not self.fits(need):
+            left = max(self.stop_at - time.monotonic(), 0.0)
+            self._say(
+                f"paused  --stop-after: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} left; "
+                "the same command again resumes"
+            )
+            raise Paused(done)
+
     def _sequential(self, cells: list[Cell]) -> list[Outcome]:
-        return [self._drive(self._child(cell)) for cell in cells]
+        out: list[Outcome] = []
+        for cell in cells:
+            self._pause_unless_fits([cell], out)
+            out.append(self._drive(self._child(cell)))
+        return out
 
     def _interleaved(self, cells: list[Cell]) -> list[Outcome]:
+        self._pause_unless_fits(cells, [])  # a round is one unit: all its cells, or none
         live: list[Child] = []
         out: list[Outcome] = []
         for cell in cells:  # warm-ups one at a time
@@ -457,4 +492,4 @@ class Scheduler:
         return out
 
 
-__all__ = ["SCHEDULES", "Outcome", "Scheduler", "cell_argv", "error_row", "settle"]
+__all__ = ["SCHEDULES", "Outcome", "Paused", "Scheduler", "cell_argv", "error_row", "settle"]

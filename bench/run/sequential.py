@@ -47,6 +47,7 @@ from bench.core.request import check_until as check
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.stats import CS_MIN_ROUNDS, Summary
+from bench.run.schedule import Paused
 
 
 @dataclass
@@ -101,9 +102,12 @@ class Sequential:
     run_round: Callable[[list[Cell]], list]  # the scheduler, on one round's cells -> Outcomes
     echo: Callable[[str], None]
     started: float = field(default_factory=time.monotonic)  # the matrix's start (the closing note's total)
+    after_round: Callable[[], None] | None = None  # run after every added round (`all`: the report, rewritten)
+    fits: Callable[[float], bool] = lambda _s: True  # whether a round of these seconds ends before --stop-after
     added_from: float = 0.0  # when the first rounds ended: the budget counts from here
     comparisons: list[Comparison] = field(default_factory=list)
     _spent: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds of each repeat run here
+    _reused_s: float = 0.0  # seconds earlier calls spent on the cells this one reused (a whole budget counts them)
 
     # ---- the plan and the judging
     def _findings(self, cells: list[Cell]) -> list[tuple[A.Study, C.Claim, A.Finding]]:
@@ -208,6 +212,7 @@ class Sequential:
                     continue
                 if not 0 < secs < 30 * 86400:
                     continue
+                self._reused_s += secs
             self._spent.setdefault(_config(o.cell), []).append(secs)
 
     def _estimate(self, round_cells: list[Cell]) -> float:
@@ -271,7 +276,12 @@ class Sequential:
                     for comp in open_:
                         comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
                     break
-                left = None if self.opts.budget_s is None else self.opts.budget_s - (time.monotonic() - self.added_from)
+                # a whole budget counts the run from its start, and what earlier calls spent on the cells this
+                # one resumed from (their files' times); else only the rounds added here
+                spent = (
+                    time.monotonic() - self.started + self._reused_s if self.opts.whole else time.monotonic() - self.added_from
+                )
+                left = None if self.opts.budget_s is None else self.opts.budget_s - spent
                 admitted, need, over = self._admit(open_, base, left)
                 for comp in over:
                     per = self._estimate([base[k] for k in comp.keys if k in base])
@@ -286,6 +296,8 @@ class Sequential:
                 open_ = admitted
                 keys = list(dict.fromkeys(k for comp in open_ for k in comp.keys))
                 round_cells = [base[k].replace(repeat=r) for k in keys if k in base]
+                if not self.fits(need):  # --stop-after: this call ends here; the same command resumes
+                    raise Paused([], len(round_cells))
                 self.echo(
                     f"until decided: round {r + 1} for {len(open_)} open comparison(s): {len(round_cells)} cells"
                     + (f", ~{need:.0f} s of {left:.0f} s left" if left is not None else "")
@@ -308,7 +320,16 @@ class Sequential:
                         )
                 self.judge(cells)
                 self._settle()
+                self.write()
+                if self.after_round is not None:
+                    self.after_round()
                 r += 1
+        except Paused as err:  # --stop-after (here, or the scheduler's within a round): the rounds so far are kept
+            for comp in self.comparisons:
+                if comp.stopped == "open":
+                    comp.stopped, comp.why = "paused", f"--stop-after came before round {r + 1}; {comp.verdict}"
+            self.write()
+            raise Paused(added + [o for o in err.outcomes if o not in added], err.left) from None
         except BaseException:
             for comp in self.comparisons:
                 if comp.stopped == "open":

@@ -29,8 +29,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import (
+    ANSWER_PROFILES,
     PLATFORMS,
-    PROFILES,
     BackendSpec,
     Estimate,
     RunContext,
@@ -72,6 +72,7 @@ MAX_INFER_BATCH = 4096  # the int8 PT2E export's dynamic batch dimension goes up
 @register_study
 class CifarOpt(Study):
     name = "cifar-opt"
+    profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     title = "cifar-opt (seed 002)"
     seed_doc = "002"
     timing_key = "epoch_s"
@@ -111,8 +112,8 @@ class CifarOpt(Study):
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         if platform not in PLATFORMS:
             raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
-        if profile not in PROFILES:
-            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILES)}")
+        if profile not in ANSWER_PROFILES:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(ANSWER_PROFILES)}")
         backend = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}[platform]
         cells = []
         for model, variant, params in matrix_spec(platform, profile):
@@ -121,6 +122,21 @@ class CifarOpt(Study):
             suffix += f"_b{p['batch_size']}" if "batch_size" in p else ""
             cells.append(self.cell(backend, variant, name=f"{backend}_{model}_{variant}{suffix}", **p))
         return cells
+
+    def trained_work(self, facets: dict) -> dict:
+        """A search's trials count only where the cell searches (variant optuna)."""
+        work = super().trained_work(facets)
+        if variant_kind(str(facets.get("variant"))) != "optuna":
+            work.pop("trials", None)
+        return work
+
+    def deferred(self, cell: Cell) -> bool:
+        """Compiled cells (tuned, compile, graphs; the CPU's int8 through inductor): 10-60 s of compile first."""
+        try:
+            opts = parse_variant(cell.variant)
+        except KitError:
+            return False
+        return cell.variant == "int8" or bool({"compile", "graphs"} & set(opts))
 
     def takes_devices(self, cell: Cell) -> bool:
         one = set(parse_variant(cell.variant)) & set(ONE_DEVICE) or cell.variant in ("tuned", "optuna", "int8", "quant-dynamic")

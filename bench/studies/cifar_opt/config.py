@@ -168,9 +168,35 @@ SEARCH: dict[str, dict[str, float]] = {
 }
 
 
+# The answer profile (a GPU host's `all`, and `reference gpu`): the seed's configurations that its
+# comparisons pair, GPU against this host's CPU, at one work amount on every platform. The seed's
+# CPU setup (5,000 images x 5 epochs, 8 Optuna trials) is what the CPU cannot afford inside the plan,
+# so both sides run this smaller one: 1,000 training and 500 test images, 2 epochs, an Optuna search
+# of 2 one-epoch trials, 100 batch-1 latency calls. Compiled cells (the GPU's tuned, the CPU's int8)
+# pay 10-60 s of compile: the answer's first round runs them last (Study.deferred).
+ANSWER = {
+    "epochs": 2,
+    "n_train": 1000,
+    "n_test": 500,
+    "latency_calls": 100,
+    "latency_warmup": 10,
+    "trials": 2,
+    "trial_epochs": 1,
+    "trial_budget_s": 0.0,
+    "calib_batches": 4,
+}
+ANSWER_VARIANTS: dict[str, tuple[tuple[str, dict], ...]] = {
+    "cpu": (("default", {}), ("optuna", {}), ("int8", {})),
+    "cuda": (("default", {}), ("amp", {}), ("optuna", {}), ("tuned", {"pipeline": "resident"})),
+    "mps": (("default", {}), ("optuna", {})),
+}
+
+
 def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
     """(model, variant, params) for PLATFORM and PROFILE, models outermost."""
     out: list[tuple[str, str, dict]] = []
+    if profile == "answer":
+        return [(m, v, {**ANSWER, **p}) for m in MODELS for v, p in ANSWER_VARIANTS[platform]]
     search = SEARCH["full"] if profile == "full" else SEARCH["cpu" if platform == "cpu" else "gpu"]
     if platform == "cpu":
         variants = {"smoke": ("default", "int8"), "default": CPU_DEFAULT_VARIANTS, "full": CPU_VARIANTS}[profile]

@@ -26,7 +26,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, number, ok_rows
+from bench.core.study import ANSWER_PROFILES, PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, number, ok_rows
 from bench.studies.mlp_scratch.backends import Trainer
 from bench.studies.mlp_scratch.claims import CLAIMS
 from bench.studies.mlp_scratch.config import (
@@ -47,6 +47,7 @@ _B = "bench.studies.mlp_scratch.backends."
 @register_study
 class MlpScratch(Study):
     name = "mlp-scratch"
+    profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     reference_sets = ("dataset=mnist",)  # a reference trains on real MNIST
     title = "mlp-scratch (seed 001)"
     seed_doc = "001"

@@ -18,10 +18,23 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, last, medians, number, ok_rows
+from bench.core.study import (
+    ANSWER_PROFILES,
+    PLATFORMS,
+    BackendSpec,
+    Estimate,
+    RunContext,
+    Study,
+    curve,
+    last,
+    medians,
+    number,
+    ok_rows,
+)
 from bench.studies.mnist_cnn.backends import Trainer
 from bench.studies.mnist_cnn.claims import CLAIMS
 from bench.studies.mnist_cnn.config import (
+    ANSWER_EXTRA,
     DATASET_SIZES,
     DATASETS,
     FULL_EXTRA,
@@ -49,6 +62,7 @@ MAX_RANKS = 16  # devices one torch cell may name: GPUs of one host, or gloo ran
 @register_study
 class MnistCnn(Study):
     name = "mnist-cnn"
+    profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     reference_sets = ("dataset=mnist",)  # a reference trains on real MNIST
     title = "mnist-cnn (seed 000)"
     seed_doc = "000"
@@ -102,6 +116,7 @@ class MnistCnn(Study):
         if profile not in PROFILE_PARAMS:
             raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
         spec = PLATFORM_CELLS[platform] + (FULL_EXTRA.get(platform, []) if profile == "full" else [])
+        spec += ANSWER_EXTRA.get(platform, []) if profile == "answer" else []
         listed = {b for b, _, _ in spec}
         # a backend added by its registry entry alone runs its default variant on each of its pipelines
         spec += [
@@ -115,6 +130,10 @@ class MnistCnn(Study):
             params: dict[str, Any] = {"pipeline": p, **VARIANT_PARAMS.get((b, v), {}), **PROFILE_PARAMS[profile]}
             cells.append(self.cell(b, v, name=f"{b}_{p}_{v}", **params))
         return cells
+
+    def deferred(self, cell: Cell) -> bool:
+        """The compiled and graph-captured variants (tuned, graphs, compile): their warm-up compiles first."""
+        return any(k in cell.variant for k in ("tuned", "graph", "compile"))
 
     def takes_devices(self, cell: Cell) -> bool:
         return super().takes_devices(cell) and cell.variant == "default"  # graphs, compile: one device

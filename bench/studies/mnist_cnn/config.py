@@ -83,7 +83,12 @@ PROFILE_PARAMS = {
     "smoke": {"epochs": 2, "limit_train": 4096},  # wiring check: 16 SGD steps
     "default": {},  # the seed's 10 epochs, batch 512
     "full": {},  # default + extra GPU variants
+    "answer": {},  # the seed's 10 epochs on every platform: the default's cells and the seed's own Numba setups
 }
+# the answer profile (a GPU host's `all`): the default's cells, plus the seed's own Numba setups that
+# its headline pairs (numba GPU over CPU and each device's Numba over PyTorch, variant seed), the same
+# work on every platform
+ANSWER_EXTRA = {"cpu": [("numba-cpu", "resident", "seed")], "cuda": [("numba-cuda", "resident", "seed")]}
 
 
 # What a cell costs, for the run's ETA (Study.estimate): seconds per training sample and per

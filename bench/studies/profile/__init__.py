@@ -28,8 +28,8 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
 from bench.core.study import (
+    ANSWER_PROFILES,
     PLATFORMS,
-    PROFILES,
     BackendSpec,
     Estimate,
     RunContext,
@@ -69,6 +69,7 @@ BACKEND_OF = {"cpu": "torch-cpu", "cuda": "torch-cuda"}
 @register_study
 class Profile(Study):
     name = "profile"
+    profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     title = "profile (seed 004)"
     seed_doc = "004"
     timing_key = "epoch_s"
@@ -101,8 +102,8 @@ class Profile(Study):
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         if platform not in PLATFORMS:
             raise KitError(f"unknown platform {platform!r}: choose {', '.join(PLATFORMS)}")
-        if profile not in PROFILES:
-            raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILES)}")
+        if profile not in ANSWER_PROFILES:
+            raise KitError(f"unknown profile {profile!r}: choose {', '.join(ANSWER_PROFILES)}")
         if platform not in BACKEND_OF:
             return []
         backend = BACKEND_OF[platform]

@@ -193,8 +193,21 @@ SEED_EPOCHS = 20
 CUDA_DEFAULT = {"epochs": 4, "num_workers": 8, "overhead_steps": 10}
 
 
+# The answer profile (a GPU host's `all`, and `reference gpu`): the seed's run (DenseNet-121 fine-tuned,
+# 224 px, batch 64, through the loader) on the GPU and on this host's CPU with the same reduced
+# protocol on both (2 epochs x 2 steps, one eval batch: the seed's 20 x 125 steps would take hours on a
+# CPU; both sides are projected to them), and on the GPU batch 64 and 128 on the device pipeline (the
+# seed's batch comparison)
+ANSWER = {**CPU_DEFAULT, "max_steps": 2, "prof_active": 1, "idle_s": 1.0}
+
+
 def matrix_spec(platform: str, profile: str) -> list[tuple[str, dict]]:
     """(variant, params) for PLATFORM and PROFILE."""
+    if profile == "answer":
+        run = [("finetune", {**ANSWER, "pipeline": "loader"})]
+        if platform == "cuda":
+            run += [("finetune", {**ANSWER, "pipeline": "synthetic-gpu", "batch_size": b}) for b in (64, 128)]
+        return run
     if platform == "cpu":  # smoke: 64 px, b8, 3 steps (the code path; not projected); default: the seed's
         # 224 px, b64 as a reduced protocol (CPU_DEFAULT, projected); full: 20 whole epochs (a day on 2 cores)
         cpu: dict[str, Any] = SMOKE if profile == "smoke" else CPU_DEFAULT if profile == "default" else {}

@@ -133,9 +133,18 @@ SMOKE: dict[str, dict] = {
 }
 
 
+# The answer profile (a GPU host's `all`, and `reference gpu`): seed 003's Table 8 cells, every model
+# GPU against this host's CPU, scenario A, fp32, through the JPEG loader at the seed's batch, with the
+# CPU's pass lengths on every platform (10 training and 5 validation batches: the seed's 50-batch
+# "epoch" is more than a CPU affords inside the plan; the report projects every pass to it)
+ANSWER = {"max_train_batches": 10, "max_val_batches": 5, "scenario": "A", "pipeline": "loader"}
+
+
 def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
     """(model, precision, params) for PLATFORM and PROFILE, models outermost."""
     out: list[tuple[str, str, dict]] = []
+    if profile == "answer":
+        return [(m, "fp32", {**LIMITS[platform], "batch_size": SEED_BATCH.get(m, 128), **ANSWER}) for m in MODELS]
     models: tuple[str, ...] = MODELS
     precisions: tuple[str, ...] = VARIANTS[platform]
     if profile == "smoke":

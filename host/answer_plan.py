@@ -1,0 +1,128 @@
+"""The main job's plan on a host with a GPU: the answer first, then rounds until decided.
+
+`orchestrate.py all` without --profile resolves `auto`: on a CPU alone each study keeps its own
+quick choice; where a GPU platform runs too, every study runs its `answer` matrix (the cells its
+comparisons pair, the same work on every platform, bench/core/request.py `effective_profile`):
+
+    round 1   every cell once, the ones with a one-time compile last (Study.deferred); the report
+              is written after the others and again after those
+    rounds    `--until-decided` for the cells behind each comparison, cheapest first, within
+              --budget (the whole run's time, round 1 included; default DEFAULT_BUDGET); the
+              report is rewritten after every round, so a stop at any point leaves one
+
+In containers (one per platform, run one after the other) the rounds cannot pair a CPU cell with
+a GPU cell in one round: there the answer runs its cells DEFAULT_CONTAINER_REPEATS times instead.
+Host side only: the plan is printed before the first cell; nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.core.errors import UsageError
+from bench.core.request import RunRequest, effective_profile, parse_budget
+
+DEFAULT_BUDGET = "20m"  # a one-GPU host: the whole run, the first round included
+DEFAULT_CONTAINER_REPEATS = 3
+# a CPU cell's estimate is the 2-core AMD EPYC's (Study.estimate); a host with more cores runs the
+# studies' CPU work faster, up to about the 16-core Xeon's 3.7x that the kit measured (mnist-cnn
+# torch-cpu, resident, results/reference/H100-80GB-HBM3 against cpu-2core-epyc)
+MOST_CPU_SPEEDUP = 3.7
+
+
+@dataclass(frozen=True)
+class AnswerPlan:
+    request: RunRequest
+    cells: int  # round 1's cells
+    first_s: float  # round 1's estimate on this host
+    budget_s: float | None  # None: no rounds (containers)
+    platforms: tuple[str, ...]
+
+
+def report_argv(out: Path, report_dir: Path, context: list[Path]) -> tuple[str, ...]:
+    """The command the matrix runs between rounds: this CLI's `report` of OUT into REPORT_DIR."""
+    argv = [sys.executable, "-c", "from host.cli import start; start()", "report", str(out), "--out", str(report_dir)]
+    for c in context:
+        argv += ["--context", str(c)]
+    return tuple(argv)
+
+
+def cpu_speedup() -> float:
+    """How much faster than the 2-core EPYC this host's CPU runs a study's CPU cells, by its cores."""
+    from bench.core.machine import usable_cores
+
+    return max(1.0, min(usable_cores() / 2, MOST_CPU_SPEEDUP))
+
+
+def first_round_s(req: RunRequest) -> tuple[int, float]:
+    """(cells, seconds) of REQ's first round on this host: each cell's study estimate, a CPU cell's
+    scaled by this host's cores (cpu_speedup)."""
+    from bench.core.registry import get_study
+    from bench.run.matrix import resolve
+
+    cells = [c for c in resolve(req.replace(repeats=1), resolve_data=False) if c.repeat == 0]
+    speed = cpu_speedup()
+    total = 0.0
+    for c in cells:
+        study = get_study(c.study)
+        e = study.estimate(c)
+        s = e.open_s + e.steps * e.step_s
+        total += s / speed if study.platform_of(c) == "cpu" else s
+    return len(cells), total
+
+
+def plan(
+    req: RunRequest, todo: list[str], containers: bool, report: tuple[str, ...], budget: str | None = None
+) -> AnswerPlan | None:
+    """The answer's run request for REQ on the platforms TODO (None where REQ is not the answer:
+    a profile named, or no GPU platform here). A bad --budget, or one shorter than round 1, is one
+    UsageError line."""
+    if req.profile != "auto" or effective_profile(req.profile, todo) != "answer":
+        return None
+    r = req.replace(profile="answer", platforms=tuple(todo))
+    n, first = first_round_s(r)
+    if containers:  # each platform in its own container, one after the other: no round pairs a CPU and a GPU cell
+        return AnswerPlan(r.replace(repeats=req.repeats or DEFAULT_CONTAINER_REPEATS), n, first, None, tuple(todo))
+    budget = budget or DEFAULT_BUDGET
+    budget_s = parse_budget(budget)
+    if budget_s < first:
+        raise UsageError(
+            f"--budget {budget} is shorter than the answer's first round here (~{_mins(first)}: {n} cells once); "
+            f"give at least --budget {int(first // 60) + 1}m, or --study to answer fewer studies"
+        )
+    r = r.replace(
+        repeats=req.repeats or 1,
+        until_decided=True,
+        budget=budget,
+        budget_whole=True,
+        after_round=report,
+        schedule=req.schedule,
+    )
+    return AnswerPlan(r, n, first, budget_s, tuple(todo))
+
+
+def lines(p: AnswerPlan) -> list[str]:
+    """The plan, printed before the first cell."""
+    plats = " and ".join(p.platforms)
+    head = (
+        f"answer first: every study's comparisons of this host's {plats}, the same work on both sides "
+        f"(profile answer): {p.cells} cells once, ~{_mins(p.first_s)} by the studies' estimates"
+    )
+    if p.budget_s is None:
+        return [head + f", {p.request.repeats} repeats each (containers run one platform after the other: no added rounds)"]
+    return [
+        head + ", the report written after them;",
+        f"then rounds until each comparison is decided (95% confidence sequence), cheapest first, within --budget "
+        f"{p.request.budget} for the whole run; the report is rewritten after every round (Ctrl-C keeps it). "
+        "The seeds' own setups: --profile default.",
+    ]
+
+
+def _mins(s: float) -> str:
+    s = round(s)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+__all__ = ["DEFAULT_BUDGET", "AnswerPlan", "cpu_speedup", "first_round_s", "lines", "plan", "report_argv"]
