@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one-GPU reference (`orchestrate.py reference gpu`), made over device calls of under 10 minutes
+# each: every call resumes the last one's results dir and ends cleanly before its limit.
+#
+#   KIT_GIT_SHA=<the clean commit> bash scripts/gpu_reference.sh      # on the lent GPU host, repo root
+#
+# In:  .whl/        wheels the host lacks (pydantic, optuna, torchao, ville, pooch; numpy < 2.4 for
+#                   numba-cuda), installed into /tmp/site and put first on PYTHONPATH
+#      .data/       the datasets dir (mnist/: the real MNIST, SHA-256 checked by the kit)
+#      .refcarry/reference.tar.gz   the last call's $OUT/reference.tar.gz, if any (checked whole
+#                   against its MANIFEST.sha256 before it is unpacked; a half-copied one stops here)
+# Out: $OUT/reference.tar.gz (results/reference/<GPU>/ with a MANIFEST.sha256), $OUT/reference.log,
+#      $OUT/status (done | paused | failed)
+# STOP (default 8m): this call's --stop-after. Exit: 0 done, 75 paused (call again), else failed.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/results/gpu-out}
+STOP=${STOP:-8m}
+mkdir -p "$OUT"
+: "${KIT_GIT_SHA:?set KIT_GIT_SHA to the clean commit this tree is (the device copy has no .git)}"
+export KIT_GIT_SHA
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || { echo "failed" > "$OUT/status"; exit 1; }
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
+dest=results/reference/$gpu
+if [ -f .refcarry/reference.tar.gz ]; then
+  scratch=$(mktemp -d)
+  if ! tar -xzf .refcarry/reference.tar.gz -C "$scratch" 2>"$OUT/untar.err"; then
+    echo "error: .refcarry/reference.tar.gz is not a whole archive ($(head -1 "$OUT/untar.err")): bring back the last call's file again" | tee "$OUT/reference.log"
+    echo "failed" > "$OUT/status"; exit 1
+  fi
+  if ! (cd "$scratch/$gpu" && sha256sum -c --quiet MANIFEST.sha256) >"$OUT/manifest.err" 2>&1; then
+    echo "error: the carried results dir does not match its MANIFEST.sha256 ($(head -1 "$OUT/manifest.err")): not resumed" | tee "$OUT/reference.log"
+    echo "failed" > "$OUT/status"; exit 1
+  fi
+  rm -rf "$dest" && mkdir -p results/reference && mv "$scratch/$gpu" "$dest" && rm -f "$dest/MANIFEST.sha256"
+  echo "resumed $dest: $(find "$dest" -name rows.jsonl | wc -l) cells from the last call"
+fi
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+start=$(date +%s)
+python3 orchestrate.py reference gpu --data-dir .data --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+rc=${PIPESTATUS[0]}
+echo "reference exit code $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/reference.log"
+case $rc in 0) echo done > "$OUT/status" ;; 75) echo paused > "$OUT/status" ;; *) echo failed > "$OUT/status" ;; esac
+if [ -d "$dest" ]; then
+  (cd "$dest" && find . -type f ! -name MANIFEST.sha256 -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
+  tar -czf "$OUT/reference.tar.gz" -C results/reference "$gpu"
+  rm -f "$dest/MANIFEST.sha256"
+  ls -la "$OUT/reference.tar.gz"
+fi
+exit "$rc"
