@@ -23,13 +23,10 @@ from pathlib import Path
 
 from bench.core.errors import UsageError
 from bench.core.request import RunRequest, effective_profile, parse_budget
+from bench.run.eta import cpu_speedup
 
 DEFAULT_BUDGET = "20m"  # a one-GPU host: the whole run, the first round included
 DEFAULT_CONTAINER_REPEATS = 3
-# a CPU cell's estimate is the 2-core AMD EPYC's (Study.estimate); a host with more cores runs the
-# studies' CPU work faster, up to about the 16-core Xeon's 3.7x that the kit measured (mnist-cnn
-# torch-cpu, resident, results/reference/H100-80GB-HBM3 against cpu-2core-epyc)
-MOST_CPU_SPEEDUP = 3.7
 
 
 @dataclass(frozen=True)
@@ -47,13 +44,6 @@ def report_argv(out: Path, report_dir: Path, context: list[Path]) -> tuple[str, 
     for c in context:
         argv += ["--context", str(c)]
     return tuple(argv)
-
-
-def cpu_speedup() -> float:
-    """How much faster than the 2-core EPYC this host's CPU runs a study's CPU cells, by its cores."""
-    from bench.core.machine import usable_cores
-
-    return max(1.0, min(usable_cores() / 2, MOST_CPU_SPEEDUP))
 
 
 def first_round_s(req: RunRequest) -> tuple[int, float]:

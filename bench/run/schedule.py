@@ -400,9 +400,13 @@ class Scheduler:
 
     def _sequential(self, cells: list[Cell]) -> list[Outcome]:
         out: list[Outcome] = []
+        later: list[Cell] = []  # --stop-after: cells that would end past it; the ones after still run if they fit
         for cell in cells:
-            self._pause_unless_fits([cell], out)
+            if self.stop_at is not None and not self.fits(self._eta.cost_of(cell.key)):
+                later.append(cell)
+                continue
             out.append(self._drive(self._child(cell)))
+        self._pause_unless_fits(later, out)
         return out
 
     def _interleaved(self, cells: list[Cell]) -> list[Outcome]:
