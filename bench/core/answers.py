@@ -398,7 +398,10 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
             limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
             if rank > limit:
                 continue
-            value = stats.ratio(a.per, b.per, paired=rank == 0)
+            try:
+                value = stats.ratio(a.per, b.per, paired=rank == 0)
+            except ValueError:
+                continue  # a side at 0 (or below) forms no ratio: missing() says which
             out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
     return out
 
@@ -626,6 +629,10 @@ def _not_alike(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[str
                 continue
             diff = unlike(study, a, b, set(rule.a) | set(rule.b))
             if not diff:
+                zero = [f"repeat {r}: {v:g}" for r, v in sorted(b.per.items()) if v <= 0]
+                zero += [f"repeat {r}: {v:g} above" for r, v in sorted(a.per.items()) if v < 0]
+                if zero:
+                    return [f"{b.describe({}, device=False)} measured 0 ({', '.join(zero)}): no ratio divides by it"]
                 continue
             return [f"not the same work: {', '.join(diff)} ({a.run} / {b.run}); " + _to_pair(study, a, b)]
     return []

@@ -158,6 +158,8 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
     if not a or not b:
         raise ValueError("a ratio needs values on both sides")
     av, bv = [float(a[k]) for k in sorted(a)], [float(b[k]) for k in sorted(b)]
+    if min(bv) <= 0 or min(av) < 0:  # a zero below divides nothing (a GPU idle in every sample: 0 %)
+        raise ValueError("a ratio needs values above 0 below the line and none below 0 above it")
     paired = sorted(a) == sorted(b) and len(a) >= 2 and paired is not False
     med = statistics.median(av) / statistics.median(bv)
     if paired:
