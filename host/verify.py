@@ -7,24 +7,33 @@ Every cell is checked for
     rows' `cell`; every row's `command` is `python -m bench cell '<spec>' ...` with exactly the
     spec of cell.json; host, device, image_id, lock_hash and dataset set; system.json present,
     with a kit git sha that is not "unknown" and the rows' image id and lock hash;
-  - completeness: every dir holding a cell.json has rows; interrupted, corrupt and error
-    cells fail; skipped cells pass when they say why; a platform that failed (platforms.json)
-    fails; with `--baseline NAME` every configuration of that baseline set must be present;
+  - completeness: every dir holding a cell.json has rows; corrupt, empty and error cells fail;
+    skipped cells pass when they say why; a cell stopped before it finished (Ctrl-C, SIGTERM or
+    SIGHUP to the run, a kill of the scheduler, a full disk: rows with status `interrupted`, or
+    cell.json and finished steps without rows.jsonl) is `interrupted`, with its reason, and is
+    not a failure: a rerun of the same command finishes it (its provenance is still checked:
+    cell.json, rows' schema, cell, study and command); a platform that failed (platforms.json)
+    fails; with `--baseline NAME` every configuration of that baseline set must be present, and
+    one whose only cells were interrupted is named as such;
   - equivalence and invariants: the checks a study records against a reference
     (Study.equivalence: present and passed) and what must hold in any honest run of it
     (Study.invariants: e.g. no point above its roof, latencies ordered);
   - baselines (results/reference/baselines/<study>.json, host/baselines.py): the final
     accuracy inside the band and the training-loss curve within the relative tolerance of the
     baseline entries for the cell's configuration (study, backend, variant, seed and every
-    parameter, dataset name and checksum and epochs included) made in its own environment
-    (else every other environment's, at the cross-environment tolerance, and the line says
-    so); its speed within the tolerance of the entries of its own machine class and
+    parameter, dataset name and checksum and epochs included) made on its own machine class in
+    its own environment (else its class's in other environments, at the cross-environment
+    tolerance; else every other class's, at the study's cross-class tolerance, measured on the
+    baselines: host/baselines.py; the line says which, how much and why); its speed within the
+    tolerance of the entries of its own machine class and
     environment (host/speed.py; another class: "no speed baseline for this class" on its
     line; `--speed off` skips it). A cell with no entry is listed as "no baseline" (a failure
     unless --allow-unbaselined is given: a check that checks nothing must not pass).
 
-Output: one line per cell ("ok", "skipped", "no baseline" or "FAIL" with every reason), then
-a summary. Exit 0 when nothing failed, 1 when a cell failed, 2 when DIR cannot be verified.
+Output: one line per cell ("ok", "skipped", "no baseline", "interrupted" or "FAIL" with every
+reason), then a summary naming the interrupted cells. Exit 0 when nothing failed (interrupted
+cells are not failures, unless no cell finished at all: then nothing was verified), 1 when a cell
+failed, 2 when DIR cannot be verified.
 
 `--make-baseline DIR... --name NAME` writes NAME's entries into the baseline files from the
 DIRs (which must each pass every check but the baselines); results/reference/README.md gives
@@ -41,7 +50,16 @@ from pathlib import Path
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
-from host.baselines import BASELINES_DIR, check_part, entries, entry_key, load_baselines, make_baseline, set_name
+from host.baselines import (
+    BASELINES_DIR,
+    check_part,
+    cross_class_tolerances,
+    entries,
+    entry_key,
+    load_baselines,
+    make_baseline,
+    set_name,
+)
 from host.compare import cell_name, config_label, config_of, load_set, match_key, parts
 
 PROVENANCE_KEYS = ("host", "device", "image_id", "lock_hash", "dataset")
@@ -51,7 +69,7 @@ PROVENANCE_KEYS = ("host", "device", "image_id", "lock_hash", "dataset")
 class CellVerdict:
     name: str
     dir: str
-    status: str  # ok | skipped | no baseline | FAIL
+    status: str  # ok | skipped | no baseline | interrupted | FAIL
     why: list[str] = field(default_factory=list)  # failures
     info: list[str] = field(default_factory=list)  # what passed
 
@@ -83,7 +101,9 @@ def _spec_of(d: dict):
     return Cell.from_json(json.dumps(d))
 
 
-def check_provenance(cell: ResultCell) -> list[str]:
+def check_provenance(cell: ResultCell, stopped: bool = False) -> list[str]:
+    """What CELL's provenance lacks. STOPPED: an interrupted cell, whose settling row names no device
+    or dataset and which wrote no system.json; everything it did write is checked."""
     why: list[str] = []
     if not is_regular(cell.dir / "cell.json") or not cell.spec:
         return ["no readable cell.json: the cell cannot be identified"]
@@ -120,13 +140,21 @@ def check_provenance(cell: ResultCell) -> list[str]:
             else:
                 if not same:
                     add("command reruns a different spec than cell.json")
-        if not skipped:
+        if not skipped and not (stopped and r.get("status") == "interrupted"):
             for k in PROVENANCE_KEYS:
                 if not isinstance(r.get(k), str) or not r.get(k):
                     add(f"row lacks {k}")
+    statuses = [r.get("status") for r in cell.rows]
+    if (
+        stopped
+        and not cell.state
+        and (statuses.count("interrupted") != 1 or statuses[-1] != "interrupted" or set(statuses) - {"incomplete", "interrupted"})
+    ):
+        why.append("rows are not a stopped cell's (its finished steps marked incomplete, then one interrupted row)")
     sysinfo = cell.system
     if not sysinfo:
-        why.append("no system.json")
+        if not stopped:
+            why.append("no system.json")
     else:
         sha = str(sysinfo.get("kit_git_sha") or "")
         if not sha or sha.startswith("unknown"):
@@ -208,6 +236,8 @@ def verify(
 
     verdicts: list[CellVerdict] = []
     matched: set[int] = set()
+    interrupted: dict[str, list[CellVerdict]] = {}  # configuration key -> its interrupted cells' verdicts
+    cross = cross_class_tolerances(baselines) if use_baselines else {}
     for cdir in unlisted_cell_dirs(d, rs.read):  # a cell.json with an empty rows.jsonl: not silently dropped
         note = "cell.json but no rows (rows.jsonl empty)"
         cells.append(ResultCell(cdir, [], json_file(cdir / "system.json"), "empty", note, json_file(cdir / "cell.json")))
@@ -229,14 +259,20 @@ def verify(
         except KitError:
             name = f"{c.study} {c.dir.name}"
         v = CellVerdict(name, c.dir.name, "ok")
-        for e in by_key.get(_key_or_none(c), []):  # a failing cell is reported as itself, not also as missing
-            matched.add(id(e))
-        if c.state in ("corrupt", "interrupted", "empty"):
+        stopped = c.status == "interrupted"  # the kit's settling row, or cell.json and steps without rows.jsonl
+        if c.state in ("corrupt", "empty"):
             v.why.append(f"{c.state}: {c.note}")
         elif c.status == "error":
             v.why.append(f"error: {c.reason[:300] or 'no reason given'}")
-        v.why += check_provenance(c)
-        if c.status == "skipped" and not v.why:
+        v.why += check_provenance(c, stopped)
+        if not (stopped and not v.why):  # a failing cell is reported as itself, not also as missing
+            matched.update(id(e) for e in by_key.get(_key_or_none(c), []))
+        if stopped and not v.why:  # not a failure: the same command finishes it
+            done = sum(r.get("status") == "incomplete" for r in c.rows) if not c.state else 0
+            v.status = "interrupted"
+            v.info = [f"stopped: {c.reason[:300] or 'no reason given'}" + (f"; {done} finished step row(s) kept" if done else "")]
+            interrupted.setdefault(_key_or_none(c), []).append(v)
+        elif c.status == "skipped" and not v.why:
             if not c.reason:
                 v.why.append("skipped without a reason")
             v.status, v.info = "skipped", [f"skipped: {c.reason[:200]}"]
@@ -252,7 +288,7 @@ def verify(
                     unbased.append(p)
                 matched.update(id(e) for e in es)
                 if es:
-                    w, i = check_part(c, p, es, with_speed, peers.get(key))
+                    w, i = check_part(c, p, es, with_speed, peers.get(key), cross)
                     pre = f"[{p}] " if len(parts(c)) > 1 else ""
                     v.why += [pre + x for x in w]
                     v.info += [pre + x for x in i]
@@ -266,8 +302,8 @@ def verify(
         if v.why:
             v.status = "FAIL"
         verdicts.append(v)
-    for n in notes:
-        if n.get("status") not in ("ran", "skipped"):
+    for n in notes:  # paused: a run that ended at --stop-after, whose finished cells are checked above
+        if n.get("status") not in ("ran", "skipped", "paused"):
             verdicts.append(
                 CellVerdict(
                     f"platform {n.get('platform')}",
@@ -280,15 +316,34 @@ def verify(
         for e in ents:
             if id(e) not in matched:
                 cfg = {**e["config"], "study": e["study"]}
+                halted = interrupted.get(entry_key(e), [])
+                why = (
+                    f"{d} has no finished cell of it: its cell(s) {', '.join(v.dir for v in halted)} were interrupted"
+                    f" ({halted[0].info[0].removeprefix('stopped: ')}); rerun the same command to finish them"
+                    if halted
+                    else f"{d} has no finished cell of it"
+                )
                 verdicts.append(
                     CellVerdict(
                         f"{e['study']} {config_label(cfg)}",
-                        "missing",
+                        "incomplete" if halted else "missing",
                         "FAIL",
-                        [f"baseline {only} expects this configuration ({e['part']}); {d} has no finished cell of it"],
+                        [f"baseline {only} expects this configuration ({e['part']}); {why}"],
                     )
                 )
-    counts = {s: sum(v.status == s for v in verdicts) for s in ("ok", "FAIL", "no baseline", "skipped")}
+    counts = {s: sum(v.status == s for v in verdicts) for s in ("ok", "FAIL", "no baseline", "skipped", "interrupted")}
+    stopped_ids = [v.dir for v in verdicts if v.status == "interrupted"]
+    if stopped_ids and len(stopped_ids) == len(cells):  # a check of nothing never passes
+        verdicts.append(
+            CellVerdict(
+                "nothing verified",
+                d.name,
+                "FAIL",
+                [f"every cell of {d} was interrupted: no finished cell to verify; rerun the same command to finish them"],
+            )
+        )
+        counts["FAIL"] += 1
+    cross_noted = sum(any("(cross-class:" in i for i in v.info) for v in verdicts if v.status == "ok")
     no_speed = sum(any("no speed baseline for this class" in i for i in v.info) for v in verdicts if v.status == "ok")
     busy = sum(any(i.startswith("speed not judged:") for i in v.info) for v in verdicts if v.status == "ok")
     return {
@@ -304,15 +359,28 @@ def verify(
         + (f" (baseline set {only})" if only else "")
         + (f"; {no_speed} ok cell(s) with no speed baseline for their class" if no_speed else "")
         + (f"; {busy} ok cell(s) whose speed was not judged (cpu-shared)" if busy else "")
+        + (f"; {cross_noted} ok cell(s) held to another machine class's baseline (cross-class)" if cross_noted else "")
         + ("" if with_speed else "; speed not checked (--speed off)")
         + (
             "; speed judged on each configuration's median over its repeats (--speed median)"
             if with_speed and speed_median
             else ""
+        )
+        + (
+            f"; {len(stopped_ids)} cell(s) interrupted (not failures): {_listed(stopped_ids)}; "
+            "rerun the same command to finish them"
+            if stopped_ids
+            else ""
         ),
         "no_speed_baseline": no_speed,
         "speed_not_judged": busy,
+        "interrupted": stopped_ids,
+        "cross_class": cross_noted,
     }
+
+
+def _listed(ids: list[str], most: int = 20) -> str:
+    return ", ".join(ids[:most]) + (f" (+{len(ids) - most} more)" if len(ids) > most else "")
 
 
 __all__ = ["BASELINES_DIR", "CellVerdict", "entry_key", "load_baselines", "make_baseline", "verify"]

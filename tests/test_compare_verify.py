@@ -182,10 +182,14 @@ def test_no_cell_silently_missing(cpu):
     assert r.returncode == 1
     fails = [x for x in lines(r.stdout) if x.startswith("FAIL")]
     text = "\n".join(fails)
-    assert "cell.json but no rows" in text and "interrupted: did not finish" in text
+    assert "cell.json but no rows" in text
     assert "baseline cpu-2core-epyc expects this configuration" in text and "torch-cpu seed" in text
     # one line per failing cell: a cell that is there but broken is not also reported missing
-    assert len(fails) == 3, text
+    assert len(fails) == 2, text
+    # the killed cell is interrupted, named, and no failure: its configuration's other repeats finished
+    (stopped,) = [x for x in lines(r.stdout) if x.startswith("interrupted ")]
+    assert d.name in stopped and "did not finish" in stopped and d.name not in text
+    assert f"1 cell(s) interrupted (not failures): {d.name}; rerun the same command" in lines(r.stdout)[-1]
 
 
 def test_skipped_cells_pass_with_a_reason_and_unknown_configs_have_no_baseline(cpu):
@@ -442,7 +446,7 @@ def _other_study(d: Path) -> Path:
         (lambda d: d.parent / "nope", "does not exist", 2, 2, "error"),
         (lambda d: (shutil.rmtree(d), d.mkdir())[1] or d, "no results under", 1, 1, "error"),
         (_newer_schema, "schema 99 is newer than this kit", 1, 1, "error"),
-        (_partial, "did not finish", 1, 1, "FAIL"),
+        (_partial, "did not finish", 1, 0, "interrupted"),  # compare refuses it; verify names it, no failure
         (_other_study, "nothing in common", 1, 0, ""),
     ],
     ids=["missing", "empty", "newer-schema", "partial", "other-study"],
@@ -464,8 +468,9 @@ def test_bad_input_one_line_nothing_overwritten(tmp_path, cpu, make, message, co
     if verify_says == "error":
         err = lines(r.stderr)
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.stderr
-    elif verify_says == "FAIL":
-        assert len([x for x in lines(r.stdout) if x.startswith("FAIL")]) == 1
+    elif verify_says == "interrupted":
+        assert not [x for x in lines(r.stdout) if x.startswith("FAIL")]
+        assert len([x for x in lines(r.stdout) if x.startswith("interrupted ")]) == 1
 
 
 def test_bad_options_one_line(tmp_path, cpu):
