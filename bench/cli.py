@@ -61,7 +61,8 @@ def matrix(
     profile: Annotated[
         Profile,
         typer.Option(
-            help="auto (each study picks per platform: default, or smoke where the default takes hours), smoke, default (the seeds' setups), full"
+            help="auto (with a GPU platform: answer; else each study's quick choice), smoke, default (the seeds' setups), full, "
+            "answer (every study's comparisons, the same work on every platform)"
         ),
     ] = Profile.auto,
     set_: Annotated[

@@ -169,7 +169,10 @@ RepeatsOpt = Annotated[
     int | None,
     typer.Option(help="fresh-process repeats of every cell, interleaved across cells (default: 1 for smoke, else 3)"),
 ]
-_PROFILE = "auto (each study picks per platform: default, or smoke where the default takes hours), smoke (a wiring check), default (the seeds' setups), full"
+_PROFILE = (
+    "auto (with a GPU here: answer; on a CPU alone each study's quick choice), smoke (a wiring check), "
+    "default (the seeds' setups), full, answer (every study's comparisons, the same work on every platform)"
+)
 _SCHEDULE = "sequential: one cell after another; interleaved: every cell's steps in turn; per-device: a cell per GPU"
 _LABEL = "this run's label in every table and plot (recorded in system.json; default: the results dir's name)"
 _UNTIL = "after the first rounds, add rounds until each comparison is decided"

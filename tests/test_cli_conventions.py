@@ -81,7 +81,7 @@ def test_choices_wrap_between_choices_never_inside_one(columns):
     out = CliRunner().invoke(orchestrate.app, ["run", "--help"], env={"COLUMNS": str(columns)}).stdout
     for option, choices in [
         ("--schedule", ["sequential", "interleaved", "per-device"]),
-        ("--profile", ["auto", "smoke", "default", "full"]),
+        ("--profile", ["auto", "smoke", "default", "full", "answer"]),
         ("--runtime", ["auto", "native", "docker"]),
     ]:
         text = type_cell(out, option)

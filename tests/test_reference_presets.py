@@ -18,3 +18,60 @@ def test_the_cpu_preset_runs_the_studies_that_declare_real_reference_data():
 
 def test_the_gpu_presets_run_every_study():
     assert PRESETS["gpu"].studies is None and PRESETS["gpu-cuda"].studies is None
+
+
+def test_the_gpu_preset_is_the_main_jobs_answer_on_both_platforms_within_a_budget():
+    """`reference gpu` is what `all` runs on a GPU host (auto -> answer), on both platforms, the first
+    round one cell after another (a call can end between any two), then rounds within a budget."""
+    from bench.core.request import effective_profile
+
+    g = PRESETS["gpu"]
+    assert set(g.platforms) == {"cpu", "cuda"} and effective_profile(g.profile, g.platforms) == "answer"
+    assert g.schedule == "sequential" and g.repeats == 1 and g.until_decided and g.budget and g.max_repeats
+    assert PRESETS["gpu-full"].profile == "full"
+
+
+def _made_here(dest, tmp_path, env: str | None = None, cpu: str | None = None):
+    """A reference dir holding one finished cell of this machine and environment (ENV, CPU: another's)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "matrix", "mlp-scratch", "--profile", "smoke", "--out", str(dest)],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    [cj] = list(dest.glob("mlp-scratch/*/cell.json"))
+    if env is not None:
+        spec = json.loads(cj.read_text())
+        spec["env"] = env
+        cj.write_text(json.dumps(spec))
+    if cpu is not None:
+        sj = cj.parent / "system.json"
+        system = json.loads(sj.read_text())
+        system["cpu_model"] = cpu
+        sj.write_text(json.dumps(system))
+
+
+def test_a_resume_refuses_a_dir_of_another_environment_or_machine_in_one_line(tmp_path):
+    import pytest
+
+    from bench.core.errors import KitError
+    from host.reference import check_resume
+
+    same = tmp_path / "same"
+    _made_here(same, tmp_path)
+    check_resume(same)  # this machine, this environment: resumed
+    check_resume(tmp_path / "none")  # nothing there yet
+    for name, kw, says in (
+        ("env", {"env": "native-torch0.0-00000000"}, "another environment"),
+        ("cpu", {"cpu": "Other CPU 9000"}, "another machine"),
+    ):
+        d = tmp_path / name
+        _made_here(d, tmp_path, **kw)
+        with pytest.raises(KitError) as err:
+            check_resume(d)
+        assert says in str(err.value) and "\n" not in str(err.value)

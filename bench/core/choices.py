@@ -10,10 +10,10 @@ class Profile(StrEnum):
     # host's GPU against its CPU, the same work on both sides); on a CPU alone each study's own quick
     # choice (Study.auto_profiles: default, or smoke where the default takes long)
     auto = "auto"
-    answer = "answer"  # the smallest matrix that answers each study's comparisons, the same work on every platform
     smoke = "smoke"  # a wiring check: minutes, tiny data
     default = "default"  # the seeds' own setups
     full = "full"  # default + extra variants (GPU tuning options)
+    answer = "answer"  # the smallest matrix that answers each study's comparisons, the same work on every platform
 
 
 class Schedule(StrEnum):

@@ -1,0 +1,294 @@
+"""The answer first (issue 53): on a host with a GPU, `orchestrate.py all` runs every study's answer
+matrix (the same work on both platforms), reports after the first round, then adds rounds until
+decided within a whole-run budget; pairs form only on the same trained work and data; a run stopped
+by a signal or by --stop-after keeps a report and resumes.
+
+The real studies' plans are checked without running them (their answer matrices pair every
+headline comparison, equal work on both sides); the whole flow runs on tests/answer_study.py, whose
+`gpu-side` backend is plain Python on a platform a fake nvidia-smi lists."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.core import answers as A
+from bench.core.claims import Ratio
+from bench.core.registry import studies
+from bench.core.request import PLATFORMS, effective_profile
+from bench.core.resultset import ResultCell
+
+ROOT = Path(__file__).resolve().parent.parent
+ANS = {"KIT_STUDY_MODULES": "answer_study"}
+SEQ = {"KIT_STUDY_MODULES": "seq_study"}
+KIT_STUDIES = ("mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile")
+
+
+def _cli(*args: str, env: dict | None = None, gpu: Path | None = None, merged: bool = False) -> subprocess.CompletedProcess:
+    """ARGS under this Python from the checkout; MERGED: stderr into stdout, in the order written."""
+    e = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", **(env or {})}
+    if gpu is not None:
+        e["PATH"] = f"{gpu}{os.pathsep}{e['PATH']}"
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if merged else {"capture_output": True}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=e, text=True, timeout=600, **pipes)
+
+
+@pytest.fixture
+def fake_gpu(tmp_path) -> Path:
+    """A dir holding an nvidia-smi that lists one GPU: the host's plan sees a cuda platform."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    smi = d / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "0, NVIDIA FakeGPU, 580.0, 81559 MiB, 700.00 W, 1980 MHz"\n')
+    smi.chmod(0o755)
+    return d
+
+
+# ---- the plan: which profile, which cells ----------------------------------------------------
+@given(st.sets(st.sampled_from(PLATFORMS)))
+def test_auto_is_the_answer_exactly_where_a_gpu_platform_runs(platforms):
+    got = effective_profile("auto", sorted(platforms))
+    assert got == ("answer" if platforms & {"cuda", "mps"} else "auto")
+    for named in ("smoke", "default", "full", "answer"):
+        assert effective_profile(named, sorted(platforms)) == named  # a named profile is never changed
+
+
+def _planned(study, cells) -> list[ResultCell]:
+    """Cells as result cells with one ok row per backend part, for the answer engine to pair."""
+    out = []
+    for i, c in enumerate(cells):
+        ds = str(c.params.get("dataset", "auto"))
+        rows = [
+            {"backend": part, "variant": c.variant, "status": "ok", "dataset": ds, "dataset_real": False}
+            for part in c.backend.split("+")
+        ]
+        out.append(ResultCell(Path(f"/r/plan/{study.name}/{c.name}-{i}"), rows, {}, spec=json.loads(c.to_json())))
+    return out
+
+
+def _one_gpu(study, claim) -> bool:
+    """A Ratio claim both of whose sides a host with a CPU and one NVIDIA GPU runs."""
+    rule = claim.rule
+    if not isinstance(rule, Ratio) or claim.needs.gpus > 1:
+        return False
+    for side in (rule.a, rule.b):
+        b = side.get("backend")
+        if side.get("gpus", 1) > 1 or side.get("parallel") not in (None, "none"):
+            return False
+        if b is not None and study.backends[b].platform not in ("cpu", "cuda"):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", KIT_STUDIES)
+def test_the_answer_matrix_forms_every_headline_comparison_with_the_same_work_on_both_sides(name):
+    """On a host with a CPU and a GPU, every headline comparison of every study forms from its
+    answer cells, and no pair of them is kept apart by its trained work or data: the answer is the
+    same work on both sides. (A side both platforms share, e.g. batch, stays in the workload.)"""
+    study = studies()[name]
+    cells = study.matrix("cpu", "answer") + study.matrix("cuda", "answer")
+    assert cells and all(study.validate(c) is None for c in cells)
+    results = _planned(study, cells)
+    formed = 0
+    for claim in study.claims:
+        if not (claim.headline and _one_gpu(study, claim)):
+            continue
+        rule = Ratio(claim.rule.a, claim.rule.b, metric=lambda rows, part: 1.0, free=claim.rule.free)
+        got = A.ratio_findings(study, results, rule)
+        assert got, (claim.id, A.missing(study, results, claim))
+        assert all(not A.unlike(study, *f.sides, set(rule.a) | set(rule.b)) for f in got)
+        assert not A._not_alike(study, results, rule), claim.id  # no pair of its cells kept apart
+        formed += 1
+    assert formed >= 1
+
+
+@pytest.mark.parametrize("name", ("cifar-opt", "roofline", "profile"))
+def test_the_seeds_own_gpu_setups_never_pair_with_the_cpu_ones(name):
+    """The default profile gives each platform the seed's own amount (a GPU 5,000 images x 10
+    epochs, a CPU 1,000 x 5): no GPU-over-CPU pair forms from it, and the answer says why."""
+    study = studies()[name]
+    cells = study.matrix("cpu", "default") + study.matrix("cuda", "default")
+    results = _planned(study, cells)
+    for claim in study.claims:
+        rule = claim.rule
+        if not (claim.headline and _one_gpu(study, claim)):
+            continue
+        platforms = {study.backends[s["backend"]].platform for s in (rule.a, rule.b) if "backend" in s}
+        if platforms != {"cpu", "cuda"}:
+            continue
+        r = Ratio(rule.a, rule.b, metric=lambda rows, part: 1.0, free=rule.free)
+        assert not A.ratio_findings(study, results, r), claim.id
+        [why] = A._not_alike(study, results, r)  # what missing() says of such a claim
+        assert "not the same work" in why and "--set" in why, why
+
+
+# ---- the one rule: a pair is the same work and data, whatever else the claim lets differ --------
+def _ans_cell(run: str, backend: str, repeat: int, epochs: int, dataset: str, real: bool, rate: float) -> ResultCell:
+    rows = [
+        {"backend": backend, "variant": "default", "status": "ok", "dataset": dataset, "dataset_real": real, "step_s": 1 / rate}
+    ]
+    spec = {"study": "ans", "backend": backend, "variant": "default", "seed": 0, "repeat": repeat, "params": {"epochs": epochs}}
+    system = {
+        "cpu_model": "Test CPU",
+        "cpu_logical_cores": 2,
+        **({"gpu": {"name": "FakeGPU"}, "gpu_count": 1} if "gpu" in backend else {}),
+    }
+    return ResultCell(Path(f"/r/{run}/ans/{backend}-{repeat}"), rows, system, spec=spec, origin=run)
+
+
+@pytest.fixture(scope="module")
+def ans_study():
+    os.environ.setdefault("KIT_STUDY_MODULES", "answer_study")
+    sys.path.insert(0, str(ROOT / "tests"))
+    import answer_study  # noqa: F401 - registers the study
+
+    return studies()["ans"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    e=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    data=st.tuples(
+        st.sampled_from(["mnist", "digits", "cifar10-synthetic"]), st.sampled_from(["mnist", "digits", "cifar10-synthetic"])
+    ),
+    real=st.tuples(st.booleans(), st.booleans()),
+    same_run=st.booleans(),
+)
+def test_a_pair_forms_exactly_when_the_trained_work_and_the_data_agree(ans_study, e, data, real, same_run):
+    runs = ("one", "one") if same_run else ("mine", "ref")
+    cells = [_ans_cell(runs[0], "gpu-side", r, e[0], data[0], real[0], 100.0 + r) for r in range(3)]
+    cells += [_ans_cell(runs[1], "cpu-side", r, e[1], data[1], real[1], 25.0 + r) for r in range(3)]
+    claim = ans_study.claims[0]
+    got = A.ratio_findings(ans_study, cells, claim.rule)
+    alike = e[0] == e[1] and data[0] == data[1] and real[0] == real[1]
+    assert bool(got) == alike
+    if not alike:
+        [answer] = A.judge(ans_study, cells, claim)
+        assert answer.verdict == "not measured here" and "not the same work" in answer.why, answer.why
+        if data[0] != data[1] or real[0] != real[1]:
+            assert "data " in answer.why
+        else:
+            assert f"--set epochs={e[1]}" in answer.why  # what to run to pair them
+    else:
+        assert got[0].rank == (0 if same_run else 3) and got[0].value.median == pytest.approx(4.0, rel=0.05)
+
+
+def test_a_ratio_whose_lower_side_measured_zero_is_no_pair_and_says_so(ans_study):
+    cells = [_ans_cell("one", "gpu-side", r, 2, "none", True, 100.0) for r in range(3)]
+    cells += [_ans_cell("one", "cpu-side", r, 2, "none", True, 25.0) for r in range(3)]
+    zero = Ratio({"backend": "gpu-side"}, {"backend": "cpu-side"}, metric=lambda rows, part: 0.0 if part == "cpu-side" else 1.0)
+    assert A.ratio_findings(ans_study, cells, zero) == []
+
+
+# ---- the whole flow on a host with a (fake) GPU --------------------------------------------------
+@pytest.mark.slow
+def test_all_on_a_gpu_host_answers_first_then_adds_rounds_until_decided(tmp_path, fake_gpu):
+    out, rep = tmp_path / "run", tmp_path / "rep"
+    r = _cli(
+        "orchestrate.py", "all", "--study", "ans", "--out", str(out), "--report-dir", str(rep), "--no-references",
+        "--runtime", "native", "--budget", "3m", env=ANS, gpu=fake_gpu, merged=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:]
+    lines = r.stdout.splitlines()
+    plan = next(i for i, line in enumerate(lines) if line.startswith("answer first:"))
+    first_cell = next(i for i, line in enumerate(lines) if line.startswith("ok "))
+    first_report = next(i for i, line in enumerate(lines) if line.startswith("report: ") and "into the run" in line)
+    first_round = next(i for i, line in enumerate(lines) if line.startswith("until decided: round 2"))
+    assert plan < first_cell < first_report < first_round  # the plan, round 1, its report, then rounds
+    assert "--budget 3m for the whole run" in r.stdout
+    rec = json.loads((out / "sequential.json").read_text())
+    [comp] = rec["comparisons"]
+    assert comp["stopped"] == "decided" and comp["verdict"] == "holds" and comp["rounds"] >= 10
+    claims = json.loads((rep / "report.json").read_text())["claims"]
+    [f] = next(c for c in claims if c["id"] == "gpu-over-cpu")["findings"]
+    assert f["interval"] == "cs" and "stopped decided" in f["until_decided"]
+    cells = [json.loads(p.read_text()) for p in out.glob("ans/*/cell.json")]
+    assert {c["params"]["epochs"] for c in cells} == {2}  # the same work on both platforms
+    v = _cli("orchestrate.py", "verify", str(out), "--allow-unbaselined", env=ANS)
+    assert v.returncode == 0, v.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_a_sigterm_mid_run_leaves_a_report_and_verify_names_the_interrupted_cell(tmp_path, fake_gpu):
+    out, rep = tmp_path / "run", tmp_path / "rep"
+    e = {
+        **os.environ,
+        **ANS,
+        "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}",
+        "PATH": f"{fake_gpu}{os.pathsep}{os.environ['PATH']}",
+    }
+    argv = [sys.executable, "orchestrate.py", "all", "--study", "ans", "--out", str(out), "--report-dir", str(rep)]
+    argv += ["--no-references", "--runtime", "native", "--set", "ans.slow_s=0.6", "--set", "epochs=4", "--budget", "5m"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    deadline = time.monotonic() + 300
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first report, then a cell of round 2 under way
+        seen.append(line)
+        if line.startswith("ready   cpu-side default r1") or time.monotonic() > deadline:
+            break
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(seen) + rest
+    assert (rep / "REPORT.md").is_file() and "ans" in (rep / "REPORT.md").read_text()
+    v = _cli("orchestrate.py", "verify", str(out), "--allow-unbaselined", env=ANS)
+    assert v.returncode == 0, v.stdout[-3000:]
+    assert "interrupted" in v.stdout and "cpu-side" in v.stdout
+
+
+@pytest.mark.parametrize(
+    "budget, says",
+    [("0", "above zero"), ("-5m", "above zero"), ("soon", "takes a time"), ("10s", "shorter than the answer's first round")],
+)
+def test_a_bad_budget_is_one_line_before_any_cell(tmp_path, fake_gpu, budget, says):
+    out = tmp_path / "run"
+    r = _cli(
+        "orchestrate.py", "all", "--study", "ans", "--out", str(out), "--no-references", "--runtime", "native",
+        f"--budget={budget}", env=ANS, gpu=fake_gpu,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and says in err[0] and err[0].startswith("error:"), r.stderr
+    assert not list(out.glob("ans/*/rows.jsonl"))
+
+
+def test_a_host_with_a_cpu_alone_says_it_forms_no_gpu_comparison_and_refuses_a_budget(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()  # no nvidia-smi at all
+    r = _cli(
+        "orchestrate.py", "all", "--study", "ans", "--out", str(tmp_path / "run"), "--no-references", "--runtime",
+        "native", "--budget", "5m", env={**ANS, "PATH": f"{empty}{os.pathsep}/usr/bin:/bin"},
+    )  # fmt: skip
+    assert r.returncode == 2 and "--budget 5m" in r.stderr and "cpu" in r.stderr, r.stderr
+    ok = _cli(
+        "orchestrate.py", "all", "--study", "ans", "--out", str(tmp_path / "run"), "--no-references", "--runtime",
+        "native", env={**ANS, "PATH": f"{empty}{os.pathsep}/usr/bin:/bin"},
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "only cpu runs here" in ok.stdout and "answer first" not in ok.stdout
+
+
+# ---- --stop-after: a clean end of one call, resumed by the same command ------------------------
+def test_stop_after_ends_a_call_cleanly_and_the_same_command_resumes_without_rerunning(tmp_path):
+    out = tmp_path / "run"
+    argv = ("-m", "bench", "matrix", "seq", "--set", "steps=2", "--repeats", "3", "--out", str(out))
+    first = _cli(*argv, "--stop-after", "1s", env=SEQ)  # no cell fits: nothing starts, nothing is lost
+    assert first.returncode == 75, first.stderr[-2000:]
+    assert "paused" in first.stdout and not list(out.glob("seq/*/rows.jsonl"))
+    done = _cli(*argv, env=SEQ)
+    assert done.returncode == 0, done.stderr[-2000:]
+    made = {p.parent.name: p.stat().st_mtime for p in out.glob("seq/*/rows.jsonl")}
+    assert len(made) == 6
+    again = _cli(*argv, "--stop-after", "10m", env=SEQ)
+    assert again.returncode == 0 and "reused" in again.stdout
+    assert {p.parent.name: p.stat().st_mtime for p in out.glob("seq/*/rows.jsonl")} == made  # nothing ran twice
