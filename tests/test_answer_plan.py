@@ -147,11 +147,19 @@ def _ans_cell(run: str, backend: str, repeat: int, epochs: int, dataset: str, re
 
 @pytest.fixture(scope="module")
 def ans_study():
-    os.environ.setdefault("KIT_STUDY_MODULES", "answer_study")
-    sys.path.insert(0, str(ROOT / "tests"))
-    import answer_study  # noqa: F401 - registers the study
+    """The test study, imported here (registering it), never named in this process's environment:
+    the subprocesses of other tests must not inherit KIT_STUDY_MODULES."""
+    import importlib.util
 
-    return studies()["ans"]
+    spec = importlib.util.spec_from_file_location("answer_study", ROOT / "tests" / "answer_study.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("answer_study", mod)  # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    from bench.core import registry
+
+    registry._STUDIES.pop("ans", None)  # registered by the import: other tests see the kit's studies only
+    return mod.Ans()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
