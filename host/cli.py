@@ -475,50 +475,80 @@ def report(
 
 @app.command(
     rich_help_panel=RESULTS,
-    epilog="Example: python orchestrate.py worth results/reference/* --samples 1e6 --prices docs/prices-example.toml",
+    epilog="Example: python orchestrate.py worth results/vm results/reference/* --samples 1e6 --prices docs/prices-example.toml",
 )
 def worth(
     dirs: Annotated[list[Path], typer.Argument(help="result dirs, from any hosts")],
     samples: Annotated[float, typer.Option(help="the amount of work: training samples (1e6 = a million)")] = 1e6,
     study: Annotated[str | None, typer.Option(help="only this study's comparisons")] = None,
+    this: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--this",
+            help="this machine's results (repeatable; default: the one DIR outside results/reference/, where exactly "
+            "one is): its answers first, the other dirs paired only with it there",
+        ),
+    ] = None,
     price: PriceOpt = None,
     prices: PricesOpt = None,
     kwh_price: KwhOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="print every number as JSON")] = False,
 ) -> None:
-    """For N samples of each GPU-over-CPU comparison: time, energy and cost on both devices, and which wins."""
+    """For N samples of each GPU-over-CPU comparison: time, energy and cost on both devices, and which wins;
+    this machine's comparisons first."""
     import json
     import math
 
     from bench.core.answers import judge_all
     from bench.core.registry import studies
     from bench.core.resultset import collect, holding_results
+    from bench.core.text import term
     from bench.core.worth import cell_device_name, worth_all
     from host import worth as hw
-    from host.report import _platform
+    from host.report import REFERENCES, _platform, context_cells
 
     if not math.isfinite(samples) or samples <= 0:
         usage(f"--samples {samples:g}: give a positive number of training samples")
     registry = studies()
     if study is not None and study not in registry:
         usage(f"unknown study {study!r}: choose {', '.join(registry)}")
+    named = list(dirs) + [t for t in this or [] if t.resolve() not in {d.resolve() for d in dirs}]
     try:
-        kept, skipped = holding_results(list(dirs))
+        kept, skipped = holding_results(named)
         for line in skipped:
-            typer.echo(line, err=True)
-        cells, _, _ = collect(kept)
+            typer.echo(term(line), err=True)
+        mine_dirs, other_dirs = hw.this_dirs(kept, this, REFERENCES)
+        if not mine_dirs or not other_dirs:  # one machine's dirs only, or none named: every dir is equal
+            cells, _, _ = collect(kept)
+            beside: list = []
+        else:
+            cells, _, _ = collect(mine_dirs)
+            beside = context_cells(other_dirs, cells)  # marked: paired only with this machine's cells
     except KitError as err:
         fail(err)
+    here = bool(mine_dirs and beside)
     p = _prices(price, prices, kwh_price)
     if p is not None:
-        p.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells})
+        p.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
         for line in p.problems:
-            typer.echo(f"warning: {line}", err=True)
-    found = [w for w in worth_all(registry, judge_all(registry, cells), p) if w.answer.primary]
-    found = [w for w in found if study is None or w.answer.study == study]
-    if not found:
+            typer.echo(f"warning: {term(line)}", err=True)
+
+    def primary(answers: list) -> list:
+        got = [w for w in worth_all(registry, answers, p) if w.answer.primary]
+        return [w for w in got if study is None or w.answer.study == study]
+
+    # this machine's answers (each holds a side of its cells), then the others' among themselves
+    found = primary(judge_all(registry, cells + beside))
+    got = [hw.for_work(w, samples, here) for w in found]
+    if here:
+        if not found:  # one line: why none of this machine's cells form a GPU-over-CPU answer
+            typer.echo(term(hw.no_answer_line(registry, cells, beside, study)), err=json_out)
+        for c in beside:
+            c.context = False  # read as equals now: the answers between the other dirs
+        found = primary(judge_all(registry, beside))
+        got += [hw.for_work(w, samples) for w in found]
+    if not got:
         fail("no GPU-over-CPU comparison can be formed from these results (a study's CPU and GPU sides must both have run)")
-    got = [hw.for_work(w, samples) for w in found]
     if json_out:
         typer.echo(json.dumps(got, indent=1, default=str))
         return

@@ -237,16 +237,17 @@ def _sections(
     from host import answers as ans
     from host import worth as hw
 
+    here = bool(context)  # with context, the report's own cells are this machine's (host/answers.py)
     summary: dict = {
         "studies": {},
         "report": str(out / "REPORT.md"),
-        "claims": ans.as_json(judged),
-        "worth": hw.as_json(worths),
+        "claims": ans.as_json(judged, here),
+        "worth": hw.as_json(worths, here),
         "prices": prices.describe() if prices is not None else None,
         "skipped": rs.skipped,
     }
     for name, study, mine in shown:
-        md += _study_section(name, study, own[name], mine, rs.notes, judged, worths, stage, prices)
+        md += _study_section(name, study, own[name], mine, rs.notes, judged, worths, stage, prices, here)
         summary["studies"][name] = {
             "cells": len(mine),
             "ok": sum(c.status == "ok" for c in mine),
@@ -301,12 +302,18 @@ def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, sa
         prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
     worths = worth_all(registry, judged, prices)
     head = [w for w in worths if w.answer.claim.headline]
-    md = ans.headline(judged)
-    md += hw.section(head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices)
+    # with context (the main job's references), the report's own cells are "this machine": named so,
+    # its rows first, and the headline says what it answers itself and why not the rest
+    here = bool(context)
+    lead = ans.this_machine(judged, registry, cells, beside) if here else []
+    md = ans.headline(judged, here, lead)
+    md += hw.section(
+        head, "### Is the GPU worth it? Time, energy and cost beside every GPU-over-CPU answer", None, "", prices, here
+    )
     md += hw.prices_lines(prices) if head else []
     if rs.skipped:
         md += ["> " + "; ".join(md_text(line) for line in rs.skipped), ""]
-    md += ans.trust(judged, cells, rs.notes) + ans.tallies(judged, registry)
+    md += ans.trust(judged, cells, rs.notes, here) + ans.tallies(judged, registry)
     return md, judged, worths
 
 
@@ -320,15 +327,17 @@ def _study_section(
     worths: list,
     stage: Path,
     prices: Any,
+    here: bool = False,
 ) -> list[str]:
     """One study's part: its own section OWN (made by study.report_section, its tables and figures
-    in STAGE), its seed's claims, its worth table and the cells that did not run."""
+    in STAGE), its seed's claims, its worth table and the cells that did not run (HERE: the report
+    has context, its own cells named this machine)."""
     from host import answers as ans
     from host import worth as hw
 
     md = [f"## {study.title or name}", "", *own]
-    md += ans.study_section(name, judged)
-    md += hw.section([w for w in worths if w.answer.study == name], "### Is the GPU worth it?", stage, name, prices)
+    md += ans.study_section(name, judged, here)
+    md += hw.section([w for w in worths if w.answer.study == name], "### Is the GPU worth it?", stage, name, prices, here)
     return md + _not_run(mine, notes, name)
 
 

@@ -13,6 +13,9 @@ from bench.core import stats
 from bench.core import worth as W
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
+from bench.core.text import plot_text, term
+
+THIS = "this machine"
 
 LEGEND = (
     "**time** is the GPU side's training throughput over the CPU side's (the headline's ratio, as the GPU's "
@@ -60,11 +63,34 @@ def even_text(e: W.Even | None, why: str, epoch: int | None) -> str:
     return f"above {count(e.n)} samples{ep}{bracket}{split}"
 
 
-def _on(w: W.Worth) -> str:
-    return f"{w.gpu.name} / {w.cpu.name}"
+def mine(x: W.Facts, here: bool) -> bool:
+    """Whether side X is this machine's: HERE (the report or command has context) and its cells
+    are not context (host/answers.py `mine`)."""
+    return here and not x.side.context
 
 
-def table(worths: list[W.Worth], first: int = 1) -> list[str]:
+def device_label(x: W.Facts, here: bool) -> str:
+    """X's device, 'this machine (2-core AMD EPYC)' where it is this machine's."""
+    return f"{THIS} ({x.name})" if mine(x, here) else x.name
+
+
+def is_mine(w: W.Worth, here: bool) -> bool:
+    """Whether W has a side of this machine."""
+    return mine(w.gpu, here) or mine(w.cpu, here)
+
+
+def this_first(worths: list[W.Worth], here: bool) -> list[W.Worth]:
+    """WORTHS with this machine's first: both sides its own, then one; each group in its order."""
+    if not here:
+        return list(worths)
+    return sorted(worths, key=lambda w: 2 - mine(w.gpu, here) - mine(w.cpu, here))
+
+
+def _on(w: W.Worth, here: bool = False) -> str:
+    return f"{device_label(w.gpu, here)} / {device_label(w.cpu, here)}"
+
+
+def table(worths: list[W.Worth], first: int = 1, here: bool = False) -> list[str]:
     md = [
         md_row(
             [
@@ -86,7 +112,7 @@ def table(worths: list[W.Worth], first: int = 1) -> list[str]:
                 [
                     i,
                     f"{w.answer.study}: {w.answer.label}",
-                    _on(w),
+                    _on(w, here),
                     ratio_text(w.time, "–"),
                     ratio_text(w.energy, "not measured"),
                     ratio_text(w.cost, "no price" if w.cost_why == "no price given" else "not measured"),
@@ -105,7 +131,7 @@ def _mid(v: dict) -> float:
     return sorted(v.values())[len(v) // 2]
 
 
-def detail(w: W.Worth) -> str:
+def detail(w: W.Worth, here: bool = False) -> str:
     """One line: each side's rate, fixed costs, energy and price; why a figure is missing (once)."""
     bits = []
     for x, role in ((w.gpu, "GPU"), (w.cpu, "CPU")):
@@ -116,7 +142,7 @@ def detail(w: W.Worth) -> str:
             got.append(f"{_fig(_mid(x.energy) * 1e3)} mJ/sample ({x.energy_domain})")
         if x.price is not None:
             got.append(f"{x.price.usd_per_hour:g} USD/h" + (f" x {x.devices} GPUs" if x.devices > 1 else ""))
-        bits.append(f"{role} {x.name}: {', '.join(got)}")
+        bits.append(f"{role} {device_label(x, here)}: {', '.join(got)}")
     if w.energy is None and w.energy_why:
         bits.append(f"energy {w.energy_why}")
     if w.cost is None and w.cost_why and w.cost_why != "no price given":
@@ -126,14 +152,17 @@ def detail(w: W.Worth) -> str:
     return ". ".join(bits)
 
 
-def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, prices: Any) -> list[str]:
+def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, prices: Any, here: bool = False) -> list[str]:
+    """The worth table of WORTHS under HEADING, a line per row, the plot into OUT (as NAME_worth.png);
+    HERE (the report has context): this machine's rows first, its devices named so."""
     if not worths:
         return []
+    worths = this_first(worths, here)
     md = [heading, "", LEGEND, ""]
     if prices is None:
         md += ["_No price given: no cost column (`--price DEVICE=USD_PER_HOUR` or `--prices FILE`; never a default)._", ""]
-    md += table(worths)
-    md += [f"{i}. {md_text(detail(w))}" for i, w in enumerate(worths, 1)] + [""]
+    md += table(worths, here=here)
+    md += [f"{i}. {md_text(detail(w, here))}" for i, w in enumerate(worths, 1)] + [""]
     if any(x.fixed_what.startswith(OLD_FIXED) for w in worths for x in (w.gpu, w.cpu)):
         md += [
             "\\* fixed costs of results made before the kit recorded them phase by phase: open() alone "
@@ -141,10 +170,50 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
             "",
         ]
     if out is not None:
-        fig = plot(worths, out, name)
+        fig = plot(worths, out, name, here)
         if fig:
             md += [f"![time and cost to finish against the work]({fig})", ""]
     return md
+
+
+def this_dirs(dirs: list[Path], this: list[Path] | None, references: Path) -> tuple[list[Path], list[Path]]:
+    """(this machine's dirs, the others) among DIRS (those holding results): THIS where given (each
+    one of DIRS, else UsageError), else the one dir outside REFERENCES where exactly one is; with
+    neither, ([], DIRS): no dir is this machine."""
+    from bench.core.errors import UsageError
+
+    by = {d.resolve(): d for d in dirs}
+    if this:
+        mine = []
+        for t in this:
+            if t.resolve() not in by:
+                raise UsageError(f"--this {t}: no results there (expected <dir>/<study>/<cell>/rows.jsonl)")
+            mine.append(by[t.resolve()])
+    else:
+        refs = references.resolve()
+        outside = [d for d in dirs if not d.resolve().is_relative_to(refs)]
+        mine = outside if len(outside) == 1 else []
+    chosen = {m.resolve() for m in mine}
+    return list(dict.fromkeys(mine)), [d for d in dirs if d.resolve() not in chosen]
+
+
+def no_answer_line(registry: dict, cells: list, beside: list, only: str | None = None) -> str:
+    """One line (terminal text): this machine (CELLS) forms no GPU-over-CPU answer, and why, per
+    GPU-over-CPU claim of the studies at hand (ONLY: that study's), grouped and counted."""
+    from host import answers as H
+
+    gpus = H.machine_gpus(cells)
+    reasons = []
+    for name, st in registry.items():
+        mine = [c for c in cells if c.study == name]
+        theirs = [c for c in beside if c.study == name]
+        if (only is not None and name != only) or not (mine or theirs):
+            continue
+        reasons += [H.lack(st, c, mine, theirs, gpus) for c in getattr(st, "claims", ()) if W.claim_is_gpu_over_cpu(st, c)]
+    groups = H.reason_groups(reasons, markdown=False)
+    why = "; ".join(f"{n} {text}" for n, text in groups)
+    head = f"{THIS} ({H.machine_label(cells)}) forms no GPU-over-CPU answer"
+    return f"{head}: of {len(reasons)} GPU-over-CPU comparisons, {why}" if why else head
 
 
 def prices_lines(prices: Any) -> list[str]:
@@ -164,7 +233,7 @@ def prices_lines(prices: Any) -> list[str]:
     return [f"- {md_text(x)}" for x in md] + [""] if md else []
 
 
-def plot(worths: list[W.Worth], out: Path, name: str) -> str | None:
+def plot(worths: list[W.Worth], out: Path, name: str, here: bool = False) -> str | None:
     """Time (and cost) to finish against the work for the first answer that has both lines, both
     sides, the crossing marked; log-log. Returns the file name or None."""
     from bench.core.figures import figure
@@ -194,10 +263,10 @@ def plot(worths: list[W.Worth], out: Path, name: str) -> str | None:
     data = {
         "n": n,
         "panels": panels,
-        "gpu": f"GPU: {w.gpu.name}"[:40],
-        "cpu": f"CPU: {w.cpu.name}"[:40],
+        "gpu": plot_text(f"GPU: {device_label(w.gpu, here)}"[:40]),
+        "cpu": plot_text(f"CPU: {device_label(w.cpu, here)}"[:40]),
         "epoch": w.epoch,
-        "title": f"{w.answer.study}: {w.answer.label}"[:90],
+        "title": plot_text(f"{w.answer.study}: {w.answer.label}"[:90]),
     }
     return figure(out, f"{name}_worth.png", draw_worth, data)
 
@@ -235,7 +304,7 @@ def draw_worth(d: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def as_json(worths: list[W.Worth]) -> list[dict]:
+def as_json(worths: list[W.Worth], here: bool = False) -> list[dict]:
     def s(x: stats.Summary | None) -> dict | None:
         return None if x is None else {"value": x.median, "lo": x.lo, "hi": x.hi, "interval": x.kind, "n": x.n}
 
@@ -264,14 +333,20 @@ def as_json(worths: list[W.Worth]) -> list[dict]:
             "break_even_time": e(w.even_time),
             "break_even_cost": e(w.even_cost),
             "epoch_samples": w.epoch,
+            "this_machine": is_mine(w, here),
         }
         for w in worths
     ]
 
 
-def for_work(w: W.Worth, samples: float) -> dict:
-    """`orchestrate.py worth`: for SAMPLES on each side at the medians: seconds, joules, USD, who wins."""
-    out: dict[str, Any] = {"comparison": f"{w.answer.study}: {w.answer.label}", "samples": samples}
+def for_work(w: W.Worth, samples: float, here: bool = False) -> dict:
+    """`orchestrate.py worth`: for SAMPLES on each side at the medians: seconds, joules, USD, who wins;
+    HERE (the command names this machine's dirs beside others): which sides are this machine's."""
+    out: dict[str, Any] = {
+        "comparison": f"{w.answer.study}: {w.answer.label}",
+        "samples": samples,
+        "this_machine": is_mine(w, here),
+    }
     t = w.lines("time")
     c = w.lines("cost")
     for x, role, k in ((w.gpu, "gpu", 0), (w.cpu, "cpu", 1)):
@@ -279,6 +354,7 @@ def for_work(w: W.Worth, samples: float) -> dict:
         energy = sorted(x.energy.values())[len(x.energy) // 2] if x.energy else None
         out[role] = {
             "device": x.name,
+            "this_machine": mine(x, here),
             "seconds": t[k].at(samples) if t else (samples / rate if rate else None),
             "seconds_note": "" if t else "fixed costs not recorded: the rate alone",
             "joules": energy * samples if energy is not None else None,
@@ -300,15 +376,32 @@ def work_text(g: dict) -> str:
             return "not measured"
         return {"s": f"{v:,.1f} s", "J": f"{v / 3.6e6:,.3g} kWh ({v:,.0f} J)", "USD": f"{v:,.4g} USD"}[unit]
 
+    def dev(x: dict) -> str:
+        return f"{THIS} ({x['device']})" if x.get("this_machine") else str(x["device"])
+
     lines = [f"{g['comparison']}: {count(g['samples'])} samples"]
     for what, unit, label in (("seconds", "s", "time"), ("joules", "J", "energy"), ("usd", "USD", "cost")):
         gp, cp = g["gpu"], g["cpu"]
         win = g[f"{what}_winner"]
         note = gp[f"{what}_note"] or cp[f"{what}_note"]
-        text = f"  {label:6} GPU {gp['device']}: {val(gp[what], unit)}; CPU {cp['device']}: {val(cp[what], unit)}"
+        text = f"  {label:6} GPU {dev(gp)}: {val(gp[what], unit)}; CPU {dev(cp)}: {val(cp[what], unit)}"
         text += f" -> {win} wins" if win else ""
         lines.append(text + (f" ({note})" if note and not win else ""))
-    return "\n".join(lines)
+    return "\n".join(term(x) for x in lines)  # device names come from result dirs: nothing the terminal acts on
 
 
-__all__ = ["as_json", "even_text", "for_work", "plot", "prices_lines", "section", "table", "work_text"]
+__all__ = [
+    "as_json",
+    "device_label",
+    "even_text",
+    "for_work",
+    "is_mine",
+    "no_answer_line",
+    "plot",
+    "prices_lines",
+    "section",
+    "table",
+    "this_dirs",
+    "this_first",
+    "work_text",
+]

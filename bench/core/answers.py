@@ -624,6 +624,8 @@ def _not_alike(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[str
     skip = set(rule.a) | set(rule.b) | set(rule.free)
     for a in a_sides:
         for b in b_sides:
+            if a.context and b.context:
+                continue  # two references added for context: what keeps them apart says nothing of this run
             apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
             if _key(_workload(a.workload, apart)) != _key(_workload(b.workload, apart)):
                 continue

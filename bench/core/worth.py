@@ -246,6 +246,25 @@ def is_gpu_over_cpu(answer: Answer) -> bool:
     return len(sides) == 2 and "cpu" in plats and len(plats) == 2
 
 
+def want_platform(study: Study, want: dict) -> str | None:
+    """The platform a claim's side runs on (the `platform` facet it matches): the one it names,
+    else its backend's; None where it names neither (any platform)."""
+    if "platform" in want:
+        return str(want["platform"])
+    spec = study.backends.get(str(want["backend"])) if "backend" in want else None
+    return spec.platform if spec else None
+
+
+def claim_is_gpu_over_cpu(study: Study, claim: C.Claim) -> bool:
+    """Whether CLAIM's answers are GPU-over-CPU answers (is_gpu_over_cpu) by its declaration alone,
+    answered or not: a speed Ratio whose one side runs on a CPU and the other on a GPU."""
+    rule = claim.rule
+    if not isinstance(rule, C.Ratio) or not (rule.metric is None or claim.headline):
+        return False
+    plats = {want_platform(study, rule.a), want_platform(study, rule.b)}
+    return None not in plats and "cpu" in plats and len(plats) == 2
+
+
 def worth_of(study: Study, answer: Answer, prices: Any = None) -> Worth:
     """The Worth of ANSWER (is_gpu_over_cpu) at PRICES (host.prices.Prices or None: no cost)."""
     f = answer.findings[0]
@@ -356,11 +375,13 @@ __all__ = [
     "cost_line",
     "crossing",
     "cell_device_name",
+    "claim_is_gpu_over_cpu",
     "device_name",
     "even",
     "facts",
     "is_gpu_over_cpu",
     "time_line",
+    "want_platform",
     "worth_all",
     "worth_of",
 ]
