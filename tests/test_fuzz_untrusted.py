@@ -269,7 +269,9 @@ def test_report_and_verify_answer_every_edit_of_a_result_dir_without_a_traceback
             except KitError as err:
                 assert "\n" not in str(err)
             else:
-                assert res["cells"] >= 0 and all(v.status in ("ok", "FAIL", "no baseline", "skipped", "interrupted") for v in res["verdicts"])
+                assert res["cells"] >= 0 and all(
+                    v.status in ("ok", "FAIL", "no baseline", "skipped", "interrupted") for v in res["verdicts"]
+                )
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
