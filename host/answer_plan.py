@@ -75,13 +75,18 @@ def plan(
     n, first = first_round_s(r)
     if containers:  # each platform in its own container, one after the other: no round pairs a CPU and a GPU cell
         return AnswerPlan(r.replace(repeats=req.repeats or DEFAULT_CONTAINER_REPEATS), n, first, None, tuple(todo))
-    budget = budget or DEFAULT_BUDGET
+    given = budget or req.budget
+    budget = given or DEFAULT_BUDGET
     budget_s = parse_budget(budget)
     if budget_s < first:
-        raise UsageError(
-            f"--budget {budget} is shorter than the answer's first round here (~{_mins(first)}: {n} cells once); "
-            f"give at least --budget {int(first // 60) + 1}m, or --study to answer fewer studies"
-        )
+        if given:  # the user's: one line, before any cell
+            raise UsageError(
+                f"--budget {budget} is shorter than the answer's first round here (~{_mins(first)}: {n} cells once); "
+                f"give at least --budget {int(first // 60) + 1}m, or --study to answer fewer studies"
+            )
+        # the default on a slow host: round 1 runs whole, and a third of it again for rounds
+        budget = f"{int(first * 4 / 3 // 60) + 1}m"
+        budget_s = parse_budget(budget)
     r = r.replace(
         repeats=req.repeats or 1,
         until_decided=True,

@@ -300,3 +300,23 @@ def test_stop_after_ends_a_call_cleanly_and_the_same_command_resumes_without_rer
     again = _cli(*argv, "--stop-after", "10m", env=SEQ)
     assert again.returncode == 0 and "reused" in again.stdout
     assert {p.parent.name: p.stat().st_mtime for p in out.glob("seq/*/rows.jsonl")} == made  # nothing ran twice
+
+
+def test_the_default_budget_grows_to_cover_a_slow_hosts_first_round_and_a_given_one_does_not(monkeypatch):
+    """A host whose first round alone outlasts the default budget (few cores beside a GPU) still gets
+    its answer: the default grows to cover it (and a third more for rounds); a budget the user gave is
+    refused instead, in one line."""
+    from bench.core.errors import UsageError
+    from bench.core.request import RunRequest
+    from host import answer_plan
+
+    monkeypatch.setattr(answer_plan, "first_round_s", lambda req: (39, 1800.0))  # 30 minutes
+    req = RunRequest(platforms=("cpu", "cuda"))
+    got = answer_plan.plan(req, ["cpu", "cuda"], False, ())
+    assert got is not None and got.budget_s is not None and got.budget_s >= 1800 * 4 / 3
+    assert got.request.until_decided and got.request.budget_whole and got.request.repeats == 1
+    with pytest.raises(UsageError, match="shorter than the answer's first round"):
+        answer_plan.plan(req, ["cpu", "cuda"], False, (), "20m")
+    assert answer_plan.plan(req, ["cpu"], False, ()) is None  # a CPU alone: not the answer's plan
+    boxed = answer_plan.plan(req, ["cpu", "cuda"], True, ())  # containers: no rounds pair a CPU and a GPU cell
+    assert boxed is not None and boxed.budget_s is None and boxed.request.repeats == 3
