@@ -85,7 +85,7 @@ def test_set_parses_by_type_and_scopes_by_study():
 def test_only_filters_on_cell_fields_and_params():
     s = get_study("mnist-cnn")
     cells = s.matrix("cpu", "default")
-    assert [c.variant for c in cells if P.matches(c, ["backend=numba-cpu"])] == ["default", "seed"]
+    assert [c.backend for c in cells if P.matches(c, ["backend=numba-cpu"])] == ["numba-cpu"]
     assert len([c for c in cells if P.matches(c, ["pipeline=seed|resident", "backend=torch-cpu"])]) == 2
     with pytest.raises(KitError, match="neither a cell field"):
         P.check_only(["flavour=x"], [s])

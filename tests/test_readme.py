@@ -112,10 +112,13 @@ def test_main_command_on_the_embedded_default(tmp_path):
     assert "platform cuda" in md and "platform mps" in md  # skipped platforms, with reasons
     assert "## mlp-scratch (seed 001)" in md and (report / "mlp_convergence.png").is_file()
     assert "## cifar-opt (seed 002)" in md and "NOT CIFAR-10" in md and (report / "cifar-opt_fig4_latency.png").is_file()
-    # the headline sets this machine's CPU against the committed references' GPU, across hosts
+    # the headline names this machine and answers for it: never this CPU on the embedded digits against a
+    # reference GPU on real MNIST (the old first row, 132x "holds"), but what to run to get that pair
     head = md.split("\n## ")[1]
-    assert re.search(r"\| mnist-cnn: PyTorch: CUDA over CPU \(kit setup\) \|.*\| H100 80GB HBM3 host .* / ", head), head[:3000]
-    assert "what differs: host: H100 80GB HBM3 host" in head and "data: mnist / digits-embedded" in head
+    assert "**This machine** is " in head and "headline comparisons" in head, head[:3000]
+    assert "`orchestrate.py data fetch mnist`" in head and "need a GPU beside this CPU" in head, head[:3000]
+    assert not re.search(r"\| mnist-cnn: PyTorch: CUDA over CPU \(kit setup\) \|", head), head[:3000]
+    assert "digits-embedded" not in head.split("</div>")[0]  # no headline row pairs the digits with anything real
     ran = [p for p in (work / "results").rglob("rows.jsonl") if "reference" not in p.relative_to(work / "results").parts]
     rows = [r for p in ran for r in read_rows(p) if r["study"] == "mnist-cnn"]
     # 3 configurations x 3 repeats (the default) x 10 epochs

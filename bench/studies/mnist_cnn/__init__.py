@@ -37,7 +37,6 @@ from bench.studies.mnist_cnn.config import (
     ANSWER_EXTRA,
     DATASET_SIZES,
     DATASETS,
-    DEFAULT_EXTRA,
     FULL_EXTRA,
     GPU_STEP_COST,
     INITS,
@@ -117,7 +116,6 @@ class MnistCnn(Study):
         if profile not in PROFILE_PARAMS:
             raise KitError(f"unknown profile {profile!r}: choose {', '.join(PROFILE_PARAMS)}")
         spec = PLATFORM_CELLS[platform] + (FULL_EXTRA.get(platform, []) if profile == "full" else [])
-        spec += DEFAULT_EXTRA.get(platform, []) if profile != "smoke" else []
         spec += ANSWER_EXTRA.get(platform, []) if profile == "answer" else []
         listed = {b for b, _, _ in spec}
         # a backend added by its registry entry alone runs its default variant on each of its pipelines

@@ -53,10 +53,8 @@ PLATFORM_CELLS = {
     ],
     "mps": [("torch-mps", "seed", "default"), ("torch-mps", "resident", "default")],
 }
-# the default's (and full's and answer's, not smoke's) besides: the seed's own Numba setup on the CPU,
-# which its CPU comparison (Numba over PyTorch) pairs; seconds a repeat, so a CPU-only host answers it
-DEFAULT_EXTRA = {"cpu": [("numba-cpu", "resident", "seed")]}
 FULL_EXTRA = {
+    "cpu": [("numba-cpu", "resident", "seed")],
     "cuda": [
         ("torch-cuda", "resident", "graphs"),
         ("torch-cuda", "resident", "graphs+bf16"),
@@ -90,7 +88,7 @@ PROFILE_PARAMS = {
 # the answer profile (a GPU host's `all`): the default's cells, plus the seed's own Numba setups that
 # its headline pairs (numba GPU over CPU and each device's Numba over PyTorch, variant seed), the same
 # work on every platform
-ANSWER_EXTRA = {"cuda": [("numba-cuda", "resident", "seed")]}
+ANSWER_EXTRA = {"cpu": [("numba-cpu", "resident", "seed")], "cuda": [("numba-cuda", "resident", "seed")]}
 
 
 # What a cell costs, for the run's ETA (Study.estimate): seconds per training sample and per
