@@ -47,20 +47,14 @@ def report_argv(out: Path, report_dir: Path, context: list[Path]) -> tuple[str, 
 
 
 def first_round_s(req: RunRequest) -> tuple[int, float]:
-    """(cells, seconds) of REQ's first round on this host: each cell's study estimate, a CPU cell's
-    scaled by this host's cores (cpu_speedup)."""
-    from bench.core.registry import get_study
+    """(cells, seconds) of REQ's first round on this host, by the ETA's own estimate of each cell
+    (bench.run.eta.estimate_here: a CPU cell's scaled by this host's cores)."""
+    from bench.run.eta import estimate_here
     from bench.run.matrix import resolve
 
     cells = [c for c in resolve(req.replace(repeats=1), resolve_data=False) if c.repeat == 0]
     speed = cpu_speedup()
-    total = 0.0
-    for c in cells:
-        study = get_study(c.study)
-        e = study.estimate(c)
-        s = e.open_s + e.steps * e.step_s
-        total += s / speed if study.platform_of(c) == "cpu" else s
-    return len(cells), total
+    return len(cells), sum(e.open_s + e.steps * e.step_s for e in (estimate_here(c, speed) for c in cells))
 
 
 def plan(

@@ -320,3 +320,23 @@ def test_the_default_budget_grows_to_cover_a_slow_hosts_first_round_and_a_given_
     assert answer_plan.plan(req, ["cpu"], False, ()) is None  # a CPU alone: not the answer's plan
     boxed = answer_plan.plan(req, ["cpu", "cuda"], True, ())  # containers: no rounds pair a CPU and a GPU cell
     assert boxed is not None and boxed.budget_s is None and boxed.request.repeats == 3
+
+
+@settings(max_examples=40, deadline=None)  # 6+ repeats a side: a bootstrap interval, a few hundred ms
+@given(
+    a=st.dictionaries(st.integers(0, 7), st.floats(0, 1e9, allow_nan=False), min_size=1, max_size=8),
+    b=st.dictionaries(st.integers(0, 7), st.floats(0, 1e9, allow_nan=False), min_size=1, max_size=8),
+    paired=st.sampled_from([None, True, False]),
+)
+def test_a_ratio_of_any_readings_is_a_summary_or_one_value_error_never_a_division_by_zero(a, b, paired):
+    """The one place a ratio is formed (bench.core.stats.ratio) refuses a lower side at 0 in any
+    repeat, whatever the readings: a GPU idle in every sample once crashed the whole report."""
+    from bench.core import stats
+
+    try:
+        s = stats.ratio(a, b, paired=paired)
+    except ValueError:
+        assert min(b.values()) <= 0
+        return
+    assert min(b.values()) > 0 and s.median >= 0
+    assert s.lo is None or s.lo <= s.hi

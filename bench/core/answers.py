@@ -28,7 +28,7 @@ runtime or image, the data, and any work-amount param (epochs, images).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -382,28 +382,34 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
     b_sides = sides(study, cells, rule.b, rule.metric)
     if {(id(c), s.part) for s in a_sides for c in s.cells} & {(id(c), s.part) for s in b_sides for c in s.cells}:
         raise DeclarationError("both sides resolve to the same cells: the sides need facets that tell them apart")
-    skip = set(rule.a) | set(rule.b) | set(rule.free)
     span = ACROSS.get(rule.across) if rule.across else None
     out = []
+    for a, b, work in _same_workload(rule, a_sides, b_sides):
+        if unlike(study, a, b, set(rule.a) | set(rule.b)):
+            continue  # not the same work or data: never a pair (missing() says what to run instead)
+        rank = _rank(a, b)
+        limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
+        if rank > limit:
+            continue
+        try:
+            value = stats.ratio(a.per, b.per, paired=rank == 0)
+        except ValueError:
+            continue  # a side at 0 (or below) forms no ratio: missing() says which
+        out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
+    return out
+
+
+def _same_workload(rule: C.Ratio, a_sides: list[Side], b_sides: list[Side]) -> Iterator[tuple[Side, Side, dict]]:
+    """(a, b, workload) for every A and B side of RULE that share the workload: every param but
+    the claim's own and its free ones (a CPU side runs on no GPU: GPU over CPU compares whatever GPU
+    count A names). The one place pair candidates are found; ratio_findings and _not_alike read it."""
+    skip = set(rule.a) | set(rule.b) | set(rule.free)
     for a in a_sides:
         for b in b_sides:
-            # a CPU side runs on no GPU: GPU over CPU compares whatever GPU count A names
             apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
             work = _workload(a.workload, apart)
-            if _key(work) != _key(_workload(b.workload, apart)):
-                continue
-            if unlike(study, a, b, set(rule.a) | set(rule.b)):
-                continue  # not the same work or data: never a pair (missing() says what to run instead)
-            rank = _rank(a, b)
-            limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
-            if rank > limit:
-                continue
-            try:
-                value = stats.ratio(a.per, b.per, paired=rank == 0)
-            except ValueError:
-                continue  # a side at 0 (or below) forms no ratio: missing() says which
-            out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
-    return out
+            if _key(work) == _key(_workload(b.workload, apart)):
+                yield a, b, work
 
 
 def unlike(study: Study, a: Side, b: Side, compared: set[str] | None = None) -> list[str]:
@@ -621,22 +627,16 @@ def _not_alike(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[str
         a_sides, b_sides = sides(study, cells, rule.a, rule.metric), sides(study, cells, rule.b, rule.metric)
     except DeclarationError:
         return []
-    skip = set(rule.a) | set(rule.b) | set(rule.free)
-    for a in a_sides:
-        for b in b_sides:
-            if a.context and b.context:
-                continue  # two references added for context: what keeps them apart says nothing of this run
-            apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
-            if _key(_workload(a.workload, apart)) != _key(_workload(b.workload, apart)):
-                continue
-            diff = unlike(study, a, b, set(rule.a) | set(rule.b))
-            if not diff:
-                zero = [f"repeat {r}: {v:g}" for r, v in sorted(b.per.items()) if v <= 0]
-                zero += [f"repeat {r}: {v:g} above" for r, v in sorted(a.per.items()) if v < 0]
-                if zero:
-                    return [f"{b.describe({}, device=False)} measured 0 ({', '.join(zero)}): no ratio divides by it"]
-                continue
+    for a, b, _ in _same_workload(rule, a_sides, b_sides):
+        if a.context and b.context:
+            continue  # two references added for context: what keeps them apart says nothing of this run
+        diff = unlike(study, a, b, set(rule.a) | set(rule.b))
+        if diff:
             return [f"not the same work: {', '.join(diff)} ({a.run} / {b.run}); " + _to_pair(study, a, b)]
+        zero = [f"repeat {r}: {v:g}" for r, v in sorted(b.per.items()) if v <= 0]
+        zero += [f"repeat {r}: {v:g} above" for r, v in sorted(a.per.items()) if v < 0]
+        if zero:
+            return [f"{b.describe({}, device=False)} measured 0 ({', '.join(zero)}): no ratio divides by it"]
     return []
 
 

@@ -92,18 +92,8 @@ class Eta:
     def for_cells(cls, cells: list, serial: bool = True, clock: Callable[[], float] = time.monotonic) -> Eta:
         """The ETA of CELLS (bench.core.cell.Cell), each with its study's estimate (a CPU cell's
         scaled to this host's cores: cpu_speedup)."""
-        from bench.core.registry import get_study
-
         speed = cpu_speedup()
-
-        def plan(c: Any) -> Estimate:
-            study = get_study(c.study)
-            e = study.estimate(c)
-            if speed == 1.0 or study.platform_of(c) != "cpu":
-                return e
-            return Estimate(steps=e.steps, open_s=e.open_s / speed, step_s=e.step_s / speed)
-
-        return cls(((c.key, plan(c), c.study, _group(c)) for c in cells), clock, serial)
+        return cls(((c.key, estimate_here(c, speed), c.study, _group(c)) for c in cells), clock, serial)
 
     def _trace(self, ev: str, **fields: Any) -> None:
         if not self._trace_path:
@@ -217,6 +207,18 @@ def cpu_speedup() -> float:
     from bench.core.machine import usable_cores
 
     return max(1.0, min(usable_cores() / 2, MOST_CPU_SPEEDUP))
+
+
+def estimate_here(cell: Any, speed: float | None = None) -> Estimate:
+    """CELL's study estimate on this host: a CPU cell's scaled by SPEED (default: cpu_speedup())."""
+    from bench.core.registry import get_study
+
+    study = get_study(cell.study)
+    e = study.estimate(cell)
+    speed = cpu_speedup() if speed is None else speed
+    if speed == 1.0 or study.platform_of(cell) != "cpu":
+        return e
+    return Estimate(steps=e.steps, open_s=e.open_s / speed, step_s=e.step_s / speed)
 
 
 def _planned(c: _Cell) -> float:

@@ -172,12 +172,12 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                     if hook is not None:
                         # the answer first: the first repeat of every cell but the ones with a one-time compile
                         # (Study.deferred), then the report; then those and any further repeats, and the report again
-                        first = [c for c in cells if c.repeat == 0 and not get_study(c.study).deferred(c)]
-                        kept = sched.run(first, schedule)
+                        early = [c.repeat == 0 and not get_study(c.study).deferred(c) for c in cells]
+                        kept = sched.run([c for c, e in zip(cells, early) if e], schedule)
                         hook()
-                        rest = [c for c in cells if c not in first]
+                        rest = [c for c, e in zip(cells, early) if not e]
                         if rest:
-                            kept = sorted(kept + sched.run(rest, schedule), key=lambda o: cells.index(o.cell))
+                            kept += sched.run(rest, schedule)
                             hook()
                     else:
                         kept = sched.run(cells, schedule)

@@ -212,10 +212,9 @@ class Paused(Exception):
     """The run's --stop-after came: no cell or round was started that would end past it; every
     finished cell is kept, none was stopped, and the same command again resumes."""
 
-    def __init__(self, outcomes: list, left: int = 0):
+    def __init__(self, outcomes: list):
         super().__init__("paused")
         self.outcomes = outcomes
-        self.left = left  # cells of this schedule call not started
 
 
 def disk_full(err: BaseException) -> bool:
@@ -364,7 +363,7 @@ class Scheduler:
             for r in sorted({c.repeat for c in todo}):
                 done += runner([c for c in todo if c.repeat == r])
         except Paused as p:
-            raise Paused(done + p.outcomes, len(todo) - len(done) - len(p.outcomes) + len(outcomes)) from None
+            raise Paused(done + p.outcomes) from None
         except KeyboardInterrupt:
             raise Interrupted(outcomes + self._stop_all()) from None
         except OSError as err:

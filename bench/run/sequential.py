@@ -297,7 +297,7 @@ class Sequential:
                 keys = list(dict.fromkeys(k for comp in open_ for k in comp.keys))
                 round_cells = [base[k].replace(repeat=r) for k in keys if k in base]
                 if not self.fits(need):  # --stop-after: this call ends here; the same command resumes
-                    raise Paused([], len(round_cells))
+                    raise Paused([])
                 self.echo(
                     f"until decided: round {r + 1} for {len(open_)} open comparison(s): {len(round_cells)} cells"
                     + (f", ~{need:.0f} s of {left:.0f} s left" if left is not None else "")
@@ -329,7 +329,7 @@ class Sequential:
                 if comp.stopped == "open":
                     comp.stopped, comp.why = "paused", f"--stop-after came before round {r + 1}; {comp.verdict}"
             self.write()
-            raise Paused(added + [o for o in err.outcomes if o not in added], err.left) from None
+            raise Paused(added + [o for o in err.outcomes if o not in added]) from None
         except BaseException:
             for comp in self.comparisons:
                 if comp.stopped == "open":
