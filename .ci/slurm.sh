@@ -5,7 +5,8 @@
 #                             # slurmctld and the slurmds in the background, wait until the nodes are idle
 #   bash .ci/slurm.sh down    # stop the daemons `up` started, by the pids in their pid files
 #
-# `up` reuses a Slurm that already answers (sinfo) and then starts nothing; `down` stops what
+# `up` reuses a Slurm that already answers (sinfo) and then starts nothing; otherwise it starts
+# from a clean state (jobs saved by a run that was killed are dropped: `slurmctld -c`); `down` stops what
 # the last `up` that started something recorded ($KIT_SLURM_STATE/started), and nothing else. Everything but /etc/slurm/slurm.conf lives
 # under $KIT_SLURM_STATE (default /tmp/cnn-bench-slurm): spool, state, logs, pid files. The
 # config is written only where none exists or where it is this script's own (its first line).
@@ -106,7 +107,12 @@ up() {
   : > "$STATE/started"
   write_conf
   start_munge
-  /usr/sbin/slurmctld && echo slurmctld >> "$STATE/started"
+  # Nothing answered, so no daemon of ours runs: whatever $STATE holds is left from a run that was
+  # killed (a stopped VM, a CI job cut off). Its jobs would come back as running on a node that runs
+  # none of them ("mix", never idle), so start clean: -c drops the saved jobs and node states, and
+  # the slurmds' spools go with them.
+  rm -rf "$STATE"/d-*
+  /usr/sbin/slurmctld -c && echo slurmctld >> "$STATE/started"
   for n in $(seq 1 "$NODES"); do
     /usr/sbin/slurmd -N "n$n" && echo "slurmd n$n" >> "$STATE/started"
   done
@@ -117,7 +123,7 @@ up() {
     fi
     sleep 0.2
   done
-  say "the nodes did not become idle in 20 s:"; sinfo >&2 || true; tail -5 "$STATE"/*.log >&2 || true
+  say "the nodes did not become idle in 20 s:"; sinfo >&2 || true; tail -n 5 "$STATE"/*.log >&2 || true
   return 1
 }
 
