@@ -5,6 +5,8 @@
 #   bash scripts/gpu_run.sh numba      # numba-cuda variants 2-5 (fast, split, tiled, splitk): ncu summary of 2 and 5,
 #                                      # check + timing (lab/check_numba_cuda), then the mnist-cnn cells default and
 #                                      # graph on real MNIST, 10 epochs, 3 repeats interleaved
+#   bash scripts/gpu_run.sh warm       # torch cells started warm (forked, bench/run/warm.py) and cold
+#                                      # (KIT_WARM_START=0), passes alternating, each cell's wall and start_s
 #   bash scripts/gpu_run.sh epoch      # where the graph cell's epoch goes (lab/numba_epoch), then ncu's source page
 #                                      # of the $NCU_KERNELS (default: the dense kernels k3_fc1|k3_head|k3_dense_bwd)
 #                                      # of variant 6, summed per Python line (lab/ncu_source)
@@ -13,7 +15,7 @@
 # Wheels in ./.whl (e.g. numpy<2.4 for numba-cuda on a numpy-2.5 host) are put first on
 # PYTHONPATH; every version actually used lands in each cell's system.json.
 set -uo pipefail
-mode=${1:?usage: gpu_run.sh check|reference|numba|epoch}
+mode=${1:?usage: gpu_run.sh check|reference|numba|epoch|warm}
 export PYTHONUNBUFFERED=1 KIT_DATA_DIR=${KIT_DATA_DIR:-$PWD/.data}
 OUT=${OUT:-$PWD/results/gpu-out}
 mkdir -p "$OUT"
@@ -58,6 +60,27 @@ case "$mode" in
       || echo "ncu: exit $? (see ncu-run.log)"
     python3 -m lab.ncu_source "$OUT/ncu-source.csv" --top 20 2>&1 | tee "$OUT/ncu-source.txt"
     gzip -f "$OUT/ncu-source.csv"
+    ;;
+  warm)
+    # the same torch cells warm and cold, alternating passes (W C W C) while ${WARM_S:-150} s allow
+    pass=0; mkdir -p /tmp/no-data  # no MNIST: mnist-cnn on the embedded default
+    for mode in 1 0 1 0; do
+      [ "$SECONDS" -lt "${WARM_S:-150}" ] || break
+      pass=$((pass + 1)); o=/tmp/warm-$pass-$mode; t0=$SECONDS
+      KIT_WARM_START=$mode python3 -m bench matrix roofline mnist-cnn -p cpu -p cuda --profile answer --rerun \
+        --repeats 1 \
+        --only roofline.model=squeezenet1_1 --only 'mnist-cnn.backend=torch-cpu|torch-cuda' --only mnist-cnn.variant=default \
+        --only mnist-cnn.pipeline=resident --data-dir /tmp/no-data --out "$o" > "$OUT/warm-$pass-$mode.log" 2>&1
+      echo "pass $pass warm=$mode: exit $? in $((SECONDS - t0)) s"
+      grep -E '^(ok|error)' "$OUT/warm-$pass-$mode.log"
+      python3 - "$o" <<'PY'
+import json, glob, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*/*/system.json")):
+    fc = json.load(open(f)).get("fixed_costs") or {}
+    print(f"  {f.split('/')[-2][:48]:<48} start_s {fc.get('start_s') or 0:6.2f} imports_s {fc.get('imports_s') or 0:5.2f} "
+          f"total_s {fc.get('total_s') or 0:6.2f} {'warm' if 'forked' in str(fc.get('notes')) else 'cold'}")
+PY
+    done
     ;;
   reference)
     # orchestrate.py reference gpu: every cell (cpu + cuda, profile full), 3 repeats, interleaved,

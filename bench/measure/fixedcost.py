@@ -46,14 +46,40 @@ def reset() -> None:
     _PHASES.clear()
 
 
+_FORKED: dict[str, Any] = {}  # set in a cell forked warm (bench/run/warm.py): its warm process's cold start
+
+
+def forked_from(cold_start_s: float | None, pid: int, preloaded: list[str]) -> None:
+    """This process is a cell forked from the warm process PID, whose own start (creation to PRELOADED
+    imported) took COLD_START_S: what this cell would have paid as a new interpreter."""
+    _FORKED.update(cold_start_s=cold_start_s, pid=pid, preloaded=list(preloaded))
+
+
 def since_process_start() -> float | None:
-    """Seconds since this process was created (psutil's create_time: /proc's start time, 10 ms ticks)."""
+    """Seconds since this process was created (psutil's create_time: /proc's start time, 10 ms ticks).
+    A cell forked warm: its warm process's cold start plus the time since its fork, so the fixed
+    costs stay what a new interpreter pays (start_note() says so)."""
     try:
         import psutil
 
-        return max(0.0, time.time() - psutil.Process().create_time())
+        here = max(0.0, time.time() - psutil.Process().create_time())
     except Exception:  # noqa: BLE001 - no /proc or no psutil: not measured
         return None
+    if _FORKED:
+        cold = _FORKED.get("cold_start_s")
+        return None if cold is None else cold + here
+    return here
+
+
+def start_note() -> str | None:
+    """The note beside start_s of a cell forked warm (None: a new interpreter, nothing to say)."""
+    if not _FORKED:
+        return None
+    return (
+        f"forked warm from pid {_FORKED['pid']}, which had imported {', '.join(_FORKED['preloaded']) or 'nothing'}: "
+        "start_s is that process's own cold start (creation to those imports, measured once) plus this cell's "
+        "time from its fork to its entry point; the imports it saved are not in imports_s"
+    )
 
 
 def import_families(families: list[str]) -> float:
@@ -124,8 +150,20 @@ def assemble(pre: dict[str, Any], open_s: float, warmup_s: float | None, notes: 
     out["total_s"] = sum(p for p in parts if isinstance(p, (int, float))) + open_s
     if pre.get("start_s") is None:
         notes.setdefault("start_s", "the process start time was not readable: total_s leaves it out")
+    elif (why := start_note()) is not None:
+        notes.setdefault("start_s", why)
     out["notes"] = notes
     return out
 
 
-__all__ = ["FAMILY_MODULES", "assemble", "import_families", "init_device", "phase", "reset", "since_process_start"]
+__all__ = [
+    "FAMILY_MODULES",
+    "assemble",
+    "forked_from",
+    "import_families",
+    "init_device",
+    "phase",
+    "reset",
+    "since_process_start",
+    "start_note",
+]

@@ -41,6 +41,7 @@ from bench.core.machine import visible_gpus
 from bench.core.registry import get_study
 from bench.core.request import DEFAULT_TIMEOUT_S, Paths
 from bench.core.text import one_line
+from bench.run import warm
 from bench.run.cell import DONE, READY, STEP, error_row, settle_failure
 from bench.run.eta import Eta
 from bench.run.speedline import finished_speed
@@ -60,7 +61,8 @@ class Outcome:
 
 
 def cell_argv(spec_path: Path, paths: Paths) -> list[str]:
-    """The argv of a cell process: the only place in the kit that builds one."""
+    """The argv of a cell process: the only place in the kit that builds one (a cell forked warm,
+    bench/run/warm.py, runs the same arguments after `-m bench`)."""
     argv = [sys.executable, "-m", "bench", "cell", str(spec_path), "--out", str(paths.out), "--gate"]
     return argv + (["--data-dir", str(paths.data_dir)] if paths.data_dir else [])
 
@@ -73,7 +75,7 @@ class Child:
     paths: Paths
     timeout_s: float
     env_extra: dict = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | warm.WarmProc | None = None
     log: TextIO | None = None
     steps: int = 0
     done_steps: int = 0
@@ -102,15 +104,19 @@ class Child:
         self.log = R.open_nofollow(d / "log.txt", "w")
         self.env_extra = {**self.env_extra, "KIT_PARENT_PID": str(os.getpid())}
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            cell_argv(d / "cell.json", self.paths),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            bufsize=1,
-            env=child_env(self.env_extra),
-        )
+        argv = cell_argv(d / "cell.json", self.paths)
+        if warm.enabled() and warm.eligible(self.cell):  # forked from the run's warm process (bench/run/warm.py)
+            self.proc = warm.WarmProc(argv[3:], child_env(self.env_extra), stderr=self.log)
+        else:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                text=True,
+                bufsize=1,
+                env=child_env(self.env_extra),
+            )
         self.alive = True
 
     def _read(self, tag: str) -> Any:
