@@ -16,15 +16,6 @@ from bench.core.text import md as md_text
 from bench.core.text import md_code, term
 
 STALE, DIRTY, FLAG = "†", "‡", "⚑"
-# which method made an interval (report.json's `method`), by Summary.kind
-METHODS = {
-    "ci": "95% percentile bootstrap over the repeats (scipy.stats.bootstrap): a fixed number of repeats",
-    "range": "the range of the repeats (below 6 repeats; its confidence is 1 - 2^(1-n))",
-    "bounds": "the two bounds a count allows",
-    "none": "one repeat: no interval",
-    "cs": "95% confidence sequence of the median per-round ratio (Howard & Ramdas 2022, ville.QuantileCS): "
-    "valid at whatever round --until-decided stopped",
-}
 # REPORT.html lays these tables out to the page's width, long text wrapping and the verdict on one
 # line (host/report.py: a line of exactly this form becomes the element; REPORT.md shows it as is)
 HEADLINE_OPEN, CLAIMS_OPEN, CLOSE = '<div class="headline">', '<div class="claims">', "</div>"
@@ -305,7 +296,8 @@ def value_text(a: A.Answer) -> str:
             bracket = ""
         else:
             kinds = {"ci": "]", "bounds": ", bounds]", "cs": f", 95% CS of {v.n} rounds]"}
-            bracket = f" [{_fig(v.lo)}–{_fig(v.hi)}" + kinds.get(v.kind, f", range of {v.n}]")
+            rng = f", unpaired ranges of {' / '.join(map(str, v.sides_n))}]" if v.sides_n else f", range of {v.n}]"
+            bracket = f" [{_fig(v.lo)}–{_fig(v.hi)}" + kinds.get(v.kind, rng)
         txt = _num(v.median, f.unit) + bracket
         parts.append(f"{f.what}: {txt}" if f.what else txt)
     return "; ".join(parts)
@@ -374,7 +366,9 @@ def headline(answers: list[A.Answer], here: bool = False, lead: list[str] | None
         "comparison was decided, `95% CS`: the median per-round ratio with its 95% confidence sequence, "
         "valid however early the run stopped). **Verdict** reads the interval by "
         "the kit's one policy: *holds* when all of it lies where the claim holds, *does not hold* when none of it "
-        "does, *undecided* when it reaches across, *too few repeats* with one repeat a side. "
+        "does, *undecided* when it reaches across, *too few repeats* with one repeat a side; beside a decided "
+        "verdict, what it rests on: `95% CI` or `95% CS`, or a `range of n` repeats with its lower confidence "
+        "(75% at 3), never read as a 95% interval. "
         f"{STALE} a side made before a fix that changes numbers, {DIRTY} from an unclean tree, {FLAG} noisy cells; "
         "the list below the table gives, per row, the seed's own figure, what was compared and what differs "
         "between its sides.",
@@ -385,7 +379,7 @@ def headline(answers: list[A.Answer], here: bool = False, lead: list[str] | None
     md += [HEADLINE_OPEN, "", md_row(["#", "claim", "ours", "verdict", "n", "on"]), md_sep(6)]
     for i, a in enumerate(rows, 1):
         on = scope_text(a, here)
-        md.append(md_row([i, f"{a.study}: {a.label}", value_text(a), a.verdict + marks(a), a.findings[0].n, on]))
+        md.append(md_row([i, f"{a.study}: {a.label}", value_text(a), verdict_text(a) + marks(a), a.findings[0].n, on]))
     md += ["", CLOSE, "", "The seed's figure and what each row compared (first side / second side; device, run, repeats):", ""]
     md += [
         f"{i}. the seed: {md_text(seed_text(a.claim, _unit(a)))}. {md_text(details(a, here=here))}" for i, a in enumerate(rows, 1)
@@ -402,8 +396,10 @@ def trust(answers: list[A.Answer], cells: list, notes: list[dict], here: bool = 
     synthetic = sorted({s.data[0] for a in rows for f in a.findings for s in f.sides if not s.data[1]})
     if synthetic:
         out.append(
-            f"Rows on synthetic data ({', '.join(synthetic)}): a speed ratio holds for the same shapes; "
-            "an accuracy claim of those seeds needs the real data."
+            f"Rows on synthetic data ({', '.join(synthetic)}): a speed ratio on inputs made on the device is the "
+            "model's own for those shapes; through a loader of synthetic images it includes that loader's cost "
+            "(decoding images that are not the real set's), so it is not a property of the model alone; an accuracy "
+            "claim of those seeds needs the real data."
         )
     cross = [str(i) for i, a in enumerate(rows, 1) if not a.same_host]
     if cross:
@@ -427,10 +423,27 @@ def trust(answers: list[A.Answer], cells: list, notes: list[dict], here: bool = 
     return md + [f"- {md_text(t)}" for t in out] + [""] if out else md + ["- Nothing to add."] + [""]
 
 
-def tally_line(counts: dict[str, int]) -> str:
+def verdict_text(a: A.Answer) -> str:
+    """The verdict as the tables print it: a decided one with what it rests on ('holds (95% CI)',
+    'does not hold (range of 3: 75%)'), so a range of a few repeats never reads as a 95% interval."""
+    if a.verdict in C.DECIDED and a.coverage_tag:
+        return f"{a.verdict} ({a.coverage_tag})"
+    return a.verdict
+
+
+def tally_line(counts: dict[str, int], coverage: dict[str, int] | None = None) -> str:
+    """'44 claims: 17 judged (5 at 95%, 12 from a range below 95%), 2 undecided, ...'."""
     order = ["judged", "undecided", "needs real data", "not measured here", "not comparable", "not judged"]
     total = sum(counts.values())
-    return f"{total} claims: " + ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+
+    def item(k: str) -> str:
+        text = f"{counts[k]} {k}"
+        if k == "judged" and coverage:
+            parts = [f"{coverage[c]} {t}" for c, t in (("95%", "at 95%"), ("range", "from a range below 95%")) if coverage.get(c)]
+            text += f" ({', '.join(parts)})"
+        return text
+
+    return f"{total} claims: " + ", ".join(item(k) for k in order if counts.get(k))
 
 
 def study_section(study: str, answers: list[A.Answer], here: bool = False) -> list[str]:
@@ -440,10 +453,11 @@ def study_section(study: str, answers: list[A.Answer], here: bool = False) -> li
     if not mine:
         return []
     counts = A.tally(mine).get(study, {})
+    coverage = A.tally_coverage(mine).get(study, {})
     md = [
         "### The seed's claims",
         "",
-        f"{tally_line(counts)} (a claim counts once, by its first answer per workload). Each claim is judged on every "
+        f"{tally_line(counts, coverage)} (a claim counts once, by its first answer per workload). Each claim is judged on every "
         "host (or pair of hosts) that ran it, first answer first; the verdict policy is the headline's.",
         "",
         CLAIMS_OPEN,
@@ -458,7 +472,7 @@ def study_section(study: str, answers: list[A.Answer], here: bool = False) -> li
                     i,
                     a.label,
                     value_text(a),
-                    a.verdict + marks(a),
+                    verdict_text(a) + marks(a),
                     seed_text(a.claim, _unit(a)),
                     a.claim.where,
                     scope_text(a, here) or "–",
@@ -477,11 +491,11 @@ def study_section(study: str, answers: list[A.Answer], here: bool = False) -> li
 
 def tallies(answers: list[A.Answer], registry: dict) -> list[str]:
     """One line per seed: how many claims are judged, undecided, need real data, not measured here."""
-    per = A.tally(answers)
+    per, cov = A.tally(answers), A.tally_coverage(answers)
     lines = []
     for name, study in registry.items():
         if name in per:
-            lines.append(f"- seed {study.seed_doc} ({name}): {tally_line(per[name])}")
+            lines.append(f"- seed {study.seed_doc} ({name}): {tally_line(per[name], cov.get(name))}")
     return ["### The seeds' claims, counted", "", *lines, ""] if lines else []
 
 
@@ -499,6 +513,8 @@ def as_json(answers: list[A.Answer], here: bool = False) -> list[dict]:
                 "headline": a.claim.headline,
                 "primary": a.primary,
                 "verdict": a.verdict,
+                "coverage": a.coverage,
+                "coverage_tag": a.coverage_tag,
                 "why": a.why,
                 "value": v.median if v else None,
                 "lo": v.lo if v else None,
@@ -516,7 +532,8 @@ def as_json(answers: list[A.Answer], here: bool = False) -> list[dict]:
                         "lo": f.value.lo,
                         "hi": f.value.hi,
                         "interval": f.value.kind,
-                        "method": METHODS.get(f.value.kind, f.value.kind),
+                        "method": f.value.method,
+                        "coverage": f.value.coverage,
                         "until_decided": f.stop,
                         "unit": f.unit,
                         "pairing": f.pairing,

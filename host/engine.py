@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.core.errors import KitError
 from bench.core.machine import is_macos_arm64, nvidia_smi_gpus
-from bench.core.provenance import host_label
+from bench.core.provenance import host_label, machine_identity
 from host import containers, images
 
 PIDS_LIMIT = 4096  # processes + threads: a cell's thread pools and DataLoader workers fit many times over
@@ -306,6 +306,7 @@ def _container_env(img, ref: str, labels: dict, data_dir: Path) -> dict[str, str
         "KIT_LOCK_HASH": labels.get("cnn-bench.lock-hash", "unknown"),
         "KIT_GIT_SHA": images.git_sha(),
         "KIT_HOST_NAME": host_label(),
+        "KIT_MACHINE_ID": machine_identity()["machine_id"] or "unknown",  # the container reads neither source
         "KIT_HOST_DATA_DIR": str(data_dir),  # errors name the dir the user knows, not /data
     }
 

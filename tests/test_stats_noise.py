@@ -38,7 +38,7 @@ def test_below_six_repeats_the_interval_is_the_range_and_says_so():
     assert stats.MIN_CI_REPEATS == 6 and stats.range_coverage(5) < 0.95 <= stats.range_coverage(6)
     three = stats.summarize([10.0, 30.0, 20.0])
     assert (three.kind, three.lo, three.hi) == ("range", 10.0, 30.0) and three.coverage == 0.75
-    assert three.interval("{:.0f}") == "10–30 (range of 3)" and three.tag == "range of 3 (75%)"
+    assert three.interval("{:.0f}") == "10–30 (range of 3)" and three.tag == "range of 3: 75%"
     assert three.bracket("{:.0f}") == " [10–30, range of 3]"
     six = stats.summarize([10.0, 30.0, 20.0, 12.0, 25.0, 18.0])
     assert six.kind == "ci" and six.coverage == 0.95 and "range" not in six.interval() and six.tag == "95% CI"

@@ -11,10 +11,14 @@ workload (the params both share, besides the claim's free ones), and the candida
     0 same run              the repeats were interleaved: paired by repeat
     1 same host and environment (another run)
     2 same host             another environment (library versions, runtime, image)
-    3 across hosts
+    3 same machine class    two machines of one class (their machine ids differ)
+    4 across hosts
 
 Hosts are told apart by what they are (CPU model and cores, GPU model and count), never by
-hostname: every VM calls itself `vm`. A claim may span hosts only where its sides run on
+hostname: every VM calls itself `vm`. Within a class, the machine id each cell records
+(provenance.machine_identity: a hash of the board's UUID or the OS install's id) tells two
+machines apart; a cell that predates it (or could read neither) is "machine not recorded", and
+two such sides of one class read as one host, as they always did. A claim may span hosts only where its sides run on
 different platforms (GPU over CPU: "this GPU against that CPU"); a comparison on one device
 (a framework over a kernel, AMP over fp32) stays on one host. Each (host, host) scope gets
 its best pair (rank, then fewer cells predating a fix that changes numbers, more repeats,
@@ -40,8 +44,8 @@ if TYPE_CHECKING:
     from bench.core.resultset import ResultCell
     from bench.core.study import Study
 
-RANKS = ("same run", "same host and environment", "same host", "across hosts")
-ACROSS = {"run": 0, "host": 2, "hosts": 3}
+RANKS = ("same run", "same host and environment", "same host", "same machine class", "across hosts")
+ACROSS = {"run": 0, "host": 2, "hosts": 4}
 
 
 class DeclarationError(Exception):
@@ -102,10 +106,13 @@ def _defaults(study: Study) -> dict:
 
 @dataclass(frozen=True)
 class Host:
-    """A machine by what it is. KEY compares; LABEL reads."""
+    """A machine by what it is. KEY compares (the class); LABEL reads; MACHINE is which machine of
+    the class ("" not recorded) and BOOT which boot of it ("" not recorded)."""
 
     key: str
     label: str
+    machine: str = ""
+    boot: str = ""
 
 
 def host_of(c: ResultCell) -> Host:
@@ -122,7 +129,8 @@ def host_of(c: ResultCell) -> Host:
     if gname:
         g = gname.removeprefix("NVIDIA ")
         label = (f"{count}x {g}" if isinstance(count, int) and count > 1 else g) + f" host ({label})"
-    return Host(key, label)
+    machine, boot = s.get("machine_id"), s.get("boot_id")
+    return Host(key, label, machine if isinstance(machine, str) else "", boot if isinstance(boot, str) else "")
 
 
 def env_of(c: ResultCell) -> dict[str, str]:
@@ -315,7 +323,20 @@ class Finding:
 
     @property
     def pairing(self) -> str:
-        return RANKS[self.rank] if len(self.sides) > 1 else "one side"
+        """How the sides pair, and on which machine: 'same host and environment (machine ab44…)',
+        'same machine class (machines ab44… / 9f01…)', 'same host (machine not recorded)'."""
+        if len(self.sides) < 2:
+            return "one side"
+        text = RANKS[self.rank]
+        if self.rank in (0, 4):  # one run is one machine; across hosts names both in `differs`
+            return text
+        ids = list(dict.fromkeys(s.host.machine or "" for s in self.sides[:2]))
+        if self.rank == 3:
+            return f"{text} (machines {' / '.join(ids)})"
+        if ids == [""] or "" in ids:
+            return f"{text} (machine not recorded)"
+        boots = {s.host.boot for s in self.sides[:2]}
+        return f"{text} (machine {ids[0]}" + (", two boots of it)" if len(boots) > 1 else ")")
 
     @property
     def differs(self) -> list[str]:
@@ -334,9 +355,11 @@ class Finding:
         da, db = a.data, b.data
         if da != db:
             out.append(f"data: {da[0]}{'' if da[1] else ' (synthetic)'} / {db[0]}{'' if db[1] else ' (synthetic)'}")
-        for k in C.WORK_AMOUNT:
+        for k in self.work_differs:
+            out.append(f"{k}: {a.facets.get(k)} / {b.facets.get(k)}")
+        for k in C.ALWAYS_FREE:  # free for a pair, but a reader should know (loader workers, threads)
             va, vb = a.facets.get(k), b.facets.get(k)
-            if va != vb and k not in ALWAYS_SKIP:
+            if va != vb and k in ("num_workers", "threads") and va is not None and vb is not None:
                 out.append(f"{k}: {va} / {vb}")
         return out
 
@@ -352,11 +375,22 @@ class Finding:
     def n(self) -> str:
         return " / ".join(str(len(s.per)) for s in self.sides)
 
+    @property
+    def work_differs(self) -> list[str]:
+        """The work-amount params (claims.WORK_AMOUNT) whose values differ between the sides."""
+        if len(self.sides) < 2:
+            return []
+        a, b = self.sides[0], self.sides[1]
+        return [k for k in C.WORK_AMOUNT if k not in ALWAYS_SKIP and a.facets.get(k) != b.facets.get(k)]
+
     def order(self) -> tuple:
-        """Best first: an interval at all (2+ repeats a side), then rank, fewer fixes predated, no
-        dirty tree, more repeats, fewer flags."""
+        """Best first: an interval at all (2+ repeats a side), then sides that did the same amount of
+        work (fewer work-amount params differing: a 3-epoch side never stands in for a 10-epoch one
+        while a pair of equals exists), then rank, fewer fixes predated, no dirty tree, more
+        repeats, fewer flags."""
         return (
             self.value.lo is None and not self.exact,
+            len(self.work_differs),
             self.rank,
             len(self.stale),
             any(s.dirty for s in self.sides),
@@ -388,7 +422,7 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
         if unlike(study, a, b, set(rule.a) | set(rule.b)):
             continue  # not the same work or data: never a pair (missing() says what to run instead)
         rank = _rank(a, b)
-        limit = span if span is not None else (3 if a.facets.get("platform") != b.facets.get("platform") else 2)
+        limit = span if span is not None else (4 if a.facets.get("platform") != b.facets.get("platform") else 2)
         if rank > limit:
             continue
         try:
@@ -436,6 +470,9 @@ def _rank(a: Side, b: Side) -> int:
     if a.run == b.run:
         return 0
     if a.host.key != b.host.key:
+        return 4
+    ma, mb = a.host.machine, b.host.machine
+    if ma and mb and ma != mb:  # one class, two machines: never "the same host"
         return 3
     return 1 if a.env == b.env else 2
 
@@ -508,7 +545,26 @@ class Answer:
 
     @property
     def same_host(self) -> bool:
-        return all(len(f.scope) == 1 for f in self.findings)
+        """Every finding on one machine: one host class and, where recorded, one machine of it."""
+        return all(len(f.scope) == 1 and f.rank != RANKS.index("same machine class") for f in self.findings)
+
+    @property
+    def coverage(self) -> float | None:
+        """The confidence its verdict rests on: the weakest of its findings' intervals (0.95 for a 95%
+        interval or confidence sequence, 1 - 2^(1-n) for a range of n repeats, 1.0 for an exact count
+        or the bounds a count allows; None: no interval)."""
+        got = [1.0 if f.exact else f.value.coverage for f in self.findings]
+        if not got or any(c is None for c in got):
+            return None
+        return min(c for c in got if c is not None)
+
+    @property
+    def coverage_tag(self) -> str:
+        """What the verdict rests on, for the page: '95% CI', 'range of 3: 75%', '95% CS', 'exact'."""
+        if not self.findings:
+            return ""
+        weakest = min(self.findings, key=lambda f: 1.0 if f.exact else (f.value.coverage or 0.0))
+        return "exact" if weakest.exact else weakest.value.tag
 
     def key(self) -> str:
         """What identifies this answer across reports: claim, workload, scope."""
@@ -691,6 +747,26 @@ def tally(answers: list[Answer]) -> dict[str, dict[str, int]]:
     return out
 
 
+def tally_coverage(answers: list[Answer]) -> dict[str, dict[str, int]]:
+    """study -> {"95%": claims judged at 95% or more, "range": claims judged from a range below it}:
+    the judged claims of `tally`, counted apart by the coverage their primary answers rest on (the
+    weakest of them)."""
+    per: dict[tuple[str, str], list[Answer]] = {}
+    for a in answers:
+        if a.primary and not a.claim.kit:
+            per.setdefault((a.study, a.claim.id), []).append(a)
+    out: dict[str, dict[str, int]] = {}
+    for (study, _), got in per.items():
+        verdict = C.combine([a.verdict for a in got]) if len(got) > 1 else got[0].verdict
+        if C.TALLY.get(verdict) != "judged":
+            continue
+        covs = [a.coverage for a in got if a.verdict in C.DECIDED]
+        key = "95%" if covs and all(c is not None and c >= stats.CONFIDENCE for c in covs) else "range"
+        out.setdefault(study, {})
+        out[study][key] = out[study].get(key, 0) + 1
+    return out
+
+
 __all__ = [
     "RANKS",
     "Answer",
@@ -709,5 +785,6 @@ __all__ = [
     "ratio_findings",
     "sides",
     "tally",
+    "tally_coverage",
     "verdict_of",
 ]

@@ -32,6 +32,7 @@ class Fix:
     what: str  # what a result made before it got wrong, in a reader's words
     studies: tuple[str, ...] = ()  # the studies whose numbers it changes (empty: all)
     since: str = ""  # the commit that brought the fault (older results are not touched)
+    min_repeat: int = 0  # it touches only the repeats from this one on (1: every repeat but the first)
 
     @property
     def short(self) -> str:
@@ -90,21 +91,22 @@ def _contains(sha: str, commit: str) -> bool | None:
     return {0: True, 1: False}.get(r.returncode)
 
 
-def _sha(c: ResultCell) -> str:
-    sha = str(c.system.get("kit_git_sha") or "").removesuffix("-dirty")
-    return sha if len(sha) >= 7 and all(ch in "0123456789abcdef" for ch in sha) else ""
-
-
 def missing(c: ResultCell) -> list[Fix]:
     """The fixes C's numbers predate."""
-    sha = _sha(c)
+    return missing_for(c.study, c.repeat, c.system)
+
+
+def missing_for(study: str, repeat: int, system: dict) -> list[Fix]:
+    """The fixes that a cell of STUDY at REPEAT, whose system.json is SYSTEM, predates."""
+    raw = str(system.get("kit_git_sha") or "").removesuffix("-dirty")
+    sha = raw if len(raw) >= 7 and all(ch in "0123456789abcdef" for ch in raw) else ""
     out = []
     for f in FIXES:
-        if f.studies and c.study not in f.studies:
+        if (f.studies and study not in f.studies) or repeat < f.min_repeat:
             continue
         has = _contains(sha, f.commit) if sha else None
         if has is None:
-            made = str(c.system.get("created_utc") or "")
+            made = str(system.get("created_utc") or "")
             has = bool(made) and made >= f.date
         if has:
             continue
@@ -116,4 +118,4 @@ def missing(c: ResultCell) -> list[Fix]:
     return out
 
 
-__all__ = ["FIXES", "Fix", "missing"]
+__all__ = ["FIXES", "Fix", "missing", "missing_for"]

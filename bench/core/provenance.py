@@ -91,6 +91,47 @@ def host_label() -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.split(".")[0]) or "host"
 
 
+MACHINE_ENV = "KIT_MACHINE_ID"  # the host runner passes its own: a container sees neither source
+# where a machine's identity is read, most stable first: the board's UUID (the firmware's, root
+# only), then the OS install's id (a VM cloned from one image may share it: the boot id tells two
+# boots apart, recorded beside it)
+MACHINE_SOURCES = (("product_uuid", "/sys/class/dmi/id/product_uuid"), ("machine-id", "/etc/machine-id"))
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def _hashed(text: str, n: int = 12) -> str:
+    import hashlib
+
+    return hashlib.sha256(("cnn-bench machine " + text.strip()).encode()).hexdigest()[:n]
+
+
+def machine_identity() -> dict:
+    """{"machine_id", "machine_id_source", "boot_id"}: which machine and which boot of it made a
+    result, hashed (no serial leaves the machine), so two machines of one class are told apart and
+    "the same host" means the same machine. KIT_MACHINE_ID (the host runner's, for a container) wins;
+    a value that cannot be read is None with the source "unknown"."""
+    out: dict = {"machine_id": None, "machine_id_source": "unknown", "boot_id": None}
+    given = _known(os.environ.get(MACHINE_ENV))
+    if given:  # ours already (12 hex digits), else a raw id a job script passed: hashed here
+        mine = re.fullmatch(r"[0-9a-f]{12}", given) is not None
+        out.update(machine_id=given if mine else _hashed(given), machine_id_source="host runner")
+    else:
+        for name, path in MACHINE_SOURCES:
+            try:
+                text = Path(path).read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if text:
+                out.update(machine_id=_hashed(text), machine_id_source=name)
+                break
+    try:
+        boot = Path(BOOT_ID).read_text().strip()
+        out["boot_id"] = _hashed(boot, 8) if boot else None
+    except OSError:
+        pass
+    return out
+
+
 def library_versions() -> dict[str, str]:
     out = {}
     for name in LIBS:
@@ -290,6 +331,7 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
         "kit_source": source_state(),
         **runtime_info(),
         "hostname": os.environ.get("KIT_HOST_NAME") or socket.gethostname(),
+        **machine_identity(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
         "python_executable": sys.executable,

@@ -206,6 +206,9 @@ def _types() -> Any:
     class System(TypedDict, total=False):
         __pydantic_config__ = strict  # type: ignore[misc]
         hostname: Text | None
+        machine_id: Text | None
+        machine_id_source: Text | None
+        boot_id: Text | None
         runtime: Text | None
         image_ref: Text | None
         image_id: Text | None

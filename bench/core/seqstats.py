@@ -115,6 +115,26 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Summary:
     )
 
 
+def pair_figure(a: dict[int, float], b: dict[int, float], sequential: bool) -> Summary:
+    """The one figure of A over B, two sides of one run (repeat -> value): in a SEQUENTIAL run (its
+    results dir holds a trusted sequential.json) the median per-round ratio with its 95% confidence
+    sequence, else the ratio of the medians paired by repeat (stats.ratio). The claims (swap) and
+    every study table of the same comparison read it, so one report prints one figure for it."""
+    from bench.core import stats
+
+    if sequential:
+        try:
+            return paired(a, b)
+        except ValueError:
+            pass
+    return stats.ratio(a, b)
+
+
+def sequential_root(root: Path) -> bool:
+    """Whether results dir ROOT is a sequential run's (a sequential.json the kit can trust)."""
+    return record_of(root) is not None
+
+
 def min_rounds() -> int:
     """The first round at which the 95 % sequence is bounded (stats.CS_MIN_ROUNDS says it to
     code that must not import ville)."""
@@ -194,10 +214,9 @@ def swap(study: str, claim_id: str, found: list[Finding]) -> list[Finding]:
         rec = records.get(root) if root is not None else None
         if rec is None:
             continue
-        try:
-            f.value = paired(f.sides[0].per, f.sides[1].per)
-        except ValueError:
+        if not paired_rounds(f.sides[0].per, f.sides[1].per):
             continue
+        f.value = pair_figure(f.sides[0].per, f.sides[1].per, sequential=True)
         stop = rec.get((study, claim_id, f.what, side_names(f)))
         f.stop = stop_text(stop) if stop else "not planned by the sequential run (its repeats came with the others')"
     return found
@@ -224,8 +243,10 @@ __all__ = [
     "RECORD",
     "T_OPT",
     "min_rounds",
+    "pair_figure",
     "paired",
     "record_of",
+    "sequential_root",
     "stop_text",
     "swap",
     "width",

@@ -36,6 +36,15 @@ MIN_CI_REPEATS = 6  # fewer: the range of the repeats, called the range (module 
 CS_MIN_ROUNDS = 10
 # how reports name the interval they print beside a median or a ratio
 INTERVAL_TEXT = f"a 95% bootstrap interval from {MIN_CI_REPEATS} repeats, below that the range of the repeats"
+# which method made an interval, by Summary.kind (Summary.method; report.json's `method`)
+METHODS = {
+    "ci": "95% percentile bootstrap over the repeats (scipy.stats.bootstrap): a fixed number of repeats",
+    "range": "the range of the repeats, or of the paired per-repeat ratios (below 6 repeats; its confidence is 1 - 2^(1-n))",
+    "bounds": "the two bounds a count allows",
+    "none": "one repeat: no interval",
+    "cs": "95% confidence sequence of the median per-round ratio (Howard & Ramdas 2022, ville.QuantileCS): "
+    "valid at whatever round --until-decided stopped",
+}
 RESAMPLES = 9999
 _SEED = 20261122
 
@@ -53,24 +62,54 @@ class Summary:
     # "ci": 95 % bootstrap interval; "range": min-max of the repeats (n < MIN_CI_REPEATS); "none";
     # "cs": a sequential run's 95 % confidence sequence (bench.core.seqstats; lo/hi None while unbounded)
     kind: str = "ci"
+    # an unpaired ratio's range (min(A)/max(B) to max(A)/min(B)): the repeats of each side; () otherwise
+    sides_n: tuple[int, ...] = ()
 
     @property
     def coverage(self) -> float | None:
-        """The interval's confidence for the true median: 0.95, or 1 - 2^(1-n) for a range."""
+        """The interval's confidence for the true median (of a ratio: the ratio of the two true
+        medians): 0.95; 1 - 2^(1-n) for a range of n repeats (or of n paired per-repeat ratios);
+        for an unpaired ratio's range at least the product of its two sides' (both medians inside
+        their ranges puts the ratio inside); 1.0 for the two bounds a count allows."""
         if self.kind == "none" or self.lo is None:
             return None
-        return CONFIDENCE if self.kind in ("ci", "cs") else range_coverage(self.n)
+        if self.kind == "bounds":
+            return 1.0
+        if self.kind == "range":
+            if self.sides_n:
+                out = 1.0
+                for n in self.sides_n:
+                    out *= range_coverage(n)
+                return out
+            return range_coverage(self.n)
+        return CONFIDENCE
 
     @property
     def tag(self) -> str:
-        """What the interval is, for a label: '95% CI', 'range of 3 (75%)', '95% CS', 'n=1'."""
+        """What the interval is, for a label: '95% CI', 'range of 3: 75%', 'unpaired ranges of 3 / 3: at
+        least 56%', '95% CS', 'bounds', 'n=1, no interval'."""
         if self.kind == "cs":
             return "95% CS" if self.lo is not None else f"95% CS, unbounded below {CS_MIN_ROUNDS} rounds"
         if self.lo is None or self.hi is None:
             return f"n={self.n}, no interval"
+        if self.kind == "bounds":
+            return "bounds"
         if self.kind == "range":
-            return f"range of {self.n} ({range_coverage(self.n):.0%})"
+            cov = self.coverage or 0.0
+            if self.sides_n:
+                return f"unpaired ranges of {' / '.join(map(str, self.sides_n))}: at least {cov:.0%}"
+            return f"range of {self.n}: {cov:.0%}"
         return "95% CI"
+
+    @property
+    def method(self) -> str:
+        """How the interval was made, in one sentence (report.json's `method`)."""
+        if self.kind == "range" and self.sides_n:
+            return (
+                "the unpaired ranges of the two sides' repeats, min(A)/max(B) to max(A)/min(B); its confidence is "
+                "at least the product of each side's 1 - 2^(1-n)"
+            )
+        return METHODS.get(self.kind, self.kind)
 
     def interval(self, fmt: str = "{:,.0f}") -> str:
         """'lo–hi' for a 95 % interval, 'lo–hi (range of 3)' for a range, 'lo–hi (95% CS)' for a
@@ -171,8 +210,10 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
     lo = hi = None
     n = min(len(av), len(bv))
     kind = _kind(n)
+    sides_n: tuple[int, ...] = ()
     if kind == "range":
         lo, hi = (lo_v, hi_v) if paired else (min(av) / max(bv), max(av) / min(bv))
+        sides_n = () if paired else (len(av), len(bv))
     elif kind == "ci":
 
         def stat(x, y, axis=-1):
@@ -182,7 +223,7 @@ def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) 
             lo = hi = med
         else:
             lo, hi = _bootstrap((np.asarray(av), np.asarray(bv)), stat, paired=paired)
-    return Summary(med, lo, hi, q1, q3, lo_v, hi_v, n, kind)
+    return Summary(med, lo, hi, q1, q3, lo_v, hi_v, n, kind, sides_n)
 
 
 def geomean(ratios: list[float]) -> Summary:
@@ -235,6 +276,7 @@ __all__ = [
     "CONFIDENCE",
     "CS_MIN_ROUNDS",
     "INTERVAL_TEXT",
+    "METHODS",
     "MIN_CI_REPEATS",
     "Summary",
     "geomean",

@@ -223,6 +223,20 @@ class Paused(Exception):
         self.outcomes = outcomes
 
 
+def predates(cell: Cell, cell_dir: Path) -> list:
+    """The fixes (bench.core.fixes) that the finished cell in CELL_DIR predates: its numbers would
+    change if made now, so a run never reuses it (its system.json says when and from which commit
+    it was made; one that cannot be read predates nothing it can name)."""
+    from bench.core import fixes
+
+    if not any((not f.studies or cell.study in f.studies) and cell.repeat >= f.min_repeat for f in fixes.FIXES):
+        return []
+    from bench.core.resultset import json_file
+
+    system = json_file(cell_dir / "system.json")  # bounded; {} where it is not a JSON object
+    return fixes.missing_for(cell.study, cell.repeat, system) if system else []
+
+
 def disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno == errno.ENOSPC
 
@@ -355,7 +369,11 @@ class Scheduler:
                         "it was edited or moved in; move it away, then run again"
                     )
             status = R.cell_status(d)
-            if status in ("ok", "skipped") and not self.rerun:
+            stale = predates(cell, d) if status == "ok" and not self.rerun else []
+            if stale:  # made before a fix that changes its numbers: never reused, said once
+                fx = stale[0]
+                self._say(f"rerun   {self._label(cell)}: made before {fx.short} ({fx.what})")
+            if status in ("ok", "skipped") and not self.rerun and not stale:
                 outcomes.append(Outcome(cell, "reused", 0.0, f"already {status}"))
                 self._say(f"reused  {self._label(cell)} ({cell.id})")
             else:

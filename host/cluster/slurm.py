@@ -175,6 +175,7 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
             "done",
             f"export APPTAINERENV_KIT_IMAGE_ID={_q(img.get('id') or '')} APPTAINERENV_KIT_IMAGE_REF={_q(img['ref'])}",
             'export APPTAINERENV_KIT_HOST_NAME="$(hostname -s)"',
+            'export APPTAINERENV_KIT_MACHINE_ID="$(cat /etc/machine-id 2>/dev/null)"',  # hashed by the cell
             f"cell=(apptainer exec --cleanenv{' --nv' if shape.gpus else ''} --bind {','.join(binds)} {_q(opts.sif)} python)",
             'spec="/specs/$i.json"; out=/results' + ("; data=(--data-dir /data)" if data else "; data=()"),
         ]

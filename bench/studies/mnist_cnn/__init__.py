@@ -197,6 +197,7 @@ class MnistCnn(Study):
     # 5,340 samples/s); "seed setup" = its own Numba (dense-layer backprop) and PyTorch
     # (per-sample DataLoader) setups, "kit setup" = every layer trained on resident data
     claims = CLAIMS  # claims.py: every claim of seed 000 that a measurement can check
+    repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat (config.settings)
 
     # ---- what compare and verify read
     throughput_unit = "samples/s"

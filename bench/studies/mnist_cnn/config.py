@@ -36,9 +36,14 @@ class Settings(MnistCnnConfig):
 
 
 def settings(cell: Cell) -> Settings:
+    """The cell's settings; each repeat trains from its own seed (cell.seed + cell.repeat: the init and
+    the batch order), so the spread of the repeats' accuracies is the seeds' and not zero."""
     keys = asdict(MnistCnnConfig()).keys()
     return Settings(
-        **{k: v for k, v in cell.params.items() if k in keys}, backend=cell.backend, variant=cell.variant, seed=cell.seed
+        **{k: v for k, v in cell.params.items() if k in keys},
+        backend=cell.backend,
+        variant=cell.variant,
+        seed=cell.seed + cell.repeat,
     )
 
 

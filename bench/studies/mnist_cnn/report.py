@@ -263,15 +263,21 @@ def _session(c: ResultCell) -> str:
 def ratios_ci(cells: list[ResultCell]) -> list[dict]:
     """RATIOS among one host's cells: median of per-repeat median throughputs and a 95 % interval
     paired by repeat (repeat i of both ran in the same round)."""
+    from bench.core import seqstats
+
     by: dict[tuple[str, str], dict[int, float]] = {}
+    roots: dict[str, set] = {}
     for c in _ok(cells):
         by.setdefault((_session(c), key(c)), {})[c.repeat] = statistics.median(r["samples_per_s"] for r in epochs(c))
+        roots.setdefault(_session(c), set()).add(c.dir.parent.parent.resolve())
     out = []
     for sess in sorted({h for h, _ in by}):
+        # the claims' own figure for the same pair (a sequential run's: its confidence sequence)
+        seq = len(roots[sess]) == 1 and seqstats.sequential_root(next(iter(roots[sess])))
         for num, den in RATIOS:
             a, b = by.get((sess, num)), by.get((sess, den))
             if a and b:
-                r = stats.ratio(a, b)
+                r = seqstats.pair_figure(a, b, seq)
                 out.append(
                     {
                         "host": sess,
@@ -297,7 +303,8 @@ def _ratio_text(r: dict) -> str:
     """'2.93x (95% CI 2.81-3.05)', or '(range of 3 2.81-3.05)' below 6 repeats; 3 significant digits."""
     if r["ci_lo"] is None or r["ci_hi"] is None:
         return f"{sig(r['ratio'])}x (one repeat: no interval; run --repeats 3)"
-    what = "95% CI" if r.get("ci_kind", "ci") == "ci" else f"range of {r['repeats']}"
+    kind = r.get("ci_kind", "ci")
+    what = {"ci": "95% CI", "cs": f"95% CS of {r['repeats']} rounds"}.get(kind, f"range of {r['repeats']}")
     return f"{sig(r['ratio'])}x ({what} {sig(r['ci_lo'])}-{sig(r['ci_hi'])})"
 
 
@@ -391,7 +398,8 @@ def ratio_lines(rat: list[dict]) -> list[str]:
         "",
         "The interval is a 95% bootstrap CI from 6 repeats; with fewer it is the range of the paired per-repeat "
         "ratios, marked *(range)*, which holds the true ratio with probability 1 - 2^(1-n) (75% at 3); with one "
-        "repeat there is none. The kit's targets for three of these ratios are judged with the seed's claims "
+        "repeat there is none; a run that added rounds until decided gives the median per-round ratio with its "
+        "95% confidence sequence, marked *(95% CS)*: the same figure its claims read. The kit's targets for three of these ratios are judged with the seed's claims "
         "(below), by the kit's one verdict policy.",
         "",
         "| host (setup) | ratio | median | interval | min-max over repeats |",
@@ -399,7 +407,7 @@ def ratio_lines(rat: list[dict]) -> list[str]:
     ]
     for r in rat:
         interval = (
-            (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + (" (range)" if r.get("ci_kind") == "range" else ""))
+            (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + {"range": " (range)", "cs": " (95% CS)"}.get(str(r.get("ci_kind")), ""))
             if r["ci_lo"] is not None
             else "n=1"
         )

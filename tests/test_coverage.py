@@ -1,0 +1,70 @@
+"""What a verdict rests on is on the page beside it (issue 55, item 4): a range of a few repeats
+says its confidence (1 - 2^(1-n), 75 % at 3), an unpaired ratio's range the product of its two
+sides' (at least), a 95 % interval or confidence sequence says so, and the per-seed tallies count
+the two kinds apart."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.core import answers as A
+from bench.core import claims as C
+from bench.core import stats
+from host import answers as H
+
+readings = st.lists(st.floats(min_value=0.1, max_value=1e4, allow_nan=False), min_size=2, max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=readings, b=readings, paired=st.booleans())
+def test_every_ratio_says_its_coverage_and_a_range_never_reads_as_95_percent(a, b, paired):
+    if paired:  # the same repeats on both sides: paired by repeat
+        b = (b * len(a))[: len(a)]
+    n = min(len(a), len(b))
+    s = stats.ratio(dict(enumerate(a)), dict(enumerate(b)), paired=None if paired else False)
+    cov = s.coverage
+    assert cov is not None and 0 < cov <= 1
+    if s.kind == "range":
+        assert cov < stats.CONFIDENCE and "95%" not in s.tag and "range" in s.tag
+        if s.sides_n:  # unpaired: min(A)/max(B) to max(A)/min(B), both sides' ranges at once
+            assert s.sides_n == (len(a), len(b)) and "unpaired" in s.tag and "unpaired" in s.method
+            assert abs(cov - stats.range_coverage(len(a)) * stats.range_coverage(len(b))) < 1e-12
+        else:
+            assert cov == stats.range_coverage(n) and "1 - 2^(1-n)" in s.method
+    else:
+        assert s.kind == "ci" and cov == stats.CONFIDENCE and s.tag == "95% CI"
+
+
+def test_an_unpaired_range_holds_the_true_ratio_at_least_as_often_as_it_says():
+    rng = random.Random(5)
+    hits = trials = 0
+    for _ in range(4000):
+        a = [rng.lognormvariate(0.0, 0.3) for _ in range(3)]
+        b = [rng.lognormvariate(0.0, 0.3) for _ in range(3)]
+        s = stats.ratio(dict(enumerate(a)), dict(enumerate(b)), paired=False)
+        assert s.lo is not None and s.hi is not None
+        hits += s.lo <= 1.0 <= s.hi  # both medians are 1: the true ratio is 1
+        trials += 1
+    stated = stats.range_coverage(3) ** 2  # 56 %
+    assert s.coverage == stated and hits / trials >= stated - 0.02
+
+
+def _answer(verdict: str, summary: stats.Summary, claim_id: str = "x") -> A.Answer:
+    claim = C.Claim(claim_id, "a claim", "Table I", C.Ratio({"backend": "a"}, {"backend": "b"}))
+    f = A.Finding(value=summary, sides=(), rank=0)
+    return A.Answer("s", claim, verdict, findings=[f])
+
+
+def test_a_decided_verdict_carries_what_it_rests_on_and_the_tally_counts_them_apart():
+    rng3 = stats.ratio({0: 2.0, 1: 2.2, 2: 2.1}, {0: 1.0, 1: 1.0, 2: 1.05})
+    ci = stats.ratio(dict(enumerate([2.0, 2.2, 2.1, 2.05, 2.15, 2.12])), dict(enumerate([1.0] * 6)))
+    a, b = _answer(C.HOLDS, rng3, "one"), _answer(C.FAILS, ci, "two")
+    assert H.verdict_text(a) == "holds (range of 3: 75%)"
+    assert H.verdict_text(b) == "does not hold (95% CI)"
+    assert H.verdict_text(_answer(C.UNDECIDED, rng3)) == C.UNDECIDED
+    counts, cov = A.tally([a, b]), A.tally_coverage([a, b])
+    assert counts == {"s": {"judged": 2}} and cov == {"s": {"95%": 1, "range": 1}}
+    assert H.tally_line(counts["s"], cov["s"]) == "2 claims: 2 judged (1 at 95%, 1 from a range below 95%)"

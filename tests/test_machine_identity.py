@@ -1,0 +1,65 @@
+"""Which machine made a result (issue 55, item 10): each cell records a hashed machine id and boot
+id beside its machine class, a container gets its host's, and "same host" in a pair means the same
+machine where both sides recorded one: two machines of one class are "same machine class", never
+"same host", and a side that predates the id says "machine not recorded"."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.core import answers as A
+from bench.core import provenance
+
+
+def test_a_cell_records_a_hashed_machine_id_and_a_container_gets_its_hosts(monkeypatch):
+    monkeypatch.delenv(provenance.MACHINE_ENV, raising=False)
+    got = provenance.machine_identity()
+    assert set(got) == {"machine_id", "machine_id_source", "boot_id"}
+    if got["machine_id"] is not None:  # read from the board or the OS install here
+        assert re.fullmatch(r"[0-9a-f]{12}", got["machine_id"]) and got["machine_id_source"] in ("product_uuid", "machine-id")
+    mine = got["machine_id"] or "0123456789ab"
+    monkeypatch.setenv(provenance.MACHINE_ENV, mine)  # what the host runner passes a container: kept
+    assert provenance.machine_identity()["machine_id"] == mine
+    monkeypatch.setenv(provenance.MACHINE_ENV, "a raw /etc/machine-id a job script passed")  # hashed, never kept raw
+    raw = provenance.machine_identity()["machine_id"]
+    assert re.fullmatch(r"[0-9a-f]{12}", raw) and "machine" not in raw
+
+
+def _side(run: str, cls: str, machine: str | None, boot: str = "b1") -> A.Side:
+    system = {"cpu_model": cls, "cpu_logical_cores": 16, "machine_id": machine, "boot_id": boot}
+    cell = SimpleNamespace(system=system, first={}, rows=[], spec={})
+    side = A.Side(run=run, part="x", workload={}, facets={"platform": "cpu"})
+    side.cells.append(cell)
+    side.per[0] = 1.0
+    return side
+
+
+ids = st.sampled_from([None, "aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+
+
+@given(ca=st.sampled_from(["Xeon", "EPYC"]), cb=st.sampled_from(["Xeon", "EPYC"]), ma=ids, mb=ids, same_run=st.booleans())
+def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb, same_run):
+    a = _side("r1", ca, ma)
+    b = _side("r1" if same_run else "r2", cb, mb)
+    f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
+    if same_run:
+        assert f.pairing == "same run"
+    elif ca != cb:
+        assert f.pairing == "across hosts"
+    elif ma and mb and ma != mb:
+        assert f.pairing == f"same machine class (machines {ma} / {mb})"
+        assert not A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
+    elif ma and mb:
+        assert f.pairing == f"same host and environment (machine {ma})"
+    else:
+        assert f.pairing == "same host and environment (machine not recorded)"
+
+
+def test_two_boots_of_one_machine_say_so():
+    a, b = _side("r1", "Xeon", "aaaaaaaaaaaa", "b1"), _side("r2", "Xeon", "aaaaaaaaaaaa", "b2")
+    f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
+    assert f.pairing == "same host and environment (machine aaaaaaaaaaaa, two boots of it)"
