@@ -22,7 +22,10 @@ LEGEND = (
     "advantage), **energy** the CPU side's net joules per sample over the GPU side's, **cost** the CPU side's "
     "dollars per sample over the GPU side's at the prices given: above 1x the GPU is ahead. **GPU first above** "
     "is the work (samples, and epochs of the dataset) above which the GPU finishes first once each side's fixed "
-    "costs (process start to the first timed step) count; **GPU cheaper above** the same for cost. Intervals as "
+    "costs count (every one-off cost: its process's start-up, from process start to the first timed step, and any "
+    "work done once before training, such as a hyperparameter search); **GPU cheaper above** the same for cost. "
+    "Energy per sample comes only from energy-counter windows of 1 s or more within the board's power limit. "
+    "Intervals as "
     f"the headline's ({stats.INTERVAL_TEXT}); a break-even's is the range over the repeat pairs."
 )
 
@@ -124,22 +127,50 @@ def table(worths: list[W.Worth], first: int = 1, here: bool = False) -> list[str
     return md + [""]
 
 
-OLD_FIXED = "open_s"
-
-
 def _mid(v: dict) -> float:
     return sorted(v.values())[len(v) // 2]
+
+
+def fixed_text(x: W.Facts) -> str:
+    """'fixed 19.3 s (start-up 9.37 s + the hyperparameter search 9.92 s)', its start-up's source where
+    a part shares its cell's process; '*' marks a start-up recorded as open() alone."""
+    if not x.fixed:
+        return "no fixed costs recorded" + (f" ({x.fixed_why})" if x.fixed_why else "")
+    mark = "*" if x.fixed_what == W.OLD_FIXED else ""
+    once = [k for k in x.fixed_parts if k != W.STARTUP]
+    split = [f"{W.STARTUP} {_fig(_mid(x.fixed_parts[W.STARTUP]))} s{mark}"] if once and W.STARTUP in x.fixed_parts else []
+    split += [f"{W.ONE_OFF[k][1]} {_fig(_mid(x.fixed_parts[k]))} s" for k in once if k in W.ONE_OFF]
+    bits = [" + ".join(split)] if split else []
+    bits += [f"{W.STARTUP}: {x.fixed_shared}"] if x.fixed_shared else []
+    return f"fixed {_fig(_mid(x.fixed))} s{'' if split else mark}" + (f" ({'; '.join(bits)})" if bits else "")
+
+
+def fixed_footnote(worths: list[W.Worth]) -> list[str]:
+    """What the fixed costs of WORTHS (numbered from 1) count beyond each process's start-up, row by row:
+    every one-off work a side's rows record, and the parts whose process is shared."""
+    lines = []
+    for k, (key, what) in W.ONE_OFF.items():
+        rows = [str(i) for i, w in enumerate(worths, 1) if any(k in x.fixed_parts for x in (w.gpu, w.cpu))]
+        if rows:
+            lines.append(f"{what} ({key} in the side's {k} row), done once before training (rows {', '.join(rows)})")
+    shared = [str(i) for i, w in enumerate(worths, 1) if w.gpu.fixed_shared or w.cpu.fixed_shared]
+    if shared:
+        lines.append(
+            "for a part run beside others in one cell process, the start-up of its own cell in the same run "
+            f"where there is one, else the shared process's, said on its line (rows {', '.join(shared)})"
+        )
+    if not lines:
+        return []
+    return [f"Fixed costs count each side's process start-up and every one-off cost it records: {'; '.join(lines)}.", ""]
 
 
 def detail(w: W.Worth, here: bool = False) -> str:
     """One line: each side's rate, fixed costs, energy and price; why a figure is missing (once)."""
     bits = []
     for x, role in ((w.gpu, "GPU"), (w.cpu, "CPU")):
-        got = [f"{_fig(_mid(x.rate))} samples/s" if x.rate else "no rate"]
-        mark = "*" if x.fixed_what.startswith(OLD_FIXED) else ""
-        got.append(f"fixed {_fig(_mid(x.fixed))} s{mark}" if x.fixed else "no fixed costs recorded")
+        got = [f"{_fig(_mid(x.rate))} samples/s" if x.rate else "no rate", fixed_text(x)]
         if x.energy:
-            got.append(f"{_fig(_mid(x.energy) * 1e3)} mJ/sample ({x.energy_domain})")
+            got.append(f"{_fig(_mid(x.energy) * 1e3)} mJ/sample" + (f" ({x.energy_domain})" if x.energy_domain else ""))
         if x.price is not None:
             got.append(f"{x.price.usd_per_hour:g} USD/h" + (f" x {x.devices} GPUs" if x.devices > 1 else ""))
         bits.append(f"{role} {device_label(x, here)}: {', '.join(got)}")
@@ -163,7 +194,8 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
         md += ["_No price given: no cost column (`--price DEVICE=USD_PER_HOUR` or `--prices FILE`; never a default)._", ""]
     md += table(worths, here=here)
     md += [f"{i}. {md_text(detail(w, here))}" for i, w in enumerate(worths, 1)] + [""]
-    if any(x.fixed_what.startswith(OLD_FIXED) for w in worths for x in (w.gpu, w.cpu)):
+    md += [md_text(x) if x else x for x in fixed_footnote(worths)]
+    if any(x.fixed_what == W.OLD_FIXED for w in worths for x in (w.gpu, w.cpu)):
         md += [
             "\\* fixed costs of results made before the kit recorded them phase by phase: open() alone "
             "(data, model, warm-up), without the process start and imports, which their break-even leaves out.",
@@ -328,6 +360,7 @@ def as_json(worths: list[W.Worth], here: bool = False) -> list[dict]:
             "time_ratio": s(w.time),
             "energy_ratio": s(w.energy),
             "energy_why": w.energy_why,
+            "sides": {role: side_json(x) for role, x in (("gpu", w.gpu), ("cpu", w.cpu))},
             "cost_ratio": s(w.cost),
             "cost_why": w.cost_why,
             "break_even_time": e(w.even_time),
@@ -337,6 +370,21 @@ def as_json(worths: list[W.Worth], here: bool = False) -> list[dict]:
         }
         for w in worths
     ]
+
+
+def side_json(x: W.Facts) -> dict:
+    """One side's medians in report.json's `worth`: samples/s, J/sample (or why not), fixed s and its parts."""
+    return {
+        "samples_per_s": _mid(x.rate) if x.rate else None,
+        "energy_j_per_sample": _mid(x.energy) if x.energy else None,
+        "energy_why": x.energy_why,
+        "energy_domain": x.energy_domain,
+        "fixed_s": _mid(x.fixed) if x.fixed else None,
+        "fixed_parts_s": {k: _mid(v) for k, v in x.fixed_parts.items()},
+        "fixed_how": x.fixed_what,
+        "fixed_shared": x.fixed_shared,
+        "fixed_why": x.fixed_why,
+    }
 
 
 def for_work(w: W.Worth, samples: float, here: bool = False) -> dict:
@@ -394,12 +442,15 @@ __all__ = [
     "as_json",
     "device_label",
     "even_text",
+    "fixed_footnote",
+    "fixed_text",
     "for_work",
     "is_mine",
     "no_answer_line",
     "plot",
     "prices_lines",
     "section",
+    "side_json",
     "table",
     "this_dirs",
     "this_first",

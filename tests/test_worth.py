@@ -6,6 +6,7 @@ committed H100 reference with energy and fixed costs written into copies of thei
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -26,6 +27,11 @@ from host import worth as HW
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "results" / "reference" / "H100-80GB-HBM3" / "mnist-cnn"
+
+
+def later(b: energy.Reading, a: energy.Reading, seconds: float = 2.0) -> energy.Reading:
+    """B as if read SECONDS after A: a window long enough to measure (energy.MIN_WINDOW_S)."""
+    return dataclasses.replace(b, t=a.t + seconds)
 
 
 # ---- the arithmetic, by hand ------------------------------------------------------------------
@@ -88,11 +94,11 @@ def test_rapl_package_and_dram_give_joules_per_sample_net_of_the_idle_baseline(t
     meter.idle_w = {"package-0": 0.0, "dram-0": 0.0}  # a quiet machine: no idle draw
     a = meter.read()
     _rapl(tmp_path, 31_000_000, 2_500_000)  # +30 J package, +2 J DRAM
-    b = meter.read()
+    b = later(meter.read(), a)
     got = meter.window(a, b, 64, "cpu")
     assert got["energy_gross_j"] == pytest.approx(32.0) and got["energy_j_per_sample"] == pytest.approx(0.5)
     assert "machine-wide" in got["energy_note"]
-    # the idle baseline is subtracted: 1,000 W idle over a few microseconds is still < 32 J
+    # the idle baseline is subtracted: 10 W idle over the 2 s window is 20 J of the 32 J
     meter.idle_w = {"package-0": 10.0, "dram-0": 0.0}
     net = meter.window(a, b, 64, "cpu")["energy_net_j"]
     assert net == pytest.approx(32.0 - 10.0 * (b.t - a.t))
@@ -115,7 +121,7 @@ def test_an_idle_baseline_above_the_load_is_not_measured(tmp_path):
     meter.idle_w = {"package-0": 1e9, "dram-0": 0.0}  # an idle draw no load can beat
     a = meter.read()
     _rapl(tmp_path, 2_000_000, 0)
-    got = meter.window(a, meter.read(), 10, "cpu")
+    got = meter.window(a, later(meter.read(), a), 10, "cpu")
     assert got["energy_j_per_sample"] is None and "idle baseline" in got["energy_note"] and "above the load" in got["energy_note"]
 
 
@@ -159,10 +165,11 @@ def test_nvml_energy_per_sample_and_a_counter_going_backwards(monkeypatch):
     meter = energy.Meter(c)
     meter.measure_idle(0.01)  # 1,000 mJ -> 1,000 mJ: 0 W idle
     assert meter.idle_w == {"gpu0": 0.0}
-    got = meter.window(meter.read(), meter.read(), 120, "cuda")  # +60 J over 120 samples
+    a = meter.read()
+    got = meter.window(a, later(meter.read(), a), 120, "cuda")  # +60 J over 120 samples in 2 s
     assert got["energy_j_per_sample"] == pytest.approx(0.5) and got["energy_domain"].startswith("GPU")
     a = meter.read()
-    got = meter.window(a, meter.read(), 120, "cuda")  # 50 J after 61 J: the driver reloaded
+    got = meter.window(a, later(meter.read(), a), 120, "cuda")  # 50 J after 61 J: the driver reloaded
     assert got["energy_j_per_sample"] is None and "went backwards" in got["energy_note"]
 
 
@@ -213,6 +220,7 @@ def _copy(tmp_path: Path, energy_of: dict[str, float | None], fixed: dict[str, f
                 j = energy_of[plat]
                 for r in rows:
                     r["energy_j_per_sample"] = j
+                    r["energy_window_s"] = 5.0  # long enough to measure (energy.window_check)
                     r["energy_note"] = None if j else "not measured: NVML energy counter unavailable (NVMLError: Not Supported)"
                 (out / d.name / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
                 sysf = out / d.name / "system.json"

@@ -6,10 +6,19 @@ repeat of each side:
 
     rate      samples/s      the study's throughput x Study.samples_per_unit (an MLP iteration is
                              one pass over its training set)
-    energy    J/sample       the median over the cell's timed windows of energy_j_per_sample (net of
-                             the idle baseline; bench.measure.energy), or why it is not measured
-    fixed     s              system.json's fixed_costs.total_s (process start to the first timed
-                             step), else open_s for results made before it was recorded (said so)
+    energy    J/sample       the median over the cell's timed windows of their net J per sample, read
+                             by bench.measure.energy.row_energy (every field name rows have used, the
+                             profile study's older ones too) under its one rule: a counter window of
+                             1 s or more within the board's power limit, else why not (too short to
+                             measure, with the windows' lengths)
+    fixed     s              every one-off cost before training: the start-up of the side's process
+                             (system.json's fixed_costs.total_s, process start to the first timed step,
+                             else open_s for results made before it was recorded, said so) plus the
+                             one-off work its rows record (ONE_OFF: a hyperparameter search's search_s).
+                             A part that shares its cell's process with others (mlp-scratch's NumPy
+                             beside CuPy) takes the start-up of its own cell in the same run folder
+                             where there is one (the process it would pay for alone), else the shared
+                             one, and says which
     price     USD/h          the user's price for the side's device (x the GPUs it uses); no price,
                              no cost: never a default
 
@@ -26,26 +35,36 @@ and from those:
 Each with its interval as the time ratio has it (bench.core.stats: a 95 % bootstrap interval from
 6 repeats, below that the range): the ratios through stats.ratio (paired by repeat when the sides
 ran in one run), the break-even over the repeats' pairs (by repeat in one run, else every pair).
-Standard library and bench.core only: the host renders it (host/worth.py).
+Standard library, bench.core and bench.measure.energy (its row reader and rule; no device library is
+imported): the host renders it (host/worth.py).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core import claims as C
 from bench.core import stats
 from bench.core.study import number
+from bench.measure import energy as E
 
 if TYPE_CHECKING:
     from bench.core.answers import Answer, Side
+    from bench.core.resultset import ResultCell
     from bench.core.study import Study
 
 ALWAYS, ABOVE, BELOW, NEVER = "always", "above", "below", "never"
 JOULES_PER_KWH = 3.6e6
+STARTUP = "start-up"  # the process's: start, imports, device init, open() (bench.measure.fixedcost)
+# work a side does once before it trains, beside its start-up: a row of phase KEY carries its seconds in FIELD
+ONE_OFF: dict[str, tuple[str, str]] = {"search": ("search_s", "the hyperparameter search")}  # phase -> (field, what)
+OLD_FIXED = "open_s (made before the kit recorded process start and imports)"
+MAX_SIBLINGS = 4096  # cell dirs looked through in one run folder for a part's own cell
 
 
 # ---- the arithmetic ------------------------------------------------------------------------
@@ -131,8 +150,8 @@ class Facts:
     side: Side
     platform: str
     rate: dict[int, float]  # samples/s: Study.throughput x samples_per_unit
-    fixed: dict[int, float]  # s before the first timed step
-    fixed_what: str  # "total_s" or "open_s (process start and imports not recorded)"
+    fixed: dict[int, float]  # s of every one-off cost: its process's start-up and any ONE_OFF work
+    fixed_what: str  # "total_s" or OLD_FIXED (process start and imports not recorded)
     energy: dict[int, float]  # J/sample, net of idle
     energy_why: str  # why energy is not measured (empty when every repeat has it)
     energy_domain: str
@@ -140,6 +159,9 @@ class Facts:
     epoch: int | None  # samples in one epoch of its dataset
     price: Any = None  # host.prices.Price matched for its device
     price_why: str = ""
+    fixed_parts: dict[str, dict[int, float]] = field(default_factory=dict)  # STARTUP / ONE_OFF phase -> repeat -> s
+    fixed_shared: str = ""  # how a part sharing its cell's process got its start-up ("" for a cell of its own)
+    fixed_why: str = ""  # why a repeat has no fixed costs (start-up or a one-off not recorded)
 
     @property
     def name(self) -> str:
@@ -160,47 +182,136 @@ def cell_device_name(cell: Any, platform: str) -> str:
     return str(cell.device or "GPU")
 
 
+def startup_of(system: dict) -> tuple[float | None, str]:
+    """(s, how) a process took from its start to its first timed step, from its cell's system.json:
+    fixed_costs.total_s, else open_s (OLD_FIXED), else (None, "")."""
+    fc = system.get("fixed_costs")
+    total = number(fc.get("total_s")) if isinstance(fc, dict) else None
+    if total is not None and total >= 0:
+        return total, "total_s"
+    o = number(system.get("open_s"))
+    return (o, OLD_FIXED) if o is not None and o >= 0 else (None, "")
+
+
+def parts_of(c: ResultCell) -> list[str]:
+    """The row backends one cell process ran ('numpy+cupy+cupy-tuned': three, one process)."""
+    return [p for p in str(c.spec.get("backend") or c.first.get("backend") or "").split("+") if p]
+
+
+def own_cell(c: ResultCell, part: str) -> ResultCell | None:
+    """The cell that ran PART alone, beside C (which runs it with other parts in one process) in C's run
+    folder: same study, variant, params, seed, repeat and environment, finished ok. Read from disk with
+    the kit's checked reader (bench.core.resultset.load_cell) as any result dir is: untrusted."""
+    from bench.core.resultset import checked_json, load_cell
+
+    folder = c.dir.parent
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)[:MAX_SIBLINGS]
+    except OSError:
+        return None
+    keys = ("study", "variant", "params", "seed", "env")
+    for e in entries:
+        d = Path(e.path)
+        if d == c.dir or e.is_symlink() or not e.is_dir(follow_symlinks=False):
+            continue
+        spec, bad = checked_json(d / "cell.json", "cell_spec")
+        if bad or spec.get("backend") != part or any(spec.get(k) != c.spec.get(k) for k in keys):
+            continue
+        other = load_cell(d)
+        if other is not None and other.status == "ok" and other.repeat == c.repeat:
+            return other
+    return None
+
+
+def startup(c: ResultCell, part: str) -> tuple[float | None, str, str]:
+    """(s, how: startup_of's, shared: "" or how it was chosen) PART's process took to start in cell C:
+    C's own, or, where C runs PART beside other parts in one process, the start-up of PART's own cell
+    in the same run where there is one (what running it alone costs), else C's, said to be shared."""
+    parts = parts_of(c)
+    if len(parts) < 2 or part not in parts:
+        return (*startup_of(c.system), "")
+    with_ = ", ".join(p for p in parts if p != part)
+    own = own_cell(c, part)
+    if own is not None:
+        s, how = startup_of(own.system)
+        if s is not None:
+            return s, how, f"its own {part} cell's process; in the {'+'.join(parts)} cell it shares one with {with_}"
+    s, how = startup_of(c.system)
+    return s, how, f"one process shared with {with_} (no {part} cell of its own in this run), so one start-up for them all"
+
+
+def one_offs(c: ResultCell, part: str) -> tuple[dict[str, float], str]:
+    """({ONE_OFF phase: s}, why one is not recorded): the one-off work PART's rows of C record."""
+    got: dict[str, float] = {}
+    why = ""
+    for r in c.ok_rows:
+        phase = r.get("phase")
+        if str(r.get("backend")) != part or not isinstance(phase, str) or phase not in ONE_OFF:
+            continue
+        key, what = ONE_OFF[phase]
+        v = number(r.get(key))
+        if v is None or v < 0:
+            why = f"{what}'s time is not recorded (its {phase} row has no {key}: made before the kit recorded it)"
+        else:
+            got[phase] = got.get(phase, 0.0) + v
+    return got, why
+
+
 def facts(study: Study, side: Side) -> Facts:
     rate: dict[int, float] = {}
     fixed: dict[int, float] = {}
+    parts: dict[str, dict[int, float]] = {}
     energy: dict[int, float] = {}
     notes: list[str] = []
+    fixed_notes: list[str] = []
+    shared: list[str] = []
     what = "total_s"
     domain = ""
+    gpus = side.facets.get("gpus")
+    devices = gpus if isinstance(gpus, int) and gpus > 0 else 1
+    platform = str(side.facets.get("platform"))
     for c in side.cells:
         per_unit = study.samples_per_unit(c.rows, side.part)
         thr = study.throughput(c.rows).get(side.part)  # the study's training rate, whatever the claim's metric
         if thr and per_unit:
             rate[c.repeat] = thr * per_unit
-        fc = c.system.get("fixed_costs")
-        total = number(fc.get("total_s")) if isinstance(fc, dict) else None
-        if total is None and (o := number(c.system.get("open_s"))) is not None:
-            total, what = o, "open_s (made before the kit recorded process start and imports)"
-        if total is not None and total >= 0:
-            fixed[c.repeat] = total
-        mine = [r for r in c.ok_rows if str(r.get("backend")) == side.part]
-        js = [v for r in mine if (v := number(r.get("energy_j_per_sample"))) is not None and v > 0]
-        domain = domain or next((str(r["energy_domain"]) for r in mine if r.get("energy_domain")), "")
-        if js:
-            energy[c.repeat] = statistics.median(js)
+        start, how, share = startup(c, side.part)
+        shared.append(share)
+        what = how if how == OLD_FIXED else what
+        once, once_why = one_offs(c, side.part)
+        if start is None:
+            fixed_notes.append("its process's start-up is not recorded")
+        elif once_why:
+            fixed_notes.append(once_why)
         else:
-            why = next((str(r["energy_note"]) for r in mine if r.get("energy_note")), "")
+            fixed[c.repeat] = start + sum(once.values())
+            for k, v in {STARTUP: start, **once}.items():
+                parts.setdefault(k, {})[c.repeat] = v
+        mine = [r for r in c.ok_rows if str(r.get("backend")) == side.part]
+        read = [E.row_energy(r, c.system, devices, platform) for r in mine]
+        got = [e for e in read if e.j_per_sample is not None and e.j_per_sample > 0]
+        domain = domain or next((e.domain for e in (got or read) if e.domain), "")
+        if got:
+            energy[c.repeat] = statistics.median(e.j_per_sample for e in got if e.j_per_sample is not None)
+        else:
             notes.append(
-                why.removeprefix("not measured: ")
+                E.why_none([e for e in read if e.carried])
                 or "its rows carry no energy figure (made before the kit measured energy per sample)"
             )
-    gpus = side.facets.get("gpus")
     return Facts(
         side=side,
-        platform=str(side.facets.get("platform")),
+        platform=platform,
         rate=rate,
         fixed=fixed,
         fixed_what=what,
         energy=energy if len(energy) == len(side.cells) else {},
         energy_why="; ".join(dict.fromkeys(notes)),
         energy_domain=domain,
-        devices=gpus if isinstance(gpus, int) and gpus > 0 else 1,
+        devices=devices,
         epoch=study.epoch_samples(side.first),
+        fixed_parts=parts,
+        fixed_shared="; ".join(dict.fromkeys(x for x in shared if x)),
+        fixed_why="; ".join(dict.fromkeys(fixed_notes)),
     )
 
 
@@ -284,7 +395,11 @@ def worth_of(study: Study, answer: Answer, prices: Any = None) -> Worth:
     if gpu.fixed and cpu.fixed and gpu.rate and cpu.rate:
         w.even_time = _even(w, "time")
     else:
-        w.even_time_why = "not formed: " + "; ".join(f"{x.name} has no fixed costs recorded" for x in (gpu, cpu) if not x.fixed)
+        w.even_time_why = "not formed: " + "; ".join(
+            f"{x.name} has no fixed costs recorded" + (f" ({x.fixed_why})" if x.fixed_why else "")
+            for x in (gpu, cpu)
+            if not x.fixed
+        )
     # cost
     if prices is None:
         w.cost_why = w.even_cost_why = "no price given"
@@ -327,12 +442,12 @@ def _line(w: Worth, x: Facts, kind: str, r: int) -> Line | None:
 
 
 def _median_facts(x: Facts) -> Facts:
-    m = Facts(
-        x.side, x.platform, {0: statistics.median(x.rate.values())}, {0: statistics.median(x.fixed.values())},
-        x.fixed_what, {0: statistics.median(x.energy.values())} if x.energy else {}, x.energy_why, x.energy_domain,
-        x.devices, x.epoch, x.price, x.price_why,
-    )  # fmt: skip
-    return m
+    return replace(
+        x,
+        rate={0: statistics.median(x.rate.values())},
+        fixed={0: statistics.median(x.fixed.values())},
+        energy={0: statistics.median(x.energy.values())} if x.energy else {},
+    )
 
 
 def _medians(w: Worth, kind: str) -> tuple[Line, Line] | None:
@@ -368,6 +483,9 @@ __all__ = [
     "ALWAYS",
     "BELOW",
     "NEVER",
+    "OLD_FIXED",
+    "ONE_OFF",
+    "STARTUP",
     "Even",
     "Facts",
     "Line",
@@ -380,6 +498,10 @@ __all__ = [
     "even",
     "facts",
     "is_gpu_over_cpu",
+    "one_offs",
+    "own_cell",
+    "startup",
+    "startup_of",
     "time_line",
     "want_platform",
     "worth_all",

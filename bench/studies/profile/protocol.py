@@ -26,6 +26,7 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.study import RunContext, Study
+from bench.measure.energy import row_energy
 from bench.studies.profile.config import Settings
 
 SAMPLER_COSTLY = 0.01  # the sampler's cost, as a share of step time, flagged once its interval's lower end reaches it
@@ -98,6 +99,7 @@ def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> d
     out["j_per_img"] = main / samples if main is not None and samples and main > 0 else None
     out["img_per_j"] = samples / main if main is not None and samples and main > 0 else None
     # the fields every study's timed rows carry (bench.measure.energy): J per sample, or why not
+    out["energy_window_s"] = win
     out["energy_j_per_sample"] = out["j_per_img"]
     if out["j_per_img"] is not None:
         out["energy_note"] = None
@@ -106,6 +108,10 @@ def energy_fields(summary: dict, idle: dict, gpus: list[int], samples: int) -> d
     else:
         note = out["gpu_energy_note"] if gpus else out["cpu_energy_note"]
         out["energy_note"] = f"not measured: {note or 'no energy counter over the window'}"
+    # the kit's one rule for a window's figure (energy.window_check: a counter, 1 s or more, within the limit)
+    judged = row_energy(out)
+    if out["energy_j_per_sample"] is not None and judged.j_per_sample is None:
+        out["energy_j_per_sample"], out["energy_note"] = None, judged.why
     return out
 
 
