@@ -383,7 +383,9 @@ def worth_of(study: Study, answer: Answer, prices: Any = None) -> Worth:
     fa, fb = facts(study, a), facts(study, b)
     gpu, cpu = (fa, fb) if fa.platform != "cpu" else (fb, fa)
     w = Worth(answer, gpu, cpu, paired=f.rank == 0)
-    if gpu.rate and cpu.rate:
+    if f.of_ratio and gpu is fa:  # the answer's own figure (the headline's): one figure per comparison
+        w.time = f.value
+    elif gpu.rate and cpu.rate:
         w.time = stats.ratio(gpu.rate, cpu.rate, paired=w.paired)
     # energy: both sides need it on every repeat
     lacking = [f"{x.name} ({'GPU' if x is gpu else 'CPU'}): {x.energy_why}" for x in (gpu, cpu) if not x.energy]
