@@ -301,3 +301,17 @@ def test_report_json_worth_carries_each_sides_energy_and_fixed_parts(tmp_path):
     assert gpu["fixed_s"] == pytest.approx(sum(gpu["fixed_parts_s"].values()))
     assert gpu["energy_j_per_sample"] is None and gpu["energy_why"].startswith("too short to measure")
     assert all(math.isfinite(v) for v in gpu["fixed_parts_s"].values())
+
+
+def test_the_profile_studys_own_energy_table_holds_the_same_window_rule():
+    from bench.core.resultset import collect
+    from bench.studies.profile import readout
+
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference"
+    if not (ref / "H200").is_dir() or not (ref / "H100-80GB-HBM3-profile").is_dir():
+        pytest.skip("the committed references are not in this checkout")
+    short = [c for c in collect([ref / "H200"])[0] if c.study == "profile" and "torch-cuda" in c.dir.name]
+    assert short and all(readout.energy(c)["gpu"]["jpi"] is None for c in short)  # windows of 0.12-0.60 s
+    assert all("too short to measure" in str(readout.energy(c)["gpu"]["note"]) for c in short)
+    long = [c for c in collect([ref / "H100-80GB-HBM3-profile"])[0] if c.dir.name.startswith("torch-cuda_finetune_loader_b64")]
+    assert long and 0.3 < readout.energy(long[0])["gpu"]["jpi"] < 0.36  # 2.5-3.2 s windows: 0.331 J/image

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import json_file
+from bench.measure import energy as E
 from bench.studies.profile.config import SEED_EPOCHS, SEED_TRAIN_IMAGES
 
 PLATFORM = {"torch-cpu": "CPU", "torch-cuda": "GPU"}
@@ -164,12 +165,25 @@ def energy(c: Cell) -> dict:
     idle: dict = got if isinstance(got, dict) else {}
     per: list[dict] = []
     srcs: list[str] = []
+    limit = E.power_limit_w(c.system)
+    short: list[str] = []
     for r in rows(c, "epoch"):
         s = _window_energy(r, g)
         n = num(r.get("samples")) or 0
         f = energy_fields(s, idle, g, int(n))
         f["cpu_j_per_img"] = f["cpu_energy_net_j"] / n if f["cpu_energy_net_j"] and n and f["cpu_energy_net_j"] > 0 else None
         f["gpu_j_per_img"] = f["gpu_energy_net_j"] / n if f["gpu_energy_net_j"] and n and f["gpu_energy_net_j"] > 0 else None
+        # the one rule for a window's energy (bench.measure.energy.window_check): no figure from a
+        # window under a second or above the boards' power limit, the reason instead
+        for side, joules, lim in (
+            ("gpu", f["gpu_energy_j"], limit * len(g) if limit and g else None),
+            ("cpu", f["cpu_energy_j"], None),
+        ):
+            why = E.window_check(s["window_s"], joules, lim) if joules is not None else None
+            if why:
+                f[f"{side}_j_per_img"] = None
+                f[f"{side}_energy_j"] = f[f"{side}_energy_net_j"] = None
+                short.append(why)
         per.append(f)
         srcs += [str(s.get(f"gpu{i}_energy_source") or "") for i in g]
     kinds: dict[str, int] = {}
@@ -179,6 +193,8 @@ def energy(c: Cell) -> dict:
             kinds[k] = kinds.get(k, 0) + 1
     gsrc = [f"{k} ({n} of {len(srcs)} epoch windows)" if len(kinds) > 1 else k for k, n in kinds.items()]
     gnote = next((f["gpu_energy_note"] for f in per if f.get("gpu_energy_note")), None)
+    if short and med(per, "gpu_energy_j") is None:
+        gnote = f"no figure: {short[0]}" + (f" ({len(short)} windows)" if len(short) > 1 else "")
     cnote = next((f["cpu_energy_note"] for f in per if f.get("cpu_energy_note")), None)
     cpu_j = med(per, "cpu_energy_j")
     return {
