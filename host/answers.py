@@ -433,7 +433,7 @@ def verdict_text(a: A.Answer) -> str:
 
 def tally_line(counts: dict[str, int], coverage: dict[str, int] | None = None) -> str:
     """'44 claims: 17 judged (5 at 95%, 12 from a range below 95%), 2 undecided, ...'."""
-    order = ["judged", "undecided", "needs real data", "not measured here", "not comparable", "not judged"]
+    order = C.CATEGORIES
     total = sum(counts.values())
 
     def item(k: str) -> str:

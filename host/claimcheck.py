@@ -65,7 +65,9 @@ def _primary(answers: list[A.Answer]) -> dict[str, A.Answer]:
 
 
 def _key(a: A.Answer) -> str:
-    return json.dumps([a.study, a.claim.id, a.split], sort_keys=True, default=str)
+    """Claim and whole workload (Answer.work): a reference judged beside runs of other epochs names its
+    splits by them, this run alone by none; the work is the same."""
+    return json.dumps([a.study, a.claim.id, a.work], sort_keys=True, default=str)
 
 
 def check(dirs: list[Path], references: list[Path]) -> tuple[list[Line], int]:

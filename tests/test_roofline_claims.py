@@ -3,7 +3,8 @@ committed references (the H100 and the 2-core EPYC, their Table 8 runs with 3 re
 and on cells edited from them: every claim of the catalogue declared once, Table 4 not; the
 intensity claims read both byte bounds alike on the CPU and the GPU; a 3x3 pair decides without
 a "1 repeat" tail; data-bound claims wait for the real tree; absolute figures are judged only on
-the seed's device. Host side: no torch."""
+the seed's device; a claim about the model reads the pipeline that no loader caps, and every label
+names its pipeline. Host side: no torch."""
 
 from __future__ import annotations
 
@@ -232,10 +233,18 @@ def test_bounds_decide_by_the_one_policy_and_say_so():
     assert C.decide(stats.Summary(9.0, 2.0, 9.0, 2.0, 9.0, 2.0, 9.0, 1, "bounds"), claims.LEFT)[0] == C.FAILS
 
 
-def test_resnet50_climbs_highest_toward_the_roof_through_the_loader(study, refs):
+def test_how_near_its_roof_a_model_trains_is_read_on_the_device_not_through_the_loader(study, refs):
+    """Through the loader of synthetic JPEGs the H100 reference's ResNet-18 trained at 7,780 img/s
+    against 16,924 on the device: the loader, not the model, kept it below ResNet-50's % of roof, and
+    the claim "held". On synthetic-gpu ResNet-18 reaches 28.6 % and ResNet-50 27.2 % (per repeat
+    0.94, 0.82, 1.20): undecided, and the label says which pipeline it read."""
     a = one(study, refs, "resnet50-only-toward-roof")
-    assert a.verdict == C.HOLDS and all(f.value.lo > 1 for f in a.findings)
+    assert "synthetic-gpu" in a.claim.text and "synthetic-gpu" in a.claim.note
+    assert {c.first.get("pipeline") for f in a.findings for s in f.sides for c in s.cells} == {"synthetic-gpu"}
     assert all(f.sides[0].run == f.sides[1].run for f in a.findings)  # one run: paired by repeat
+    by = {f.what: f.value for f in a.findings}
+    assert by["resnet50 / resnet18"].lo < 1 < by["resnet50 / resnet18"].hi and a.verdict == C.UNDECIDED
+    assert by["resnet50 / mobilenet_v2"].lo > 1 and by["resnet50 / squeezenet1_1"].lo > 1
     b = one(study, refs, "resnet50-16pct-of-peak")
     assert b.verdict == C.NOT_COMPARABLE and "224-px MAC" in b.why and b.findings
 
@@ -282,7 +291,9 @@ def test_the_loader_gap_needs_the_real_tree(study, refs):
 
 # ---- the seed's tables: absolute figures on the seed's device only --------------------------------
 def test_table_3_is_judged_only_on_the_seeds_device_with_ours_beside(study, refs):
-    assert one(study, refs, "t3-resnet18-t4").verdict == C.NEEDS_REAL
+    # an H100 on synthetic JPEGs: real data alone would not judge the T4's img/s (claims.gate's word for it)
+    synthetic = one(study, refs, "t3-resnet18-t4")
+    assert synthetic.verdict == C.NEEDS_HW and "Tesla T4" in synthetic.why and H100 in synthetic.why
     real = edited(refs, lambda c, r: r.update(dataset_real=True))
     a = one(study, real, "t3-resnet18-t4")
     assert (
@@ -334,3 +345,15 @@ def test_the_merged_roofline_report_renders_every_claim_once(tmp_path):
     got = [c for c in json.loads((tmp_path / "report.json").read_text())["claims"] if c["study"] == "roofline"]
     assert {c["id"] for c in got} == CATALOGUE and all(c["verdict"] in C.VERDICTS for c in got)
     assert next(c for c in got if c["id"] == "gpu-cpu-10-50x")["verdict"] == C.FAILS
+
+
+def test_every_label_names_the_pipeline_its_sides_read(study):
+    """A loader's ratio on synthetic JPEGs holds the loader's cost; the row must say it read the loader
+    (the headline's GPU over CPU), as a row read on the device says synthetic-gpu."""
+    for c in study.claims:
+        if isinstance(c.rule, C.Ratio):
+            pipes = {c.rule.a.get("pipeline"), c.rule.b.get("pipeline")} - {None}
+            assert all(p in c.text for p in pipes), (c.id, c.text)
+    for c in study.claims:
+        if c.headline:
+            assert "loader" in c.text and "decode cost" in c.note, c.id

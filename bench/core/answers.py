@@ -310,6 +310,7 @@ class Finding:
     exact: bool = False  # a count, not a timing: the value decides alone
     expect: C.Expect | None = None  # a Measured condition's own region (else the claim's)
     split: dict = field(default_factory=dict)  # the workload params that tell this answer apart
+    work: dict | None = None  # its whole comparable workload (split names only what varies among a claim's findings)
     of_ratio: bool = False  # value is the ratio of the two sides' per-repeat values (ratio_findings)
     stop: str = ""  # a sequential run's rounds and why it stopped (bench.core.seqstats); "" for fixed n
 
@@ -438,6 +439,8 @@ def _same_workload(rule: C.Ratio, a_sides: list[Side], b_sides: list[Side]) -> I
     the claim's own and its free ones (a CPU side runs on no GPU: GPU over CPU compares whatever GPU
     count A names). The one place pair candidates are found; ratio_findings and _not_alike read it."""
     skip = set(rule.a) | set(rule.b) | set(rule.free)
+    if C.is_quality(rule.metric):  # how well a side learned depends on how much it trained: never free
+        skip -= set(C.WORK_AMOUNT)
     for a in a_sides:
         for b in b_sides:
             apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
@@ -479,6 +482,8 @@ def _rank(a: Side, b: Side) -> int:
 
 def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list[Finding]:
     skip = set(rule.side) | set(rule.free)
+    if C.is_quality(rule.metric):  # an accuracy at 3 epochs is another answer than at 10
+        skip -= set(C.WORK_AMOUNT)
     return [
         Finding(
             value=stats.summarize(list(s.per.values())), sides=(s,), rank=0, unit=rule.unit, split=_workload(s.workload, skip)
@@ -566,6 +571,15 @@ class Answer:
         weakest = min(self.findings, key=lambda f: 1.0 if f.exact else (f.value.coverage or 0.0))
         return "exact" if weakest.exact else weakest.value.tag
 
+    @property
+    def work(self) -> dict:
+        """Its whole comparable workload where it rests on one finding's (a Ratio, a Level), else its
+        split: what matches it with another judging's answer of the same claim and work, whichever
+        other runs each judging had beside it (claimcheck)."""
+        if len(self.findings) == 1 and self.findings[0].work is not None:
+            return self.findings[0].work
+        return self.split
+
     def key(self) -> str:
         """What identifies this answer across reports: claim, workload, scope."""
         scope = sorted({k for f in self.findings for k in f.scope})
@@ -593,6 +607,8 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
         return [Answer(study.name, claim, C.NOT_HERE, missing(study, cells, claim))]
     measured = isinstance(claim.rule, C.Measured)
     if not measured:  # a Measured claim names its own splits
+        for f in found:
+            f.work = dict(f.split)  # before the split keeps only what varies here
         _name_splits(found)
     # a Ratio or Level answers per workload and scope; a Measured claim per workload, its
     # conditions each taking their best finding wherever it ran (a ranking may span hosts)
@@ -637,16 +653,11 @@ def _name_splits(found: list[Finding]) -> None:
 
 
 def verdict_of(claim: C.Claim, best: list[Finding]) -> tuple[str, str]:
-    """The one policy, over the findings an answer rests on."""
-    if claim.needs.real_data and not all(s.data[1] for f in best for s in f.sides):
-        data = sorted({s.data[0] for f in best for s in f.sides if not s.data[1]})
-        return C.NEEDS_REAL, f"ran on {', '.join(data)} (synthetic): the claim is about the real data"
-    if claim.comparable:
-        return C.NOT_COMPARABLE, claim.comparable
-    if claim.seed_hw:
-        devices = sorted({s.device for f in best for s in f.sides})
-        if not all(any(h.lower() in d.lower() for h in claim.seed_hw) for d in devices):
-            return C.NOT_COMPARABLE, f"the seed's figure is for {' / '.join(claim.seed_hw)}; ours ran on {', '.join(devices)}"
+    """The one policy, over the findings an answer rests on: the gate (claims.gate: not comparable,
+    the seed's hardware, real data), then their intervals (claims.decide)."""
+    gated = C.gate(claim, best)
+    if gated:
+        return gated
     verdicts, whys = [], []
     for f in best:
         v, why = C.decide(f.value, f.expect or claim.region, f.exact)

@@ -24,10 +24,27 @@ bench.core.seqstats, which stays valid whenever the run stopped):
     undecided          the interval straddles the region's edge (a range of 3 holds the true
                        median with probability 75 %: more repeats decide it)
     too few repeats    one repeat on a side: no interval, so no verdict
-    not comparable     the seed's quantity is not one we measure (the claim says why)
+    not comparable     the seed's quantity is not one we measure (the claim says why), or an absolute
+                       figure of the seed's hardware measured on other hardware: ours beside the seed's
+    needs the seed's hardware
+                       a claim tied to the seed's hardware (`seed_hw`) that neither ran there nor on
+                       the data it needs: real data alone would not judge it (the reason names the device)
     needs real data    the claim is about the data (accuracy, loss) and a side ran on synthetic data
     not measured here  no cell of the kind the claim needs (the reason names what is missing)
     not judged         the declaration does not fit these results (the line says why)
+
+Before an interval decides, one gate (`gate`) says whether these findings can judge the claim at
+all, in this order, each the reason that no other fix would remove: a quantity we do not measure
+(`comparable`); an absolute figure whose claim names no hardware (not judged: a declaration fault);
+the seed's hardware (`seed_hw`: off it, "not comparable" with ours beside where ours is the claim's
+quantity, else "needs the seed's hardware"); real data (`Needs.real_data`).
+
+One rule for absolute figures, in every study: a figure in a unit one machine sets (a time, a rate,
+memory, a clock, power, heat, a share of its own roof: ABSOLUTE_UNITS) belongs to the hardware it
+was measured on. A claim that reads one names that hardware (`seed_hw`) or says why ours cannot
+judge it (`comparable`); off the seed's hardware it is "not comparable", counted apart from the
+judged. A Level or Ratio that breaks the rule is refused where it is declared; a Measured claim's
+findings are held to it in `gate`. A count (`exact`: parameters, array bytes) is every machine's.
 
 A claim measured by several findings (Measured: "ResNet-50 gains most" is one ratio per other
 model) holds when all hold, does not hold when any does not, and is undecided otherwise.
@@ -41,7 +58,7 @@ Standard library only: the host side judges claims from rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,10 +74,11 @@ FAILS = "does not hold"
 UNDECIDED = "undecided"
 FEW = "too few repeats"
 NOT_COMPARABLE = "not comparable"
+NEEDS_HW = "needs the seed's hardware"
 NEEDS_REAL = "needs real data"
 NOT_HERE = "not measured here"
 NOT_JUDGED = "not judged"
-VERDICTS = (HOLDS, FAILS, UNDECIDED, FEW, NOT_COMPARABLE, NEEDS_REAL, NOT_HERE, NOT_JUDGED)
+VERDICTS = (HOLDS, FAILS, UNDECIDED, FEW, NOT_COMPARABLE, NEEDS_HW, NEEDS_REAL, NOT_HERE, NOT_JUDGED)
 DECIDED = (HOLDS, FAILS)
 # how the report counts a seed's claims: each verdict falls in one of these
 TALLY = {
@@ -69,10 +87,27 @@ TALLY = {
     UNDECIDED: "undecided",
     FEW: "undecided",
     NOT_COMPARABLE: "not comparable",
+    NEEDS_HW: "needs the seed's hardware",
     NEEDS_REAL: "needs real data",
     NOT_HERE: "not measured here",
     NOT_JUDGED: "not judged",
 }
+# the order a tally line reads them in (every TALLY category once)
+CATEGORIES = (
+    "judged",
+    "undecided",
+    "needs real data",
+    "needs the seed's hardware",
+    "not measured here",
+    "not comparable",
+    "not judged",
+)
+# the units of an absolute figure: what one machine does in a time, a rate, memory, a clock, power,
+# heat or a share of its own roof. A figure in one belongs to the hardware that measured it (the rule
+# of the module docstring); a ratio ("x"), a share of a step or an accuracy ("%") is not one
+ABSOLUTE_UNITS = frozenset(
+    {"s", "ms", "h", "img/s", "samples/s", "GFLOP/s", "TFLOP/s", "GB/s", "MB", "GB", "GHz", "W", "°C", "% of roof"}
+)
 
 # params that never make two workloads different: how many threads or loader workers a
 # host gave, which devices by index, and the file checksum (the dataset name stays)
@@ -114,9 +149,10 @@ WORK_AMOUNT = (
 # and the data (its name, and whether real) must agree, except where the claim compares them itself.
 # A side that cannot afford the seed's setup makes both sides smaller, never one.
 TRAINED_WORK = ("epochs", "max_steps", "max_train_batches", "n_train", "synthetic_train_per_class", "trials", "limit_train")
-# a speed claim holds for the same shapes whatever the images show: the dataset may differ
-# between its sides (MNIST beside the embedded digits, a synthetic tree beside the real one),
-# and the pair says so
+# a speed claim's workload is its shapes and work: the dataset's name is not part of it (a pair still
+# forms only on equal data: answers.unlike). What the data adds to a rate is in the ratio, never the
+# model's alone: through a loader of synthetic JPEGs the loader's decode cost is in it (a pipeline
+# that keeps its batch on the device, synthetic-gpu, leaves the model's own speed)
 SPEED_FREE = (*WORK_AMOUNT, "dataset")
 
 
@@ -163,6 +199,19 @@ class Needs:
 
 
 Metric = Callable[[list[dict], str], "float | None"]  # (a cell's rows, its row backend) -> one value per repeat
+
+
+def quality(metric: Metric) -> Metric:
+    """Mark METRIC as a measure of how well a side learned (an accuracy, a loss, a gap between
+    curves): it depends on how much work the side did, so no work-amount param (WORK_AMOUNT) is free
+    for it, whatever a claim's `free` says: a 3-epoch side never pairs with, or stands beside, a
+    10-epoch one (bench.core.answers reads the mark)."""
+    metric.quality = True  # type: ignore[attr-defined]
+    return metric
+
+
+def is_quality(metric: Metric | None) -> bool:
+    return bool(getattr(metric, "quality", False))
 
 
 @dataclass(frozen=True)
@@ -214,6 +263,15 @@ class Claim:
 
     note: str = ""  # one line the reader needs beside the verdict ("post-training quantization: expect 1.0x")
 
+    def __post_init__(self) -> None:
+        """A Level or Ratio in an absolute unit is refused here, where it is declared, unless it names
+        the seed's hardware or why ours cannot judge it (a Measured claim's units are its findings':
+        `gate` holds them to the same rule)."""
+        if not isinstance(self.rule, Measured):
+            fault = unplaced(self, (self.rule.unit,))
+            if fault:
+                raise ValueError(fault)
+
     @property
     def region(self) -> Expect:
         return self.expect or FASTER
@@ -237,6 +295,40 @@ def faster(
 ) -> Claim:
     """A speed comparison: A's throughput over B's, the claim that A is faster (or KW's expect)."""
     return Claim(id, text, where, Ratio(a, b, free=free), seed=seed, seed_text=seed_text, headline=headline, **kw)
+
+
+def unplaced(claim: Claim, units: Iterable[str]) -> str:
+    """Why CLAIM may not judge figures in UNITS ('' where it may): an absolute figure (ABSOLUTE_UNITS)
+    belongs to the seed's hardware, so the claim names it (`seed_hw`) or says why ours cannot judge
+    it (`comparable`)."""
+    absolute = sorted({u for u in units if u in ABSOLUTE_UNITS})
+    if not absolute or claim.seed_hw or claim.comparable:
+        return ""
+    return (
+        f"{claim.id}: an absolute figure ({', '.join(absolute)}) belongs to the hardware that measured it: declare "
+        "seed_hw (the seed's devices, where it is judged) or comparable (why ours cannot judge it)"
+    )
+
+
+def gate(claim: Claim, best: Sequence[Finding]) -> tuple[str, str] | None:
+    """(verdict, why) where CLAIM cannot be judged on the findings BEST rest on, by the one gate of
+    the module docstring; None where their intervals decide (`decide`)."""
+    if claim.comparable:
+        return NOT_COMPARABLE, claim.comparable
+    fault = unplaced(claim, [f.unit for f in best if not f.exact])
+    if fault:
+        return NOT_JUDGED, fault
+    synthetic = sorted({s.data[0] for f in best for s in f.sides if not s.data[1]}) if claim.needs.real_data else []
+    if claim.seed_hw:
+        devices = sorted({s.device for f in best for s in f.sides})
+        if not all(any(h.lower() in d.lower() for h in claim.seed_hw) for d in devices):
+            if synthetic:
+                seed = claim.needs.what or f"the seed's {' / '.join(claim.seed_hw)}"
+                return NEEDS_HW, f"needs {seed}: ours ran on {', '.join(devices)}, on {', '.join(synthetic)} (synthetic)"
+            return NOT_COMPARABLE, f"the seed's figure is for {' / '.join(claim.seed_hw)}; ours ran on {', '.join(devices)}"
+    if synthetic:
+        return NEEDS_REAL, f"ran on {', '.join(synthetic)} (synthetic): the claim is about the real data"
+    return None
 
 
 def decide(value: Summary, expect: Expect, exact: bool = False) -> tuple[str, str]:
@@ -273,7 +365,7 @@ def combine(verdicts: list[str]) -> str:
         return FAILS
     if all(v == HOLDS for v in verdicts):
         return HOLDS
-    for v in (NOT_JUDGED, NEEDS_REAL, NOT_COMPARABLE, FEW, UNDECIDED, NOT_HERE):
+    for v in (NOT_JUDGED, NEEDS_REAL, NOT_COMPARABLE, NEEDS_HW, FEW, UNDECIDED, NOT_HERE):
         if v in verdicts:
             return v
     return UNDECIDED
@@ -294,12 +386,15 @@ def versus_seed(value: Summary, seed: float | tuple[float, float] | None) -> str
 
 
 __all__ = [
+    "ABSOLUTE_UNITS",
     "ALWAYS_FREE",
+    "CATEGORIES",
     "DECIDED",
     "FAILS",
     "FASTER",
     "FEW",
     "HOLDS",
+    "NEEDS_HW",
     "NEEDS_REAL",
     "NOT_COMPARABLE",
     "NOT_HERE",
@@ -323,5 +418,7 @@ __all__ = [
     "combine",
     "decide",
     "faster",
+    "gate",
+    "unplaced",
     "versus_seed",
 ]

@@ -12,7 +12,7 @@ import statistics
 
 from bench.core import answers, stats
 from bench.core.answers import Finding
-from bench.core.claims import Expect, Level, Measured, Metric, Ratio
+from bench.core.claims import Expect, Level, Measured, Metric, Ratio, quality
 from bench.core.resultset import ResultCell
 from bench.core.study import Study, number
 from bench.studies.cifar_opt.readout import SEED_N_TRAIN
@@ -47,6 +47,7 @@ def seed_epoch_s(rows: list[dict], part: str) -> float | None:
     return statistics.median(v) if v else None
 
 
+@quality
 def final_acc_pct(rows: list[dict], part: str) -> float | None:
     v = [x for r in _epochs(rows, part) if (x := number(r.get("test_acc"))) is not None]
     return 100 * v[-1] if v else None

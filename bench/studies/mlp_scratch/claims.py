@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 
 from bench.core import answers
-from bench.core.claims import WORK_AMOUNT, Claim, Level, Measured, Metric, Needs, Ratio, above, below, between
+from bench.core.claims import WORK_AMOUNT, Claim, Level, Measured, Metric, Needs, Ratio, above, below, between, quality
 from bench.core.study import number
 
 MEM_TOL, SIGNIFICANT, SIMILAR_PTS = 0.25, 2.0, 1.0
@@ -112,6 +112,7 @@ def memory_mb(key: str) -> Metric:
     return metric
 
 
+@quality
 def curve_gap_pts(rows: list[dict], part: str) -> float | None:
     """The largest |accuracy - NumPy's| (training or validation, percentage points) over the
     recorded iterations both curves share."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 
 from bench.core import answers
-from bench.core.claims import SPEED_FREE, Claim, Level, Needs, Ratio, above, between, faster
+from bench.core.claims import SPEED_FREE, Claim, Level, Needs, Ratio, above, between, faster, quality
 from bench.core.study import number
 
 TIME_TOL, ACC_PTS, CONSISTENT = 0.25, 1.0, 1.5
@@ -79,11 +79,13 @@ def avg_samples_per_s(rows: list[dict], part: str) -> float | None:
     return statistics.fmean(v) if v else None
 
 
+@quality
 def final_acc_pct(rows: list[dict], part: str) -> float | None:
     v = _values(rows, part, "test_acc")
     return 100 * v[-1] if v else None
 
 
+@quality
 def max_acc_pct(rows: list[dict], part: str) -> float | None:
     v = _values(rows, part, "test_acc")
     return 100 * max(v) if v else None

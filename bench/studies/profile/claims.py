@@ -60,6 +60,7 @@ from bench.core.claims import (
     above,
     below,
     between,
+    quality,
 )
 from bench.core.study import number
 from bench.studies.profile import seed
@@ -96,7 +97,8 @@ def of(key: str, agg: Callable[[list[float]], float] = statistics.median, scale:
         vals = [v for r in _epochs(rows, part) if (v := number(r.get(key))) is not None]
         return scale * agg(vals) if vals else None
 
-    return metric
+    metric.__name__ = f"of_{key}"  # what it reads, for a reader and for the quality check's test
+    return quality(metric) if any(w in key for w in ("acc", "loss")) else metric
 
 
 def seed_runs_per_hour(rows: list[dict], part: str) -> float | None:
@@ -111,6 +113,7 @@ def eval_img_per_s(rows: list[dict], part: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+@quality
 def final_acc_pct(rows: list[dict], part: str) -> float | None:
     """The last epoch's test accuracy, %; None where real images trained from random weights."""
     ep = _epochs(rows, part)

@@ -1,0 +1,69 @@
+"""No work amount is free for an accuracy or a loss (issue 55, item 1): a metric marked
+`claims.quality` never pairs sides that trained different amounts, whatever a claim's `free` says,
+and every claim metric that reads an accuracy, a loss or a curve gap carries the mark."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.core import answers as A
+from bench.core import claims as C
+from bench.core.registry import studies
+
+
+def _side(run: str, work: dict) -> A.Side:
+    s = A.Side(run=run, part="x", workload=dict(work), facets={"platform": "cpu", **work})
+    s.per[0] = 1.0
+    return s
+
+
+def _rate(rows, part):
+    return 1.0
+
+
+@C.quality
+def _acc(rows, part):
+    return 1.0
+
+
+@given(key=st.sampled_from(C.WORK_AMOUNT), va=st.integers(1, 50), vb=st.integers(1, 50))
+def test_a_quality_metric_never_pairs_sides_of_different_work(key, va, vb):
+    a, b = _side("r1", {key: va, "model": "m"}), _side("r2", {key: vb, "model": "m"})
+    free = (key,)
+    rate = C.Ratio({"backend": "a"}, {"backend": "b"}, metric=_rate, free=free)
+    acc = C.Ratio({"backend": "a"}, {"backend": "b"}, metric=_acc, free=free)
+    assert len(list(A._same_workload(rate, [a], [b]))) == 1  # a rate may let a declared work amount differ
+    assert len(list(A._same_workload(acc, [a], [b]))) == (1 if va == vb else 0)
+
+
+def _metrics(rule) -> list:
+    if isinstance(rule, (C.Ratio, C.Level)):
+        return [rule.metric]
+    return []
+
+
+def test_every_metric_of_accuracy_loss_or_curve_gap_is_marked_quality():
+    unmarked = []
+    for name, study in studies().items():
+        for claim in study.claims:
+            for m in _metrics(claim.rule):
+                label = getattr(m, "__name__", "") or ""
+                if any(w in label for w in ("acc", "loss", "gap")) and not C.is_quality(m):
+                    unmarked.append(f"{name}: {claim.id}: {label}")
+    assert not unmarked, unmarked
+
+
+def test_max_accuracy_is_never_read_across_epochs_on_the_references():
+    from pathlib import Path
+
+    from bench.core.resultset import collect
+
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference"
+    names = ["H100-80GB-HBM3", "H100-80GB-HBM3-seed-setups", "h100-seed-variants"]
+    cells = [c for c in collect([ref / n for n in names if (ref / n).is_dir()])[0] if c.study == "mnist-cnn"]
+    st_ = studies()["mnist-cnn"]
+    claim = next(c for c in st_.claims if c.id == "max-acc-consistent")
+    for a in A.judge(st_, cells, claim):
+        for f in a.findings:
+            assert len({s.facets.get("epochs") for s in f.sides}) == 1, (f.what, [s.run for s in f.sides])
