@@ -311,6 +311,7 @@ class Finding:
     expect: C.Expect | None = None  # a Measured condition's own region (else the claim's)
     split: dict = field(default_factory=dict)  # the workload params that tell this answer apart
     work: dict | None = None  # its whole comparable workload (split names only what varies among a claim's findings)
+    quality: bool = False  # of a claims.quality metric (an accuracy, a loss): its spread must be the seeds'
     of_ratio: bool = False  # value is the ratio of the two sides' per-repeat values (ratio_findings)
     stop: str = ""  # a sequential run's rounds and why it stopped (bench.core.seqstats); "" for fixed n
 
@@ -430,7 +431,11 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
             value = stats.ratio(a.per, b.per, paired=rank == 0)
         except ValueError:
             continue  # a side at 0 (or below) forms no ratio: missing() says which
-        out.append(Finding(value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True))
+        out.append(
+            Finding(
+                value=value, sides=(a, b), rank=rank, unit=rule.unit, split=work, of_ratio=True, quality=C.is_quality(rule.metric)
+            )
+        )
     return out
 
 
@@ -486,7 +491,12 @@ def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list
         skip -= set(C.WORK_AMOUNT)
     return [
         Finding(
-            value=stats.summarize(list(s.per.values())), sides=(s,), rank=0, unit=rule.unit, split=_workload(s.workload, skip)
+            value=stats.summarize(list(s.per.values())),
+            sides=(s,),
+            rank=0,
+            unit=rule.unit,
+            split=_workload(s.workload, skip),
+            quality=C.is_quality(rule.metric),
         )
         for s in sides(study, cells, rule.side, rule.metric)
     ]
@@ -660,11 +670,32 @@ def verdict_of(claim: C.Claim, best: list[Finding]) -> tuple[str, str]:
         return gated
     verdicts, whys = [], []
     for f in best:
+        one_seed = one_seed_sides(f)
+        if one_seed:  # an accuracy's interval over repeats of one seed holds no training variance
+            verdicts.append(C.UNDECIDED)
+            whys.append(
+                (f"{f.what}: " if f.what else "")
+                + f"the repeats of {', '.join(one_seed)} trained from one seed (made before {ONE_SEED_FIX}): "
+                "their accuracies have no spread to judge by; rerun them"
+            )
+            continue
         v, why = C.decide(f.value, f.expect or claim.region, f.exact)
         verdicts.append(v)
         if why:
             whys.append(f"{f.what}: {why}" if f.what else why)
     return C.combine(verdicts), "; ".join(dict.fromkeys(whys))
+
+
+ONE_SEED_FIX = "ce207e0"  # bench.core.fixes: before it, a study's repeats all trained from the first one's seed
+
+
+def one_seed_sides(f: Finding) -> list[str]:
+    """The runs of F's sides whose several repeats trained from one seed, where F reads an accuracy
+    or a loss (Finding.quality): a fix that touches repeats after the first (Fix.min_repeat) is one
+    they predate."""
+    if not f.quality:
+        return []
+    return [s.run for s in f.sides if len(s.per) > 1 and any(fx.min_repeat > 0 for fx in s.stale)]
 
 
 def missing(study: Study, cells: list[ResultCell], claim: C.Claim) -> str:

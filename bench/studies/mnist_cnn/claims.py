@@ -41,6 +41,15 @@ NG = {"backend": "numba-cuda", "variant": "seed", "pipeline": "resident"}
 TC = {"backend": "torch-cpu", "variant": "default", "pipeline": "seed"}
 TG = {"backend": "torch-cuda", "variant": "default", "pipeline": "seed"}
 TM = {"backend": "torch-mps", "variant": "default", "pipeline": "seed"}
+SEED_EPOCHS = 10  # the seed's Table I trained 10 epochs: its accuracies are of that much training
+
+
+def seed_work(side: dict) -> dict:
+    """SIDE at the seed's amount of training: an accuracy claim is about the accuracy 10 epochs reach
+    (a 3-epoch run's is another quantity, never judged against it)."""
+    return {**side, "epochs": SEED_EPOCHS}
+
+
 TABLE1 = {  # Table I as printed: avg epoch s, total s, avg samples/s, final %, max %, avg RAM MB, max VRAM MB
     "CPU (Numba)": (NC, "cpu", (2.0928, 20.928, 30501, 96.33, 97.42, 1334.572, None)),
     "GPU CUDA (Numba)": (NG, "cuda", (0.9268, 9.268, 71758, 96.68, 97.56, 1156.894, None)),
@@ -133,7 +142,7 @@ def _table1() -> list[Claim]:
                 needs = Needs(real_data=True)
             else:
                 why = RAM_NOTE
-            rule = Level(side, metric, unit)
+            rule = Level(seed_work(side) if kind == "acc" else side, metric, unit)
             cid = f"t1-{_slug(name)}-{cid}"
             text = f"{name}: {column}"
             out.append(Claim(cid, text, "Table I", rule, expect, seed, f"{seed:,} {unit}", needs, comparable=why, seed_hw=hw))
@@ -249,7 +258,7 @@ CLAIMS: tuple[Claim, ...] = (
         "final-acc-range",
         "Every platform's final test accuracy lies in 96.68-97.57 %",
         "Sec. V",
-        answers.conditions(*((name, Level(side, final_acc_pct, "%"), None) for name, (side, _, _) in TABLE1.items())),
+        answers.conditions(*((name, Level(seed_work(side), final_acc_pct, "%"), None) for name, (side, _, _) in TABLE1.items())),
         between(96.68 - ACC_PTS / 2, 97.57 + ACC_PTS / 2, "96.68-97.57 %, half a point either side"),
         seed_text="96.68-97.57 % (its own table: 96.33-97.57)",
         needs=Needs(real_data=True),
@@ -259,8 +268,16 @@ CLAIMS: tuple[Claim, ...] = (
         "The best test accuracy is consistent across platforms (learning is not affected by the backend)",
         "Sec. V-VI",
         answers.conditions(
-            ("best accuracy, PyTorch CPU - Numba CPU", Ratio(TC, NC, metric=max_acc_pct, unit="x", free=SEED_SETUP_FREE), None),
-            ("best accuracy, PyTorch CUDA - Numba CUDA", Ratio(TG, NG, metric=max_acc_pct, unit="x", free=SEED_SETUP_FREE), None),
+            (
+                "best accuracy, PyTorch CPU - Numba CPU",
+                Ratio(seed_work(TC), seed_work(NC), metric=max_acc_pct, unit="x", free=SEED_SETUP_FREE),
+                None,
+            ),
+            (
+                "best accuracy, PyTorch CUDA - Numba CUDA",
+                Ratio(seed_work(TG), seed_work(NG), metric=max_acc_pct, unit="x", free=SEED_SETUP_FREE),
+                None,
+            ),
         ),
         between(1 - CONSISTENT / 100, 1 + CONSISTENT / 100, f"ratio of best accuracies within {CONSISTENT:g} %"),
         seed_text="97.42-98.5 %",
