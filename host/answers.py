@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.core import answers as A
 from bench.core import claims as C
-from bench.core import stats
+from bench.core import noise, stats
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
 from bench.core.text import md_code, term
@@ -401,6 +401,17 @@ def trust(answers: list[A.Answer], cells: list, notes: list[dict], here: bool = 
             "(decoding images that are not the real set's), so it is not a property of the model alone; an accuracy "
             "claim of those seeds needs the real data."
         )
+    busy = busy_rows(answers)
+    if busy:
+        _, worst, n_cells = busy
+        head = busy_rows(rows)
+        where = f" (headline rows {_rows_text(head[0])})" if head else ""
+        out.append(
+            f"{len(busy[0])} answers{where} rest on cells that ran beside other work ({n_cells} cells flagged "
+            f"cpu-shared: other processes used up to {worst:.0f}% of the CPUs while they were timed): their times "
+            "are slower and noisier than the machine's own, so those ratios and verdicts are a busy machine's. Stop "
+            "the other work (top shows it) and rerun those cells with --rerun, or run on a quiet machine."
+        )
     cross = [str(i) for i, a in enumerate(rows, 1) if not a.same_host]
     if cross:
         out.append(f"Rows {', '.join(cross)} pair two hosts: each names both and what differs between them.")
@@ -429,6 +440,23 @@ def verdict_text(a: A.Answer) -> str:
     if a.verdict in C.DECIDED and a.coverage_tag:
         return f"{a.verdict} ({a.coverage_tag})"
     return a.verdict
+
+
+def busy_rows(rows: list[A.Answer]) -> tuple[list[int], float, int] | None:
+    """(the numbers, from 1, of ROWS whose sides hold a cell flagged cpu-shared, the most the other
+    processes used, how many such cells), or None where no row has one."""
+    nums, cells, worst = [], set(), 0.0
+    for i, a in enumerate(rows, 1):
+        shared = [c for f in a.findings for s in f.sides for c in s.cells if noise.cpu_shared_flag(c.flags)]
+        if shared:
+            nums.append(i)
+            cells.update(id(c) for c in shared)
+            worst = max([worst, *(noise.cpu_shared_pct(c.flags) for c in shared)])
+    return (nums, worst, len(cells)) if nums else None
+
+
+def _rows_text(nums: list[int]) -> str:
+    return ", ".join(map(str, nums[:12])) + (f" and {len(nums) - 12} more" if len(nums) > 12 else "")
 
 
 def tally_line(counts: dict[str, int], coverage: dict[str, int] | None = None) -> str:

@@ -153,3 +153,31 @@ def pytest_approx(x: float):
     import pytest
 
     return pytest.approx(x, rel=0.01)
+
+
+def test_what_to_trust_names_the_rows_of_a_busy_machine(tmp_path):
+    """Issue 57 item 4: every cell of a run beside other work carried the flag, the terminal warned once,
+    and the page showed only a mark while its verdicts read 'holds': What to trust now names the rows,
+    how many cells and how busy, and what to do."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from bench.core import answers as A
+    from bench.core.registry import studies
+    from bench.core.resultset import collect
+    from host import answers as H
+
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference" / "cpu-2core-epyc"
+    run = Path(shutil.copytree(ref, tmp_path / "busy"))
+    for rows in run.glob("*/*/rows.jsonl"):  # every cell of the run, as on the VM shared with other work
+        lines = [json.loads(x) for x in rows.read_text().splitlines()]
+        for r in lines:
+            r["flags"] = ";".join(x for x in [r.get("flags") or "", "cpu-shared(63%)"] if x)
+        rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    cells = collect([run])[0]
+    answers = A.judge_all(studies(), cells)
+    text = "\n".join(H.trust(answers, cells, []))
+    assert "ran beside other work" in text and "up to 63% of the CPUs" in text and "--rerun" in text
+    quiet = "\n".join(H.trust(A.judge_all(studies(), collect([ref])[0]), collect([ref])[0], []))
+    assert "ran beside other work" not in quiet
