@@ -327,9 +327,15 @@ def _seed_range(e: dict, x: float) -> list[float]:
 
 def other_seed(cell: ResultCell, e: dict) -> bool:
     """Whether CELL trained from a seed entry E holds no curve of: its study's repeat is its seed, the
-    cell is not the first repeat, and E kept no curve for that repeat."""
+    cell is not the first repeat and trained from its own seed (it does not predate the fix that gave
+    each repeat its seed: one made before trained from the first repeat's, as E's curve did), and E
+    kept no curve for that repeat."""
+    from bench.core import fixes
+
     s = study_of(cell.study)
-    return bool(s is not None and s.repeat_is_seed and cell.repeat > 0 and str(cell.repeat) not in (e.get("curves") or {}))
+    if s is None or not s.repeat_is_seed or cell.repeat == 0 or str(cell.repeat) in (e.get("curves") or {}):
+        return False
+    return not any(f.min_repeat > 0 for f in fixes.missing(cell))
 
 
 def check_accuracy(

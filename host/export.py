@@ -16,7 +16,8 @@ The bundle is a gzipped tar with one top folder: the result dir's name when it b
                              pip-freeze.txt (the exporting environment) and requirements/
                              (the checkout's *.in and hash-locked *.txt)
     COMMANDS.md              the export command line, the report command, and each cell's
-                             reproduce command (from its rows)
+                             reproduce command (rebuilt from its cell.json, never a row's own:
+                             `reproduce`)
     README.md                what is inside and how to check it
     MANIFEST.sha256          sha256 of every other file (`sha256sum -c MANIFEST.sha256`; a name
                              holding a backslash or a line break escaped as sha256sum does)
@@ -227,8 +228,8 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
         + " --out <bundle>/report",
         "```",
         "",
-        "Each cell's reproduce command, as its rows recorded it (`--out` and `--data-dir` are the",
-        "paths of the machine that ran it):",
+        "Each cell's reproduce command, rebuilt from its cell.json (`--out` and `--data-dir` are the",
+        f"paths of the machine that ran it, where its rows recorded them; else `--out {PLACEHOLDER_OUT}`):",
         "",
     ]
     for d, lab in zip(dirs, labels):
@@ -237,9 +238,40 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
             continue
         md += [f"## {_where(lab, labels)}", ""]
         for c in mine:
-            cmd = next((str(r["command"]) for r in c.rows if r.get("command")), None) or c.system.get("command")
-            md += [f"{md_code(str(c.dir.relative_to(d)))} ({md_text(c.status)})", "", *fenced(cmd or "# no command recorded"), ""]
+            cmd, note = reproduce(c)
+            md += [f"{md_code(str(c.dir.relative_to(d)))} ({md_text(c.status)}{'; ' + md_text(note) if note else ''})", ""]
+            md += [*fenced(cmd or "# no cell.json: no command can be rebuilt"), ""]
     return "\n".join(md)
+
+
+PLACEHOLDER_OUT = "RESULTS_DIR"
+
+
+def reproduce(cell: ResultCell) -> tuple[str | None, str]:
+    """(CELL's reproduce command, a note): rebuilt from its cell.json by bench.run.cell.
+    reproduce_command, never read back from a row. Its --out and --data-dir are those a row (or
+    system.json) recorded when that recorded command is exactly the rebuilt one (host/verify.py
+    `rebuilt_command`: compared whole, its paths by the one rule for spliced values); else
+    `--out RESULTS_DIR`, and the note says the recorded command was not shown. (None, note)
+    without a readable cell.json."""
+    from bench.core.cell import Cell
+    from bench.core.request import Paths
+    from bench.run.cell import reproduce_command
+    from host.verify import rebuilt_command
+
+    try:
+        spec = Cell.from_json(json.dumps(cell.spec)) if cell.spec else None
+    except KitError:
+        spec = None
+    if spec is None:
+        return None, "no readable cell.json"
+    recorded = [r.get("command") for r in cell.rows if r.get("command")] + [cell.system.get("command")]
+    for cmd in recorded:
+        rebuilt, _why = rebuilt_command(spec, cmd)
+        if rebuilt is not None:
+            return rebuilt, ""
+    note = "its recorded command is not the one its cell.json rebuilds (`orchestrate.py verify` says why): not shown"
+    return reproduce_command(spec, Paths(Path(PLACEHOLDER_OUT))), note if any(recorded) else "no command recorded"
 
 
 def _where(label: str, labels: list[str]) -> str:
@@ -248,9 +280,10 @@ def _where(label: str, labels: list[str]) -> str:
 
 
 def fenced(text: object) -> list[str]:
-    """TEXT (from a foreign result dir) as a bash block it cannot leave: one line (a newline in
-    a command is another command), fenced with more backticks than any run it holds."""
-    line = " ".join(str(text).split())
+    """TEXT as a bash block it cannot leave: one line (a newline in a command is another command;
+    a line of printable characters is kept as it is), fenced with more backticks than any run it
+    holds."""
+    line = str(text) if str(text).isprintable() else " ".join(str(text).split())
     longest = max((len(m) for m in re.findall(r"`+", line)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + "bash", line, fence]

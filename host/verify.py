@@ -4,8 +4,10 @@ Every cell is checked for
   - schema: every row's `schema` is an integer from 1 to this kit's SCHEMA_VERSION (a newer
     one is an error: this kit cannot judge it);
   - provenance: cell.json present and its id (the hash of the spec) is the dir's name and the
-    rows' `cell`; every row's `command` is `python -m bench cell '<spec>' ...` with exactly the
-    spec of cell.json; host, device, image_id, lock_hash and dataset set; system.json present,
+    rows' `cell`; every row's `command` is, compared whole, the command rebuilt from cell.json
+    (`python -m bench cell '<spec>' --out DIR [--data-dir DIR]` as bench.run.cell.reproduce_command
+    writes it, its paths by the one rule for spliced values, host/cluster/splice.py): a word
+    added anywhere (`; curl ... | sh`) fails the cell; host, device, image_id, lock_hash and dataset set; system.json present,
     with a kit git sha that is not "unknown" and the rows' image id and lock hash;
   - completeness: every dir holding a cell.json has rows; corrupt, empty and error cells fail;
     skipped cells pass when they say why; a cell stopped before it finished (Ctrl-C, SIGTERM or
@@ -47,7 +49,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.cell import Cell
 from bench.core.errors import KitError, UsageError
+from bench.core.request import Paths
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
 from host.baselines import (
@@ -79,26 +83,70 @@ class CellVerdict:
 
 
 # ---------------------------------------------------------------------------- checks
-def _parse_command(cmd: object) -> tuple[dict | None, str]:
+COMMAND_FORM = "`python -m bench cell '<spec>' --out DIR [--data-dir DIR]`"
+
+
+def _parse_command(cmd: object) -> tuple[dict | None, list[str], str]:
+    """(the spec CMD holds, the words after it, '') or (None, [], why)."""
     if not isinstance(cmd, str) or not cmd.strip():
-        return None, "no command"
+        return None, [], "no command"
     try:
         argv = shlex.split(cmd)
     except ValueError as err:
-        return None, f"command cannot be parsed ({err})"
+        return None, [], f"command cannot be parsed ({err})"
     if argv[:4] != ["python", "-m", "bench", "cell"] or len(argv) < 5:
-        return None, "command is not `python -m bench cell '<spec>' ...`"
+        return None, [], "command is not `python -m bench cell '<spec>' ...`"
     try:
         spec = json.loads(argv[4])
-    except json.JSONDecodeError:
-        return None, "command's cell spec is not JSON"
-    return (spec, "") if isinstance(spec, dict) else (None, "command's cell spec is not an object")
+    except (json.JSONDecodeError, RecursionError):
+        return None, [], "command's cell spec is not JSON"
+    return (spec, argv[5:], "") if isinstance(spec, dict) else (None, [], "command's cell spec is not an object")
 
 
-def _spec_of(d: dict):
-    from bench.core.cell import Cell
-
+def _spec_of(d: dict) -> Cell:
     return Cell.from_json(json.dumps(d))
+
+
+def recorded_paths(words: list[str]) -> tuple[Paths | None, str]:
+    """The --out and --data-dir of a recorded command's words after its spec: exactly `--out DIR`
+    or `--out DIR --data-dir DIR`, each a path by the one rule for spliced values
+    (host/cluster/splice.py); else (None, why)."""
+    from host.cluster import splice
+
+    if len(words) not in (2, 4) or words[0] != "--out" or (len(words) == 4 and words[2] != "--data-dir"):
+        return None, f"command is not {COMMAND_FORM}: it holds other words after the spec"
+    try:
+        out = splice.check(words[1], "command's --out")
+        data = splice.check(words[3], "command's --data-dir") if len(words) == 4 else None
+    except KitError as err:
+        return None, str(err)
+    return Paths(Path(out), data), ""
+
+
+def rebuilt_command(spec: Cell, recorded: object) -> tuple[str | None, str]:
+    """(the command that reruns SPEC, cell.json's cell, as the kit writes it: bench.run.cell.
+    reproduce_command with the --out and --data-dir RECORDED names, '') when RECORDED (a row's
+    `command`) is exactly that command, compared whole: nothing before, inside or after it (`; cmd`,
+    `| sh`, `$(...)`, a line break) that the rebuilt one has not; else (None, why). A recorded
+    command is never run or shown: only the rebuilt one (host/export.py)."""
+    from bench.run.cell import reproduce_command
+
+    cmd_spec, words, bad = _parse_command(recorded)
+    if cmd_spec is None:
+        return None, bad
+    try:
+        same = _spec_of(cmd_spec).spec() == spec.spec()
+    except KitError as err:
+        return None, f"command's cell spec is invalid: {err}"
+    if not same:
+        return None, "command reruns a different spec than cell.json"
+    paths, bad = recorded_paths(words)
+    if paths is None:
+        return None, bad
+    rebuilt = reproduce_command(spec, paths)
+    if recorded != rebuilt:
+        return None, f"command is not the one cell.json rebuilds ({COMMAND_FORM}, as the kit writes it, and nothing else)"
+    return rebuilt, ""
 
 
 def check_provenance(cell: ResultCell, stopped: bool = False) -> list[str]:
@@ -129,17 +177,9 @@ def check_provenance(cell: ResultCell, stopped: bool = False) -> list[str]:
             add(f"row names cell {r.get('cell')!r}, not its dir")
         if r.get("study") != spec.study:
             add(f"row study {r.get('study')!r} is not cell.json's {spec.study!r}")
-        cmd_spec, bad = _parse_command(r.get("command"))
-        if cmd_spec is None:
+        rebuilt, bad = rebuilt_command(spec, r.get("command"))
+        if rebuilt is None:
             add(bad)
-        else:
-            try:
-                same = _spec_of(cmd_spec).spec() == spec.spec()
-            except KitError as err:
-                add(f"command's cell spec is invalid: {err}")
-            else:
-                if not same:
-                    add("command reruns a different spec than cell.json")
         if not skipped and not (stopped and r.get("status") == "interrupted"):
             for k in PROVENANCE_KEYS:
                 if not isinstance(r.get(k), str) or not r.get(k):

@@ -40,3 +40,20 @@ def test_a_finished_cell_that_predates_a_fix_of_its_repeats_is_never_reused(tmp_
     assert schedule.predates(new1, n1) == []  # made after the fix
     (d1 / "system.json").write_text("not json{")  # unreadable: names no fix, never a crash
     assert schedule.predates(old1, d1) == []
+
+
+def test_a_repeat_of_its_own_seed_is_held_to_another_seeds_tolerance_only_where_the_baseline_lacks_it():
+    from types import SimpleNamespace
+
+    from host.baselines import other_seed
+
+    def cell(repeat: int, made: str):
+        return SimpleNamespace(study="mnist-cnn", repeat=repeat, system={"created_utc": made, "kit_git_sha": None})
+
+    old_entry, new_entry = {"curve": [[1, 0.5]]}, {"curve": [[1, 0.5]], "curves": {"0": [[1, 0.5]], "1": [[1, 0.6]]}}
+    after, before = "2099-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"
+    assert other_seed(cell(1, after), old_entry)  # seed 1 against an entry of seed 0's curves only
+    assert not other_seed(cell(1, after), new_entry)  # the entry kept seed 1's own curve
+    assert not other_seed(cell(1, before), old_entry)  # made before the fix: it trained from seed 0, as the entry
+    assert not other_seed(cell(0, after), old_entry)  # the first repeat's seed never changed
+    assert not other_seed(SimpleNamespace(study="mlp-scratch", repeat=1, system={}), old_entry)

@@ -24,7 +24,10 @@ checked (it may be old, or edited): the manifest against its schema (bench.core.
 format, kit version, shape, paths), and every spec against the id the plan gave it. Nothing in
 it chooses what runs: the Python, the kit and the image a task runs come from the machine that
 submits (host/cluster/slurm.py). Every path the kit reads or writes under it is resolved inside
-it (`Job.path`): a symlink or a non-dir where a dir belongs is one line, never followed.
+it (`Job.path`): a symlink or a non-dir where a dir belongs is one line, never followed. A value
+of it that a task's command is built from (the data dir, the image's name) passes the one rule
+for such values (host/cluster/splice.py) when the plan is written and again when it is read
+back: a data dir holding `,` or `:` is never a container's bind list.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.request import RunRequest
 from bench.core.resultset import MAX_JSON_BYTES
+from host.cluster import splice
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -195,6 +199,11 @@ def plan(job: Path, req: RunRequest, image: str | None = None, nodes: int = 1, c
             raise KitError(f"platform {p!r} cannot run on a cluster: choose {', '.join(CLUSTER_PLATFORMS)}")
     if not 1 <= nodes <= 1024:
         raise KitError(f"--nodes must be from 1 to 1024, got {nodes}")
+    data = str(data_dir.resolve()) if data_dir else None
+    if data is not None:  # the tasks get it as one argument, or as a container's bind
+        splice.check(data, "--data-dir", "bind" if image else "arg")
+    if image:
+        splice.check(image, "--image", "image")
     env = image_environment(image) if image else None
     cells = resolve(req)
     from bench.core.registry import get_study
@@ -236,7 +245,7 @@ def plan(job: Path, req: RunRequest, image: str | None = None, nodes: int = 1, c
             "python": None if env else sys.executable,  # a venv on the shared filesystem runs the tasks
             "image": {k: env[k] for k in ("ref", "id")} if env else None,
         },
-        "data": {"dir": str(data_dir.resolve()) if data_dir else None, "datasets": datasets},
+        "data": {"dir": data, "datasets": datasets},
         "cells": [
             {"task": task_name(i), "id": c.id, "study": c.study, "shape": shape_name(*shape_of(c)[:2])}
             for i, c in enumerate(cells)
@@ -277,8 +286,13 @@ def _manifest(job: Path) -> dict:
     why = schema.check("manifest", obj)
     if why:
         raise KitError(f"{path}: {why}: plan again")
-    if obj["environment"]["runtime"] == "container" and not obj["environment"].get("image"):
+    container = obj["environment"]["runtime"] == "container"
+    if container and not obj["environment"].get("image"):
         raise KitError(f"{path}: a container plan names no image: plan again")
+    if obj["data"].get("dir") is not None:  # what a task's command is built from: the one rule (splice.py)
+        splice.check(obj["data"]["dir"], f"{path}: data.dir", "bind" if container else "arg")
+    if container:
+        splice.check(obj["environment"]["image"]["ref"], f"{path}: environment.image.ref", "image")
     return obj
 
 

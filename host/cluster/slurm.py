@@ -12,7 +12,9 @@ Python that runs this command and this kit's own code (PYTHONPATH: its root; bot
 filesystem; its environment must be the one the plan resolved the cells for), or, for a plan
 made with --image, in the Apptainer image built from it (`--sif`). Nothing in the job dir
 chooses the program: a manifest's `python` and `kit_root` say where the plan was made, and are
-never run.
+never run; the values of it the script holds (the job dir's path, the data dir, the image's
+name) pass the one rule for spliced values first (host/cluster/splice.py): the data dir is one
+quoted argument, or a bind's source without `,` or `:`, so the bind list is always these three.
 
     apptainer exec --cleanenv [--nv] --bind DATA:/data:ro,JOB/specs:/specs:ro,JOB/task-i:/results \\
         IMAGE.sif python -m bench cell /specs/i.json --out /results --data-dir /data
@@ -47,6 +49,7 @@ from bench.core import bounded, schema
 from bench.core import rows as R
 from bench.core.errors import KitError
 from bench.core.request import Paths
+from host.cluster import splice
 from host.cluster.jobdir import KIT_ROOT, Job, Shape, dns_name, task_name
 
 Echo = Callable[[str], None]
@@ -134,6 +137,18 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
                 f"{job.dir} was planned for environment {env['label']}; this Python ({sys.executable}) is {here}: "
                 "submit from the venv that made the plan, or plan again from this one"
             )
+    # every value of the job dir this script holds passes the one rule for spliced values (splice.py):
+    # the job dir's path is in #SBATCH lines (split at white space) and, in a container, a bind list;
+    # the data dir is one argument natively and a bind's source in a container (no `,` or `:`: no
+    # other mount), the image's name an env value
+    splice.check(str(job.dir), "the job dir", "sbatch")
+    data = job.data_dir
+    if container:
+        splice.check(str(job.dir), "the job dir", "bind")
+        img = env["image"]
+        splice.check(img["ref"], f"{job.dir / 'manifest.json'}: environment.image.ref", "image")
+    if data is not None:
+        data = splice.check(data, f"{job.dir / 'manifest.json'}: data.dir", "bind" if container else "arg")
     logs = job.path("slurm", "logs")
     cpus = max(opts.cpus_per_task, shape.ranks)
     lines = [
@@ -153,7 +168,6 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
     if opts.exclusive:
         lines.append("#SBATCH --exclusive")
     lines += [f"#SBATCH {x}" for x in opts.extra]
-    data = job.data_dir
     lines += [
         f"# cnn-bench {bench.__version__}: the {shape.name} cells of job dir {job.dir} (written by `orchestrate.py slurm`;",
         "# the plan: manifest.json). Array task N runs one cell: specs/N.json, its results in task-N/.",
@@ -166,9 +180,9 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
         "export KIT_GPU_ALLOCATION=1  # a cell's GPU ids are positions in this task's allocation",
     ]
     if container:
-        img = env["image"]
-        binds = ([f"{data}:/data:ro"] if data else []) + ['"$JOB/specs:/specs:ro"', '"$JOB/task-$i:/results"']
-        binds = [b if b.startswith('"') else _q(b) for b in binds]
+        # the bind list from its parts: the checked data dir (one shell word), then the job dir's
+        # own specs and task dir ($JOB: checked above; $i: the array index, digits)
+        binds = ([_q(f"{data}:/data:ro")] if data else []) + ['"$JOB/specs:/specs:ro"', '"$JOB/task-$i:/results"']
         lines += [
             f"for v in {' '.join(PASS_INTO_CONTAINER)} KIT_GPU_ALLOCATION; do",
             '  if [ -n "${!v:-}" ]; then export "APPTAINERENV_$v=${!v}"; fi',
