@@ -445,7 +445,9 @@ def verdict_text(a: A.Answer) -> str:
 def busy_rows(rows: list[A.Answer]) -> tuple[list[int], float, int] | None:
     """(the numbers, from 1, of ROWS whose sides hold a cell flagged cpu-shared, the most the other
     processes used, how many such cells), or None where no row has one."""
-    nums, cells, worst = [], set(), 0.0
+    nums: list[int] = []
+    cells: set[int] = set()
+    worst = 0.0
     for i, a in enumerate(rows, 1):
         shared = [c for f in a.findings for s in f.sides for c in s.cells if noise.cpu_shared_flag(c.flags)]
         if shared:

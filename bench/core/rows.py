@@ -15,8 +15,18 @@ Rows are checked, not believed (they come from other machines): `check_row` hold
 to the rows schema (bench.core.schema: the common keys' types, and the number rule: every number
 finite and bounded, a time, memory size, energy, power or frequency from 0 to its physical bound,
 a rate above 0, a loss NaN or +Infinity when training diverged).
-The writer never writes what this rejects: a non-finite number is stored as null (an empty
-CSV cell), except a loss's NaN / +Infinity, kept as `NaN` / `Infinity`.
+The writer never writes what this rejects (`fit_rows`): each value is held to the reader's own
+test (schema.value_problem: the ROW model's types, the number rule's bounds, one copy of them),
+and a value it would refuse is stored as null (an empty CSV cell) with a note beside it,
+`<key>_note`, naming the key, the value's kind and the bound ("'energy_j' is 3.2e+12: an energy
+(_j) must be from 0 to 1e+12: not kept (null)"); a loss's NaN / +Infinity is kept as `NaN` /
+`Infinity`. A value that is no JSON (bytes, an object) or nested deeper than MAX_NESTING is
+null with a note too; a line longer than ROWS_CAPS' line cap (or a file past its size cap) has
+its largest values nulled, with a note, until it fits. Where the row's study is registered, a
+row its `check_rows` refuses (a required measurement that is null, 0 or not a number) is kept as
+an `error` row saying why, never dropped. rows.jsonl is checked by the reader before it is
+written and read back after; only then is rows.partial.jsonl deleted: a finished step is never
+lost to the writer's own file.
 A rows file is read by the bounded reader (bench.core.bounded) with ROWS_CAPS: a line over
 its cap is corrupt and never read whole; a file over the size or line-count cap is corrupt and
 not read further.
@@ -27,7 +37,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import stat
 import tempfile
@@ -37,7 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core import bounded
+from bench.core import bounded, schema
 from bench.core.errors import KitError
 from bench.core.schema import SCHEMA_VERSION, STATUSES, check_row, is_loss, number_problem  # noqa: F401 - re-exported
 from bench.core.text import csv_cell
@@ -102,33 +111,208 @@ def jsonable(v: Any) -> Any:
     return v
 
 
-def _finite_or_none(v: Any) -> Any:
-    """V with numpy scalars as Python numbers, tuples as lists, and every non-finite float,
-    nested ones too, as None."""
-    v = jsonable(v)
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, list):
-        return [_finite_or_none(x) for x in v]
+# ---------------------------------------------------------------------------- the writer's side
+MAX_NESTING = 64  # levels of lists and objects a written value may hold: far under json.loads' limit (~1000)
+NOTES_PER_KEY = 3  # notes kept for one key's nested values (the rest are counted)
+NOTE_BYTES = 512  # a value shorter than this (as JSON) is never nulled to fit a line: its note would be as long
+_NOT_KEPT = "not kept (null)"
+
+
+def _plain(path: str, v: Any, notes: list[tuple[str, str]], depth: int = 0) -> Any:
+    """V as JSON types only (numpy scalars and arrays as Python values, tuples and sets as lists,
+    a Path as text, an object's keys as text); a value that is no JSON, or nested deeper than
+    MAX_NESTING, is None with (its path, a note) in NOTES. Numbers are not judged here."""
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    for plain in (bool, int, float, str):  # subclasses (numpy.float64, an IntEnum) as the plain type
+        if isinstance(v, plain):
+            return plain(v)
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, (list, tuple, set, frozenset, dict)) and depth >= MAX_NESTING:
+        notes.append((path, f"{schema._key(path)} is nested deeper than {MAX_NESTING} levels: {_NOT_KEPT}"))
+        return None
     if isinstance(v, dict):
-        return {k: _finite_or_none(x) for k, x in v.items()}
+        return {_text_key(k): _plain(f"{path}.{k}" if path else _text_key(k), x, notes, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_plain(f"{path}[{i}]", x, notes, depth + 1) for i, x in enumerate(v)]
+    if hasattr(v, "tolist"):  # a numpy scalar or array
+        try:
+            return _plain(path, v.tolist(), notes, depth)
+        except (TypeError, ValueError):
+            pass
+    notes.append((path, f"{schema._key(path)} is a {type(v).__name__}, not a JSON value: {_NOT_KEPT}"))
+    return None
+
+
+def _text_key(k: Any) -> str:
+    """An object's key as JSON writes it (1 -> '1', True -> 'true', None -> 'null'), anything else as str()."""
+    if isinstance(k, str):
+        return str(k)
+    return json.dumps(k) if k is None or isinstance(k, (bool, int, float)) else str(k)
+
+
+def _nested_fit(path: str, v: Any, notes: list[str]) -> Any:
+    """V (plain JSON) with every nested number the number rule refuses as None, each with a note."""
+    if isinstance(v, dict):
+        return {k: _nested_fit(f"{path}.{k}", x, notes) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_nested_fit(f"{path}[{i}]", x, notes) for i, x in enumerate(v)]
+    why = schema.nested_number_problem(path, v)
+    if why:
+        notes.append(f"{why}: {_NOT_KEPT}")
+        return None
     return v
 
 
+def _value_fit(key: str, v: Any) -> tuple[Any, list[str]]:
+    """(V as a row stores it under KEY, a note for each part of it not kept): a value check_row
+    reads (schema.value_problem passes it)."""
+    found: list[tuple[str, str]] = []
+    v = _plain(key, v, found)
+    notes = [n for _, n in found]
+    if isinstance(v, (list, dict)):
+        v = _nested_fit(key, v, notes)
+    why = schema.value_problem(key, v)
+    if why:
+        notes.append(f"{why}: {_NOT_KEPT}")
+        return None, notes
+    return v, notes
+
+
 def row_value(key: str, v: Any) -> Any:
-    """V as a row stores it under KEY: what check_row accepts. A non-finite number becomes None
-    (null), except a loss's NaN / +inf (a diverged training, kept as NaN / Infinity)."""
-    v = jsonable(v)
-    if isinstance(v, float) and is_loss(key) and (math.isnan(v) or v > 0):
-        return v
-    return _finite_or_none(v)
+    """V as a row stores it under KEY: what check_row accepts. A value it would refuse (a
+    non-finite number, one past its unit's bound) becomes None (null), except a loss's NaN /
+    +inf (a diverged training, kept as NaN / Infinity)."""
+    return _value_fit(key, v)[0]
+
+
+def _add_note(row: dict, key: str, note: str) -> None:
+    """NOTE in ROW's `<KEY>_note` (joined to a note already there; a name taken by another value
+    gets a '_' more)."""
+    name = f"{key}_note"
+    while name in row and not (isinstance(row[name], str) and name.endswith("_note")):
+        name += "_"
+    old = row.get(name)
+    row[name] = f"{old}; {note}" if old else note
+
+
+def _shown(notes: list[str]) -> str:
+    more = len(notes) - NOTES_PER_KEY
+    return "; ".join(notes[:NOTES_PER_KEY]) + (f"; and {more} more value(s) {_NOT_KEPT}" if more > 0 else "")
+
+
+def _study_of(row: dict) -> Any:
+    """ROW's study where it is registered here (None: unknown here, or the registry cannot load)."""
+    from bench.core.registry import studies
+
+    try:
+        return studies().get(str(row.get("study")))
+    except KitError:
+        return None
+
+
+def _study_check(rows: list[dict]) -> str | None:
+    """Why ROWS' own study (when registered here) refuses them (Study.check_rows: a required
+    measurement missing, null, 0 or not a number), as the report runs it; None when it does not."""
+    study = _study_of(rows[0]) if rows else None
+    return study.check_rows(rows) if study is not None else None
+
+
+def fit_row(row: dict, study: bool = True) -> dict:
+    """ROW as the writer stores it: a row check_row reads (and, with STUDY, one its study's
+    check_rows reads), nothing of it dropped but the values it would refuse, each null with a
+    note in `<key>_note`. A status the schema does not know becomes `error`; a row its study
+    refuses is kept as an `error` row whose reason says why. KitError where no row can be made
+    (its study not named)."""
+    out: dict[str, Any] = {}
+    notes: dict[str, list[str]] = {}
+    for k, v in row.items():
+        key = _text_key(k)
+        out[key], why = _value_fit(key, v)
+        if why:
+            notes[key] = why
+    if schema.value_problem("study", out.get("study")):
+        raise KitError(f"a row without a study name ({schema.show(row.get('study'))}) cannot be written")
+    if out.get("status") is None:  # missing, or not one of STATUSES (its note says which)
+        said = notes.pop("status", [f"'status' is missing: {_NOT_KEPT}"])
+        notes["status"] = [n.replace(_NOT_KEPT, "written as error") for n in said]
+        out["status"] = "error"
+    for key, why in notes.items():
+        _add_note(out, key, _shown(why))
+    refused = _study_check([out]) if study else None
+    if refused:
+        reason = out.get("reason") if isinstance(out.get("reason"), str) else ""
+        reason = f"{reason}; " if reason else ""
+        out["reason"] = (reason + f"{refused}: kept as an error row, not as a measurement")[-schema.MAX_TEXT :]
+        out["status"] = "error"
+    return _fit_line(out)
+
+
+_KEEP = frozenset({"study", "status"})
+
+
+def _line(row: dict) -> str:
+    return json.dumps(row) + "\n"
+
+
+def _largest(row: dict) -> str | None:
+    """The key of ROW's largest value (as JSON) that nulling shortens (one longer than the note
+    that says so), not study or status; None when there is none."""
+    sizes = [(n, k) for k, v in row.items() if k not in _KEEP and (n := len(json.dumps(v))) > NOTE_BYTES]
+    return max(sizes)[1] if sizes else None
+
+
+def _drop_largest(row: dict, why: str) -> bool:
+    key = _largest(row)
+    if key is None:
+        return False
+    v = row[key]
+    size = len(json.dumps(v).encode())
+    kind = f"a string of {len(v):,} characters" if isinstance(v, str) else f"{schema.show(v)} of {size:,} bytes as JSON"
+    row[key] = None
+    _add_note(row, key, f"{schema._key(key)} is {kind}: {why}: {_NOT_KEPT}")
+    return True
+
+
+def _fit_line(row: dict) -> dict:
+    """ROW with its largest values nulled (each with a note) until its line fits ROWS_CAPS."""
+    why = f"a rows line is at most {bounded.mib(ROWS_CAPS.line_bytes)}"
+    while len(_line(row).encode()) > ROWS_CAPS.line_bytes:
+        if not _drop_largest(row, why):
+            raise KitError(
+                f"a row of study {schema.show(row.get('study'))} cannot fit one rows line ({why}): its keys are too many or too long"
+            )
+    return row
+
+
+def fit_rows(rows: list[dict], study: bool = True) -> list[dict]:
+    """ROWS as the writer stores them (fit_row each), the file within ROWS_CAPS: past its size
+    cap the largest values of all rows are nulled, each with a note. KitError for more rows than
+    the line cap (nothing written: no study makes a hundredth of them)."""
+    if len(rows) > ROWS_CAPS.lines:
+        raise KitError(f"{len(rows):,} rows are more than a rows file holds ({ROWS_CAPS.lines:,} lines): nothing written")
+    out = [fit_row(r, study) for r in rows]
+    total = sum(len(_line(r).encode()) for r in out)
+    why = f"a rows file is at most {bounded.mib(ROWS_CAPS.file_bytes)}"
+    while total > ROWS_CAPS.file_bytes:
+        sized = [(len(json.dumps(r[k])), i) for i, r in enumerate(out) if (k := _largest(r)) is not None]
+        if not sized:
+            raise KitError(f"the rows cannot fit one rows file ({why}): nothing written")
+        i = max(sized)[1]
+        before = len(_line(out[i]).encode())
+        _drop_largest(out[i], why)
+        total += len(_line(out[i]).encode()) - before
+    return out
 
 
 def rows_to_jsonl(rows: list[dict]) -> str:
-    return "".join(json.dumps({k: row_value(k, v) for k, v in r.items()}, default=jsonable) + "\n" for r in rows)
+    """The rows file of ROWS, fit as the writer stores them (fit_rows, without the study check)."""
+    return "".join(_line(r) for r in fit_rows(rows, study=False))
 
 
 def rows_to_csv(rows: list[dict]) -> str:
+    """The CSV of ROWS as stored (call with fit_rows' rows: values are written as they are)."""
     keys: list[str] = [k for k in COMMON_KEYS if any(k in r for r in rows)]
     for r in rows:
         keys += [k for k in r if k not in keys]
@@ -136,7 +320,7 @@ def rows_to_csv(rows: list[dict]) -> str:
     w = csv.writer(buf)
     w.writerow([csv_cell(k) for k in keys])
     for r in rows:
-        w.writerow(["" if (v := row_value(k, r.get(k))) is None else csv_cell(v) for k in keys])
+        w.writerow(["" if (v := r.get(k)) is None else csv_cell(v) for k in keys])
     return buf.getvalue()
 
 
@@ -158,23 +342,66 @@ def open_nofollow(path: Path, mode: str):
 
 
 def append_partial(cell_dir: Path, row: dict) -> None:
+    """Append ROW (as the writer stores it: fit_row) to CELL_DIR/rows.partial.jsonl."""
+    line = _line(fit_row(row, study=False))
     cell_dir.mkdir(parents=True, exist_ok=True)
     with open_nofollow(cell_dir / "rows.partial.jsonl", "a") as fh:
-        fh.write(rows_to_jsonl([row]))
+        fh.write(line)
         fh.flush()
 
 
+def _reads_back(path: Path, rows: list[dict], text: str) -> str | None:
+    """Why TEXT, the rows file of ROWS about to be written at PATH, would not read back whole
+    (check_lines, and the study's check_rows as the report runs it), or None."""
+    lines: list[tuple[int, bytes | None]] = list(enumerate(text.encode().splitlines(keepends=True), 1))
+    got, problems = check_lines(path, lines)
+    if problems or len(got) != len(rows):
+        return problems[0] if problems else f"{path}: {len(got)} of {len(rows)} rows read back"
+    return _study_check(rows)
+
+
 def write_rows(cell_dir: Path, rows: list[dict]) -> None:
-    """CSV first, JSONL last: rows.jsonl is the completion marker."""
-    atomic_write_text(cell_dir / "rows.csv", rows_to_csv(rows))
-    atomic_write_text(cell_dir / "rows.jsonl", rows_to_jsonl(rows))
+    """CSV first, JSONL last: rows.jsonl is the completion marker. The rows are fit first
+    (fit_rows: every value the reader would refuse null, with a note), checked by the reader
+    before they are written and read back after; rows.partial.jsonl is deleted only then.
+    KitError (one line; rows.jsonl and rows.partial.jsonl as they were) when they would not read."""
+    fitted = fit_rows(rows)
+    path = cell_dir / "rows.jsonl"
+    text = "".join(_line(r) for r in fitted)
+    why = _reads_back(path, fitted, text)
+    if why:
+        raise KitError(f"the cell's rows would not read back ({why}): rows.jsonl not written, rows.partial.jsonl kept")
+    atomic_write_text(cell_dir / "rows.csv", rows_to_csv(fitted))
+    atomic_write_text(path, text)
+    back, problems = read_rows_checked(path)
+    if problems or len(back) != len(fitted):
+        why = problems[0] if problems else f"{len(back)} of {len(fitted)} rows"
+        raise KitError(f"{path} did not read back as written ({why}): rows.partial.jsonl kept")
     partial = cell_dir / "rows.partial.jsonl"
-    if partial.exists():
+    if partial.exists() or partial.is_symlink():
         partial.unlink()
 
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=jsonable) + "\n")
+
+
+def write_checked_json(path: Path, obj: dict, kind: str) -> None:
+    """OBJ as side file PATH of schema KIND (system.json: "system"), every value the reader
+    (schema.check) would refuse written as null, each named with why in `values_not_kept`
+    ({path: why}); KitError (one line, nothing written) when it still would not read."""
+    found: list[tuple[str, str]] = []
+    plain = _plain("", obj, found)
+    if not isinstance(plain, dict):
+        raise KitError(f"{path}: a {type(obj).__name__}, not an object: not written")
+    kept = dict(found)
+    kept |= {where: f"{why}: {_NOT_KEPT}" for where, why in schema.fit(kind, plain).items()}
+    if kept:
+        plain["values_not_kept"] = {k[:200]: v[:1000] for k, v in kept.items()}
+    why = schema.check(kind, plain)
+    if why:
+        raise KitError(f"{path} would not read back ({why}): not written")
+    atomic_write_text(path, json.dumps(plain, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def is_regular(path: Path) -> bool:

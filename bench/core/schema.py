@@ -346,7 +346,6 @@ _TAGS = {"int", "float", "str", "bool", "none", "list", "dict", "literal"}
 def _nested_problem(key: str, v: Any) -> str | None:
     """The first number anywhere in V (a list or object, under KEY) that is not finite or too
     large, named by its path ('traces[0][1]', 'gpu.memory_mb')."""
-    t = _types()
     stack: list[tuple[str, Any]] = [(key, v)]
     while stack:  # iterative: JSON nests up to the parser's recursion limit
         path, x = stack.pop()
@@ -354,11 +353,23 @@ def _nested_problem(key: str, v: Any) -> str | None:
             stack.extend((f"{path}.{k}" if path else str(k), y) for k, y in reversed(list(x.items())))
         elif isinstance(x, list):
             stack.extend((f"{path}[{i}]", y) for i, y in reversed(list(enumerate(x))))
-        elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            try:
-                t.number.validate_python(x)
-            except t.ValidationError:
-                return f"{_key(path)} holds {show(x)}: every number must be finite and at most {MAX_MAGNITUDE:g} in size"
+        else:
+            why = nested_number_problem(path, x)
+            if why:
+                return why
+    return None
+
+
+def nested_number_problem(path: str, x: Any) -> str | None:
+    """Why X, a value inside a list or object at PATH ('traces[0][1]'), is refused (None: it is
+    not): a number there must be finite and at most MAX_MAGNITUDE in size, whatever its key."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    t = _types()
+    try:
+        t.number.validate_python(x)
+    except t.ValidationError:
+        return f"{_key(path)} holds {show(x)}: every number must be finite and at most {MAX_MAGNITUDE:g} in size"
     return None
 
 
@@ -432,12 +443,105 @@ def check_row(row: object) -> str | None:
     except t.ValidationError as err:
         return _first_error(err)
     if (row.get("schema") or 0) > SCHEMA_VERSION:
-        return f"schema {row['schema']} is newer than this kit's {SCHEMA_VERSION}: update the kit"
+        return _newer(row["schema"])
     for k, v in row.items():
         why = number_problem(k, v)
         if why:
             return why
     return None
+
+
+def _newer(version: int) -> str:
+    return f"schema {version} is newer than this kit's {SCHEMA_VERSION}: update the kit"
+
+
+def value_problem(key: str, v: Any) -> str | None:
+    """Why check_row refuses V under KEY of a row whose other values it reads (None: it reads
+    it): where KEY is a common key, the ROW model's type for it (and a schema no newer than this
+    kit's); then the number rule. A row passes check_row exactly when it has `study` and `status`
+    and every value passes this, so the writer (bench.core.rows) holds each value to it before it
+    writes: the one set of bounds, read by both sides."""
+    t = _types()
+    if key in t.row_keys:
+        try:
+            t.row.validate_python({"study": "s", "status": "ok", key: v})
+        except t.ValidationError as err:
+            return _first_error(err)
+        if key == "schema" and isinstance(v, int) and v > SCHEMA_VERSION:
+            return f"{_key(key)} is {show(v)}: {_newer(v)}"
+    return number_problem(key, v)
+
+
+Path_ = tuple[str | int, ...]  # keys and list indices from a file's top
+
+
+def path_text(path: Path_) -> str:
+    """PATH as problem lines name it: 'gpu.memory_mb', 'traces[0][1]'."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _at(obj: Any, path: Path_) -> Any:
+    for p in path:
+        obj = obj[p]
+    return obj
+
+
+def _real_path(obj: Any, loc: tuple) -> Path_:
+    """The path into OBJ that a pydantic error's LOC names, its type tags ('int', 'typed-dict')
+    left out: each element that is a key or index of the value reached so far."""
+    path: list[str | int] = []
+    for x in loc:
+        if isinstance(obj, dict) and isinstance(x, str) and x in obj:
+            path.append(x)
+            obj = obj[x]
+        elif isinstance(obj, list) and isinstance(x, int) and 0 <= x < len(obj):
+            path.append(x)
+            obj = obj[x]
+    return tuple(path)
+
+
+def fit(kind: str, obj: dict) -> dict[str, str]:
+    """Make OBJ (a whole JSON file of KIND, plain JSON: objects with text keys, lists, text,
+    numbers, true/false/null) one that check(KIND) passes, in place, by writing as null each value
+    it refuses; returns {path: why} for each value not kept. A number past the number rule is
+    nulled where it is; a value the file's model refuses is nulled, and where null is not allowed
+    there, dropped from its object (a list: the list nulled). What cannot be fixed this way (a
+    required key) is left for check() to name."""
+    t = _types()
+    adapter = getattr(t, kind)
+    notes: dict[str, str] = {}
+    stack: list[tuple[Path_, Any]] = [((), obj)]
+    while stack:
+        path, x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend(((*path, k), y) for k, y in x.items())
+        elif isinstance(x, list):
+            stack.extend(((*path, i), y) for i, y in enumerate(x))
+        elif path and (why := nested_number_problem(path_text(path), x)):
+            _at(obj, path[:-1])[path[-1]] = None
+            notes[path_text(path)] = why
+    for _ in range(10_000):  # each turn nulls or drops one value
+        try:
+            adapter.validate_python(obj)
+            break
+        except t.ValidationError as err:
+            path = _real_path(obj, err.errors(include_url=False)[0]["loc"])
+            if not path:
+                break  # the file's top itself (a required key missing): check() names it
+            notes.setdefault(path_text(path), _first_error(err))
+            parent = _at(obj, path[:-1])
+            if parent[path[-1]] is not None:
+                parent[path[-1]] = None
+            elif isinstance(parent, dict):
+                del parent[path[-1]]  # null is not allowed here: the key goes (a required one: its object next turn)
+            elif len(path) > 1:
+                _at(obj, path[:-2])[path[-2]] = None
+            else:
+                break
+    return notes
 
 
 def check(kind: str, obj: object) -> str | None:
@@ -462,9 +566,11 @@ __all__ = [
     "STATUSES",
     "check",
     "check_row",
+    "fit",
     "measured_problem",
     "number_bounds",
     "number_problem",
     "row_keys",
     "quantity_of",
+    "value_problem",
 ]

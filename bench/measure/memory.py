@@ -11,6 +11,13 @@ a reading, but each wake-up takes the GIL, a switch the training thread pays for
 it; on an H100 at host-paced ~20 ms steps the training thread blocked 2.3-2.6 times a step with
 the kit's sampler threads on against 1.0 without, and 1.0 with them read by child processes
 (lab/gpu_harness, results/reference/H100-80GB-HBM3-harness/).
+
+A peak says what it rests on: `n_samples` readings, and `note` where the sampler did not read the
+whole region (its process died or was killed: the peak is then one reading, taken on exit, and
+says so; its process stopped reading on an error: the readings up to it and one on exit). Every region that ends is recorded in this process; the cell entry point
+takes them after each step (`take_regions`) and puts the fewest readings any peak of the step
+rests on (`rss_peak_readings`) and every note (`rss_note`) into the step's rows, so a study
+reporting `rss_peak_mb` never shows a one-reading peak without saying so.
 """
 
 from __future__ import annotations
@@ -50,20 +57,46 @@ def _statm_reader():
 
 _read_rss, RSS_HOW = _statm_reader()
 _PROC_STATM = RSS_HOW.startswith("os.pread")
+MAX_NOTES = 8  # distinct notes kept between two take_regions() calls
+_regions_lock = threading.Lock()
+_fewest: int | None = None  # the fewest readings of any region ended since take_regions()
+_notes: list[str] = []
+
+
+def _record(readings: int, note: str | None) -> None:
+    global _fewest
+    with _regions_lock:
+        _fewest = readings if _fewest is None else min(_fewest, readings)
+        if note and note not in _notes and len(_notes) < MAX_NOTES:
+            _notes.append(note)
+
+
+def take_regions() -> tuple[int | None, list[str]]:
+    """(the fewest readings any RSS peak ended in this process since the last call rests on, None
+    when none ended; the notes of the samplers that did not read their whole region), and forget them."""
+    global _fewest
+    with _regions_lock:
+        got, notes = _fewest, list(_notes)
+        _fewest = None
+        _notes.clear()
+    return got, notes
 
 
 class RSSSampler:
     """Samples this process's RSS every `interval_s` while running.
 
-    `with RSSSampler() as s: work()` then `s.mean_mb`, `s.peak_mb`, `s.n_samples`, `s.how`. The
-    first and last samples are taken on entry and exit, so a short region still has two.
-    PROCESS=False reads from a thread in this process (the fallback, kept for comparison).
+    `with RSSSampler() as s: work()` then `s.mean_mb`, `s.peak_mb`, `s.n_samples`, `s.how`,
+    `s.note`. The first and last samples are taken on entry and exit, so a short region still has
+    two. `note` is None when the sampler read the whole region, else why the peak rests on fewer
+    readings (its process died: the exit reading alone). PROCESS=False reads from a thread in this
+    process (the fallback, kept for comparison).
     """
 
     def __init__(self, interval_s: float = 0.01, process: bool = True):
         self.interval_s = interval_s
         self.process = process and _PROC_STATM
         self.how = ""
+        self.note: str | None = None
         self._samples: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -75,6 +108,7 @@ class RSSSampler:
 
     def __enter__(self) -> RSSSampler:
         self._samples = []
+        self.note = None
         if self.process:
             try:
                 self._child = ChildSampler("rss", os.getpid(), self.interval_s).start()
@@ -97,16 +131,28 @@ class RSSSampler:
             try:
                 got = child.stop()
                 self._samples = [int(v) for v in got["values"]]
+                if got.get("error"):
+                    self.note = (
+                        f"the RSS sampler process stopped reading after {len(self._samples)} reading(s) ({got['error']}): "
+                        f"the peak rests on those and one on exit"
+                    )
+                    self._samples.append(_read_rss())
             except (ChildSamplerError, TypeError, ValueError) as err:
                 self.how += f"; its readings were lost ({err}): only the exit reading is kept"
+                self.note = (
+                    f"the RSS sampler process died before its readings came back ({' '.join(str(err).split())[:200]}): "
+                    "the peak rests on 1 reading, taken on exit, not on the region's samples"
+                )
                 self._samples = []
             if not self._samples:
                 self._samples = [_read_rss()]
+            _record(len(self._samples), self.note)
             return
         self._stop.set()
         if self._thread:
             self._thread.join()
         self._samples.append(_read_rss())
+        _record(len(self._samples), self.note)
 
     @property
     def n_samples(self) -> int:

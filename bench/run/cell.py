@@ -6,7 +6,11 @@ SPEC is a path to a cell.json, `-` for stdin, or the JSON itself. Order of work:
      backend or a GPU this host lacks finishes at once as one `skipped` row with the reason;
   3. `study.open()` (data, model, warm-up), then `step(i)` for every step, then `close()`;
      each step's rows are appended to rows.partial.jsonl as they come;
-  4. system.json, rows.csv and rows.jsonl (the completion marker), each atomically.
+  4. system.json, rows.csv and rows.jsonl (the completion marker), each atomically, each
+     written as its reader reads it (bench.core.rows: a value the reader's schema would refuse,
+     such as an energy counter's jump to 3e12 J or a load average past its bound, is written as
+     null with a note naming it; rows.jsonl is read back before rows.partial.jsonl goes), so a
+     cell never refuses its own rows.
 A crash or Ctrl-C inside a step leaves rows.jsonl with the finished steps' rows marked
 `incomplete` and one `error` row with the reason; a kill -9 is settled by the scheduler.
 
@@ -194,8 +198,10 @@ def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None
         clear_results(cell_dir)
         R.atomic_write_text(cell_dir / "cell.json", cell.to_json(indent=2) + "\n")
         row = common_fields(cell, run_id, command, provenance.device_name("cpu"), None)
-        R.write_json(
-            cell_dir / "system.json", provenance.system_info(cell.params, None, run_id, {"cell": json.loads(cell.to_json())})
+        R.write_checked_json(
+            cell_dir / "system.json",
+            provenance.system_info(cell.params, None, run_id, {"cell": json.loads(cell.to_json())}),
+            "system",
         )
         R.write_rows(cell_dir, [R.ordered({**row, "status": "skipped", "reason": reason})])
         proto.send(DONE, {"status": "skipped", "reason": reason})
@@ -227,7 +233,7 @@ def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None
                 why = f"stopped by the scheduler before step {i + 1} of {run.steps}"
                 settle_failure(cell_dir, cell, why, paths, "interrupted")
                 return 3
-            rows = [R.ordered({**base, **r}) for r in run.step(i)]
+            rows = [R.ordered({**base, **r}) for r in rss_peaks_said(run.step(i))]
             for r in rows:
                 R.append_partial(cell_dir, r)
             all_rows += rows
@@ -236,7 +242,7 @@ def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None
                 progress.update(task, advance=1, description=f"{study.label(cell)} {study.progress_line(rows)}")
         telemetry.stop()  # close() evaluates and summarises: not the timed window
         proto.wait_close()
-        all_rows += [R.ordered({**base, **r}) for r in run.close()]
+        all_rows += [R.ordered({**base, **r}) for r in rss_peaks_said(run.close())]
         sampled = telemetry.summary()
         flags = ";".join(
             f
@@ -256,7 +262,7 @@ def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None
             "energy": pre["energy"],
             **run.system_extra(),
         }
-        R.write_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra))
+        R.write_checked_json(cell_dir / "system.json", provenance.system_info(cell.params, run.dataset, run_id, extra), "system")
         R.write_rows(cell_dir, all_rows)
     except KitError as err:
         settle_failure(cell_dir, cell, one_line(err), paths)
@@ -277,9 +283,39 @@ def run_cell(cell: Cell, paths: Paths, gated: bool = False, progress: Any = None
     finally:
         telemetry.stop()
         energy.use(None)
-    status = R.cell_status(cell_dir) or "error"
+    written, problems = R.read_rows_checked(cell_dir / "rows.jsonl")
+    status = None if problems else R.status_of(written)
+    if status is None:  # write_rows read its file back, so this is a file changed under us: say so
+        print(f"error: {(problems or [f'{cell_dir}: no rows'])[0]}: the report lists the cell as corrupt", file=sys.stderr)
+    elif status == "error":  # a row the study refused (a required measurement not kept): the log says which
+        print(f"error: {one_line(next(r.get('reason') for r in written if r.get('status') == 'error'))}", file=sys.stderr)
+    status = status or "error"
     proto.send(DONE, {"status": status})
     return 0 if status in ("ok", "skipped") else 1
+
+
+def rss_peaks_said(rows: list[dict]) -> list[dict]:
+    """ROWS (one step's, or close()'s) with what the RSS peaks measured since the last step rest
+    on (bench.measure.memory.take_regions): `rss_peak_readings`, the fewest readings of any of
+    them, in each row that reports an RSS peak; `rss_note`, why a sampler did not read its whole
+    region (its process died: the peak is the larger of the entry and exit readings), in those
+    rows (in every row of the step where none reports a peak). No rows: kept for the next step."""
+    if not rows:
+        return rows
+    from bench.measure.memory import take_regions
+
+    fewest, notes = take_regions()
+    if fewest is None:
+        return rows
+    peaks = [i for i, r in enumerate(rows) if any(str(k).endswith("rss_peak_mb") for k in r)]
+    out = [dict(r) for r in rows]
+    for i in peaks:
+        out[i].setdefault("rss_peak_readings", fewest)
+    for i in peaks or range(len(out)):
+        if notes:
+            said = out[i].get("rss_note")
+            out[i]["rss_note"] = "; ".join([said, *notes] if isinstance(said, str) and said else notes)
+    return out
 
 
 def before_open(study: Any, cell: Cell, platform: str, world: int) -> tuple[dict, dict[str, str]]:
