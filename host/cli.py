@@ -404,13 +404,12 @@ def run(
     ] = None,
 ) -> None:
     """Run the studies' matrices on PLATFORMS, in their images or natively."""
-    from bench.core.rows import write_json
-
     req = _request(opts, platforms)
     if image is not None and (opts.runtime == Runtime.native or len(platforms or []) != 1):
         usage("--image runs one platform in a container: name it (run cpu --image TAG) and leave --runtime native out")
+    _check_free(req.paths.out)
     notes, code = _execute(req, opts.runtime, opts.ca_cert, image)
-    write_json(req.paths.out / "platforms.json", notes)
+    _settle(req.paths.out, notes)
     raise typer.Exit(code)
 
 
@@ -452,9 +451,53 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, pric
             + (f", not run: {len(s['not_run'])}" if s.get("not_run") else "")
         )
     typer.echo(
-        f"report: {info['report']}" + (" (the earlier report there replaced; --out keeps both)" if info.get("replaced") else "")
+        f"report: {info['report']}"
+        + (
+            " (the kit's earlier report there replaced, every other file kept; another --out keeps both reports)"
+            if info.get("replaced")
+            else ""
+        )
     )
     return info
+
+
+def _check_free(
+    out: Path, report_dir: Path | None = None, context: list[Path] | None = None, label: str = "--report-dir"
+) -> None:
+    """Before any work or write of `run`, `all` or `reference`: one line when OUT cannot be written,
+    when another run holds OUT's lock (bench/core/lock.py: this run would write nothing, so it starts
+    nothing), or when REPORT_DIR cannot take the report of OUT (host/outdir.py; LABEL names it);
+    creates and writes nothing."""
+    from bench.cli import check_writable
+    from bench.core.lock import check_free
+    from host.report import check_out
+
+    check_writable(out)  # an unwritable results dir: one line here, not one from the matrix and one from here
+    try:
+        check_free(out)
+        if report_dir is not None:
+            check_out(report_dir, [out, *(context or [])], label)
+    except KitError as err:
+        fail(err)
+
+
+def _settle(out: Path, notes: dict, report_dir: Path | None = None, context: list[Path] | None = None) -> None:
+    """A run's platforms.json (and the report of OUT into REPORT_DIR), written while this process
+    holds OUT's lock: a run that another run holds the lock of writes nothing. A write that fails
+    is one line naming the path and the cause."""
+    from bench.core.lock import results_lock
+    from bench.core.rows import write_json
+
+    path = out / "platforms.json"
+    try:
+        with results_lock(out):
+            write_json(path, notes)
+            if report_dir is not None:
+                _report([out], report_dir, context)
+    except KitError as err:
+        fail(err)
+    except OSError as err:
+        fail(f"cannot write {err.filename or path} ({err.strerror or err}): free space or choose another --out")
 
 
 @app.command(rich_help_panel=RESULTS, epilog="Example: python orchestrate.py report results/myhost results/reference/*")
@@ -561,7 +604,8 @@ def worth(
 def all_cmd(
     opts: RunOptions,
     report_dir: Annotated[
-        Path | None, typer.Option(help="where the report goes (default <out>/report with --out, else results/report)")
+        Path | None,
+        typer.Option(help="where the report goes (default <out>/report with --out or $KIT_RESULTS_DIR, else results/report)"),
     ] = None,
     references: Annotated[
         bool,
@@ -571,7 +615,6 @@ def all_cmd(
     """Run every platform this host can run, then write the report. With a GPU here and no --profile:
     the answer first (every study's GPU-vs-CPU comparisons, the same work on both sides), then rounds
     until decided within --budget, the report rewritten after each (host/answer_plan.py)."""
-    from bench.core.rows import write_json
     from host import answer_plan
     from host.report import REFERENCES
 
@@ -584,7 +627,10 @@ def all_cmd(
     req = _request(replace(opts, budget=None) if budget is not None else opts)
     out = req.paths.out
     context = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if references and REFERENCES.is_dir() else []
-    where = report_dir or (out / "report" if out != default_out() else Path("results/report"))
+    # the report of a results dir someone named (--out, $KIT_RESULTS_DIR) goes inside it: one report dir per run
+    named = opts.out is not None or bool(os.environ.get("KIT_RESULTS_DIR"))
+    where = report_dir or (out / "report" if named else Path("results/report"))
+    _check_free(out, where, context)  # a run another holds the lock of writes nothing, not even platforms.json
 
     def answer_first(r: RunRequest, todo: list[str], containers: bool) -> RunRequest:
         got = answer_plan.plan(r, todo, containers, answer_plan.report_argv(out, where, context), budget)
@@ -609,10 +655,16 @@ def all_cmd(
         notes, code = _execute(req, opts.runtime, opts.ca_cert, adapt=answer_first)
     except typer.Exit as stop:  # Ctrl-C, SIGTERM: the report of what finished, then the same exit
         if stop.exit_code and stop.exit_code >= 128 and any(out.glob("*/*/rows.jsonl")):
-            _report([out], where, context)
+            from bench.core.lock import results_lock
+            from bench.core.text import term
+
+            try:
+                with results_lock(out):  # another run took the dir meanwhile: no report into it
+                    _report([out], where, context)
+            except KitError as err:
+                typer.echo(f"error: {term(err)}", err=True)
         raise
-    write_json(out / "platforms.json", notes)
-    _report([out], where, context)
+    _settle(out, notes, where, context)
     raise typer.Exit(code)
 
 
@@ -688,7 +740,6 @@ def reference(
     """Remake a reference result set the one way it is made: fixed preset, real data, native; the gpu
     preset is the GPU host's answer (host/reference.py)."""
     from bench.core.request import parse_budget
-    from bench.core.rows import write_json
     from host import answer_plan, plan
     from host.reference import PRESETS, check_clean, check_resume, out_dir
 
@@ -731,9 +782,9 @@ def reference(
             typer.echo(line)
         return got.request.replace(max_repeats=p.max_repeats)
 
+    _check_free(dest, where, label="the reference's report dir")
     notes, code = _execute(req, Runtime.native, None, adapt=answer_first if answer else None)
-    write_json(dest / "platforms.json", notes)
-    _report([dest], where)
+    _settle(dest, notes, where)
     raise typer.Exit(code)
 
 
@@ -904,6 +955,10 @@ def verify(
         )
     except KitError as err:
         fail(err)
+    except OSError as err:  # --make-baseline: each <study>.json is replaced whole or left as it was
+        fail(
+            f"verify: cannot write {err.filename or bdir} ({err.strerror or err}): that file is as it was; free space or choose another --baselines-dir"
+        )
     from bench.core.text import term
 
     for line in res["skipped"]:
@@ -949,6 +1004,10 @@ def history_add(
         res = hist.add(dirs, store or hist.DEFAULT_STORE, label)
     except KitError as err:
         fail(err)
+    except OSError as err:
+        fail(
+            f"history store: cannot write {err.filename or store or hist.DEFAULT_STORE} ({err.strerror or err}): nothing was added"
+        )
     typer.echo(
         f"history {res['store']}: {res['added']} cell(s) added, {res['already']} already there, "
         f"{res['not_added']} not added (not finished, or no speed figure)"
@@ -982,12 +1041,11 @@ def history_report(
 ) -> None:
     """A static trend page readable offline: one plot per configuration over commits and dates, change points marked."""
     from host import history as hist
-    from host import trend_page
 
     st = store or hist.DEFAULT_STORE
     try:
         all_series = hist.series(st)
-        path = trend_page.write(all_series, str(hist.db_path(st)), out or hist.db_path(st).parent / "report")
+        path = hist.write_page(all_series, st, out or hist.db_path(st).parent / "report")
     except KitError as err:
         fail(err)
     except OSError as err:

@@ -92,7 +92,12 @@ def open_store(store: Path, create: bool = False) -> sqlite3.Connection:
     if not path.exists():
         if not create:
             raise UsageError(f"no history store at {path}: `orchestrate.py history add DIR...` makes it")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise KitError(
+                f"history store {path}: cannot make {path.parent} ({err.strerror or err}): nothing was added"
+            ) from None
     try:
         con = _connect(path)
         if create:
@@ -220,8 +225,9 @@ def add(dirs: list[Path], store: Path = DEFAULT_STORE, label: str | None = None)
         except BaseException:
             con.execute("ROLLBACK")
             raise
-    except sqlite3.OperationalError as err:
-        raise KitError(f"history store {db_path(store)}: {err} (another `history add`? nothing was added)") from None
+    except sqlite3.OperationalError as err:  # busy past BUSY_S, a full disk, a read-only store: the transaction is undone
+        why = " (another `history add` held it)" if "locked" in str(err) else ""
+        raise KitError(f"history store {db_path(store)}: cannot write ({err}){why}: nothing was added") from None
     finally:
         con.close()
     return {"store": str(db_path(store)), "added": added, "already": len(cells) - added, "not_added": skipped}
@@ -389,6 +395,27 @@ def batches_of(store: Path, uids: set[str]) -> set[str]:
     return {b for u, b in rows if u in uids}
 
 
+def write_page(all_series: list[Series], store: Path, out: Path) -> Path:
+    """The trend page OUT/index.html (host/trend_page.py), written as every output dir of the kit is
+    (host/outdir.py): it replaces only what the kit wrote in OUT (`.cnn-bench-history-report.json`
+    names it), an OUT that is or holds the store is refused, and a write that fails is one line
+    (KitError) naming the path and the cause, with OUT left as it was."""
+    from bench.core.rows import atomic_write_text
+    from host import trend_page
+    from host.outdir import Target, cannot_write
+
+    db = db_path(store)
+    target = Target(Path(out), "history-report", [db], ("index.html",), label="history report --out")
+    target.check()
+    try:
+        with target.staging() as stage:
+            atomic_write_text(stage / "index.html", trend_page.render(all_series, str(db)))
+            target.commit()
+    except OSError as err:
+        raise KitError(cannot_write("history report", Path(out), err, target.touched)) from None
+    return Path(out) / "index.html"
+
+
 def report_lines(out: Path, store: Path = DEFAULT_STORE) -> list[str]:
     """REPORT.md's lines on the run history, where one exists: how many runs, and a link to its
     trend page (relative to OUT) or the command that makes it."""
@@ -421,4 +448,15 @@ def report_lines(out: Path, store: Path = DEFAULT_STORE) -> list[str]:
     return lines + [""]
 
 
-__all__ = ["DEFAULT_STORE", "Point", "Series", "add", "as_json", "batches_of", "open_store", "series", "show_text"]
+__all__ = [
+    "DEFAULT_STORE",
+    "Point",
+    "Series",
+    "add",
+    "as_json",
+    "batches_of",
+    "open_store",
+    "series",
+    "show_text",
+    "write_page",
+]

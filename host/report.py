@@ -13,24 +13,25 @@ section; cells of a study this checkout does not know get a plain listing.
 Beside REPORT.md it writes the tidy table (`host/tidy.py`): every row of every cell, flat
 columns, as tidy.csv and tidy.parquet, with a section in REPORT.md on how to load it.
 
-Every file is written into a temp dir beside --out, which then replaces --out (an earlier
-report there, or an empty dir) in one rename: a full or read-only disk is one line and leaves
---out as it was, never a report without its REPORT.md. A --out that holds anything but a
-report is refused before any work.
+--out is the user's dir, and the report owns only the files it wrote there (host/outdir.py):
+they are named in `.cnn-bench-report.json`, and the next report replaces or removes only those;
+a user's notes, or anything else, stay byte for byte. Every file is written into a stage dir
+inside --out, then fsync'ed and renamed into place: a full or read-only disk, or a file-size
+limit, is one line naming the path and leaves --out as it was, never a report without its
+REPORT.md. A --out that is a symlink or a file, that is, holds or lies inside a cell dir of the
+result dirs read, or where a file the report writes is one the kit did not write (a user's own
+REPORT.md), is refused in one line before any work.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import KitError, UsageError
+from bench.core.errors import KitError
 from bench.core.registry import studies
 from bench.core.resultset import ResultCell, ResultSet, collect_set
 from bench.core.rows import atomic_write_text, write_json
@@ -69,7 +70,7 @@ def _names(v: object) -> list[str]:
 
 
 REFERENCES = Path(__file__).resolve().parent.parent / "results" / "reference"
-REPORT_FILES = ("REPORT.md", "report.json")  # a dir holding one of these is a report the next one may replace
+REPORT_FILES = ("REPORT.md", "report.json", "REPORT.html", "tidy.csv")  # every report writes these
 
 
 def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
@@ -93,15 +94,18 @@ def context_cells(dirs: list[Path], mine: list[ResultCell]) -> list[ResultCell]:
     return out
 
 
-def check_out(out: Path) -> None:
-    """UsageError (one line) when OUT cannot take a report: a symlink, a file, or a dir that
-    holds something other than an earlier report."""
-    if out.is_symlink():
-        raise UsageError(f"--out {out} is a symlink: name the dir itself")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file: name a dir for the report")
-    if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
-        raise UsageError(f"--out {out} holds files that are not a report: name a new dir (or an earlier report's)")
+def out_target(out: Path, inputs: list[Path], label: str = "report --out") -> Any:
+    """The report's --out OUT, beside the result dirs INPUTS it reads (host.outdir.Target); LABEL
+    names the option in its lines."""
+    from host.outdir import Target
+
+    return Target(Path(out), "report", inputs, REPORT_FILES, label)
+
+
+def check_out(out: Path, inputs: list[Path] | None = None, label: str = "report --out") -> None:
+    """UsageError (one line) when OUT cannot take a report of INPUTS: a symlink, a file, a dir that
+    is, holds or lies inside their results, or one where a file the report writes is not the kit's."""
+    out_target(out, inputs or [], label).check()
 
 
 def build_report(
@@ -121,35 +125,30 @@ def build_report(
     JOBS: processes drawing the figures (default the usable cores; 1 draws them here);
     FIGURE_CACHE: True for the cache beside OUT, a folder, or None (host/figures.py). The
     summary's `timings` gives each stage's seconds."""
+    from host.outdir import cannot_write
+
     say = say or (lambda what, done=None, total=None: None)
     out = Path(out)
-    check_out(out)
+    target = out_target(out, [*map(Path, dirs), *map(Path, context or [])])
+    target.check()
     clock = _Clock()
     say(f"reading {len(dirs)} result dir{'s' if len(dirs) != 1 else ''}")
     rs = collect_set(dirs)
     clock.lap("read")
-    stage: Path | None = None
     batch = batch_for(out, jobs, figure_cache)
     done = False
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        os.chmod(stage, 0o755)
-        summary = _render(rs, dirs, stage, out, context or [], prices, batch, clock, say)
-        summary["replaced"] = (out / "REPORT.md").is_file()  # the CLI says so: an earlier report is gone
-        _replace(stage, out)
+        with target.staging() as stage:
+            summary = _render(rs, dirs, stage, out, context or [], prices, batch, clock, say)
+            target.commit()
+            summary["replaced"] = "REPORT.md" in target.replaced  # the CLI says so: an earlier report is gone
         done = True
     except OSError as err:
-        what = err.strerror or type(err).__name__
-        raise KitError(
-            f"report --out {out}: cannot write ({what}): nothing written; free space or choose another --out"
-        ) from None
+        raise KitError(cannot_write("report", out, err, target.touched)) from None
     finally:
         batch.close()
         if not done:
             batch.cache.discard()  # a cache this failed report made is not left behind
-        if stage is not None and stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
     clock.lap("html")
     summary["timings"] = clock.laps
     summary["figures"] = {**batch.counts, "draw_cpu_s": round(batch.draw_cpu_s, 3), "worker_cpu_s": round(batch.worker_cpu_s, 3)}
@@ -168,24 +167,6 @@ class _Clock:
         now = time.perf_counter()
         self.laps[stage] = self.laps.get(stage, 0.0) + now - self.t - less
         self.t = now
-
-
-def _replace(stage: Path, out: Path) -> None:
-    """STAGE becomes OUT: renamed into place, an earlier report (or empty dir) there renamed
-    away first and then removed."""
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-        os.rmdir(old)
-        os.rename(out, old)
-    try:
-        os.rename(stage, out)
-    except OSError:
-        if old is not None:
-            os.rename(old, out)  # the earlier report back where it was
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _render(

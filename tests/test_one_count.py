@@ -3,8 +3,9 @@
 A result dir reached twice (named twice, named with its parent, or copied: two copies of one
 run, the same run ids) is read once, with one line saying what was skipped: `report D D/`,
 `report D D/mnist-cnn`, `report D copy-of-D` all equal `report D` (the issue: n=6 from 3
-repeats, and a 95 % interval where only a range exists). `report` writes into a temp dir and
-renames it over --out: a full or read-only disk is one line and --out stays as it was."""
+repeats, and a 95 % interval where only a range exists). `report` stages its files inside --out and
+renames them into place, replacing only the files its manifest names (host/outdir.py): a full or
+read-only disk is one line and --out stays as it was."""
 
 from __future__ import annotations
 
@@ -144,7 +145,10 @@ def small_disk(tmp_path):
 
 def test_a_full_or_read_only_disk_under_report_out_is_one_line_and_leaves_out_as_it_was(run, small_disk):
     """The issue: a 237-line traceback and stray plots without REPORT.md. Full: the figures fill
-    256 kB. Read-only: the same disk remounted read-only, with an earlier report on it, kept."""
+    256 kB. Read-only: the same disk remounted read-only, with an earlier report of the kit's on it
+    (its manifest names it), kept."""
+    import hashlib
+
     out = small_disk / "report"
     r = orch("report", str(run), "--out", str(out))
     err = problems(r.stderr)
@@ -152,6 +156,9 @@ def test_a_full_or_read_only_disk_under_report_out_is_one_line_and_leaves_out_as
     assert list(small_disk.iterdir()) == [], "nothing left on the disk"
     out.mkdir()
     (out / "REPORT.md").write_text("an earlier report\n")
+    digest = hashlib.sha256(b"an earlier report\n").hexdigest()
+    manifest = {"kit": "cnn-bench", "command": "report", "format": 1, "files": {"REPORT.md": [digest]}, "dirs": []}
+    (out / ".cnn-bench-report.json").write_text(json.dumps(manifest))
     assert subprocess.run(["mount", "-o", "remount,ro", str(small_disk)]).returncode == 0
     r = orch("report", str(run), "--out", str(out))
     err = problems(r.stderr)
@@ -159,25 +166,27 @@ def test_a_full_or_read_only_disk_under_report_out_is_one_line_and_leaves_out_as
     assert [p.name for p in small_disk.iterdir()] == ["report"] and (out / "REPORT.md").read_text() == "an earlier report\n"
 
 
-def test_report_replaces_an_earlier_report_whole(run, tmp_path):
+def test_report_replaces_only_its_own_earlier_report(run, tmp_path):
     out = tmp_path / "report"
-    out.mkdir()
-    (out / "REPORT.md").write_text("old\n")
-    (out / "stale_figure.png").write_bytes(b"x")
     assert orch("report", str(run), "--out", str(out)).returncode == 0
-    assert not (out / "stale_figure.png").exists() and (out / "REPORT.md").read_text() != "old\n"
+    (out / "notes.md").write_text("mine\n")
+    assert orch("report", str(run), "--out", str(out)).returncode == 0
+    assert (out / "notes.md").read_text() == "mine\n" and (out / "REPORT.md").is_file()
+    assert not list(out.glob(".cnn-bench-report.stage-*")), "no stage left in --out"
     beside = sorted(p.name for p in tmp_path.iterdir())
     assert beside == [".report.figures", "report"], "no temp or old dir left beside it (the figure cache aside)"
 
 
-def test_report_refuses_an_out_that_holds_other_files_or_is_a_link(run, tmp_path):
+def test_report_writes_beside_other_files_and_refuses_a_link(run, tmp_path):
     results = tmp_path / "results"
     (results / "mine").mkdir(parents=True)
     (results / "mine" / "rows.jsonl").write_text("keep\n")
+    r = orch("report", str(run), "--out", str(results))
+    assert r.returncode == 0 and (results / "REPORT.md").is_file(), r.stderr
+    assert (results / "mine" / "rows.jsonl").read_text() == "keep\n"
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    for out, says in ((results, "holds files that are not a report"), (link, "is a symlink")):
-        r = orch("report", str(run), "--out", str(out))
-        err = problems(r.stderr)
-        assert r.returncode == 2 and len(err) == 1 and says in err[0], r.stderr
-    assert (results / "mine" / "rows.jsonl").read_text() == "keep\n" and not (tmp_path / "elsewhere").exists()
+    r = orch("report", str(run), "--out", str(link))
+    err = problems(r.stderr)
+    assert r.returncode == 2 and len(err) == 1 and "is a symlink" in err[0], r.stderr
+    assert not (tmp_path / "elsewhere").exists()
