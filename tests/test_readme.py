@@ -26,6 +26,9 @@ HOW = {
     "bash scripts/setup.sh && .venv/bin/python -m pytest -q": "ci: .ci/run runs it (with --all)",
     ".venv/bin/python orchestrate.py data fetch mnist": "network: tests/test_fetch.py fetches from a 127.0.0.1 mirror",
     ".venv/bin/python orchestrate.py all": "main",
+    ".venv/bin/python orchestrate.py reference gpu --data-dir /path/to/datasets --stop-after 8m": (
+        "gpu: needs an NVIDIA GPU; scripts/gpu_reference.sh runs it on a lent one (results/reference/H200/call*.log)"
+    ),
     ".venv/bin/python -m bench list": "run",
     ".venv/bin/python -m bench matrix mnist-cnn --only backend=numba-cpu --set epochs=10 --out results/mine": "run",
     ".venv/bin/python -m bench matrix --platform cpu --profile smoke --schedule interleaved": "run",

@@ -239,7 +239,7 @@ def matrix_spec(platform: str, profile: str) -> list[tuple[str, str, dict]]:
 #   0.42 and 0.47 s per 1,000 test images; compile of the forms (form_prep_s) 10.6 and 21.7 s
 #   (fp32), 7.1 and 11.9 s (PT2E int8); compiled batch-1 p50 1.5 and 2.4 ms. The cell's wall
 #   less its steps (start, imports, data, warm-up, close): OPEN_S, as the main job's smoke cells
-#   gave it (README "Quick start"), and the eager batch-1 call from the same smoke cells.
+#   gave it (measured in the main job's own smoke cells), and the eager batch-1 call from the same smoke cells.
 #   GPU, H100 (results/reference/H100-80GB-HBM3-cifar-opt, loader, fp32 eager, batch 32): 2.07 and
 #   3.19 s per 5,000-image epoch, 1.35 and 2.7 s per 4,000-image trial epoch; eager p50 1.7 and
 #   3.1 ms; the wall less the steps 10-12 s (CUDA start, cuDNN autotune of each new shape); per-image
