@@ -665,6 +665,10 @@ def all_cmd(
                 typer.echo(f"error: {term(err)}", err=True)
         raise
     _settle(out, notes, where, context)
+    from host.answer_lines import lines as answer_lines
+
+    for text in answer_lines(where):  # the answer where the run ends, not only on the page
+        typer.echo(text)
     raise typer.Exit(code)
 
 

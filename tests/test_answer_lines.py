@@ -1,0 +1,42 @@
+"""`all` states the answer where it ends (issue 57 item 2): this machine's headline rows, a line
+each, read back from the report it just wrote, or why there are none."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from host.answer_lines import MAX_LINES, lines
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "results" / "reference"
+
+
+def test_the_answer_lines_are_this_machines_headline_rows(tmp_path):
+    if not (REF / "cpu-2core-epyc").is_dir() or not (REF / "H100-80GB-HBM3").is_dir():
+        pytest.skip("the committed references are not in this checkout")
+    out = tmp_path / "report"
+    r = subprocess.run(
+        [sys.executable, "orchestrate.py", "report", str(REF / "cpu-2core-epyc"), "--context", str(REF / "H100-80GB-HBM3"),
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = lines(out)
+    assert got[0].startswith("the answer (this machine") and str(out / "REPORT.md") in got[0]
+    body = [x for x in got[1:] if not x.startswith("  ...")]
+    assert 1 <= len(body) <= MAX_LINES
+    assert all(x.startswith("  mnist-cnn: ") or x.startswith("  mlp-scratch: ") or ": " in x for x in body)
+    assert any("x [" in x and ("holds" in x or "does not hold" in x) for x in body)
+
+
+def test_no_comparison_of_its_own_says_so_and_no_report_says_nothing(tmp_path):
+    (tmp_path / "report.json").write_text('{"claims": [{"headline": true, "primary": true, "this_machine": false}]}')
+    [only] = lines(tmp_path)
+    assert only.startswith("the answer: no comparison formed on this machine's own cells")
+    assert lines(tmp_path / "absent") == []
+    (tmp_path / "report.json").write_text("not json{")
+    assert lines(tmp_path) == []
