@@ -249,19 +249,28 @@ def _sections(
 
 def _preamble(dirs: list[Path], cells: list[ResultCell]) -> list[str]:
     """The title, when and from which dirs, and a warning where a cell ran from an unclean tree."""
-    md = [
-        "# cnn-bench report",
-        "",
-        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from: " + ", ".join(md_code(d) for d in dirs),
-        "",
-    ]
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    if len(dirs) <= 3:
+        md = ["# cnn-bench report", "", f"Generated {when} from: " + ", ".join(md_code(d) for d in dirs), ""]
+    else:  # the headline belongs on the first screen, not a list of folders: the list folds away
+        md = [
+            "# cnn-bench report",
+            "",
+            f"<details><summary>Generated {when} from {len(dirs)} result dirs</summary>",
+            "",
+            ", ".join(md_code(d) for d in dirs),
+            "",
+            "</details>",
+            "",
+        ]
     unclean = [c for c in cells if c.unclean_source]
     if unclean:
         where = sorted({str(c.dir.parent.parent) for c in unclean})
         shas = sorted({md_text(c.system.get("kit_git_sha")) for c in unclean})
-        md += [
-            f"> **Unclean source tree**: {len(unclean)} cell(s) under {', '.join(md_code(w) for w in where)} ran from a "
-            f"checkout with uncommitted changes ({', '.join(shas)}); their numbers may not be reproducible from any commit.",
+        md += [  # one line here; the runs are named in What to trust (‡)
+            f"> **Unclean source tree**: {len(unclean)} cell(s) under {', '.join(md_code(w) for w in where[:3])}"
+            f"{f' and {len(where) - 3} more' if len(where) > 3 else ''} ran from a checkout with uncommitted changes "
+            f"({', '.join(shas[:2])}{' ...' if len(shas) > 2 else ''}): What to trust names them (‡).",
             "",
         ]
     return md
@@ -487,5 +496,8 @@ def _anchors(body: str) -> tuple[str, str]:
         cls = {3: ' class="sub"', 4: ' class="sub2"'}.get(level, "")
         short = text if len(text) <= 70 else text[:68].rstrip() + "…"  # a heading that says its table's setup
         items.append(f'<li{cls}><a href="#{slug}">{short}</a></li>')
-    toc = '<nav class="toc"><strong>Contents</strong><ul>' + "".join(items) + "</ul></nav>\n"
+    # folded: the page's first screen is the headline, one click opens the contents
+    toc = (
+        '<nav class="toc"><details><summary><strong>Contents</strong></summary><ul>' + "".join(items) + "</ul></details></nav>\n"
+    )
     return body, toc

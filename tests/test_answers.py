@@ -476,3 +476,16 @@ def test_at_1400_px_the_headline_shows_every_rows_verdict(merged, tmp_path):
         if sum(cell.histogram()[:110]) < 15:  # a verdict's word is dozens of dark pixels
             blank.append(r)
     assert not blank, blank
+
+
+def test_the_merged_pages_first_screen_is_the_headline(merged):
+    """Issue 57 item 3: the first screen held the table of contents, a 19-dir list and the unclean box;
+    now the contents and the dir list fold away and the headline is the first section."""
+    html = (merged / "REPORT.html").read_text()
+    assert '<nav class="toc"><details><summary>' in html  # folded, still before the first section
+    first = re.search(r"<h2[^>]*>(.*?)</h2>", html, flags=re.S)
+    assert first and first.group(1).startswith("Headline")
+    md = (merged / "REPORT.md").read_text()
+    head = md[: md.index("## Headline")]
+    assert re.search(r"<summary>Generated \S+ from \d+ result dirs</summary>", head)
+    assert len(head.splitlines()) <= 14  # title, the folded list, one line of unclean box at most
