@@ -99,12 +99,12 @@ def table(worths: list[W.Worth], first: int = 1, here: bool = False) -> list[str
             [
                 "#",
                 "comparison",
-                "GPU / CPU",
                 "time",
+                "GPU first above",
                 "energy per sample",
                 "cost per sample",
-                "GPU first above",
                 "GPU cheaper above",
+                "GPU / CPU",
             ]
         ),
         md_sep(8),
@@ -115,12 +115,12 @@ def table(worths: list[W.Worth], first: int = 1, here: bool = False) -> list[str
                 [
                     i,
                     f"{w.answer.study}: {w.answer.label}",
-                    _on(w, here),
                     ratio_text(w.time, "–"),
+                    even_text(w.even_time, "not formed", w.epoch),
                     ratio_text(w.energy, "not measured"),
                     ratio_text(w.cost, "no price" if w.cost_why == "no price given" else "not measured"),
-                    even_text(w.even_time, "not formed", w.epoch),
                     even_text(w.even_cost, "–" if w.even_cost_why == "no price given" else "not formed", w.epoch),
+                    _on(w, here),
                 ]
             )
         )
@@ -204,7 +204,14 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
     if out is not None:
         fig = plot(worths, out, name, here)
         if fig:
-            md += [f"![time and cost to finish against the work]({fig})", ""]
+            md += [
+                f"![time and cost to finish against the work]({fig})",
+                "",
+                f"_The figure draws row 1 ({md_text(worths[0].answer.label)}); the table gives every row's break-even._"
+                if len(worths) > 1
+                else "",
+                "",
+            ]
     return md
 
 
@@ -313,7 +320,7 @@ def draw_worth(d: dict, path: Path) -> None:
     from bench.core import palette
     from bench.core.figure_layout import place
 
-    fig, axes = plt.subplots(1, len(d["panels"]), figsize=(4.2 * len(d["panels"]), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(d["panels"]), figsize=(4.6 * len(d["panels"]), 3.3), squeeze=False)
     for ax, p in zip(axes[0], d["panels"]):
         ax.plot(d["n"], p["gpu"], color=palette.SHADES["nvidia"][0], label=d["gpu"])
         ax.plot(d["n"], p["cpu"], color=palette.SHADES["cpu"][0], label=d["cpu"])
@@ -321,18 +328,18 @@ def draw_worth(d: dict, path: Path) -> None:
             x, y, text = p["cross"]
             ax.axvline(x, color="0.4", ls="--", lw=0.8)
             ax.plot([x], [y], "o", color="k", ms=4)
-            ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=8)
         if d["epoch"]:
             ax.axvline(d["epoch"], color="0.75", ls=":", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("samples trained" + (" (dotted: one epoch)" if d["epoch"] else ""), fontsize=7)
-        ax.set_ylabel("seconds to finish" if p["kind"] == "time" else "USD to finish", fontsize=7)
-        ax.tick_params(labelsize=6)
-        ax.legend(fontsize=6, loc="upper left")
-    fig.suptitle(d["title"], fontsize=7)
+        ax.set_xlabel("samples trained" + (" (dotted: one epoch)" if d["epoch"] else ""), fontsize=9)
+        ax.set_ylabel("seconds to finish" if p["kind"] == "time" else "USD to finish", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(d["title"], fontsize=9)
     place(fig, left=0.55, right=0.15, top=0.3, bottom=0.4, wspace=0.6)
-    fig.savefig(path, dpi=70)
+    fig.savefig(path, dpi=100)  # 460 x 330 px a panel, 8-9 pt text: legible at the page's width
     plt.close(fig)
 
 
