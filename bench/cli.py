@@ -21,12 +21,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="cnn-bench: r
 def check_writable(out: Path) -> None:
     """Fail in one line, before any work, when results cannot be written under OUT.
     Creates nothing: it checks the nearest existing ancestor of OUT."""
+    import tempfile
+
     p = Path(out).absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
-    if not p.is_dir() or not os.access(p, os.W_OK | os.X_OK):
+    why = "not a directory" if not p.is_dir() else "permission denied" if not os.access(p, os.W_OK | os.X_OK) else ""
+    if not why:  # root passes os.access everywhere: a read-only mount or /proc only says so when written to
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".cnn-bench-probe-", dir=p)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            why = err.strerror or str(err)
+    if why:
         uid = os.getuid() if hasattr(os, "getuid") else "?"
-        why = "not a directory" if not p.is_dir() else "permission denied"
         fail(
             f"cannot write results to {out} as uid {uid} ({p}: {why}); in compose `export UID GID=$(id -g)`, "
             f"or make the results dir writable",
@@ -156,6 +165,8 @@ def matrix(
         code = run_matrix(req, echo=typer.echo, bar=sys.stderr.isatty() and os.environ.get("TERM") != "dumb")
     except KitError as err:
         fail(str(err), err.exit_code)
+    except OSError as err:  # the results dir vanished or turned read-only under the run: one line, not a traceback
+        fail(f"cannot write {err.filename or req.paths.out} ({err.strerror or err}); finished cells are kept", 1)
     raise typer.Exit(code)
 
 

@@ -21,6 +21,9 @@ def orch(*args, cwd):
         (["all", "--runtime", "native", "--data-dir", "/nonexistent/kit"], "does not exist"),
         (["report", "/nonexistent/results"], "does not exist"),
         (["data", "fetch", "mnist", "--data-dir", "/dev/null/x"], "error"),
+        # unwritable where even root's os.access says yes (issue 57 item 5: a 60-line traceback)
+        (["all", "--runtime", "native", "--out", "/proc/cnn-bench-unwritable"], "cannot write results to"),
+        (["run", "cpu", "--runtime", "native", "--out", "/proc/cnn-bench-unwritable"], "cannot write results to"),
     ],
 )
 def test_bad_input_one_line(tmp_path, args, message):
