@@ -33,6 +33,36 @@ def line(c: dict) -> str:
     return term(f"  {c.get('study')}: {c.get('text')}{fig}, {verdict}, on {c.get('scope')}")
 
 
+def _count(n: float) -> str:
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+def worth_line(w: dict) -> str:
+    """'    worth it: the GPU finishes first above 794k samples (13.2 epochs); energy: not measured; cost: no price
+    given' from report.json's `worth` entry W."""
+    be = w.get("break_even_time") if isinstance(w.get("break_even_time"), dict) else {}
+    kind, n, epoch = be.get("kind"), be.get("samples"), w.get("epoch_samples")
+    if kind == "always":
+        first = "the GPU finishes first from the first sample"
+    elif kind == "never":
+        first = "the GPU never finishes first"
+    elif kind in ("above", "below") and isinstance(n, (int, float)):
+        ep = f" ({n / epoch:.3g} epochs)" if isinstance(epoch, (int, float)) and epoch > 0 else ""
+        first = f"the GPU finishes first {'above' if kind == 'above' else 'only below'} {_count(n)} samples{ep}"
+    else:
+        first = "break-even not formed"
+    e = w.get("energy_ratio") if isinstance(w.get("energy_ratio"), dict) else None
+    energy = (
+        f"{_fig(e['value'])}x less per sample on the GPU" if e and isinstance(e.get("value"), (int, float)) else "not measured"
+    )
+    c = w.get("cost_ratio") if isinstance(w.get("cost_ratio"), dict) else None
+    cost = f"{_fig(c['value'])}x" if c and isinstance(c.get("value"), (int, float)) else str(w.get("cost_why") or "not measured")
+    return term(f"    worth it: {first}; energy: {energy}; cost: {cost}")
+
+
 def lines(report_dir: Path) -> list[str]:
     """What `all` prints after its report: this machine's headline answers (at most MAX_LINES), or why
     there are none; [] where the report holds no readable report.json."""
@@ -48,8 +78,20 @@ def lines(report_dir: Path) -> list[str]:
     page = report_dir / "REPORT.md"
     if not mine:
         return [f"the answer: no comparison formed on this machine's own cells; {page} says which and why"]
+    worths = [w for w in got.get("worth") or [] if isinstance(w, dict)]
     out = [f"the answer (this machine; every row, its interval and what differs: {page}):"]
-    out += [line(c) for c in mine[:MAX_LINES]]
+    for c in mine[:MAX_LINES]:
+        out.append(line(c))
+        w = next(
+            (
+                w
+                for w in worths
+                if (w.get("study"), w.get("text"), w.get("scope")) == (c.get("study"), c.get("text"), c.get("scope"))
+            ),
+            None,
+        )
+        if w is not None:
+            out.append(worth_line(w))
     if len(mine) > MAX_LINES:
         out.append(f"  ... and {len(mine) - MAX_LINES} more on the page")
     return out

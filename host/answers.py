@@ -436,10 +436,12 @@ def trust(answers: list[A.Answer], cells: list, notes: list[dict], here: bool = 
 
 def verdict_text(a: A.Answer) -> str:
     """The verdict as the tables print it: a decided one with what it rests on ('holds (95% CI)',
-    'does not hold (range of 3: 75%)'), so a range of a few repeats never reads as a 95% interval."""
+    'does not hold (range of 3: 75%)'), so a range of a few repeats never reads as a 95% interval; and
+    'on a busy machine' where a side's cells ran beside other work (cpu-shared: What to trust says more)."""
+    busy = any(noise.cpu_shared_flag(c.flags) for f in a.findings for s in f.sides for c in s.cells)
     if a.verdict in C.DECIDED and a.coverage_tag:
-        return f"{a.verdict} ({a.coverage_tag})"
-    return a.verdict
+        return f"{a.verdict} ({a.coverage_tag}" + ("; on a busy machine)" if busy else ")")
+    return a.verdict + (" (on a busy machine)" if busy else "")
 
 
 def busy_rows(rows: list[A.Answer]) -> tuple[list[int], float, int] | None:

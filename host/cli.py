@@ -514,6 +514,11 @@ def report(
 ) -> None:
     """Merge any number of result dirs into REPORT.md: one section per study, with tables and plots."""
     _report(list(dirs), out, list(context or []), _prices(price, prices, kwh_price))
+    if context:  # DIRS are this machine's: its answer where the command ends, as `all` prints it
+        from host.answer_lines import lines as answer_lines
+
+        for text in answer_lines(out):
+            typer.echo(text)
 
 
 @app.command(

@@ -28,9 +28,13 @@ def test_the_answer_lines_are_this_machines_headline_rows(tmp_path):
     got = lines(out)
     assert got[0].startswith("the answer (this machine") and str(out / "REPORT.md") in got[0]
     body = [x for x in got[1:] if not x.startswith("  ...")]
-    assert 1 <= len(body) <= MAX_LINES
+    assert 1 <= len([x for x in body if not x.startswith("    worth it:")]) <= MAX_LINES
     assert all(x.startswith("  mnist-cnn: ") or x.startswith("  mlp-scratch: ") or ": " in x for x in body)
     assert any("x [" in x and ("holds" in x or "does not hold" in x) for x in body)
+    # the worth line under a row: when the GPU finishes first, energy, cost
+    assert any(x.startswith("    worth it: the GPU ") and "energy: " in x and "cost: " in x for x in body)
+    # `report --context` prints the same lines where it ends
+    assert r.stdout.splitlines()[-len(got) :] == got
 
 
 def test_no_comparison_of_its_own_says_so_and_no_report_says_nothing(tmp_path):

@@ -179,5 +179,7 @@ def test_what_to_trust_names_the_rows_of_a_busy_machine(tmp_path):
     answers = A.judge_all(studies(), cells)
     text = "\n".join(H.trust(answers, cells, []))
     assert "ran beside other work" in text and "up to 63% of the CPUs" in text and "--rerun" in text
+    decided = [a for a in answers if a.verdict in ("holds", "does not hold") and a.findings]
+    assert decided and all(H.verdict_text(a).endswith("; on a busy machine)") for a in decided)
     quiet = "\n".join(H.trust(A.judge_all(studies(), collect([ref])[0]), collect([ref])[0], []))
     assert "ran beside other work" not in quiet

@@ -249,7 +249,8 @@ def _after_round(req: RunRequest, echo: Callable[[str], None], started: float) -
         except (OSError, subprocess.TimeoutExpired) as err:
             echo(f"warning: the after-round command failed ({err}); the run goes on")
             return
-        last = (got.stdout.strip().splitlines() or [""])[-1]
+        said = got.stdout.strip().splitlines() or [""]
+        last = next((x for x in reversed(said) if x.startswith("report:")), said[-1])  # not the answer lines after it
         if got.returncode != 0:
             why = (got.stderr.strip().splitlines() or [f"exit code {got.returncode}"])[-1]
             echo(f"warning: the after-round command exited {got.returncode}: {why}; the run goes on")
