@@ -1,4 +1,4 @@
-"""No work amount is free for an accuracy or a loss (issue 55, item 1): a metric marked
+"""No trained work is free for an accuracy or a loss (issue 55, item 1): a metric marked
 `claims.quality` never pairs sides that trained different amounts, whatever a claim's `free` says,
 and every claim metric that reads an accuracy, a loss or a curve gap carries the mark."""
 
@@ -27,7 +27,7 @@ def _acc(rows, part):
     return 1.0
 
 
-@given(key=st.sampled_from(C.WORK_AMOUNT), va=st.integers(1, 50), vb=st.integers(1, 50))
+@given(key=st.sampled_from(C.TRAINED_WORK), va=st.integers(1, 50), vb=st.integers(1, 50))
 def test_a_quality_metric_never_pairs_sides_of_different_work(key, va, vb):
     a, b = _side("r1", {key: va, "model": "m"}), _side("r2", {key: vb, "model": "m"})
     free = (key,)

@@ -445,7 +445,7 @@ def _same_workload(rule: C.Ratio, a_sides: list[Side], b_sides: list[Side]) -> I
     count A names). The one place pair candidates are found; ratio_findings and _not_alike read it."""
     skip = set(rule.a) | set(rule.b) | set(rule.free)
     if C.is_quality(rule.metric):  # how well a side learned depends on how much it trained: never free
-        skip -= set(C.WORK_AMOUNT)
+        skip -= set(C.TRAINED_WORK)
     for a in a_sides:
         for b in b_sides:
             apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
@@ -488,7 +488,7 @@ def _rank(a: Side, b: Side) -> int:
 def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list[Finding]:
     skip = set(rule.side) | set(rule.free)
     if C.is_quality(rule.metric):  # an accuracy at 3 epochs is another answer than at 10
-        skip -= set(C.WORK_AMOUNT)
+        skip -= set(C.TRAINED_WORK)
     return [
         Finding(
             value=stats.summarize(list(s.per.values())),

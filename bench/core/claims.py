@@ -203,9 +203,10 @@ Metric = Callable[[list[dict], str], "float | None"]  # (a cell's rows, its row 
 
 def quality(metric: Metric) -> Metric:
     """Mark METRIC as a measure of how well a side learned (an accuracy, a loss, a gap between
-    curves): it depends on how much work the side did, so no work-amount param (WORK_AMOUNT) is free
-    for it, whatever a claim's `free` says: a 3-epoch side never pairs with, or stands beside, a
-    10-epoch one (bench.core.answers reads the mark)."""
+    curves): it depends on how much the side trained, so no trained-work param (TRAINED_WORK: epochs,
+    steps, images, trials) is free for it, whatever a claim's `free` says: a 3-epoch side never pairs
+    with, or stands beside, a 10-epoch one (bench.core.answers reads the mark). The other work-amount
+    params (latency calls, calibration batches, held-out images) stay as free as the claim says."""
     metric.quality = True  # type: ignore[attr-defined]
     return metric
 
