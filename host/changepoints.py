@@ -14,7 +14,7 @@ log-normal noise of the given relative sd; a step planted after point 15):
     2 %        4.8 %                                  100 %
     5 %        5.0 %                                  94.4 %
 
-(docs/DETAILS.md "Speed checks and history" keeps the same table; `python -m lab.changepoint_rates`
+(docs/METHODS.md "Speed checks and history" keeps the same table; `python -m lab.changepoint_rates`
 prints it again.)
 """
 

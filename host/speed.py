@@ -21,7 +21,7 @@ and the tolerance that spread gives (the rule, defined once here):
              tolerance; a latency or an energy per sample above median x tolerance). The last
              term keeps every repeat the baseline was made of inside its own tolerance.
 
-FLOOR (1.3) and SPREAD_K (2) were set before CI's repeated smokes were held to them (docs/DETAILS.md
+FLOOR (1.3) and SPREAD_K (2) were set before CI's repeated smokes were held to them (docs/METHODS.md
 "Speed checks and history" says how those fared). The max / min term is there because on CI's
 shared 2-core VM two smokes of one cell differed by up to 8x, and with two repeats 1 + 2 x
 spread is below the ratio of their own values. A

@@ -7,7 +7,7 @@ For each noise level (relative sd of log-normal noise around a constant: the run
 of one configuration's per-run medians), SERIES synthetic series without a change (a false alarm:
 any change point) and SERIES with a planted 10 % slowdown after point STEP_AT (detected: a
 change point within 2 points of it). Seeded: the same arguments print the same table. Measured
-on the 2-core CI VM in about a minute; the figures are in host/changepoints.py and docs/DETAILS.md.
+on the 2-core CI VM in about a minute; the figures are in host/changepoints.py and docs/METHODS.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Each `plan` event starts one matrix's ETA; its events are replayed through bench
 the trace's own clock, and after every event the predicted time left is set beside the real one
 (the matrix's last event minus now). Printed per matrix: its length, the first ETA, and over the
 events after a tenth of its time had passed the median relative error and the share within 30 %
-of the time left plus a second (the promise docs/DETAILS.md states, as tests/test_eta.py holds it), with the
+of the time left plus a second (the promise docs/MEASUREMENTS.md states, as tests/test_eta.py holds it), with the
 worst miss.
 """
 
