@@ -187,7 +187,9 @@ def test_a_pair_forms_exactly_when_the_trained_work_and_the_data_agree(ans_study
         else:
             assert f"--set epochs={e[1]}" in answer.why  # what to run to pair them
     else:
-        assert got[0].rank == (0 if same_run else A.RANKS.index("across hosts")) and got[0].value.median == pytest.approx(4.0, rel=0.05)
+        assert got[0].rank == (0 if same_run else A.RANKS.index("across hosts")) and got[0].value.median == pytest.approx(
+            4.0, rel=0.05
+        )
 
 
 def test_a_ratio_whose_lower_side_measured_zero_is_no_pair_and_says_so(ans_study):
