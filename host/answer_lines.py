@@ -43,7 +43,8 @@ def _count(n: float) -> str:
 def worth_line(w: dict) -> str:
     """'    worth it: the GPU finishes first above 794k samples (13.2 epochs); energy: not measured; cost: no price
     given' from report.json's `worth` entry W."""
-    be = w.get("break_even_time") if isinstance(w.get("break_even_time"), dict) else {}
+    got = w.get("break_even_time")
+    be: dict = got if isinstance(got, dict) else {}
     kind, n, epoch = be.get("kind"), be.get("samples"), w.get("epoch_samples")
     if kind == "always":
         first = "the GPU finishes first from the first sample"
