@@ -22,9 +22,16 @@ The bundle is a gzipped tar with one top folder: the result dir's name when it b
     MANIFEST.sha256          sha256 of every other file (`sha256sum -c MANIFEST.sha256`; a name
                              holding a backslash or a line break escaped as sha256sum does)
 
-It is written under a temp name beside --out and renamed into place, so no half-written
-bundle is ever left; a missing, empty or non-result dir is refused before anything is
-written. Host side only (no torch, numba or scikit-learn).
+It is written under a temp name beside --out, fsynced and renamed into place, so no
+half-written bundle is ever left; a write that fails (a full or read-only disk, a file-size
+limit) is one line naming the file and the cause (host.outdir.cannot_write). Refused in one line
+before anything is written: a missing, empty or non-result dir; an --out that is or lies inside
+a dir it reads (the bundle would be read back as results); an --out that exists and is not a
+bundle the kit wrote (a gzipped tar with one top folder holding MANIFEST.sha256: `is_bundle`),
+which is never replaced. The report's manifest (`report/.cnn-bench-report.json`, host/outdir.py)
+is bundled, so `report --out <bundle>/report` replaces the bundled report's files and no other.
+A file or dir whose name is not UTF-8 is not bundled; README.md names what was left out. Host
+side only (no torch, numba or scikit-learn).
 """
 
 from __future__ import annotations
@@ -49,12 +56,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import KitError, UsageError
-from bench.core.resultset import ResultCell, collect, walk
+from bench.core.resultset import ResultCell, collect_set, shown_name, walk
 from bench.core.text import manifest_line, md_code
 from bench.core.text import md as md_text
 
 REPO = Path(__file__).resolve().parent.parent
 SUFFIXES = (".tar.gz", ".tgz", ".tar")
+MAX_BUNDLE_MEMBERS = 1_000_000  # what `is_bundle` reads of an existing --out before it says no
 
 
 def _top_name(out: Path) -> str:
@@ -65,8 +73,41 @@ def _top_name(out: Path) -> str:
     return name
 
 
+def is_bundle(path: Path) -> str | None:
+    """Why the existing PATH is not a bundle the kit wrote (None: it is one): a gzipped tar whose
+    every member lies under one top folder, which holds MANIFEST.sha256. Read as a stream, headers
+    only (at most MAX_BUNDLE_MEMBERS), never unpacked."""
+    if path.is_symlink():
+        return "a symlink"
+    if not path.is_file():
+        return "not a regular file"
+    import zlib
+
+    try:
+        with tarfile.open(path, "r|gz") as tar:
+            top = None
+            for i, m in enumerate(tar):
+                if i >= MAX_BUNDLE_MEMBERS:
+                    return f"more than {MAX_BUNDLE_MEMBERS:,} members"
+                head = m.name.split("/", 1)[0]
+                top = top if top is not None else head
+                if head != top or head in ("", ".", ".."):
+                    return "its members are not under one top folder"
+                if m.name == f"{top}/MANIFEST.sha256" and m.isfile():
+                    return None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
+        return f"not a gzipped tar ({type(err).__name__})"
+    return "no MANIFEST.sha256 in its top folder"
+
+
 def check_inputs(dirs: list[Path], out: Path) -> list[ResultCell]:
     """The cells under DIRS; KitError (one line) for anything that would make a bad bundle."""
+    return _check(dirs, out)[0]
+
+
+def _check(dirs: list[Path], out: Path) -> tuple[list[ResultCell], list[str]]:
+    """(the cells under DIRS, the skipped lines of reading them); KitError (one line) for anything
+    that would make a bad bundle (module docstring), before anything is written."""
     if not dirs:
         raise UsageError("export needs at least one result dir")
     for d in dirs:
@@ -76,17 +117,32 @@ def check_inputs(dirs: list[Path], out: Path) -> list[ResultCell]:
         raise UsageError(f"--out {out} is a directory: name the bundle file, e.g. {out / 'bundle.tar.gz'}")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
-    cells, _notes, _problems = collect(dirs)  # missing dir / no results under it: KitError
-    if not cells:
+    where = Path(os.path.realpath(out.parent)) / out.name
+    for d in dirs:
+        r = Path(os.path.realpath(d))
+        if where == r or r in where.parents:
+            raise UsageError(
+                f"--out {shown_name(out)} lies inside {shown_name(d)}, a result dir it bundles: name a file outside the inputs"
+            )
+    if os.path.lexists(out):
+        why = is_bundle(out)
+        if why is not None:
+            raise UsageError(
+                f"--out {shown_name(out)} exists and is not a bundle the kit wrote ({why}): "
+                "move it away or choose another --out; only a bundle is replaced"
+            )
+    rs = collect_set(dirs)  # missing dir / no results under it: KitError
+    if not rs.cells:
         raise KitError("no result cells under " + ", ".join(str(d) for d in dirs) + " (only platform notes)")
-    return cells
+    return rs.cells, rs.skipped
 
 
-def _result_files(root: Path, skip: set[Path]) -> list[Path]:
-    """Regular files under ROOT, sorted; no symlinks, hidden files, or rendered reports, and
-    nothing below the depth a result tree is read to (bench.core.resultset.MAX_DEPTH)."""
+def _result_files(root: Path, skip: set[Path], not_utf8: list[Path] | None = None) -> list[Path]:
+    """Regular files under ROOT, sorted; no symlinks, hidden files, or rendered reports, nothing
+    below the depth a result tree is read to (bench.core.resultset.MAX_DEPTH), and no name that
+    is not UTF-8 (appended to NOT_UTF8)."""
     files = []
-    for h, subdirs, names in walk(root):
+    for h, subdirs, names in walk(root, not_utf8=not_utf8):
         subdirs[:] = [s for s in subdirs if not s.startswith(".") and not (h / s / "REPORT.md").exists()]
         for n in sorted(names):
             p = h / n
@@ -232,8 +288,14 @@ def commands_md(cells: list[ResultCell], dirs: list[Path], labels: list[str], ar
         f"paths of the machine that ran it, where its rows recorded them; else `--out {PLACEHOLDER_OUT}`):",
         "",
     ]
+    of: dict[Path, list[ResultCell]] = {}  # each named dir's cells, found by walking up from each cell (linear)
+    named = set(dirs)
+    for c in cells:
+        d = next((a for a in (c.dir, *c.dir.parents) if a in named), None)
+        if d is not None:
+            of.setdefault(d, []).append(c)
     for d, lab in zip(dirs, labels):
-        mine = [c for c in cells if c.dir == d or d in c.dir.parents]
+        mine = of.get(d, [])
         if not mine:
             continue
         md += [f"## {_where(lab, labels)}", ""]
@@ -306,14 +368,29 @@ Check it: `sha256sum -c MANIFEST.sha256` (in this folder).
 def export(dirs: list[Path], out: Path, argv: list[str] | None = None, say: Any = None) -> dict:
     """Write the bundle OUT from the result DIRS. Returns {"path", "files", "cells", "bytes"}.
     SAY (host.progress.stages) hears each stage: the report, then every file bundled."""
-    from host.report import build_report
-
     say = say or (lambda what, done=None, total=None: None)
     dirs = [Path(d) for d in dirs]
     out = Path(out)
-    cells = check_inputs(dirs, out)
+    cells, skipped = _check(dirs, out)
     if not os.access(out.parent, os.W_OK):
         raise KitError(f"--out {out}: the folder {out.parent} is not writable")
+    try:
+        return _write(dirs, out, cells, skipped, argv, say)
+    except OSError as err:  # a full or read-only disk, a file-size limit: one line naming the file and the cause
+        from host.outdir import cannot_write
+
+        named = Path(err.filename) if isinstance(err.filename, str) and err.filename else None
+        if named is not None and os.path.abspath(named.parent) != os.path.abspath(out.parent):
+            raise KitError(f"export: cannot read {shown_name(named)} ({err.strerror or err}): nothing written") from None
+        line = cannot_write("export", out.parent, err)  # the temp bundle shown as OUT (host.outdir.shown_path)
+        raise KitError(f"export --out {shown_name(out)}: " + line.removeprefix(f"export --out {out.parent}: ")) from None
+
+
+def _write(dirs: list[Path], out: Path, cells: list[ResultCell], skipped: list[str], argv: list[str] | None, say: Any) -> dict:
+    """Write the bundle OUT (export's checks passed); OSError as the disk gives it."""
+    from host.outdir import manifest_name
+    from host.report import build_report
+
     labels = _labels(dirs)
     top = labels[0] if len(labels) == 1 else _top_name(out)
     argv = argv if argv is not None else ["python", "orchestrate.py", *sys.argv[1:]]
@@ -325,11 +402,14 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None, say: Any 
         stage = Path(tempfile.mkdtemp(prefix="cnn-bench-export-"))
         members: list[tuple[str, Path]] = []  # (path in the bundle, file on disk)
         skip = {tmp.resolve(), out.resolve()}
-        for d, lab in zip(dirs, labels):
+        for d, lab in zip(dirs, labels):  # a name that is not UTF-8 is left out (walk), as collect_set left it out
             members += [(f"{_where(lab, labels)}/{p.relative_to(d).as_posix()}", p) for p in _result_files(d, skip)]
         build_report(dirs, stage / "report", say=lambda what, done=None, total=None: say(f"report: {what}", done, total))
         say("the environment (pip freeze, the locks)")
         members += [(f"report/{p.relative_to(stage / 'report').as_posix()}", p) for p in _result_files(stage / "report", set())]
+        kit_manifest = stage / "report" / manifest_name("report")  # hidden, so _result_files leaves it: bundled on purpose
+        if kit_manifest.is_file() and not kit_manifest.is_symlink():
+            members.append((f"report/{kit_manifest.name}", kit_manifest))
         env_dir = stage / "environment"
         (env_dir / "requirements").mkdir(parents=True)
         (env_dir / "environment.json").write_text(json.dumps(environment(cells), indent=2, sort_keys=True) + "\n")
@@ -339,7 +419,11 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None, say: Any 
                 shutil.copyfile(p, env_dir / "requirements" / p.name)
         members += [(f"environment/{p.relative_to(env_dir).as_posix()}", p) for p in _result_files(env_dir, set())]
         (stage / "COMMANDS.md").write_text(commands_md(cells, dirs, labels, argv))
-        (stage / "README.md").write_text(README.format(dirs=", ".join(f"`{d}`" for d in dirs)))
+        left = [f"- {md_text(line)}" for line in skipped]  # names not UTF-8, copies, cells past the budget
+        readme = README.format(dirs=", ".join(md_code(d) for d in dirs))
+        if left:
+            readme += "\nNot bundled or not read (the report says the same):\n\n" + "\n".join(left) + "\n"
+        (stage / "README.md").write_text(readme)
         members += [("COMMANDS.md", stage / "COMMANDS.md"), ("README.md", stage / "README.md")]
         now = int(time.time())
 
@@ -356,7 +440,27 @@ def export(dirs: list[Path], out: Path, argv: list[str] | None = None, say: Any 
             text = "".join(manifest).encode()
             tar.addfile(info("MANIFEST.sha256", len(text)), io.BytesIO(text))
         os.chmod(tmp, 0o644)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the bundle's bytes on disk before its name: a crash never leaves a cut bundle named OUT
+        finally:
+            os.close(fd)
         os.replace(tmp, out)
+        try:
+            dfd = os.open(out.parent, os.O_RDONLY)
+        except OSError:
+            dfd = -1
+        if dfd >= 0:
+            try:
+                os.fsync(dfd)  # the rename itself
+            except OSError:
+                pass
+            finally:
+                os.close(dfd)
+    except OSError as err:
+        if not err.filename:  # a write() past a file-size limit or onto a full disk names no file: the bundle's
+            err.kit_writing = str(tmp)  # type: ignore[attr-defined]  # host.outdir.cannot_write names it
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

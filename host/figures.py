@@ -11,18 +11,24 @@ inside `build_report` that call lands in a `Batch`:
   the cache under the key. A figure whose key is already being drawn under another name (two runs'
   identical data: the copies of a result dir) is that drawing, copied when it is done.
 
-The cache is written by the kit and read back as untrusted: an entry is `<key>-<sha256 of its
-bytes, 32 hex>.png` (and `.small.png`), written under a temp name and renamed; it is served only
-when it is a regular file (no symlink), under MAX_ENTRY_BYTES, a PNG, and its bytes hash to its
-name. Anything else is a miss (and removed). A cache folder that is a symlink, or cannot be made
-or written, leaves the report uncached, never unwritten. After a report the cache keeps what that
-report used and, under MAX_CACHE_BYTES, the most recently used of the rest.
+The cache is written by the kit and read back as untrusted. Its folder is used only when no other
+user can write it: a real dir (no symlink) owned by this user and writable by no group or other
+(the kit makes it 0700). Whoever can write beside --out could otherwise plant a figure into
+every later report. Each entry, `<key>-<sha256 of its bytes, 32 hex>.png` (and `.small.png`),
+written under a temp name and renamed, is served only when the kit's own index
+(`index.json` in the folder, written by the kit after each report) names it with the sha256 of
+its bytes, and it is a regular file under MAX_ENTRY_BYTES, a PNG, whose bytes hash to both: a
+file whose bytes hash to its own name is not enough. Anything else is a miss (and removed). A
+cache folder that cannot be trusted, made or written leaves the report uncached, never
+unwritten. After a report the cache keeps what that report used and, under MAX_CACHE_BYTES, the
+most recently used of the rest; a file its index does not name is removed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -40,6 +46,9 @@ from bench.core import figures as F
 MAX_ENTRY_BYTES = 32 << 20  # the largest figure the kit draws is under 0.5 MB
 MAX_CACHE_BYTES = 512 << 20
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+INDEX = "index.json"  # the kit's own list of its entries and their sha256s
+MAX_INDEX_BYTES = 4 << 20  # a report of a few hundred figures: a few tens of kB
+_HEX64 = frozenset("0123456789abcdef")
 
 
 def cache_dir_for(out: Path) -> Path:
@@ -77,8 +86,59 @@ def draw_job(module: str, qualname: str, data: Any, path: str) -> tuple[bytes, f
     return small, time.process_time() - cpu
 
 
-def _sha(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()[:32]
+def _why_not_trusted(st: os.stat_result) -> str | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory (a symlink?)"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return "owned by another user"
+    if st.st_mode & 0o022:
+        return "writable by other users"
+    return None
+
+
+def trusted_dir(folder: Path) -> str | None:
+    """Why FOLDER cannot hold a cache this process reads (None: it can): a symlink, not a dir, owned
+    by another user, or writable by a group or other users."""
+    try:
+        return _why_not_trusted(os.lstat(folder))
+    except OSError as err:
+        return err.strerror or "cannot be read"
+
+
+def _read_index(folder: Path) -> dict[str, str] | None:
+    """The kit's index in FOLDER: entry name -> the sha256 of its bytes ({} when there is none or it
+    is not the kit's; None when FOLDER cannot be trusted). The folder is opened once and checked on
+    that handle, and the index read through it, so a folder swapped in between is never read."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if _why_not_trusted(os.fstat(dfd)) is not None:
+            return None
+        try:
+            fd = os.open(INDEX, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dfd)
+        except OSError:
+            return {}
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return {}
+            raw = fh.read(MAX_INDEX_BYTES + 1)
+    except OSError:
+        return {}
+    finally:
+        os.close(dfd)
+    try:
+        obj = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_INDEX_BYTES else None
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(obj, dict) or obj.get("kit") != "cnn-bench" or not isinstance(obj.get("entries"), dict):
+        return {}
+    return {
+        k: v
+        for k, v in obj["entries"].items()
+        if isinstance(k, str) and isinstance(v, str) and len(v) == 64 and set(v) <= _HEX64 and "/" not in k
+    }
 
 
 class Cache:
@@ -88,19 +148,21 @@ class Cache:
     def __init__(self, folder: Path | None):
         self.dir: Path | None = None
         self.entries: dict[str, str] = {}  # "<key>" or "<key>.small" -> file name
+        self.sums: dict[str, str] = {}  # file name -> the sha256 of its bytes, as the kit wrote it
         self.used: set[str] = set()
         self.made = False  # this report made the folder (made on the first entry written)
-        if folder is None or folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+        if folder is None:
             return
+        index = _read_index(folder) if os.path.lexists(folder) else {}
+        if index is None:
+            return  # another user could have written it: neither read nor written
         self.dir = folder
-        try:
-            for name in os.listdir(folder) if folder.is_dir() else []:
-                k, sep, rest = name.partition("-")
-                if sep and rest.endswith(".png") and len(k) == 64:
-                    kind = ".small" if rest.endswith(".small.png") else ""
-                    self.entries[k + kind] = name
-        except OSError:
-            self.dir = None
+        for name, digest in index.items():
+            k, sep, rest = name.partition("-")
+            if sep and rest.endswith(".png") and len(k) == 64:
+                kind = ".small" if rest.endswith(".small.png") else ""
+                self.entries[k + kind] = name
+                self.sums[name] = digest
 
     def discard(self) -> None:
         """Remove the folder again when this report made it (a report that failed leaves nothing)."""
@@ -115,6 +177,8 @@ class Cache:
             return None
         p = self.dir / name
         try:
+            if trusted_dir(self.dir) is not None:
+                raise OSError("the cache folder is no longer the kit's alone")
             st = os.lstat(p)
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
                 raise OSError("not a regular file of a figure's size")
@@ -122,8 +186,9 @@ class Cache:
             with os.fdopen(fd, "rb") as fh:
                 raw = fh.read(MAX_ENTRY_BYTES + 1)
             want = name.rpartition("-")[2].split(".", 1)[0]
-            if not raw.startswith(PNG_MAGIC) or _sha(raw) != want:
-                raise OSError("not the PNG its name promises")
+            digest = hashlib.sha256(raw).hexdigest()
+            if not raw.startswith(PNG_MAGIC) or digest[:32] != want or digest != self.sums.get(name):
+                raise OSError("not the PNG the kit's index names")
             os.utime(p)  # recently used: kept first when the cache is trimmed
         except OSError:
             self._drop(k)
@@ -135,11 +200,15 @@ class Cache:
         if self.dir is None or len(raw) > MAX_ENTRY_BYTES:
             return
         base, _, kind = k.partition(".")
-        name = f"{base}-{_sha(raw)}{'.' + kind if kind else ''}.png"
+        digest = hashlib.sha256(raw).hexdigest()
+        name = f"{base}-{digest[:32]}{'.' + kind if kind else ''}.png"
         try:
-            if not self.dir.is_dir():
-                self.dir.mkdir(parents=True)
+            if not os.path.lexists(self.dir):
+                os.mkdir(self.dir, 0o700)
+                os.chmod(self.dir, 0o700)  # whatever the umask: no one else writes it
                 self.made = True
+            if trusted_dir(self.dir) is not None:
+                return
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.dir)
             try:
                 with os.fdopen(fd, "wb") as fh:
@@ -153,6 +222,7 @@ class Cache:
             return
         old = self.entries.get(k)
         self.entries[k] = name
+        self.sums[name] = digest
         self.used.add(name)
         if old and old != name:
             self._unlink(old)
@@ -160,6 +230,7 @@ class Cache:
     def _drop(self, k: str) -> None:
         name = self.entries.pop(k, None)
         if name:
+            self.sums.pop(name, None)
             self._unlink(name)
 
     def _unlink(self, name: str) -> None:
@@ -170,16 +241,22 @@ class Cache:
                 pass
 
     def trim(self, cap: int = MAX_CACHE_BYTES) -> None:
-        """Remove stray temp files, then the least recently used entries this report did not use
-        until the folder is under CAP bytes."""
-        if self.dir is None:
+        """Remove stray temp files and every file the index does not name, then the least recently
+        used entries this report did not use until the folder is under CAP bytes; then write the
+        index of what is left."""
+        if self.dir is None or not os.path.lexists(self.dir) or trusted_dir(self.dir) is not None:
             return
         try:
             listing = []
             for e in os.scandir(self.dir):
                 st = e.stat(follow_symlinks=False)
-                if e.name.endswith(".tmp") and time.time() - st.st_mtime > 3600:
-                    self._unlink(e.name)
+                if e.name == INDEX:
+                    continue
+                if e.name.endswith(".tmp"):
+                    if time.time() - st.st_mtime > 3600:
+                        self._unlink(e.name)
+                elif e.name not in self.sums:
+                    self._unlink(e.name)  # not the kit's (or no longer): never served, so not kept
                 elif e.name not in self.used:
                     listing.append((st.st_mtime, st.st_size, e.name))
             total = sum(size for _, size, _ in listing) + sum(
@@ -189,9 +266,24 @@ class Cache:
                 if total <= cap:
                     break
                 self._unlink(name)
+                self.sums.pop(name, None)
                 total -= size
+            self._write_index()
         except OSError:
             return
+
+    def _write_index(self) -> None:
+        assert self.dir is not None
+        keep = {n: h for n, h in self.sums.items() if os.path.lexists(self.dir / n)}
+        text = json.dumps({"kit": "cnn-bench", "format": 1, "entries": dict(sorted(keep.items()))}, indent=0)
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            os.replace(tmp, self.dir / INDEX)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 @dataclass

@@ -5,8 +5,15 @@ The store is one SQLite database, `<store>/history.sqlite` (default results/hist
 only by `history add` and only by INSERT (triggers refuse UPDATE and DELETE): append-only.
 Each `add` is one transaction taken with BEGIN IMMEDIATE, so two adds at once run one after the
 other (the second waits up to BUSY_S, then stops with one line and adds nothing); a cell
-already in the store (same cell id and run id) is skipped, so adding a dir twice adds nothing.
-A store written by another format is one line and is never written to.
+already in the store (the same measurement: its rows' own cell id and run id, never its dir's
+name) is skipped, so adding a dir twice, or a copy of it under other names, adds nothing. A store
+written by another format is one line and is never written to; a write that fails (a full or
+read-only disk) is one line naming the store and the cause, and adds nothing.
+
+The store is read back as untrusted (another user's file, or one edited by hand): a row whose
+figure is not a finite number above 0 and at most MAX_FIGURE, or whose other fields are not text
+and numbers of their kind, is left out of every series and counted (`Series.left_out`, `show`'s last
+line); every text is cut at MAX_TEXT characters.
 
     cells    one row per finished cell added: its ids, configuration, machine class and
              environment (host/speed.py), commit, run date, host, label, source dir, and its
@@ -23,6 +30,7 @@ cell. Change points: host/changepoints.py over the points' medians in date order
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import statistics
 from dataclasses import dataclass, field
@@ -30,15 +38,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.core.errors import KitError, UsageError
-from bench.core.resultset import collect
+from bench.core.resultset import collect_set, shown_name, utf8
 from host import speed
-from host.compare import config_label, config_of, load_set, match_key, parts
+from host.compare import config_label, config_of, match_key, parts
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = ROOT / "results" / "history"
 DB_NAME = "history.sqlite"
 FORMAT = "1"
 BUSY_S = 60.0  # how long an add waits for another writer
+MAX_FIGURE = 1e18  # the largest figure a series takes (the rows schema's bound: bench.core.schema)
+MAX_TEXT = 500  # characters of any text read back from the store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,6 +77,7 @@ def db_path(store: Path) -> Path:
 
 def _connect(path: Path) -> sqlite3.Connection:
     con = sqlite3.connect(str(path), timeout=BUSY_S, isolation_level=None)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")  # a store's text that is not UTF-8 reads, never fails
     con.execute("PRAGMA foreign_keys = ON")
     return con
 
@@ -122,8 +133,18 @@ def _create(con: sqlite3.Connection) -> None:
             con.execute("INSERT INTO meta VALUES ('format', ?), ('created_utc', ?)", (FORMAT, _now()))
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise
+
+
+def _rollback(con: sqlite3.Connection) -> None:
+    """Undo the open transaction, if SQLite has not already (a failed COMMIT on a full disk rolls
+    back by itself: a second ROLLBACK would hide the cause behind 'no transaction is active')."""
+    if con.in_transaction:
+        try:
+            con.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def _now() -> str:
@@ -147,10 +168,15 @@ def _records(d: Path, label: str | None, batch: str) -> tuple[list[tuple], list[
     if not d.is_dir():  # a README beside the result dirs (results/reference/*)
         return [], [], 0
     try:
-        collect([d])
+        rs = collect_set([d])  # read once: each measurement once (ResultCell.identity), within the read budget
+    except UsageError:
+        raise
     except KitError:  # no cells under it (a report, a folder of notes): nothing to add
         return [], [], 0
-    cells = load_set(d, "history add", partial_ok=True).cells
+    newer = [p for p in rs.problems if "newer than this kit" in p]
+    if newer:
+        raise KitError(f"history add: {newer[0]}" + (f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""))
+    cells = rs.cells
     out_cells, out_figs, skipped = [], [], 0
     for c in cells:
         if c.status != "ok" or c.state:
@@ -161,7 +187,7 @@ def _records(d: Path, label: str | None, batch: str) -> tuple[list[tuple], list[
         run_id = str(c.first.get("run_id") or "")
         if not run_id:
             raise KitError(f"{c.dir}: rows carry no run_id, so the run cannot be told apart")
-        uid = f"{c.dir.name}|{run_id}"
+        uid = f"{c.cell_id}|{run_id}"  # the measurement (its rows' cell id), never the dir's name
         figs = [
             (uid, p, m, sp.unit, int(sp.higher_is_better), sp.value) for p in parts(c) for m, sp in speed.figures(c, p).items()
         ]
@@ -172,7 +198,7 @@ def _records(d: Path, label: str | None, batch: str) -> tuple[list[tuple], list[
         out_cells.append(
             (
                 uid,
-                c.dir.name,
+                c.cell_id,
                 run_id,
                 batch,
                 c.repeat,
@@ -204,6 +230,9 @@ def add(dirs: list[Path], store: Path = DEFAULT_STORE, label: str | None = None)
         from bench.core.provenance import check_run_label
 
         label = check_run_label(label)
+    for d in dirs:
+        if not utf8(d):
+            raise UsageError(f"history add: {shown_name(d)} has a name that is not UTF-8: rename it to add it")
     cells: list[tuple] = []
     figs: list[tuple] = []
     skipped = 0
@@ -223,9 +252,9 @@ def add(dirs: list[Path], store: Path = DEFAULT_STORE, label: str | None = None)
             con.executemany("INSERT OR IGNORE INTO figures VALUES (?, ?, ?, ?, ?, ?)", figs)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
-    except sqlite3.OperationalError as err:  # busy past BUSY_S, a full disk, a read-only store: the transaction is undone
+    except sqlite3.Error as err:  # busy past BUSY_S, a full disk, a read-only store: the transaction is undone
         why = " (another `history add` held it)" if "locked" in str(err) else ""
         raise KitError(f"history store {db_path(store)}: cannot write ({err}){why}: nothing was added") from None
     finally:
@@ -262,6 +291,7 @@ class Series:
     points: list[Point] = field(default_factory=list)
     change_points: list[int] = field(default_factory=list)  # indices of points that start a new segment
     change_note: str = ""  # why no change points were looked for
+    left_out: int = 0  # rows of the whole store left out as not what `add` writes (text or NaN figures)
 
     @property
     def name(self) -> str:
@@ -285,8 +315,39 @@ class Series:
         return out
 
 
+def _text(v: object) -> str | None:
+    """A text field of a store row as the kit reads it: text (or a number written as one), cut at
+    MAX_TEXT characters; None for anything else (a blob, NULL)."""
+    if isinstance(v, str):
+        return v[:MAX_TEXT]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)[:MAX_TEXT]
+    return None
+
+
+def _figure(v: object) -> float | None:
+    """A store row's figure when the kit could have written it: a finite number above 0 and at most
+    MAX_FIGURE (None: text, NULL, NaN, an infinity, a blob)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and 0 < f <= MAX_FIGURE else None
+
+
+def _store_row(row: tuple) -> tuple | None:
+    """ROW of the series query held to what `add` writes (module docstring); None when it is not."""
+    *texts, value = row
+    hib = texts.pop(6)
+    fields = [_text(t) for t in texts]
+    figure = _figure(value)
+    if figure is None or any(f is None for f in fields) or hib not in (0, 1) or isinstance(hib, float):
+        return None
+    return (*fields[:6], bool(hib), *fields[6:], figure)
+
+
 def series(store: Path = DEFAULT_STORE, changes: bool = True) -> list[Series]:
-    """Every series in STORE, points in date order, with change points (CHANGES)."""
+    """Every series in STORE, points in date order, with change points (CHANGES). A row that is not
+    what `add` writes is left out (`_store_row`); every series counts them (`left_out`)."""
     from bench.core import stats
     from host import changepoints
 
@@ -297,18 +358,27 @@ def series(store: Path = DEFAULT_STORE, changes: bool = True) -> list[Series]:
             "c.class_label, c.batch, c.label, c.created_utc, c.commit_sha, c.env_label, f.value "
             "FROM figures f JOIN cells c ON c.uid = f.uid ORDER BY c.created_utc, c.uid"
         ).fetchall()
+    except sqlite3.Error as err:
+        raise KitError(f"history store {db_path(store)} cannot be read as a history store ({err})") from None
     finally:
         con.close()
     by: dict[tuple, Series] = {}
     pts: dict[tuple, dict[tuple, Point]] = {}
-    for study, ck, cl, part, metric, unit, hib, clk, cll, run, label, date, commit, env, value in rows:
+    left_out = 0
+    for raw in rows:
+        row = _store_row(raw)
+        if row is None:
+            left_out += 1
+            continue
+        study, ck, cl, part, metric, unit, hib, clk, cll, run, label, date, commit, env, value = row
         k = (study, ck, part, metric, clk)
-        s = by.setdefault(k, Series(study, ck, cl, part, metric, unit, bool(hib), clk, cll))
+        s = by.setdefault(k, Series(study, ck, cl, part, metric, unit, hib, clk, cll))
         p = pts.setdefault(k, {}).setdefault((run, label), Point(run, label, date, commit, env, []))
-        p.values.append(float(value))
+        p.values.append(value)
         p.date = min(p.date, date) if p.date and date else (p.date or date)
     why = changepoints.available() if changes else "not asked for"
     for k, s in by.items():
+        s.left_out = left_out
         s.points = sorted(pts[k].values(), key=lambda p: (p.date, p.commit, p.run))
         for p in s.points:
             sm = stats.summarize(p.values)
@@ -363,6 +433,12 @@ def show_text(all_series: list[Series], width: int = 120) -> str:
         "trend: the last run's median over the median of the runs before it; change points: E-Divisive means "
         "(signal-processing-algorithms), the median after / before each"
     )
+    left = max((s.left_out for s in all_series), default=0)
+    if left:
+        lines.append(
+            f"left out: {left} row(s) of the store that `history add` would not write (a figure that is text, "
+            f"NaN, infinite, not above 0 or past {MAX_FIGURE:g}, or a field of the wrong kind)"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -379,6 +455,7 @@ def as_json(all_series: list[Series]) -> list[dict]:
             "trend": s.trend(),
             "change_points": s.steps(),
             "change_note": s.change_note,
+            "store_rows_left_out": s.left_out,
             "runs": [p.__dict__ for p in s.points],
         }
         for s in all_series

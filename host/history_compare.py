@@ -33,7 +33,7 @@ def compare_history(run_dir: Path, store: Path = history.DEFAULT_STORE, threshol
         except KitError as err:
             not_compared.append({"config": label, "why": str(err)})
             continue
-        mine = {f"{c.dir.name}|{c.first.get('run_id')}" for c in g.cells}
+        mine = {f"{c.cell_id}|{c.first.get('run_id')}" for c in g.cells}  # history's uid: the rows' cell id
         runs = history.batches_of(store, mine)  # DIR's own runs, if it was added already
         per: dict[str, dict[int, float]] = {}
         for c in g.cells:

@@ -27,6 +27,7 @@ def _svg(s: Series) -> str:
     import matplotlib.pyplot as plt
 
     from bench.core import palette
+    from bench.core.text import plot_text
 
     plt.rcParams["svg.fonttype"] = "none"
     xs = list(range(len(s.points)))
@@ -38,8 +39,9 @@ def _svg(s: Series) -> str:
     ax.errorbar(xs, med, yerr=[lo, hi], fmt="o-", ms=4, lw=1, capsize=3, color=colour)
     for i in s.change_points:
         ax.axvline(i - 0.5, color="#c0392b", ls="--", lw=1.2)
-    ax.set_ylabel(f"{s.metric} ({s.unit})", fontsize=8)
-    ticks = [f"{p.commit[:7]}\n{p.date[:10]}" for p in s.points]
+    # every label from the store is untrusted text: plot_text, never mathtext (a commit `$\x$` failed the page)
+    ax.set_ylabel(plot_text(f"{s.metric} ({s.unit})"), fontsize=8)
+    ticks = [f"{plot_text(p.commit[:7])}\n{plot_text(p.date[:10])}" for p in s.points]
     step = max(1, -(-len(xs) // 8))  # at most 8 labels: a commit and a date each
     ax.set_xticks(xs[::step], ticks[::step], fontsize=7)
     ax.tick_params(axis="y", labelsize=7)

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import toy_study  # noqa: F401 - registers the toy study in this process (the report reads it)
 
+from bench.core.errors import KitError
 from bench.core.resultset import collect
 from bench.core.rows import COMMON_KEYS, write_json, write_rows
 from bench.studies.mnist_cnn.tidy import TABLE1_AGG, TABLE1_KEYS, table1
@@ -270,16 +271,23 @@ def test_export_to_a_missing_folder_is_one_line(tmp_path):
 
 
 def test_export_failing_midway_leaves_no_half_bundle(tmp_path, monkeypatch):
+    """An earlier bundle at --out (only a bundle is ever replaced) stays whole when the new one fails:
+    one line naming the bundle and the cause."""
     out = tmp_path / "b.tar.gz"
-    out.write_bytes(b"an earlier bundle")
+    with tarfile.open(out, "w:gz") as tar:
+        body = b"an earlier bundle\n"
+        ti = tarfile.TarInfo("b/MANIFEST.sha256")
+        ti.size = len(body)
+        tar.addfile(ti, io.BytesIO(body))
+    before = out.read_bytes()
 
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(export_mod, "_pip_freeze", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(KitError, match=r"cannot write .*b\.tar\.gz \(No space left on device\)"):
         export_mod.export([REF], out, argv=["test"])
-    assert sorted(os.listdir(tmp_path)) == ["b.tar.gz"] and out.read_bytes() == b"an earlier bundle"
+    assert sorted(os.listdir(tmp_path)) == ["b.tar.gz"] and out.read_bytes() == before
 
 
 def test_tidy_csv_from_the_committed_reference_report_matches_its_table1():

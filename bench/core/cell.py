@@ -39,7 +39,11 @@ def _canonical(value: Any) -> Any:
 
 def check_devices(devices: Any) -> tuple[str, ...]:
     """DEVICES as a tuple of names: GPU ids (each once, compared as numbers: `0` and `00` are one
-    GPU; written without leading zeros) or 'cpu' ranks, never a mix; KitError else."""
+    GPU; written without leading zeros) or 'cpu' ranks, never a mix; KitError else. GPUs are named
+    one way, all by index or all by UUID: which index a UUID is depends on the host (and on
+    CUDA_VISIBLE_DEVICES), so `0,GPU-<uuid of 0>` would be one GPU named twice. A UUID is known
+    case-insensitively and by any prefix (as CUDA_VISIBLE_DEVICES takes one): one that starts
+    another is that GPU again."""
     if isinstance(devices, str):
         devices = [d for d in devices.split(",")]
     if not isinstance(devices, (list, tuple)):
@@ -53,6 +57,14 @@ def check_devices(devices: Any) -> tuple[str, ...]:
         raise KitError(f"devices mix cpu ranks and GPUs ({','.join(given)}): choose one kind")
     if len(set(gpus)) != len(gpus):
         raise KitError(f"devices name a GPU twice ({','.join(given)}): each GPU runs one rank")
+    uuids = sorted(d.lower() for d in gpus if not d.isdigit())
+    if uuids and len(uuids) != len(gpus):
+        raise KitError(
+            f"devices name GPUs both by index and by UUID ({','.join(given)}): an index and a UUID may be one GPU; "
+            "name them one way"
+        )
+    if any(b.startswith(a) for a, b in zip(uuids, uuids[1:])):  # sorted: a prefix sorts right before what it starts
+        raise KitError(f"devices name a GPU twice ({','.join(given)}): one UUID is the other or starts it")
     return devs
 
 

@@ -15,6 +15,11 @@ NaN, a value out of range, a float past 2**53 that may stand for an integer it c
 sends that batch line by line (`rows.check_lines`, on the lines already read), which names every
 bad line as it always has. The rows handed on are json.loads of each line either way, so a
 cleared batch gives exactly what the line-by-line check gives.
+
+pyarrow's reader holds a column per distinct key (nested ones too) for every line, so its memory
+is lines x distinct keys: 0.2 MB of rows of one new key each took 0.4 GB, 0.8 MB more than 4 GB.
+So each batch's lines are parsed first, and a batch naming more than MAX_COLUMNS distinct keys
+goes line by line (whose memory is linear in the bytes) without ever reaching pyarrow.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ TEXT_KEYS = frozenset(
 COUNT_KEYS = frozenset({"seed", "repeat"})
 TYPED_KEYS = TEXT_KEYS | COUNT_KEYS | {"study", "status", "schema", "dataset_real"}  # = schema.row_keys()
 EXACT = 2**53  # a float column past this may hold an integer the JSON wrote exactly and a float cannot
+MAX_COLUMNS = 1000  # distinct keys of a batch pyarrow may read (the references: at most 155 a cell)
 
 Lines = list[tuple[int, bytes | None]]
 
@@ -63,9 +69,6 @@ def read_rows_many(paths: list[Path]) -> dict[Path, tuple[list[dict], list[str]]
 def _batch(files: list[tuple[Path, Lines]]) -> dict[Path, tuple[list[dict], list[str]]]:
     """The files of one batch whose every line the columnar check clears, with their rows ({}: none)."""
     body = [(path, [raw for _, raw in lines if raw is not None and raw.strip()]) for path, lines in files]
-    n = sum(len(b) for _, b in body)
-    if n and not _clears(b"\n".join(raw for _, b in body for raw in b) + b"\n", n):
-        return {}
     out: dict[Path, tuple[list[dict], list[str]]] = {}
     for path, b in body:
         got = []
@@ -73,13 +76,36 @@ def _batch(files: list[tuple[Path, Lines]]) -> dict[Path, tuple[list[dict], list
             try:
                 row = json.loads(raw.decode("utf-8", errors="replace"))
             except (ValueError, RecursionError):
-                break
+                return {}
             if not isinstance(row, dict):
-                break
+                return {}
             got.append(row)
-        else:
-            out[path] = (got, [])
+        out[path] = (got, [])
+    if _columns_past([row for rows, _ in out.values() for row in rows], MAX_COLUMNS):
+        return {}
+    n = sum(len(b) for _, b in body)
+    if n and not _clears(b"\n".join(raw for _, b in body for raw in b) + b"\n", n):
+        return {}
     return out
+
+
+def _columns_past(rows: list[dict], cap: int) -> bool:
+    """Whether ROWS name more than CAP distinct keys, nested objects' keys (by their path) too: the
+    columns pyarrow would hold for every line."""
+    seen: set[tuple[str, str]] = set()
+    todo: list[tuple[str, Any]] = [("", r) for r in rows]
+    while todo:
+        where, v = todo.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                seen.add((where, k))
+                if isinstance(x, (dict, list)):
+                    todo.append((f"{where}/{k}", x))
+            if len(seen) > cap:
+                return True
+        elif isinstance(v, list):
+            todo += [(where + "[]", x) for x in v if isinstance(x, (dict, list))]
+    return False
 
 
 def _clears(buf: bytes, n: int) -> bool:

@@ -9,13 +9,23 @@ system.json, cell.json, platforms.json whole, read within JSON_CAPS), and a cell
 a side file that cannot be trusted is reported as `corrupt` with the file, line and key named,
 never half-read. A cell dir with no rows.jsonl (killed, Ctrl-C, disk full) is reported as
 `interrupted`. One cell is read once: a dir reached twice (named twice, or inside another
-named dir) or a second copy of one run (the same cell and run_id) is skipped with a line.
+named dir) or a second copy of one run is skipped with a line. A measurement has one identity, its
+rows' own cell id and run ids (`ResultCell.identity`), never its dir's name or its run's label: a
+copy under renamed dirs, another label or another parent is the same measurement.
+
+What is read is bounded as a whole, not only file by file (`Budget`): a cell whose files hold more
+than MAX_CELL_BYTES, the cells past MAX_READ_BYTES of one set, and those that would make the
+report's one long table (rows x distinct keys) larger than MAX_TABLE_VALUES are left out, listed
+`corrupt` with the reason, and one `skipped:` line names them. A name that is not UTF-8 (a dir or
+file named in another encoding) is never read: `walk` leaves it out and one line names it, its
+bytes that are not UTF-8 shown as `\\xNN` (`shown_name`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,18 +43,54 @@ MAX_DEPTH = 8
 MAX_JSON_BYTES = 16 << 20  # system.json is under 0.1 MB
 JSON_CAPS = bounded.Caps(file_bytes=MAX_JSON_BYTES)
 
+# What one set of result dirs may cost to read (`Budget`). Measured: a cell's rows, system.json and
+# cell.json read into Python take 10x their bytes for the kit's rows, up to 30x for a file of empty
+# lists; the report's long table holds rows x distinct keys values (35 bytes each in pandas), and
+# pyarrow's reader is quadratic in distinct keys (32 MB of rows of 40 new keys each took 21 GB;
+# bench.core.columnar now reads such a batch line by line). The committed references, 22 runs and
+# 356 cells, read 14 MB (the largest cell 0.3 MB) and make a table of 11,000 rows x 480 keys.
+MAX_CELL_BYTES = 16 << 20  # a cell's rows.jsonl, rows.partial.jsonl, system.json and cell.json together (each
+# file has its own cap of 16 MB too: a rows file past it, or one of a line past 1 MB, is corrupt as it always was)
+MAX_READ_BYTES = 64 << 20  # every cell of one set
+MAX_TABLE_VALUES = 16_000_000  # rows x distinct row and parameter keys over the set's cells
+READ_GROUP_BYTES = 4 << 20  # rows files read (and checked) together: what is held unparsed at once
 
-def walk(top: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, list[str], list[str]]]:
+
+def utf8(name: object) -> bool:
+    """Whether NAME (a str from the file system) is UTF-8: a name in another encoding comes back
+    from os.listdir with surrogate escapes, which no UTF-8 output (a file, JSON for SQLite,
+    Arrow) can hold."""
+    try:
+        str(name).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(p: object) -> str:
+    """P as text any output can hold: the bytes of its name that are not UTF-8 as `\\xNN`."""
+    return os.fsencode(str(p)).decode("utf-8", "backslashreplace")
+
+
+def walk(
+    top: Path, max_depth: int = MAX_DEPTH, not_utf8: list[Path] | None = None
+) -> Iterator[tuple[Path, list[str], list[str]]]:
     """os.walk(TOP) top-down, as (dir, subdir names, file names): symlinked dirs neither
-    followed nor listed, subdirs sorted, no dir more than MAX_DEPTH levels below TOP. Callers
-    may prune the subdir list in place, as with os.walk."""
+    followed nor listed, subdirs sorted, no dir more than MAX_DEPTH levels below TOP, and no dir
+    or file whose name is not UTF-8 (each appended to NOT_UTF8 when given). Callers may prune the
+    subdir list in place, as with os.walk."""
     base = len(Path(top).parts)
     for root, subdirs, files in os.walk(top, followlinks=False):
         here = Path(root)
+        bad = [n for n in (*subdirs, *files) if not utf8(n)]
+        if bad:
+            if not_utf8 is not None:
+                not_utf8 += [here / n for n in sorted(bad)]
+            files = [f for f in files if utf8(f)]
         if len(here.parts) - base >= max_depth:
             subdirs[:] = []
         else:
-            subdirs[:] = sorted(s for s in subdirs if not (here / s).is_symlink())
+            subdirs[:] = sorted(s for s in subdirs if utf8(s) and not (here / s).is_symlink())
         yield here, subdirs, files
 
 
@@ -160,6 +206,22 @@ class ResultCell:
         return self.origin or self.dir.parent.parent.name or str(self.dir.parent.parent)
 
     @property
+    def identity(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The measurement this is: its rows' own cell ids and run ids (None when its rows carry no
+        run id). Never the dir's name, the run's label or where it lies: two copies of one run under
+        other names are one measurement, and a cell run again (another run id) is another."""
+        runs = tuple(sorted({str(r["run_id"]) for r in self.rows if r.get("run_id")}))
+        if not runs:
+            return None
+        ids = tuple(sorted({str(r["cell"]) for r in self.rows if r.get("cell")})) or (self.dir.name,)
+        return ids, runs
+
+    @property
+    def cell_id(self) -> str:
+        """The cell's id as its rows name it (the dir's name only where no row does)."""
+        return str(next((r["cell"] for r in self.rows if r.get("cell")), "") or self.dir.name)
+
+    @property
     def unclean_source(self) -> bool:
         src = self.system.get("kit_source") or {}
         return bool(src.get("dirty")) or str(self.system.get("kit_git_sha") or "").endswith("-dirty")
@@ -249,21 +311,39 @@ def load_cell(
     return ResultCell(d, marked, system, "interrupted", note, spec)
 
 
+def not_utf8_line(top: Path, names: list[Path]) -> str:
+    """The one line for the names under TOP that were not read because they are not UTF-8."""
+    shown = ", ".join(shown_name(n) for n in names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return (
+        f"skipped: {len(names)} name(s) under {shown_name(top)} that are not UTF-8, not read: {shown}; rename them to read them"
+    )
+
+
+def no_results(d: Path, not_utf8: list[Path]) -> str:
+    """Why D holds no results: none there, or (NOT_UTF8) only under names that are not UTF-8."""
+    unread = f"; {len(not_utf8)} name(s) there are not UTF-8 and not read, e.g. {shown_name(not_utf8[0])}" if not_utf8 else ""
+    return f"no results under {d} (expected <dir>/<study>/<cell>/rows.jsonl{unread})"
+
+
 def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
     """(the PATHS that hold results, one line per path that holds none and why) for commands
     that merge what they are given (`report`, `export`): a shell glob such as
-    results/reference/* also names README.md, baselines/ and report folders. KitError when none
-    holds results."""
+    results/reference/* also names README.md, baselines/ and report folders. A path whose name
+    is not UTF-8 is not read. KitError when none holds results."""
     keep: list[Path] = []
     why: list[str] = []
     for p in map(Path, paths):
-        if p.is_symlink() or not p.is_dir():
+        if not utf8(p):
+            why.append(f"{shown_name(p)} has a name that is not UTF-8 (not read: rename it)")
+        elif p.is_symlink() or not p.is_dir():
             what = "is a symlink" if p.is_symlink() else "is not a directory" if p.exists() else "does not exist"
             why.append(f"{p} {what}")
-        elif any(any(f in files for f in (*CELL_FILES, "platforms.json")) for _, _, files in walk(p)):
-            keep.append(p)
         else:
-            why.append(f"no results under {p} (expected <dir>/<study>/<cell>/rows.jsonl)")
+            bad: list[Path] = []
+            if any(any(f in files for f in (*CELL_FILES, "platforms.json")) for _, _, files in walk(p, not_utf8=bad)):
+                keep.append(p)
+            else:
+                why.append(no_results(p, bad))
     if not keep:
         one = why[0] if why[0].startswith("no results") else f"result dir {why[0]}"
         # paths that are not there (or not dirs) are a usage error; dirs that hold nothing, a failed run
@@ -275,7 +355,7 @@ def holding_results(paths: list[Path]) -> tuple[list[Path], list[str]]:
 @dataclass
 class ResultSet:
     """What result dirs hold: cells, platform notes, problem lines (files that cannot be
-    trusted) and skipped lines (what was read once although reached twice)."""
+    trusted) and skipped lines (what was read once although reached twice, or left out)."""
 
     cells: list[ResultCell]
     notes: list[dict]
@@ -284,58 +364,173 @@ class ResultSet:
     read: set[Path] = field(default_factory=set)  # every cell dir read, skipped copies too (resolved)
 
 
-def _inside(p: Path, q: Path) -> bool:
-    return p == q or q in p.parents
+def _file_bytes(d: Path, files: list[str]) -> int:
+    """The bytes of cell dir D's files that are read (regular files only: a link is not read)."""
+    total = 0
+    for f in (*CELL_FILES, "system.json"):
+        if f in files:
+            try:
+                st = os.lstat(d / f)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
-def collect_set(dirs: list[Path]) -> ResultSet:
-    """Every cell under DIRS, each read once. Every dir must exist; a dir with no cells and no
-    notes is an error. Symlinked files and dirs are not followed, nor dirs below MAX_DEPTH. A
-    dir named twice, or inside a dir named before it, is skipped; a cell dir reached again, or
-    a second copy of one run (the same cell id and run ids), is skipped; one line says so."""
+def _mb(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
+@dataclass
+class Budget:
+    """What one set may cost to read (the MAX_* bounds above): bytes of files per cell and per set,
+    and values of the report's long table (rows x distinct keys). A cell past one is left out: not
+    read (bytes), or read and dropped (table), listed `corrupt` with the reason; `line()` is the one
+    line that names them."""
+
+    cell_bytes: int = MAX_CELL_BYTES
+    read_bytes: int = MAX_READ_BYTES
+    table_values: int = MAX_TABLE_VALUES
+    spent: int = 0
+    rows: int = 0
+    keys: set[str] = field(default_factory=set)
+    left: list[tuple[Path, str]] = field(default_factory=list)  # (cell dir, why)
+
+    def bytes_ok(self, d: Path, n: int) -> str | None:
+        """Why cell dir D, whose files hold N bytes, is not read (None: it is, and N is spent)."""
+        if n > self.cell_bytes:
+            return f"its files hold {_mb(n)}, past a cell's read budget of {_mb(self.cell_bytes)}"
+        if self.spent + n > self.read_bytes:
+            return f"past the read budget of {_mb(self.read_bytes)} for one set (report fewer dirs at once)"
+        self.spent += n
+        return None
+
+    def table_ok(self, cell: ResultCell) -> str | None:
+        """Why CELL's rows are dropped (None: they are kept, and counted)."""
+        keys = {k for r in cell.rows for k in r} | {f"param_{k}" for k in (cell.spec.get("params") or {})}
+        new = keys - self.keys
+        if (self.rows + len(cell.rows)) * (len(self.keys) + len(new)) > self.table_values:
+            return (
+                f"its {len(cell.rows)} rows and {len(keys)} keys would take the report's table past "
+                f"{self.table_values:,} values (rows x keys; report fewer dirs at once)"
+            )
+        self.rows += len(cell.rows)
+        self.keys |= new
+        return None
+
+    def line(self) -> str | None:
+        if not self.left:
+            return None
+        names = ", ".join(shown_name(d) for d, _ in self.left[:3]) + (
+            f" (+{len(self.left) - 3} more)" if len(self.left) > 3 else ""
+        )
+        return f"skipped: {len(self.left)} cell(s) left out, past the read budget: {names}: {self.left[0][1]}"
+
+
+def collect_set(dirs: list[Path], budget: Budget | None = None) -> ResultSet:
+    """Every cell under DIRS, each read once, within BUDGET (default: the MAX_* bounds). Every dir
+    must exist; a dir with no cells and no notes is an error. Symlinked files and dirs are not
+    followed, nor dirs below MAX_DEPTH, nor names that are not UTF-8. A dir named twice, or inside a
+    dir named before it, is skipped; a cell dir reached again, or a second copy of one measurement
+    (ResultCell.identity: the same cell id and run ids, under any dir name, label or parent), is
+    skipped; one line says so. Linear in the dirs and cells (a set of the named dirs, not a scan)."""
     rs = ResultSet([], [], [])
-    named: list[tuple[Path, Path]] = []  # (as named, resolved)
-    cell_dirs: set[Path] = set()
+    budget = budget or Budget()
+    named: dict[Path, Path] = {}  # resolved -> as named
     plat_files: set[Path] = set()
-    runs: dict[tuple[str, tuple[str, ...]], Path] = {}
-    # the dirs to read, in order, each walked once; then every rows file read and checked at once
-    todo: list[tuple[Path, str, list[tuple[Path, list[str], list[str]]]]] = []  # (dir, why it is skipped or "", its tree)
+    runs: dict[tuple, Path] = {}  # identity -> the cell dir it was first read from
+    # the dirs to read, in order, each walked once (DIR, why it is skipped or "", its tree, names not UTF-8)
+    todo: list[tuple[Path, str, list[tuple[Path, list[str], list[str]]], list[Path]]] = []
     for d in map(Path, dirs):
+        if not utf8(d):
+            raise UsageError(f"result dir {shown_name(d)} has a name that is not UTF-8: rename it to read it")
         if not d.is_dir():
-            todo.append((d, "missing", []))
+            todo.append((d, "missing", [], []))
             break  # its error comes in its turn, after the dirs named before it
         real = d.resolve()
-        first = next((n for n, r in named if _inside(real, r)), None)
+        first = next((named[a] for a in (real, *real.parents) if a in named), None)
         if first is not None:
-            todo.append((d, "named twice" if first.resolve() == real else f"inside {first}", []))
+            todo.append((d, "named twice" if first.resolve() == real else f"inside {first}", [], []))
             continue
-        named.append((d, real))
-        todo.append((d, "", list(walk(d))))
+        named[real] = d
+        bad: list[Path] = []
+        todo.append((d, "", list(walk(d, not_utf8=bad)), bad))
+    # which cells are read at all (bytes), in the order they are met; their rows files in groups
+    left: dict[Path, str] = {}  # resolved cell dir -> why it is not read
+    groups: list[list[Path]] = [[]]
+    group_of: dict[Path, int] = {}  # resolved cell dir -> its group of rows files
+    size = 0
+    for _d, _skip, tree, _bad in todo:
+        for here, _subdirs, files in tree:
+            if not any(f in files for f in CELL_FILES):
+                continue
+            real = here.resolve()
+            if real in left or real in group_of:
+                continue
+            n = _file_bytes(here, files)
+            why = budget.bytes_ok(here, n)
+            if why is not None:
+                left[real] = why
+                continue
+            if size and size + n > READ_GROUP_BYTES:
+                groups.append([])
+                size = 0
+            group_of[real] = len(groups) - 1
+            if "rows.jsonl" in files:
+                groups[-1].append(here / "rows.jsonl")
+                size += n
+    read: dict[Path, tuple[list[dict], list[str]]] = {}
+    done_group = -1
+    met: set[Path] = set()  # cell dirs met in this pass (resolved)
     from bench.core.columnar import read_rows_many
 
-    read = read_rows_many([here / "rows.jsonl" for _, _, tree in todo for here, _, files in tree if "rows.jsonl" in files])
-    for d, skip, tree in todo:
+    for d, skip, tree, bad in todo:
         if skip == "missing":
             raise UsageError(f"result dir {d} does not exist")
         if skip:
             rs.skipped.append(f"skipped: {d}: {skip}, already read (each cell is counted once)")
             continue
+        if bad:
+            rs.skipped.append(not_utf8_line(d, bad))
         real = d.resolve()
         found = False
         again: dict[Path, int] = {}  # where a cell of this dir was already read from -> how many
         for here, _subdirs, files in tree:
             if any(f in files for f in CELL_FILES):
+                here_real = here.resolve()
+                if here_real in met:  # a cell dir reached again (a dir named after one inside it)
+                    if here_real in rs.read:
+                        found = True
+                        again[here_real.parent.parent] = again.get(here_real.parent.parent, 0) + 1
+                    continue
+                met.add(here_real)
+                if here_real in left:
+                    found = True
+                    rs.read.add(here_real)
+                    budget.left.append((here, left[here_real]))
+                    rs.cells.append(ResultCell(here, [], {}, "corrupt", f"not read: {left[here_real]}"))
+                    continue
+                g = group_of.get(here_real, -1)
+                if g > done_group:  # the next group of rows files, read and checked at once
+                    read = read_rows_many(groups[g])
+                    done_group = g
                 cell = load_cell(here, rs.problems, read)
+                read.pop(here / "rows.jsonl", None)
                 if cell is not None:
                     found = True
-                    rs.read.add(here.resolve())
-                    key = (here.name, tuple(sorted({str(r["run_id"]) for r in cell.rows if r.get("run_id")})))
-                    prior = here.resolve() if here.resolve() in cell_dirs else runs.get(key) if key[1] else None
+                    rs.read.add(here_real)
+                    key = cell.identity
+                    prior = runs.get(key) if key else None
                     if prior is not None:
                         again[prior.parent.parent] = again.get(prior.parent.parent, 0) + 1
                         continue
-                    cell_dirs.add(here.resolve())
-                    if key[1]:
+                    why = budget.table_ok(cell)
+                    if why is not None:
+                        budget.left.append((here, why))
+                        rs.cells.append(ResultCell(here, [], {}, "corrupt", f"not read: {why}", cell.spec))
+                        continue
+                    if key:
                         runs[key] = here
                     run = here.parent.parent
                     try:
@@ -355,7 +550,10 @@ def collect_set(dirs: list[Path]) -> ResultSet:
         for where, n in again.items():
             rs.skipped.append(f"skipped: {n} cell(s) under {d}: the same runs were already read from {where}")
         if not found:
-            raise KitError(f"no results under {d} (expected <dir>/<study>/<cell>/rows.jsonl)")
+            raise KitError(no_results(d, bad))
+    line = budget.line()
+    if line:
+        rs.skipped.append(line)
     return rs
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from bench.core.errors import KitError
 from bench.data import resolve_data_dir
 from bench.data.images import (
+    AS_GIVEN,
     Entry,
     Family,
     ImageDataset,
@@ -123,7 +124,7 @@ def read_folder(
     if val_dir.is_dir():
         val, skipped_val = _split_entries(val_dir, classes, walk)
         skipped += skipped_val
-        split = "train/ and val/ as given"
+        split = AS_GIVEN
     else:
         train, val = stratified_split(train, len(classes), val_fraction, split_seed)
         if not val:

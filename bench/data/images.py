@@ -32,6 +32,7 @@ SPLITS = ("train", "val")
 
 # (relative path, label, size in bytes) of one indexed image
 Entry = tuple[str, int, int]
+AS_GIVEN = "train/ and val/ as given"  # ImageIndex.split of a tree whose val split is its own val dir
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +51,7 @@ class ImageIndex:
     checksum: str  # see index_checksum: which files, their labels and byte sizes (not their pixels)
     n_bytes: int  # total size of the indexed image files, bytes
     skipped: int = 0  # files seen and left out as not images (Thumbs.db, .DS_Store, ...)
-    split: str = "train/ and val/ as given"  # how the val split was made
+    split: str = AS_GIVEN  # how the val split was made
     extra: dict[str, Any] = field(default_factory=dict)  # format-specific counts (Tiny-ImageNet: n_test)
 
     @property
@@ -85,9 +86,11 @@ class ImageIndex:
 def make_index(name: str, real: bool, root: Path, classes, train: list[Entry], val: list[Entry], **kw) -> ImageIndex:
     """An index over TRAIN and VAL entries, each sorted by path, with its checksum; every file's
     header read once first (check_headers), so a file that is no image is one line now, not
-    mid-training."""
+    mid-training, and so is an image of a val dir whose bytes are a train image's (a copy, not a
+    link: one image in both splits; a split the kit makes from train/ alone is left as it is)."""
     train, val = sorted(train), sorted(val)
-    check_headers(Path(root), [e[0] for e in train] + [e[0] for e in val])
+    given = kw.get("split", AS_GIVEN) == AS_GIVEN  # a val dir of its own, not a split the kit made of train/
+    check_headers(Path(root), [e[0] for e in train] + [e[0] for e in val], val_from=len(train) if given else None)
     return ImageIndex(
         name=name,
         real=real,
@@ -235,27 +238,54 @@ def _header_error(path: Path) -> str | None:
 
 
 def _stamp_key(root: Path, rels: list[str]) -> str:
-    """sha256 of every file's path in the tree, size, mtime and identity (device, inode): the same
-    files, even after the tree was renamed (fetch_tinyimagenet renames the tree it checked)."""
-    h = hashlib.sha256(b"header-check v1\n")
+    """sha256 of every file's path in the tree, size, mtime, ctime and identity (device, inode): the
+    same files, even after the tree was renamed (fetch_tinyimagenet renames the tree it checked).
+    The ctime is what an edit in place cannot set back (`touch -d` sets the mtime back, and
+    changes the ctime doing it), so an edited file is checked again."""
+    h = hashlib.sha256(b"header-check v2\n")
     for rel in rels:
         st = os.stat(root / rel)
-        h.update(f"{rel}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_dev}\t{st.st_ino}\n".encode())
+        h.update(f"{rel}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_ctime_ns}\t{st.st_dev}\t{st.st_ino}\n".encode())
     return h.hexdigest()
 
 
-def check_headers(root: Path, rels: list[str]) -> None:
+def _copy_between(root: Path, train: list[str], val: list[str]) -> tuple[str, str] | None:
+    """(a VAL file, a TRAIN file) of ROOT whose bytes are the same, else None: files are known by
+    content too, not only by (device, inode). Only files of a size both splits hold are hashed."""
+    sizes: dict[int, list[str]] = {}
+    for rel in train:
+        sizes.setdefault(os.stat(root / rel).st_size, []).append(rel)
+    by_hash: dict[str, str] = {}  # sha256 -> the train file that holds it
+    hashed: set[int] = set()
+    for rel in val:
+        n = os.stat(root / rel).st_size
+        if n not in sizes:
+            continue
+        if n not in hashed:
+            for t in sizes[n]:
+                by_hash.setdefault(_sha256_file(root / t), t)
+            hashed.add(n)
+        first = by_hash.get(_sha256_file(root / rel))
+        if first is not None:
+            return rel, first
+    return None
+
+
+def check_headers(root: Path, rels: list[str], val_from: int | None = None) -> None:
     """Open every file of RELS (relative to ROOT) once and read its header (Pillow's Image.open,
     then verify(): no pixels decoded, about 0.1 ms an image): a file that is not a readable image
     is a one-line KitError naming it and counting the others, before any training. What only a
     full decode finds (a JPEG cut short after its header) is still named when decoded
-    (load_image). A tree of HEADER_STAMP_MIN_FILES files or more remembers a passed check in the
-    cache dir, keyed by every file's path, size, mtime and inode (_stamp_key), so reading the same
-    files again (every cell reads its index) skips it; a changed file is checked again."""
+    (load_image). VAL_FROM: RELS[:VAL_FROM] are the train split, the rest val; a val file whose
+    bytes are a train file's (a byte copy: one image in both splits) is a KitError naming both. A
+    tree of HEADER_STAMP_MIN_FILES files or more remembers a passed check in the cache dir, keyed
+    by every file's path, size, mtime, ctime and inode (_stamp_key), so reading the same files
+    again (every cell reads its index) skips it; a changed file is checked again."""
     stamp = None
     if len(rels) >= HEADER_STAMP_MIN_FILES:
         try:
-            stamp = cache_dir() / "image-checks" / f"{_stamp_key(root, rels)}.ok"
+            key = _stamp_key(root, rels) + (f"\tsplit at {val_from}" if val_from is not None else "")
+            stamp = cache_dir() / "image-checks" / f"{hashlib.sha256(key.encode()).hexdigest()}.ok"
         except OSError as err:
             raise KitError(f"{err.filename or root}: cannot read ({err.strerror or err})") from None
         if stamp.is_file():
@@ -269,6 +299,16 @@ def check_headers(root: Path, rels: list[str]) -> None:
         rel, why = bad[0]
         more = f"; {len(bad) - 1} more files of this tree are not readable images either" if len(bad) > 1 else ""
         raise KitError(f"{root / rel}: not a readable image ({why}){more}; delete or replace it")
+    if val_from is not None:
+        try:
+            copy = _copy_between(root, rels[:val_from], rels[val_from:])
+        except OSError as err:
+            raise KitError(f"{err.filename or root}: cannot read ({err.strerror or err})") from None
+        if copy is not None:
+            raise KitError(
+                f"{root / copy[0]} holds the same bytes as {root / copy[1]}: one image in val and train "
+                "(the model is tested on what it trained on); remove one"
+            )
     if stamp is not None:
         try:
             stamp.parent.mkdir(parents=True, exist_ok=True)
@@ -300,6 +340,7 @@ def load_image(path: str | os.PathLike, size: int | None = None) -> np.ndarray:
 
 
 WIDE_INT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # one channel, 16-bit range (Pillow opens 16-bit PGMs as I)
+INT32_MODES = ("I",)  # of those, 32-bit signed: a 16-bit image opened as I, or a 32-bit integer TIFF
 FLOAT_MODES = ("F",)  # one channel, 32-bit float (a float TIFF)
 FLOAT_RANGES = (1.0, 255.0, 65535.0)  # a float image's range: the first of these its largest value fits
 
@@ -308,14 +349,17 @@ def to_rgb(src: Image.Image) -> Image.Image:
     """SRC as 8-bit RGB, every mode scaled by its range. Pillow's convert("RGB") clips a 16-bit
     or float image at 255 (a 16-bit PNG turns almost all white, a float TIFF of 0..1 all black),
     so those modes are scaled here: 16-bit (WIDE_INT_MODES) from 0..65535, v8 = round(v16 x 255 /
-    65535), values outside it (mode I) clipped; float (FLOAT_MODES) from 0..R, R the first of
+    65535); a 32-bit integer image (mode I) whose values pass 65535 from 0 to its own largest value
+    (never clipped at 65535), below 0 as 0; float (FLOAT_MODES) from 0..R, R the first of
     FLOAT_RANGES (0..1 as image libraries write floats, else 0..255, else 0..65535) that holds its
     largest value, else the image's own largest, below 0 and not-a-number as 0. Every other
     mode (L, P, LA, RGBA, CMYK, ...) converts as Pillow does; 16-bit RGB PNGs Pillow already
     opens as 8-bit RGB."""
     if src.mode in WIDE_INT_MODES:
-        v = np.clip(np.asarray(src).astype(np.int64), 0, 65535)
-        return Image.fromarray(((v * 255 + 32767) // 65535).astype(np.uint8)).convert("RGB")  # 2-D uint8: mode L
+        v = np.clip(np.asarray(src).astype(np.int64), 0, None)
+        most = int(v.max(initial=0)) if src.mode in INT32_MODES else 0
+        wide = most if most > 65535 else 65535  # 16-bit data (a PGM opened as I) keeps its 16-bit range
+        return Image.fromarray(((v * 255 + wide // 2) // wide).astype(np.uint8)).convert("RGB")  # 2-D uint8: mode L
     if src.mode in FLOAT_MODES:
         f = np.nan_to_num(np.asarray(src, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
         top = float(f.max(initial=0.0))
@@ -420,7 +464,8 @@ def check_content(tree: Path) -> None:
     """KitError (one line) when TREE, a tree the kit wrote and cached, is not what it wrote: a
     file changed, swapped, added or gone since (content_path), or that list missing. A tree of
     HEADER_STAMP_MIN_FILES files or more remembers a passed check in the cache dir, keyed by the
-    list and every file's path, size, mtime and inode: a swapped file is hashed again."""
+    list and every file's path, size, mtime, ctime and inode: a swapped file, or one edited in place
+    with its mtime set back, is hashed again."""
     fix = f"delete {tree} and it is written again"
     manifest = content_path(tree)
     if not manifest.is_file() or manifest.is_symlink():

@@ -174,7 +174,10 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
         "set -euo pipefail",
         f"JOB={_q(job.dir)}",
         'i=$(printf %04d "$SLURM_ARRAY_TASK_ID")',
-        'if [ -L "$JOB/task-$i" ]; then echo "$JOB/task-$i is a symlink: a job dir\'s paths stay inside it" >&2; exit 1; fi',
+        # the task dir, and every dir and file under it, is the job dir's own: a link at any level (task-N, or
+        # task-N/<study> one below it) would make the cell write outside the job dir (find -P never follows one)
+        'link=$(find "$JOB/task-$i" -type l -print -quit 2>/dev/null || true)',
+        'if [ -n "$link" ]; then echo "$link is a symlink: a job dir\'s paths stay inside it" >&2; exit 1; fi',
         'mkdir -p "$JOB/task-$i"',
         "unset KIT_RDZV_ENDPOINT KIT_NNODES KIT_RDZV_ID",
         "export KIT_GPU_ALLOCATION=1  # a cell's GPU ids are positions in this task's allocation",
@@ -221,6 +224,8 @@ def script(job: Job, shape: Shape, tasks: list[int], opts: Options) -> str:
 def write_scripts(job: Job, opts: Options, todo: list[int] | None = None) -> dict[str, Path]:
     """One script per shape with tasks in TODO (default: every task); shape -> path."""
     todo = list(range(len(job.cells))) if todo is None else todo
+    for t in todo:  # every level of a task's cell dir is a dir of the job dir itself (a link: one line, no script)
+        job.cell_dir(t)
     texts = {
         name: script(job, shape, mine, opts)
         for name, shape in job.shapes.items()
