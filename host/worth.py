@@ -192,7 +192,7 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
     md = [heading, "", LEGEND, ""]
     if prices is None:
         md += ["_No price given: no cost column (`--price DEVICE=USD_PER_HOUR` or `--prices FILE`; never a default)._", ""]
-    md += table(worths, here=here)
+    md += ['<div class="worth">', "", *table(worths, here=here), "</div>", ""]  # laid out to the page's width
     md += [f"{i}. {md_text(detail(w, here))}" for i, w in enumerate(worths, 1)] + [""]
     md += [md_text(x) if x else x for x in fixed_footnote(worths)]
     if any(x.fixed_what == W.OLD_FIXED for w in worths for x in (w.gpu, w.cpu)):
