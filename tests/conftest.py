@@ -4,6 +4,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# generated tests on a shared 2-core VM: an example's time says how busy the machine is, not whether
+# the code is right, so no per-example deadline and no "too slow" health check (a test's own
+# @settings still sets what it names)
+settings.register_profile("kit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kit")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
