@@ -141,7 +141,7 @@ def test_smoke_matrix_runs_profiles_and_reports(tmp_path):
         ov = c.rows[2]
         assert ov["step_ms_sampler_on"] > 0 and ov["step_ms_sampler_off"] > 0 and isinstance(ov["sampler_cost"], float)
         assert ov["sampler_cost_lo"] <= ov["sampler_cost"] <= ov["sampler_cost_hi"]  # 2 pairs: their range
-        assert ov["sampler_cost_interval"] == "range of 2 (50%)"
+        assert ov["sampler_cost_interval"] == "range of 2: 50%"
         pr = c.rows[3]
         assert pr["profiled_steps"] == 2 and pr["mean_step_ms"] > 0 and pr["traces"]
         assert isinstance(pr["profiler_overhead"], float)

@@ -44,6 +44,11 @@ _ctx: Any = None
 
 
 def enabled() -> bool:
+    """Linux, natively (the GPU host's case it was built for), unless KIT_WARM_START=0. In a container
+    every cell still starts cold: a signal to a container run settled no cell there with warm starts
+    (tests/test_container_signals.py, not yet explained), so they stay off until it is."""
+    if os.environ.get("KIT_RUNTIME") == "container":
+        return False
     return sys.platform.startswith("linux") and os.environ.get(ENV, "1") != "0"
 
 
