@@ -376,6 +376,8 @@ nav.toc li.sub2 { margin-left: 2em; font-size: 11px; }
 .headline td:nth-child(3), .headline td:nth-child(4), .headline td:nth-child(5), .claims td:nth-child(4) { white-space: nowrap; }
 .headline td:nth-child(6) { font-size: 11px; color: #444; }
 .headline td:nth-child(4), .claims td:nth-child(4) { font-weight: 600; }
+.worth table { display: table; width: 100%; table-layout: auto; }
+.worth td { white-space: normal; vertical-align: top; } .worth td:last-child { font-size: 11px; color: #444; }
 """
 
 
@@ -386,7 +388,7 @@ CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; base
 # summary text is the kit's, never a value from a result dir
 _DETAILS = re.compile(r"<details><summary>([^<>&\"'`]*)</summary>")
 # the answers' tables (host/answers.py), laid out to the page's width: a line of exactly this form
-_BLOCKS = ('<div class="headline">', '<div class="claims">')
+_BLOCKS = ('<div class="headline">', '<div class="claims">', '<div class="worth">')
 
 
 def render_html(md: str, out: Path, small: dict[str, bytes] | None = None) -> str:
