@@ -551,12 +551,12 @@ def worth(
     from bench.core.registry import studies
     from bench.core.resultset import collect, holding_results
     from bench.core.text import term
-    from bench.core.worth import cell_device_name, worth_all
+    from bench.core.worth import SAMPLES_MAX, cell_device_name, worth_all
     from host import worth as hw
     from host.report import REFERENCES, _platform, context_cells
 
-    if not math.isfinite(samples) or samples <= 0:
-        usage(f"--samples {samples:g}: give a positive number of training samples")
+    if not math.isfinite(samples) or not 1 <= samples <= SAMPLES_MAX:
+        usage(f"--samples {samples:g}: give a number of training samples from 1 to {SAMPLES_MAX:g}")
     registry = studies()
     if study is not None and study not in registry:
         usage(f"unknown study {study!r}: choose {', '.join(registry)}")

@@ -6,9 +6,11 @@ A price is matched to a side by its device name (bench.core.worth.device_name: t
 '<cores>-core <CPU model>'), case-insensitively as a substring; where several match, the longest
 wins ('H100 80GB HBM3' over 'H100'). A GPU side pays its price once per GPU it uses.
 
-A price that is negative, not a number or names no device any cell ran on, and a file that is
-not TOML or not of this shape, is one line on stderr and left out (`problems`): the cost that
-needed it reads "not measured", and nothing else of the report is lost.
+A price is 0 (hardware owned or free: its cost per sample is 0, which bench.core.worth never divides
+by) or from a millionth of a dollar to USD_PER_HOUR_MAX an hour (USD_PER_KWH_MAX a kWh): a price that
+is negative, past that bound, between 0 and a millionth, not a number or names no device any cell
+ran on, and a file that is not TOML or not of this shape, is one line on stderr and left out
+(`problems`): the cost that needed it reads "not measured", and nothing else of the report is lost.
 
     [electricity]                   # optional: for owned hardware (cloud hourly prices include it)
     usd_per_kwh = 0.12
@@ -29,6 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+USD_PER_HOUR_MAX = 1e6  # a million dollars an hour: far past any machine's list price
+USD_PER_KWH_MAX = 1e3  # a thousand dollars a kWh: far past any tariff
+LEAST = 1e-6  # USD: a positive price below a millionth of a dollar is 0 or a slip, never a figure to divide by
+
+
+def price_problem(v: float, high: float, unit: str) -> str | None:
+    """Why V cannot be a price in UNIT (None: it can): 0 (free) or from LEAST to HIGH."""
+    if v < 0:
+        return "a price cannot be negative"
+    if v > high:
+        return f"{v:g} {unit} is above {high:g} {unit}, past any real price"
+    if 0 < v < LEAST:
+        return f"{v:g} {unit} is between 0 and {LEAST:g}: give 0 for hardware that costs nothing, else at least {LEAST:g}"
+    return None
 
 
 class _Device(BaseModel):
@@ -119,15 +136,16 @@ def load(cli: list[str] | None = None, path: Path | None = None, kwh: str | floa
             out.problems.append(f"--price {raw!r}: give DEVICE=USD_PER_HOUR (e.g. H100=3.78): not used")
         elif v is None:
             out.problems.append(f"--price {raw!r}: {val.strip()!r} is not a number of USD per hour: not used")
-        elif v < 0:
-            out.problems.append(f"--price {raw!r}: a price cannot be negative: not used")
+        elif why := price_problem(v, USD_PER_HOUR_MAX, "USD/h"):
+            out.problems.append(f"--price {raw!r}: {why}: not used")
         else:
             out.entries = [p for p in out.entries if p.match.lower() != dev.strip().lower()]
             out.entries.append(Price(dev.strip(), v, "--price"))
     if kwh is not None:
-        v = kwh if isinstance(kwh, float) else _number(str(kwh).strip())
-        if v is None or v < 0:
-            out.problems.append(f"--kwh-price {kwh!r}: give a non-negative number of USD per kWh: not used")
+        v = kwh if isinstance(kwh, float) and math.isfinite(kwh) else _number(str(kwh).strip())
+        why = "give a non-negative number of USD per kWh" if v is None else price_problem(v, USD_PER_KWH_MAX, "USD/kWh")
+        if why or v is None:
+            out.problems.append(f"--kwh-price {kwh!r}: {why}: not used")
         else:
             out.kwh_usd, out.kwh_source = v, "--kwh-price"
     return out
@@ -152,7 +170,11 @@ def _read_file(path: Path, out: Prices) -> None:
         out.problems.append(f"prices file {path}: {_first(err)}: its electricity price not used")
         head = _File()
     if head.electricity is not None:
-        out.kwh_usd, out.kwh_source = head.electricity.usd_per_kwh, head.electricity.source or str(path)
+        why = price_problem(head.electricity.usd_per_kwh, USD_PER_KWH_MAX, "USD/kWh")
+        if why:
+            out.problems.append(f"prices file {path}: electricity.usd_per_kwh: {why}: its electricity price not used")
+        else:
+            out.kwh_usd, out.kwh_source = head.electricity.usd_per_kwh, head.electricity.source or str(path)
     if devices is not None and not isinstance(devices, list):
         out.problems.append(f"prices file {path}: 'device' must be a list of [[device]] tables: no device price from it")
         return
@@ -161,6 +183,10 @@ def _read_file(path: Path, out: Prices) -> None:
             e = _Device.model_validate(d)
         except ValidationError as err:
             out.problems.append(f"prices file {path}: device entry {i}: {_first(err)}: not used")
+            continue
+        why = price_problem(e.usd_per_hour, USD_PER_HOUR_MAX, "USD/h")
+        if why:
+            out.problems.append(f"prices file {path}: device entry {i}: usd_per_hour: {why}: not used")
             continue
         out.entries.append(Price(e.match, e.usd_per_hour, e.source or str(path), e.date, e.note))
 
@@ -171,4 +197,4 @@ def _first(err: ValidationError) -> str:
     return f"{where}: {e.get('msg', 'invalid')}"
 
 
-__all__ = ["Price", "Prices", "load"]
+__all__ = ["LEAST", "USD_PER_HOUR_MAX", "USD_PER_KWH_MAX", "Price", "Prices", "load", "price_problem"]

@@ -118,13 +118,20 @@ def table(worths: list[W.Worth], first: int = 1, here: bool = False) -> list[str
                     ratio_text(w.time, "–"),
                     even_text(w.even_time, "not formed", w.epoch),
                     ratio_text(w.energy, "not measured"),
-                    ratio_text(w.cost, "no price" if w.cost_why == "no price given" else "not measured"),
+                    ratio_text(w.cost, cost_gap(w)),
                     even_text(w.even_cost, "–" if w.even_cost_why == "no price given" else "not formed", w.epoch),
                     _on(w, here),
                 ]
             )
         )
     return md + [""]
+
+
+def cost_gap(w: W.Worth) -> str:
+    """What the cost column says where there is no ratio: no price, a free side, or not measured."""
+    if w.free:
+        return f"{w.free} free" if w.free != "both" else "both free"
+    return "no price" if w.cost_why == "no price given" else "not measured"
 
 
 def _mid(v: dict) -> float:
@@ -212,6 +219,9 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
                 else "",
                 "",
             ]
+            drawn = next((x for x in worths if x.lines("time")), None)
+            if drawn is not None and drawn.free and drawn.lines("cost"):
+                md += [f"_No cost panel: {md_text(W.FREE_TEXT[drawn.free])}; a cost of 0 has no place on a log axis._", ""]
     return md
 
 
@@ -280,7 +290,8 @@ def plot(worths: list[W.Worth], out: Path, name: str, here: bool = False) -> str
     w = next((x for x in worths if x.lines("time")), None)
     if w is None:
         return None
-    kinds = [k for k in ("time", "cost") if w.lines(k)]
+    # a free side's cost is 0 at every N: no line on a log axis (the table says it is the cheaper)
+    kinds = [k for k in ("time", "cost") if w.lines(k) and not (k == "cost" and w.free)]
     evens = {"time": w.even_time, "cost": w.even_cost}
     top = max((e.n for e in evens.values() if e and not math.isinf(e.n) and e.n > 0), default=0.0)
     epoch = w.epoch or 1000
@@ -370,6 +381,7 @@ def as_json(worths: list[W.Worth], here: bool = False) -> list[dict]:
             "sides": {role: side_json(x) for role, x in (("gpu", w.gpu), ("cpu", w.cpu))},
             "cost_ratio": s(w.cost),
             "cost_why": w.cost_why,
+            "free": w.free or None,
             "break_even_time": e(w.even_time),
             "break_even_cost": e(w.even_cost),
             "epoch_samples": w.epoch,
@@ -429,6 +441,8 @@ def work_text(g: dict) -> str:
     def val(v: float | None, unit: str) -> str:
         if v is None:
             return "not measured"
+        if unit == "USD" and v == 0:
+            return "0 USD (free)"
         return {"s": f"{v:,.1f} s", "J": f"{v / 3.6e6:,.3g} kWh ({v:,.0f} J)", "USD": f"{v:,.4g} USD"}[unit]
 
     def dev(x: dict) -> str:
@@ -440,13 +454,14 @@ def work_text(g: dict) -> str:
         win = g[f"{what}_winner"]
         note = gp[f"{what}_note"] or cp[f"{what}_note"]
         text = f"  {label:6} GPU {dev(gp)}: {val(gp[what], unit)}; CPU {dev(cp)}: {val(cp[what], unit)}"
-        text += f" -> {win} wins" if win else ""
+        text += (" -> neither: the same" if win == "tie" else f" -> {win} wins") if win else ""
         lines.append(text + (f" ({note})" if note and not win else ""))
     return "\n".join(term(x) for x in lines)  # device names come from result dirs: nothing the terminal acts on
 
 
 __all__ = [
     "as_json",
+    "cost_gap",
     "device_label",
     "even_text",
     "fixed_footnote",

@@ -2,16 +2,18 @@
 
 Every string a report reads from a result dir (rows, cell.json, system.json, platforms.json,
 a dir's name) comes from another machine and is untrusted. Wherever it is shown, a line break
-or tab becomes a space and every other control character (ESC included) and every bidi control
-(which reorders what follows it on screen) is shown as its escape (`\x1b`, `\u202e`): `visible`.
-Then each sink has its rule:
+or tab becomes a space and every other control character (ESC included), every bidi control
+(which reorders what follows it on screen) and every character that takes no room (a zero-width
+space or joiner, a word joiner, a byte order mark: two names that look alike) is shown as its
+escape (`\x1b`, `\u202e`, `\u200b`): `visible`. Then each sink has its rule:
 
 - the terminal: `term` (one line, nothing the terminal acts on);
-- markdown (and the HTML rendered from it): `md`, `md_code`, `md_alt`, below;
+- markdown (and the HTML rendered from it): `md`, `md_code`, `md_alt`, below (a `$` escaped too,
+  so no renderer with math reads a formula);
 - CSV (tidy.csv, table1.csv, rows.csv): `csv_cell`: a cell starting with `=`, `+`, `-` or `@`
   (after leading spaces) gets a `'` in front, so no spreadsheet reads it as a formula (OWASP,
   CSV injection);
-- a plot's label: `plot_text` (no mathtext);
+- a plot's label: `plot_text` (no mathtext: every `$` escaped);
 - the bundle's MANIFEST.sha256: `manifest_line`, as GNU sha256sum writes a name holding a
   backslash, a newline or a carriage return, so `sha256sum -c` reads every name back.
 
@@ -40,20 +42,24 @@ REASON_MAX = 500  # characters of a one-line reason
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # what `visible` shows as a space (line breaks and tabs, as str.splitlines knows them) ...
 _SPACE = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
-# ... and as an escape: every other control character, and the bidi controls (ALM, LRM, RLM,
-# LRE..RLO, LRI..PDI)
-_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ... and as an escape: every other control character, the bidi controls (ALM, LRM, RLM,
+# LRE..RLO, LRI..PDI), which reorder what follows them, and the characters that take no room on
+# screen (zero-width space, non-joiner and joiner, word joiner, the invisible operators U+2061..2064,
+# the byte order mark U+FEFF), which make two names look alike or hide text in one
+_HIDDEN = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_INVISIBLE = re.compile(rf"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f{_HIDDEN}]")
 _FORMULA = ("=", "+", "-", "@")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # rich's boxes and panels (box drawing, block elements) and a traceback's carets and tildes
 _FRAME = "\u2500-\u259f"
 _FRAME_EDGES = re.compile(rf"^[\s{_FRAME}]+|[\s{_FRAME}]+$")
 _NOT_MEANINGFUL = re.compile(rf"^[\s{_FRAME}^~\-=_*.·…]*$")
-# what md() escapes: entities for HTML's characters, a backslash for markdown's; a `]` only
-# where a link would follow (`](`, `][`), so the kit's own "[95% CI]" stays as it is
-_MD_ESCAPE = re.compile(r"[&<>\\`|]|\](?=[(\[])")
+# what md() escapes: entities for HTML's characters, a backslash for markdown's (`$` too: a
+# renderer with math, GitHub's, reads `$...$` as a formula); a `]` only where a link would follow
+# (`](`, `][`), so the kit's own "[95% CI]" stays as it is
+_MD_ESCAPE = re.compile(r"[&<>\\`|$]|\](?=[(\[])")
 _MD_ENTITY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_MD_ALT_ESCAPE = re.compile(r"[&<>\\`|\[\]]")
+_MD_ALT_ESCAPE = re.compile(r"[&<>\\`|$\[\]]")
 
 
 class Md(str):

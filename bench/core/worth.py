@@ -32,6 +32,12 @@ and from those:
                   and the same for cost (USD per second of each side x those seconds, plus energy
                   x the kWh price where one is given)
 
+Every figure lies in a finite, bounded domain before it is divided by or multiplied out (RATE,
+ENERGY, FIXED, SAMPLES_MAX; prices: host.prices): a rate or an energy outside it is "not measured",
+with the figure and the bound. A price of 0 is owned or free hardware: its cost per sample is 0, no
+ratio divides by it (`free` says which side costs nothing, and the break-even still forms). A ratio
+or a break-even whose result is not finite is "not measured" with why, never inf.
+
 Each with its interval as the time ratio has it (bench.core.stats: a 95 % bootstrap interval from
 6 repeats, below that the range): the ratios through stats.ratio (paired by repeat when the sides
 ran in one run), the break-even over the repeats' pairs (by repeat in one run, else every pair).
@@ -51,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from bench.core import claims as C
 from bench.core import stats
 from bench.core.study import number
+from bench.core.tables import finite
 from bench.measure import energy as E
 
 if TYPE_CHECKING:
@@ -65,6 +72,14 @@ STARTUP = "start-up"  # the process's: start, imports, device init, open() (benc
 ONE_OFF: dict[str, tuple[str, str]] = {"search": ("search_s", "the hyperparameter search")}  # phase -> (field, what)
 OLD_FIXED = "open_s (made before the kit recorded process start and imports)"
 MAX_SIBLINGS = 4096  # cell dirs looked through in one run folder for a part's own cell
+# the domains a side's figures must lie in before they are divided by (every ratio and break-even
+# then stays finite): a training rate (samples/s: once in 30 years .. the schema's bound on any
+# number), an energy per sample (a picojoule .. a megajoule: a net of 1e6 parameters costs
+# microjoules a sample), a fixed cost (s: the schema's bound on a time) and the work asked for
+RATE = (1e-9, 1e18)
+ENERGY = (1e-12, 1e6)
+FIXED = (0.0, 1e7)
+SAMPLES_MAX = 1e15  # training samples `orchestrate.py worth --samples` takes: ~10 million ImageNet epochs
 
 
 # ---- the arithmetic ------------------------------------------------------------------------
@@ -162,6 +177,7 @@ class Facts:
     fixed_parts: dict[str, dict[int, float]] = field(default_factory=dict)  # STARTUP / ONE_OFF phase -> repeat -> s
     fixed_shared: str = ""  # how a part sharing its cell's process got its start-up ("" for a cell of its own)
     fixed_why: str = ""  # why a repeat has no fixed costs (start-up or a one-off not recorded)
+    rate_why: str = ""  # why a repeat has no rate (outside RATE)
 
     @property
     def name(self) -> str:
@@ -264,6 +280,7 @@ def facts(study: Study, side: Side) -> Facts:
     energy: dict[int, float] = {}
     notes: list[str] = []
     fixed_notes: list[str] = []
+    notes_rate: list[str] = []
     shared: list[str] = []
     what = "total_s"
     domain = ""
@@ -274,13 +291,19 @@ def facts(study: Study, side: Side) -> Facts:
         per_unit = study.samples_per_unit(c.rows, side.part)
         thr = study.throughput(c.rows).get(side.part)  # the study's training rate, whatever the claim's metric
         if thr and per_unit:
-            rate[c.repeat] = thr * per_unit
+            r = thr * per_unit
+            if RATE[0] <= r <= RATE[1]:
+                rate[c.repeat] = r
+            else:
+                notes_rate.append(f"{r:g} samples/s is outside {RATE[0]:g}..{RATE[1]:g}")
         start, how, share = startup(c, side.part)
         shared.append(share)
         what = how if how == OLD_FIXED else what
         once, once_why = one_offs(c, side.part)
         if start is None:
             fixed_notes.append("its process's start-up is not recorded")
+        elif not FIXED[0] <= start + sum(once.values()) <= FIXED[1]:
+            fixed_notes.append(f"its fixed costs, {start + sum(once.values()):g} s, are outside {FIXED[0]:g}..{FIXED[1]:g} s")
         elif once_why:
             fixed_notes.append(once_why)
         else:
@@ -289,10 +312,13 @@ def facts(study: Study, side: Side) -> Facts:
                 parts.setdefault(k, {})[c.repeat] = v
         mine = [r for r in c.ok_rows if str(r.get("backend")) == side.part]
         read = [E.row_energy(r, c.system, devices, platform) for r in mine]
-        got = [e for e in read if e.j_per_sample is not None and e.j_per_sample > 0]
+        got = [e for e in read if e.j_per_sample is not None and ENERGY[0] <= e.j_per_sample <= ENERGY[1]]
+        odd = [e.j_per_sample for e in read if e.j_per_sample is not None and e.j_per_sample > 0 and e not in got]
         domain = domain or next((e.domain for e in (got or read) if e.domain), "")
         if got:
             energy[c.repeat] = statistics.median(e.j_per_sample for e in got if e.j_per_sample is not None)
+        elif odd:
+            notes.append(f"{odd[0]:g} J/sample is outside {ENERGY[0]:g}..{ENERGY[1]:g} J: not a measurement")
         else:
             notes.append(
                 E.why_none([e for e in read if e.carried])
@@ -312,6 +338,7 @@ def facts(study: Study, side: Side) -> Facts:
         fixed_parts=parts,
         fixed_shared="; ".join(dict.fromkeys(x for x in shared if x)),
         fixed_why="; ".join(dict.fromkeys(fixed_notes)),
+        rate_why="; ".join(dict.fromkeys(notes_rate)),
     )
 
 
@@ -334,6 +361,7 @@ class Worth:
     even_cost: Even | None = None
     even_cost_why: str = ""
     kwh: float | None = None
+    free: str = ""  # "GPU", "CPU" or "both": the side(s) whose cost per sample is 0 (a price of 0: owned or free)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -384,18 +412,20 @@ def worth_of(study: Study, answer: Answer, prices: Any = None) -> Worth:
     gpu, cpu = (fa, fb) if fa.platform != "cpu" else (fb, fa)
     w = Worth(answer, gpu, cpu, paired=f.rank == 0)
     if f.of_ratio and gpu is fa:  # the answer's own figure (the headline's): one figure per comparison
-        w.time = f.value
+        w.time = finite(f.value)
     elif gpu.rate and cpu.rate:
-        w.time = stats.ratio(gpu.rate, cpu.rate, paired=w.paired)
+        w.time = finite(stats.ratio(gpu.rate, cpu.rate, paired=w.paired))
     # energy: both sides need it on every repeat
     lacking = [f"{x.name} ({'GPU' if x is gpu else 'CPU'}): {x.energy_why}" for x in (gpu, cpu) if not x.energy]
     if lacking:
         w.energy_why = "not measured: " + "; ".join(lacking)
     else:
-        w.energy = stats.ratio(cpu.energy, gpu.energy, paired=w.paired)
+        w.energy = finite(stats.ratio(cpu.energy, gpu.energy, paired=w.paired))
+        w.energy_why = "" if w.energy else f"not measured: {NOT_FINITE}"
     # break-even in time
     if gpu.fixed and cpu.fixed and gpu.rate and cpu.rate:
         w.even_time = _even(w, "time")
+        w.even_time_why = "" if w.even_time else f"not formed: {NOT_FINITE}"
     else:
         w.even_time_why = "not formed: " + "; ".join(
             f"{x.name} has no fixed costs recorded" + (f" ({x.fixed_why})" if x.fixed_why else "")
@@ -418,12 +448,33 @@ def worth_of(study: Study, answer: Answer, prices: Any = None) -> Worth:
         w.cost_why = w.even_cost_why = "not measured: " + "; ".join(missing)
         return w
     gc, cc = _per_sample_cost(w, gpu), _per_sample_cost(w, cpu)
-    w.cost = stats.ratio(cc, gc, paired=w.paired)
-    if gpu.fixed and cpu.fixed:
+    zero = [role for role, x in (("GPU", gc), ("CPU", cc)) if x and not all(x.values())]
+    w.free = "both" if len(zero) == 2 else zero[0] if zero else ""
+    if w.free:  # a price of 0 (owned or free hardware): a cost of 0 a sample, which no ratio divides by
+        w.cost_why = f"free: {FREE_TEXT[w.free]}"
+    elif gc and cc:
+        w.cost = finite(stats.ratio(cc, gc, paired=w.paired))
+        w.cost_why = "" if w.cost else f"not measured: {NOT_FINITE}"
+    else:
+        w.cost_why = "not measured: " + "; ".join(
+            f"{x.name} has no rate ({x.rate_why or 'no throughput'})" for x in (gpu, cpu) if not x.rate
+        )
+    if w.free == "both":
+        w.even_cost_why = f"not formed: {FREE_TEXT['both']}"
+    elif gpu.fixed and cpu.fixed:
         w.even_cost = _even(w, "cost")
+        w.even_cost_why = "" if w.even_cost else f"not formed: {NOT_FINITE}"
     else:
         w.even_cost_why = w.even_time_why
     return w
+
+
+NOT_FINITE = "the result is past arithmetic's reach (a figure near 0 below the line)"
+FREE_TEXT = {
+    "GPU": "the GPU side costs nothing at the prices given (0 USD/h): it is the cheaper at any work",
+    "CPU": "the CPU side costs nothing at the prices given (0 USD/h): it is the cheaper at any work",
+    "both": "both sides cost nothing at the prices given (0 USD/h): no cost to compare",
+}
 
 
 def _usd_h(x: Facts) -> float:
@@ -472,7 +523,9 @@ def _even(w: Worth, kind: str) -> Even | None:
     else:
         keys = [(i, j) for i in gr for j in cr]
     pairs = [(g, c) for i, j in keys if (g := _line(w, w.gpu, kind, i)) and (c := _line(w, w.cpu, kind, j))]
-    return even(pairs, med)
+    e = even(pairs, med)
+    vals = [e.n if e.kind in (ABOVE, BELOW) else 0.0] + [v for v in (e.lo, e.hi) if v is not None and not math.isinf(v)]
+    return e if all(math.isfinite(v) for v in vals) else None  # NEVER's inf is a kind, not a figure
 
 
 def worth_all(registry: dict[str, Study], answers: list[Answer], prices: Any = None) -> list[Worth]:

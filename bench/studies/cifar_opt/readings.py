@@ -15,6 +15,7 @@ from bench.core.answers import Finding
 from bench.core.claims import Expect, Level, Measured, Metric, Ratio, quality
 from bench.core.resultset import ResultCell
 from bench.core.study import Study, number
+from bench.core.tables import quotient
 from bench.studies.cifar_opt.readout import SEED_N_TRAIN
 
 QUANTIZED = {  # variant -> (its int8 form, the fp32 form it came from)
@@ -42,7 +43,7 @@ def seed_epoch_s(rows: list[dict], part: str) -> float | None:
     v = []
     for r in _epochs(rows, part):
         s, n = number(r.get("epoch_s")), number(r.get("n_train"))
-        if s is not None:
+        if s is not None and (n is None or n >= 1):  # an image count below 1 counts nothing to scale by
             v.append(s * SEED_N_TRAIN / n if n else s)
     return statistics.median(v) if v else None
 
@@ -109,14 +110,14 @@ def int8_size_mb(rows: list[dict], part: str) -> float | None:
 def int8_size_ratio(rows: list[dict], part: str) -> float | None:
     got = _quant_forms(rows, part)
     a, b = (number(got[0].get("model_size_mb")), number(got[1].get("model_size_mb"))) if got else (None, None)
-    return a / b if a and b else None
+    return quotient(a, b) if a and b else None
 
 
 def int8_speedup(rows: list[dict], part: str) -> float | None:
     """The fp32 form's batch-1 p50 over the int8 form's (above 1: int8 answers sooner)."""
     got = _quant_forms(rows, part)
     a, b = (_p50(got[0]), _p50(got[1])) if got else (None, None)
-    return b / a if a and b else None
+    return quotient(b, a) if a and b else None
 
 
 def quantized(metric: Metric) -> Metric:

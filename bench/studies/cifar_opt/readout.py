@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from bench.core import stats
 from bench.core.resultset import ResultCell as Cell
+from bench.core.tables import num, nums
 
 SEED_N_TRAIN = 5000  # the seed's training subsample (images per epoch)
 PLATFORM = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
@@ -68,9 +69,7 @@ def per_repeat(
 ) -> dict[int, float]:
     out = {}
     for c in group:
-        vals = [
-            r[key] for r in rows(c, phase) if isinstance(r.get(key), (int, float)) and (form is None or r.get("form") == form)
-        ]
+        vals = nums((r for r in rows(c, phase) if form is None or r.get("form") == form), key)
         if vals:
             out[c.repeat] = float(agg(vals))
     return out
@@ -99,14 +98,14 @@ def forms(g: list[Cell]) -> list[str]:
     seen: list[str] = []
     for c in g:
         for r in rows(c, "inference"):
-            if r["form"] not in seen:
+            if isinstance(r.get("form"), str) and r["form"] not in seen:
                 seen.append(r["form"])
     return seen
 
 
 def n_train(g: list[Cell]) -> int | None:
     """Images a training epoch of the group saw (the rows' n_train: this rank's share under DDP)."""
-    vals = [v for c in g for r in rows(c, "epoch") if isinstance(v := r.get("n_train"), int)]
+    vals = [int(v) for c in g for r in rows(c, "epoch") if (v := num(r, "n_train")) is not None and v == int(v) and v >= 0]
     return max(vals) if vals else None
 
 

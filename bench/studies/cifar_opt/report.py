@@ -22,7 +22,7 @@ from bench.core.figure_layout import place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import fmt, markdown, sig
+from bench.core.tables import finite, fmt, markdown, num, real, sig
 from bench.core.text import Md, md_code, plot_text, safe_name
 from bench.core.text import md as md_text
 from bench.studies.cifar_opt import crossdevice
@@ -124,9 +124,12 @@ INFER_COLS = [
 
 def _ratio_line(what: str, a: dict[int, float], b: dict[int, float], target: str = "") -> dict | None:
     """A / B over repeats with its interval (below 1: A is the smaller)."""
+    a, b = {k: v for k, v in a.items() if v >= 0}, {k: v for k, v in b.items() if v > 0}  # a ratio of what was measured
     if not a or not b:
         return None
-    r = stats.ratio(a, b)
+    r = finite(stats.ratio(a, b))
+    if r is None:  # a ratio past arithmetic's reach: not measured
+        return None
     ci = r.interval("{:.2f}") if r.lo is not None else "n=1"
     return {"what": what, "ratio": f"{r.median:.2f}x", "ci": ci, "target": target}
 
@@ -261,11 +264,11 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
                 name = (
                     f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if k != spec.key else "") + note
                 )
-                bars.append((plot_text(name), [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
-                runs.append(plot_text(c.run_label))
+                bars.append((name, [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
+                runs.append(c.run_label)
                 envs.append(c)
-    names = distinct([b[0] for b in bars], runs, *environments(envs))
-    return [(n, v, fam) for n, (_, v, fam) in zip(names, bars)]
+    names = distinct([b[0] for b in bars], runs, *environments(envs))  # then escaped once, whole
+    return [(plot_text(n), v, fam) for n, (_, v, fam) in zip(names, bars)]
 
 
 def _bar_figure(groups: list[list[Cell]], spec: Figure) -> dict:
@@ -335,9 +338,15 @@ def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
 
 
 def _num(v, default=None):
-    """V when it is a finite number (not a bool), else DEFAULT: the cells are untrusted input."""
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
-    return v if ok else default
+    """V when it is a real, finite number (bench.core.tables.real: the one rule), else DEFAULT:
+    the cells are untrusted input."""
+    got = real(v)
+    return default if got is None else got
+
+
+def _fig(v: float | None, f: str) -> str:
+    """V in format F, or "?" where it is not a number."""
+    return "?" if v is None else f.format(v)
 
 
 def _search_facts(c: Cell, pick: dict, trials: list[dict]) -> dict:
@@ -346,7 +355,7 @@ def _search_facts(c: Cell, pick: dict, trials: list[dict]) -> dict:
     n_train_ = int(_num(param(c, "n_train"), SEED_N_TRAIN))
     frac = float(_num(param(c, "val_fraction"), 0.2))
     n_val = int(_num(pick.get("search_val_images"), 10 * max(1, round(frac * (n_train_ // 10)))))
-    accs = [float(r["trial_val_acc"]) for r in trials]
+    accs = [float(r["trial_val_acc"]) for r in trials]  # _pareto keeps the trials whose figures are numbers
     best = _num(pick.get("best_val_acc"), max(accs) if accs else None)
     chance = float(_num(pick.get("chance_val_acc"), chance_limit(n_val)))
     return {
@@ -370,7 +379,7 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
     lines = []
     for g in groups:
         for c in g:
-            trials = [r for r in _rows(c, "trial") if isinstance(r.get("trial_val_acc"), (int, float)) and r.get("trial_epoch_s")]
+            trials = [r for r in _rows(c, "trial") if num(r, "trial_val_acc") is not None and num(r, "trial_epoch_s")]
             pick = next(iter(_rows(c, "search")), None)
             if not trials or not pick:
                 continue
@@ -381,19 +390,19 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
                     (
                         r["trial_epoch_s"],
                         r["trial_val_acc"] * 100,
-                        r["trial"] in front,
-                        plot_text(f"b{r['trial_batch_size']} lr{r['trial_lr']:.1g}"),
+                        num(r, "trial") in front,
+                        plot_text(f"b{_num(r.get('trial_batch_size'), '?')} lr{_fig(num(r, 'trial_lr'), '{:.1g}')}"),
                     )
                     for r in trials
                 ],
-                "front": sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if r["trial"] in front),
+                "front": sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if num(r, "trial") in front),
                 "chance": f["chance"] * 100,
                 "title": plot_text(
-                    f"{c.first.get('model')} {c.first.get('backend')} seed {c.first.get('seed', 0) + c.repeat}: Optuna trials"
+                    f"{c.first.get('model')} {c.first.get('backend')} seed {(_num(c.first.get('seed'), 0)) + c.repeat}: Optuna trials"
                 ),
             }
             fname = figure(out, f"cifar-opt_pareto_{safe_name(c.dir.name)}.png", draw_pareto, data)
-            journal = f"{c.dir.name}/{pick['journal']}"
+            journal = f"{c.dir.name}/{pick.get('journal')}"
             budget = f"{md_text(f['trials'])} trials x {md_text(f['epochs'])} epoch(s) on {f['n_fit']:,} images, scored on {f['n_val']:,} held out"
             if f["budget_s"]:
                 budget += f", no trial started after {float(f['budget_s']):g} s"
@@ -415,8 +424,8 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
             )
             lines.append(
                 f"- {md_text(_where(c))} {md_text(c.first.get('model'))} seed {c.repeat}: budget {budget}; {ran}; {dist}; "
-                f"picked trial {md_text(pick['picked_trial'])} (batch {md_text(pick['batch_size_picked'])}, "
-                f"lr {pick['lr_picked']:.3g}); objective {md_text(pick['objective'])}{mem}; "
+                f"picked trial {md_text(pick.get('picked_trial'))} (batch {md_text(pick.get('batch_size_picked'))}, "
+                f"lr {_fig(num(pick, 'lr_picked'), '{:.3g}')}); objective {md_text(pick.get('objective'))}{mem}; "
                 f"journal {md_code(journal)} ![Pareto]({fname})"
             )
     return lines
@@ -582,7 +591,7 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         120,
     ) if rows else []  # fmt: skip
     lines += [
-        f"  {r['model']:<13} {r['config']:<40} epoch {sig(r['epoch_s'])} s, acc {sig(r['acc_pct'])}%, p50 "
+        f"  {str(r['model']):<13} {r['config']:<40} epoch {sig(r['epoch_s'])} s, acc {sig(r['acc_pct'])}%, p50 "
         + ", ".join(f"{f} {sig(v)} ms" for f, v in lats[i].items())
         + (f"  ⚑ {r['flags']}" if r["flags"] else "")
         for i, r in enumerate(rows)

@@ -159,12 +159,15 @@ class MlpScratch(Study):
     throughput_unit = "iterations/s"
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
-        """Iterations / total_s of each backend's plain runs, the median."""
+        """Iterations / total_s of each backend's plain runs, the median: a count of at least one
+        over a time above 0, where the quotient is finite (bench.core.tables.quotient)."""
+        from bench.core.tables import quotient
+
         by: dict[str, list[float]] = {}
         for r in ok_rows(rows):
             t, n = number(r.get("total_s")), number(r.get("iterations"))
-            if r.get("phase") == "plain" and t and n:
-                by.setdefault(str(r.get("backend")), []).append(n / t)
+            if r.get("phase") == "plain" and t and n and n >= 1 and (v := quotient(n, t)):
+                by.setdefault(str(r.get("backend")), []).append(v)
         return {p: statistics.median(v) for p, v in by.items()}
 
     def samples_per_unit(self, rows: list[dict], part: str) -> float | None:

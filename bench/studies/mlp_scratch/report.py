@@ -13,7 +13,7 @@ from bench.core import figure_note, stats
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import fmt, md_row, md_sep
+from bench.core.tables import finite, fmt, md_row, md_sep, num, nums, quotient
 from bench.core.text import Md, md_reason, plot_text
 from bench.core.text import md as md_text
 from bench.studies.mlp_scratch import MlpScratch
@@ -28,7 +28,7 @@ TOTALS = (
 
 
 def _med(rows, key):
-    vals = [r[key] for r in rows if r.get(key) is not None]
+    vals = nums(rows, key)
     return statistics.median(vals) if vals else None
 
 
@@ -47,11 +47,12 @@ def _platform(v: str) -> str:
 
 
 def _per_repeat(group: list[Cell], v: str, key: str) -> dict[int, float]:
-    """repeat -> the median of KEY over that repeat's plain runs of variant V."""
+    """repeat -> the median of KEY over that repeat's plain runs of variant V, where above 0 (a time
+    of 0 measured nothing, and a speedup divides by it)."""
     out = {}
     for c in group:
         m = _med([r for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v], key)
-        if m is not None:
+        if m is not None and m > 0:
             out[c.repeat] = m
     return out
 
@@ -63,7 +64,9 @@ def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
         return "1.0x (reference)" if mine else ""
     if not base or not mine:
         return ""
-    r = stats.ratio(base, mine)
+    r = finite(stats.ratio(base, mine))
+    if r is None:
+        return "not measured (a time near 0)"
     if r.lo is None or r.hi is None:
         return f"{r.median:.1f}x (n=1)"
     return f"{r.median:.1f}x{r.bracket('{:.1f}')}"
@@ -72,7 +75,8 @@ def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
 def _ms_with_speedup(base: float | None, mine: float | None) -> str:
     if mine is None:
         return ""
-    return fmt(mine) + (f" ({base / mine:.1f}x)" if base and mine else "")
+    x = quotient(base, mine)
+    return fmt(mine) + (f" ({x:.1f}x)" if x else "")
 
 
 def table3(group: list[Cell]) -> list[str]:
@@ -116,8 +120,8 @@ def table4(group: list[Cell]) -> list[str]:
     names: list[str] = []
     for cell in group:
         for r in cell.rows:
-            ms = r.get("op_ms_per_iter")
-            if r.get("phase") != "op" or not isinstance(ms, (int, float)) or not ms > 0:
+            ms = num(r, "op_ms_per_iter")
+            if r.get("phase") != "op" or ms is None or not ms > 0:
                 continue
             if r["op"] not in names:
                 names.append(r["op"])
@@ -134,8 +138,8 @@ def table4(group: list[Cell]) -> list[str]:
             if not ref or not mine:
                 sps.append("")
                 continue
-            sp = stats.ratio({k: 1 / x for k, x in mine.items()}, {k: 1 / x for k, x in ref.items()})
-            sps.append(f"{sp.median:.1f}x" + sp.bracket("{:.3g}"))
+            sp = finite(stats.ratio({k: 1 / x for k, x in mine.items()}, {k: 1 / x for k, x in ref.items()}))
+            sps.append(f"{sp.median:.1f}x" + sp.bracket("{:.3g}") if sp else "not measured (a time near 0)")
         med = [statistics.median(per[(v, op)].values()) if per.get((v, op)) else None for v in vs]
         out.append(md_row([op, *[fmt(m) for m in med], *sps]))
     return out
@@ -164,8 +168,8 @@ OLD_OVERHEAD = (
 )
 
 
-def _mb(v) -> str:
-    return fmt(v / 1e6) if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+def _mb(v: float | None) -> str:
+    return fmt(v / 1e6) if v is not None else ""
 
 
 def table5(cell: Cell) -> tuple[list[str], bool]:
@@ -173,22 +177,22 @@ def table5(cell: Cell) -> tuple[list[str], bool]:
     written before memory_total_bytes existed (their overhead was defined per column)."""
     mem = {r["backend"]: r for r in cell.rows if r.get("phase") == "memory"}
     vs = list(mem)
-    one = all(mem[v].get("memory_total_bytes") is not None for v in vs)
-    parts = [k for k in MEMORY_PARTS if k != "other_bytes" or any(mem[v].get(k) for v in vs)]
+    one = all(num(mem[v], "memory_total_bytes") is not None for v in vs)
+    parts = [k for k in MEMORY_PARTS if k != "other_bytes" or any(num(mem[v], k) for v in vs)]
     out = [md_row(["component (MB)", *vs]), md_sep(1 + len(vs))]
     for k in parts:
-        out.append(md_row([MEMORY_LABELS[k], *(_mb(mem[v].get(k)) for v in vs)]))
+        out.append(md_row([MEMORY_LABELS[k], *(_mb(num(mem[v], k)) for v in vs)]))
     totals = []
     for v in vs:
-        t = mem[v].get("memory_total_bytes")
+        t = num(mem[v], "memory_total_bytes")
         if t is None:
-            got = [mem[v].get(k) for k in parts]
-            t = sum(x for x in got if isinstance(x, (int, float))) if any(x is not None for x in got) else None
+            got = [x for k in parts if (x := num(mem[v], k)) is not None]
+            t = sum(got) if got else None
         totals.append(Md(f"**{md_text(_mb(t))}**") if t is not None else "")
     out.append(md_row([Md("**Total**"), *totals]))
     for k, label in MEMORY_ALSO.items():
-        if any(mem[v].get(k) is not None for v in vs):
-            out.append(md_row([Md(f"*also read:* {md_text(label)}"), *(_mb(mem[v].get(k)) for v in vs)]))
+        if any(num(mem[v], k) is not None for v in vs):
+            out.append(md_row([Md(f"*also read:* {md_text(label)}"), *(_mb(num(mem[v], k)) for v in vs)]))
     return out, one
 
 
@@ -204,8 +208,8 @@ def _curve(group: list[Cell], v: str, key: str) -> dict[int, tuple[float, float,
     for c in group:
         for r in c.rows:
             if r.get("phase") == "convergence" and r.get("backend") == v and r.get("status") == "ok":
-                if r.get("iteration") is not None and r.get(key) is not None:
-                    by.setdefault(int(r["iteration"]), []).append(100 * float(r[key]))
+                if (i := num(r, "iteration")) is not None and (x := num(r, key)) is not None:
+                    by.setdefault(int(i), []).append(100 * x)
     return {i: (statistics.median(x), min(x), max(x)) for i, x in sorted(by.items())}
 
 
@@ -260,23 +264,23 @@ def _series(cells: list[Cell]) -> list[tuple[list[Cell], str, str]]:
         for v in _variants(c):
             if not _curve(g, v, "val_acc"):
                 continue
-            label = plot_text(f"{v} {dtype}")
+            label = f"{v} {dtype}"
             if multi_dev:
-                label += plot_text(f" ({c.device})")
+                label += f" ({c.device})"
             if multi_ds:
-                label += plot_text(f", {c.first.get('dataset')}")
+                label += f", {c.first.get('dataset')}"
             series.append((g, v, label))
     if not series:
         return []
     # one configuration from two runs is two series, named apart by their run (then environment, iterations)
     unique = distinct(
         [lab for _, _, lab in series],
-        [plot_text(g[0].run_label) for g, _, _ in series],
+        [g[0].run_label for g, _, _ in series],
         *environments([g for g, _, _ in series]),
         [f"{g[0].first.get('iterations')} iterations" for g, _, _ in series],
-    )
+    )  # each label escaped once, whole, for the plot
     return [
-        (g, v, noise.mark(u, ";".join(x.flags for x in g if x.flags)) + (f", n={len(g)}" if len(g) > 1 else ""))
+        (g, v, plot_text(noise.mark(u, ";".join(x.flags for x in g if x.flags)) + (f", n={len(g)}" if len(g) > 1 else "")))
         for (g, v, _), u in zip(series, unique)
     ]
 
@@ -541,10 +545,8 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
             ms, acc = _med(rs, "per_iter_median_ms"), _med(rs, "final_val_acc")
             ci = t.bracket() or " (n=1)"
             speed = ""
-            if v != REFERENCE and ref:
-                r = stats.ratio(ref, total)
-                rci = r.bracket()
-                speed = f"   {r.median:.3g}x NumPy's speed{rci}"
+            if v != REFERENCE and ref and (r := finite(stats.ratio(ref, total))):
+                speed = f"   {r.median:.3g}x NumPy's speed{r.bracket()}"
             body.append(
                 f"  {v:<11} {t.median:.3g} s{ci}   "
                 + (f"{ms:.3g} ms/iteration" if ms is not None else "")

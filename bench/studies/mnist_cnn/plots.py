@@ -14,6 +14,7 @@ from bench.core import figure_note
 from bench.core.figure_layout import legend_size, place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell
+from bench.core.tables import num, nums
 from bench.core.text import plot_text
 
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
@@ -89,7 +90,7 @@ def _finish(
 
 
 def _epochs(c: ResultCell) -> list[dict]:
-    return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+    return [r for r in c.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
 
 
 # every series gets its device family's colour (bench.core.palette: CPUs blue, NVIDIA GPUs green,
@@ -109,7 +110,9 @@ def _series(group: list[ResultCell], key: str, scale: float = 1.0) -> tuple[list
     by: dict[int, list[float]] = {}
     for c in group:
         for r in _epochs(c):
-            by.setdefault(int(r["epoch"]), []).append(float(r[key]) * scale)
+            e, v = num(r, "epoch"), num(r, key)
+            if e is not None and v is not None:
+                by.setdefault(int(e), []).append(v * scale)
     xs = sorted(by)
     return xs, [statistics.median(by[x]) for x in xs], [min(by[x]) for x in xs], [max(by[x]) for x in xs]
 
@@ -220,7 +223,7 @@ def throughput_figure(s: Fig1Series, out: Path) -> Path:
 
     rows: list[dict[str, Any]] = []
     for i, g in enumerate(s.groups):
-        per = [statistics_median([r["samples_per_s"] for r in _epochs(c)]) for c in g]
+        per = [statistics_median(nums(_epochs(c), "samples_per_s")) for c in g]
         sm = stats.summarize(per)
         rows.append({"name": s.name(g), "median": sm.median, "lo": sm.lo, "hi": sm.hi, "style": s.style(i, g)})
     rows.sort(key=lambda r: r["median"])

@@ -11,7 +11,7 @@ from bench.core import noise, stats
 from bench.core.labels import qualify
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
-from bench.core.tables import markdown, md_row, sig, text_table
+from bench.core.tables import markdown, md_row, num, nums, sig, text_table
 from bench.core.text import csv_text
 from bench.core.text import md as md_text
 
@@ -123,7 +123,9 @@ SEED_TABLE1 = """| Platform (seed 000, RTX 4060 laptop / M4 Pro) | Avg Epoch Tim
 
 
 def epochs(cell: ResultCell) -> list[dict]:
-    return [r for r in cell.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+    """CELL's ok epoch rows: those whose epoch is a number (bench.core.tables.num); check_rows holds
+    every row with an epoch to Table I's measurements."""
+    return [r for r in cell.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
 
 
 def label(cell: ResultCell) -> str:
@@ -138,25 +140,26 @@ def key(cell: ResultCell) -> str:
 
 
 def table1_row(cell: ResultCell) -> dict:
-    ep = epochs(cell)
-    tput = [r["samples_per_s"] for r in ep]
-    vram = [r["vram_peak_mb"] for r in ep if r.get("vram_peak_mb") is not None]
+    ep = epochs(cell)  # check_rows: each holds Table I's four measurements, as numbers
+    tput = nums(ep, "samples_per_s")
+    vram = nums(ep, "vram_peak_mb")
+    acc = nums(ep, "test_acc")
     first = ep[0]
     return {
         "platform": label(cell),
         "device": cell.device,
         "run": cell.run_label,
-        "avg_epoch_s": statistics.fmean(r["epoch_s"] for r in ep),
-        "total_train_s": sum(r["epoch_s"] for r in ep),
+        "avg_epoch_s": statistics.fmean(nums(ep, "epoch_s")),
+        "total_train_s": sum(nums(ep, "epoch_s")),
         "avg_samples_per_s": statistics.fmean(tput),
-        "final_test_acc_pct": 100 * ep[-1]["test_acc"],
-        "max_test_acc_pct": 100 * max(r["test_acc"] for r in ep),
-        "avg_rss_mb": statistics.fmean(r["rss_mean_mb"] for r in ep),
+        "final_test_acc_pct": 100 * acc[-1],
+        "max_test_acc_pct": 100 * max(acc),
+        "avg_rss_mb": statistics.fmean(nums(ep, "rss_mean_mb")),
         "max_vram_mb": max(vram) if vram else 0.0,
         "median_samples_per_s": statistics.median(tput),
         "min_samples_per_s": min(tput),
         "max_samples_per_s": max(tput),
-        "compile_s": first.get("compile_s"),
+        "compile_s": num(first, "compile_s"),
         "epochs": len(ep),
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
         "runtime": cell.environment,
@@ -268,20 +271,20 @@ def ratios_ci(cells: list[ResultCell]) -> list[dict]:
     by: dict[tuple[str, str], dict[int, float]] = {}
     roots: dict[str, set] = {}
     for c in _ok(cells):
-        by.setdefault((_session(c), key(c)), {})[c.repeat] = statistics.median(r["samples_per_s"] for r in epochs(c))
+        by.setdefault((_session(c), key(c)), {})[c.repeat] = statistics.median(nums(epochs(c), "samples_per_s"))
         roots.setdefault(_session(c), set()).add(c.dir.parent.parent.resolve())
     out = []
     for sess in sorted({h for h, _ in by}):
         # the claims' own figure for the same pair (a sequential run's: its confidence sequence)
         seq = len(roots[sess]) == 1 and seqstats.sequential_root(next(iter(roots[sess])))
-        for num, den in RATIOS:
-            a, b = by.get((sess, num)), by.get((sess, den))
+        for top, den in RATIOS:
+            a, b = by.get((sess, top)), by.get((sess, den))
             if a and b:
                 r = seqstats.pair_figure(a, b, seq)
                 out.append(
                     {
                         "host": sess,
-                        "numerator": num,
+                        "numerator": top,
                         "denominator": den,
                         "ratio": r.median,
                         "ci_lo": r.lo,
@@ -455,9 +458,9 @@ def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
                 "status": "ok",
                 "repeat": c.repeat,
                 "median_samples_per_s": table1_row(c)["median_samples_per_s"],
-                "min_samples_per_s": min(r["samples_per_s"] for r in epochs(c)),
-                "max_samples_per_s": max(r["samples_per_s"] for r in epochs(c)),
-                "final_test_acc": epochs(c)[-1]["test_acc"],
+                "min_samples_per_s": min(nums(epochs(c), "samples_per_s")),
+                "max_samples_per_s": max(nums(epochs(c), "samples_per_s")),
+                "final_test_acc": nums(epochs(c), "test_acc")[-1],
                 "epochs": len(epochs(c)),
                 "flags": c.flags,
             }

@@ -19,7 +19,7 @@ import statistics
 
 from bench.core import stats
 from bench.core.resultset import ResultCell
-from bench.core.tables import md_row
+from bench.core.tables import md_row, num, nums
 
 # Seed 000, Table I "Performance summary results" (10 epochs, batch 512, SGD 0.01 m0.9),
 # transcribed from the seed text as printed.
@@ -71,7 +71,7 @@ def seed_speedup(faster: str, slower: str) -> tuple[float, float]:
 
 # ------------------------------------------------------------------ our cells
 def _epochs(c: ResultCell) -> list[dict]:
-    return [r for r in c.rows if r.get("status") == "ok" and r.get("epoch") is not None]
+    return [r for r in c.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
 
 
 def _key(c: ResultCell) -> tuple[str, str, str]:
@@ -114,19 +114,20 @@ def ours(cells: list[ResultCell]) -> list[dict]:
             groups.setdefault((_session(c), c.device, _key(c), _setup_text(c)), []).append(c)
     rows = []
     for (sess, device, key, setup), group in groups.items():
-        per = []
+        per: list[dict] = []
         for c in group:
             ep = _epochs(c)
-            vram = [r["vram_peak_mb"] for r in ep if r.get("vram_peak_mb") is not None]
+            vram = nums(ep, "vram_peak_mb")
+            acc = nums(ep, "test_acc")  # check_rows: every epoch row holds Table I's four numbers
             per.append(
                 {
-                    "avg_epoch_s": statistics.fmean(r["epoch_s"] for r in ep),
-                    "total_train_s": sum(r["epoch_s"] for r in ep),
-                    "avg_samples_per_s": statistics.fmean(r["samples_per_s"] for r in ep),
-                    "median_samples_per_s": statistics.median(r["samples_per_s"] for r in ep),
-                    "final_acc_pct": 100 * ep[-1]["test_acc"],
-                    "max_acc_pct": 100 * max(r["test_acc"] for r in ep),
-                    "avg_ram_mb": statistics.fmean(r["rss_mean_mb"] for r in ep),
+                    "avg_epoch_s": statistics.fmean(nums(ep, "epoch_s")),
+                    "total_train_s": sum(nums(ep, "epoch_s")),
+                    "avg_samples_per_s": statistics.fmean(nums(ep, "samples_per_s")),
+                    "median_samples_per_s": statistics.median(nums(ep, "samples_per_s")),
+                    "final_acc_pct": 100 * acc[-1],
+                    "max_acc_pct": 100 * max(acc),
+                    "avg_ram_mb": statistics.fmean(nums(ep, "rss_mean_mb")),
                     "max_vram_mb": max(vram) if vram else None,
                     "epochs": len(ep),
                 }
@@ -157,7 +158,7 @@ def _by_repeat(cells: list[ResultCell]) -> dict[tuple[str, tuple, str], dict[int
     by: dict[tuple[str, tuple, str], dict[int, float]] = {}
     for c in _ok(cells):
         k = (_session(c), _key(c), _setup_text(c))
-        by.setdefault(k, {})[c.repeat] = statistics.median(r["samples_per_s"] for r in _epochs(c))
+        by.setdefault(k, {})[c.repeat] = statistics.median(nums(_epochs(c), "samples_per_s"))
     return by
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import json_file
+from bench.core.tables import real
 from bench.measure import energy as E
 from bench.studies.profile.config import SEED_EPOCHS, SEED_TRAIN_IMAGES
 
@@ -36,7 +37,8 @@ def rows(c: Cell, phase: str) -> list[dict]:
 
 
 def num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """V where it is a real, finite number (bench.core.tables.real: the one rule), else None."""
+    return real(v)
 
 
 def med(rs: list[dict], key: str) -> float | None:
@@ -85,7 +87,7 @@ def _per_image(ep: list[dict]) -> tuple[list[float], list[float]]:
     per_img, starts = [], []
     for r in ep:
         e, n = num(r.get("epoch_s")), num(r.get("samples"))
-        if not e or not n or e <= 0 or n <= 0:
+        if not e or not n or e <= 0 or n < 1:  # a count of images is at least one
             continue
         f = num(r.get("first_batch_s"))
         if f is not None and 0 <= f < e:
@@ -170,6 +172,7 @@ def energy(c: Cell) -> dict:
     for r in rows(c, "epoch"):
         s = _window_energy(r, g)
         n = num(r.get("samples")) or 0
+        n = n if n >= 1 else 0  # a count of images is at least one: none divides nothing
         f = energy_fields(s, idle, g, int(n))
         f["cpu_j_per_img"] = f["cpu_energy_net_j"] / n if f["cpu_energy_net_j"] and n and f["cpu_energy_net_j"] > 0 else None
         f["gpu_j_per_img"] = f["gpu_energy_net_j"] / n if f["gpu_energy_net_j"] and n and f["gpu_energy_net_j"] > 0 else None

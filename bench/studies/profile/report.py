@@ -28,7 +28,7 @@ from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import markdown, sig
+from bench.core.tables import markdown, quotient, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, md_reason, plot_text
 from bench.studies.profile import multigpu, seed
@@ -189,6 +189,7 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
             continue
         ea, eb = energy(cpu)["cpu"], (energy(gpu)["gpu"] or {})
         cj, gj = ea.get("jpi"), eb.get("jpi")
+        hours, joules = quotient(a["hours"], b["hours"]), quotient(cj, gj) if cj and gj else None
         seed_ratio = seed.CPU_OVER_GPU if cpu.first.get("variant") == "finetune" and cpu.first.get("batch_size") == 64 else None
         out.append(
             {
@@ -197,11 +198,11 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
                 "gpu": f"{gpu.device} ({gpu.first.get('pipeline')}; {b['protocol']})",
                 "cpu_h": a["hours"],
                 "gpu_h": b["hours"],
-                "ratio": f"{a['hours'] / b['hours']:,.1f}x",
+                "ratio": f"{hours:,.1f}x" if hours is not None else "not measured",
                 "seed": f"{seed_ratio:.1f}x" if seed_ratio else "",
                 "cpu_j": cj if cj is not None else ea.get("note") or "not available",
                 "gpu_j": gj if gj is not None else eb.get("note") or "not available",
-                "eratio": f"{cj / gj:,.1f}x" if cj and gj else "needs energy on both sides",
+                "eratio": f"{joules:,.1f}x" if joules is not None else "needs energy on both sides",
             }
         )
     return out
@@ -256,7 +257,9 @@ def telemetry_rows(c: Cell, name: str) -> list[dict]:
     ep = _rows(c, "epoch")
     if not ep:
         return []
-    pf = (c.system.get("telemetry") or {}).get("power_fields") or {}
+    tel = c.system.get("telemetry")
+    pf = tel.get("power_fields") if isinstance(tel, dict) else None
+    pf = pf if isinstance(pf, dict) else {}
     cpu = {
         "cpu": _med(ep, "cpu_system_pct_mean"),
         "proc": _share_of_cores(_med(ep, "cpu_process_pct_mean"), logical_cores(c)),
@@ -364,18 +367,19 @@ def overhead_table(cells: list[Cell]) -> list[str]:
             continue
         o = ov[0] if ov else {}
         p = pr[0] if pr else {}
-        pairs = o.get("sampler_cost_pairs") or []
+        got = o.get("sampler_cost_pairs")
+        pairs = [x for x in got if _num(x) is not None] if isinstance(got, list) else []
         out.append(
             {
                 "cell": names[id(c)],
                 "on": o.get("step_ms_sampler_on"),
                 "off": o.get("step_ms_sampler_off"),
-                "cost": f"{o['sampler_cost']:+.2%}" if isinstance(o.get("sampler_cost"), float) else "",
+                "cost": f"{o['sampler_cost']:+.2%}" if _num(o.get("sampler_cost")) is not None else "",
                 "pairs": ", ".join(f"{x:+.2%}" for x in pairs),
                 "hz": o.get("telemetry_hz"),
                 "unprof": p.get("unprofiled_step_ms"),
                 "prof": p.get("mean_step_ms"),
-                "pov": f"{p['profiler_overhead']:+.1%}" if isinstance(p.get("profiler_overhead"), float) else "",
+                "pov": f"{p['profiler_overhead']:+.1%}" if _num(p.get("profiler_overhead")) is not None else "",
             }
         )
     if not out:
@@ -422,11 +426,11 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
         if ov is not None:
             slow.append(ov)
         for k, v in br.items():
-            if k.startswith("mean_") and isinstance(v, (int, float)):
+            if k.startswith("mean_") and _num(v) is not None:
                 row[k] = v
                 if k not in keys:
                     keys.append(k)
-            if k.endswith("_share") and isinstance(v, (int, float)):
+            if k.endswith("_share") and _num(v) is not None:
                 row[k] = f"{v:.1%}"
                 if k not in keys:
                     keys.append(k)
@@ -592,8 +596,8 @@ def op_level_table(prof, level: str, k: int, before: str, after: str) -> list[st
         {
             **o,
             "name": name,
-            "dev_share": f"{o['self_device_share']:.1%}" if isinstance(o.get("self_device_share"), (int, float)) else "",
-            "cpu_share": f"{o['self_cpu_share']:.1%}" if isinstance(o.get("self_cpu_share"), (int, float)) else "",
+            "dev_share": f"{o['self_device_share']:.1%}" if _num(o.get("self_device_share")) is not None else "",
+            "cpu_share": f"{o['self_cpu_share']:.1%}" if _num(o.get("self_cpu_share")) is not None else "",
         }
         for o, name in zip(ops, names)
     ]
@@ -818,9 +822,10 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         ips, jpi = _med(ep, "samples_per_s"), _med(ep, "j_per_img")
         over = next(iter(_rows(c, "overhead")), {})
         ov = over.get("sampler_cost")
-        pairs = [p for p in over.get("sampler_cost_pairs") or [] if isinstance(p, (int, float))]
+        got = over.get("sampler_cost_pairs")
+        pairs = [x for x in got if _num(x) is not None] if isinstance(got, list) else []
         cost = ""
-        if isinstance(ov, float):
+        if _num(ov) is not None:
             cost = f", sampler cost {ov:+.1%}"
             if len(pairs) > 1:
                 lo, hi = min(pairs), max(pairs)

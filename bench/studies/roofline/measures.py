@@ -41,6 +41,7 @@ from bench.core import answers as A
 from bench.core import stats
 from bench.core.claims import Expect, Level, Measured, Metric, Ratio
 from bench.core.study import number
+from bench.core.tables import quotient
 from bench.studies.roofline.readout import POINT_PHASES, at_batch, median, phase_rows
 
 if TYPE_CHECKING:
@@ -104,14 +105,14 @@ def _sweep(rows: list[dict], key: str) -> dict[float, float]:
 def sweep_gain(hi: int, lo: int) -> Metric:
     def metric(rows: list[dict], part: str) -> float | None:
         ips = _sweep(rows, "img_per_s")
-        return ips[hi] / ips[lo] if hi in ips and lo in ips else None
+        return quotient(ips[hi], ips[lo]) if hi in ips and lo in ips else None
 
     return metric
 
 
 def sweep_climb(rows: list[dict], part: str) -> float | None:
     flops = _sweep(rows, "achieved_flop_per_s")
-    return max(flops.values()) / flops[min(flops)] if len(flops) > 1 else None
+    return quotient(max(flops.values()), flops[min(flops)]) if len(flops) > 1 else None
 
 
 def nan_passes(rows: list[dict], part: str) -> float | None:
@@ -125,7 +126,7 @@ def _over_ridge(key: str, batch: int | None = None) -> Metric:
     def metric(rows: list[dict], part: str) -> float | None:
         r = at_batch(rows, batch) if batch else next(iter(phase_rows(rows, "train")), None)
         ai, ridge = (number(r.get(key)), number(r.get("ridge_flops_per_byte"))) if r else (None, None)
-        return ai / ridge if ai and ridge else None
+        return quotient(ai, ridge) if ai and ridge else None
 
     return metric
 
@@ -187,8 +188,9 @@ def gain(what: str, r1: Ratio, r2: Ratio, expect: Expect | None = None) -> Part:
                 a2, b2 = f2.sides
                 if (a1.run, a1.part, b1.run, b1.part) != (a2.run, a2.part, b2.run, b2.part):
                     continue
-                x = {r: a1.per[r] / a2.per[r] for r in a1.per if a2.per.get(r)}
-                y = {r: b1.per[r] / b2.per[r] for r in b1.per if b2.per.get(r)}
+                # a ratio per repeat where it is one (a side's 0 or a tiny divisor forms none: bench.core.tables.quotient)
+                x = {r: q for r in a1.per if (q := quotient(a1.per[r], a2.per.get(r))) is not None and q >= 0}
+                y = {r: q for r in b1.per if (q := quotient(b1.per[r], b2.per.get(r))) is not None and q > 0}
                 if x and y:
                     value = stats.ratio(x, y, paired=None if a1.run == b1.run else False)
                     out.append(
@@ -271,7 +273,9 @@ def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32")
         for key, (sx, lx, hx) in points(x).items():
             if key in ys:
                 sy, ly, hy = ys[key]
-                out.append(A.Finding(_bounds(hx / hy, lx / ly, hx / hy), (sx, sy), 0, what, "x", expect=expect))
+                at, one = quotient(hx, hy), quotient(lx, ly)
+                if at is not None and one is not None:  # intensities of 0 (or a divisor past reach) form no ratio
+                    out.append(A.Finding(_bounds(at, one, at), (sx, sy), 0, what, "x", expect=expect))
         return out
 
     return _named(what, part)

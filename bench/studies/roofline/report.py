@@ -26,7 +26,7 @@ from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.study import number
-from bench.core.tables import fmt, markdown, sig
+from bench.core.tables import fmt, markdown, num, quotient, sig
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text
 from bench.studies.roofline import roofmath, seed
@@ -61,8 +61,10 @@ def _roofs_by_run(cells: list[Cell]) -> dict[tuple[str, str], dict]:
 
 
 def _roof(r: dict, name: str) -> float | None:
-    v = (r.get("roofs") or {}).get(name)
-    return float(v["value"]) if isinstance(v, dict) else None
+    """system.json's roof NAME (FLOP/s or B/s), where its value is a number above 0."""
+    roofs = r.get("roofs")
+    v = num(roofs.get(name), "value") if isinstance(roofs, dict) else None
+    return float(v) if v is not None and v > 0 else None
 
 
 def _compute(r: dict, prec: str) -> float | None:
@@ -85,18 +87,19 @@ def complexity_table(groups: list[list[Cell]]) -> list[dict]:
         if not rows or params(c)["precision"] != "fp32" or params(c)["model"] in seen:
             continue
         r = rows[0]
-        m = str(r["model"])
+        m = str(r.get("model"))
         s = seed.COMPLEXITY.get(m, (None, None, None, None))
+        n, fwd, train = num(r, "n_params"), num(r, "forward_flops_per_sample"), num(r, "train_flops_per_sample")
         seen[m] = {
             "model": m,
-            "params": r.get("n_params", 0) / 1e6,
+            "params": None if n is None else n / 1e6,
             "seed_params": s[0],
-            "fwd": r["forward_flops_per_sample"] / 1e9,
-            "train": r["train_flops_per_sample"] / 1e9,
+            "fwd": None if fwd is None else fwd / 1e9,
+            "train": None if train is None else train / 1e9,
             "seed_g224": s[1],
             "seed_as64": s[1] * 2 * (64 / 224) ** 2 if s[1] else None,
             "why": r.get("train_flops_why"),
-            "ai": f"{fmt(r['ai_low_flops_per_byte'])} .. {fmt(r['ai_high_flops_per_byte'])} (b{r.get('batch_size')})",
+            "ai": f"{fmt(num(r, 'ai_low_flops_per_byte'))} .. {fmt(num(r, 'ai_high_flops_per_byte'))} (b{r.get('batch_size')})",
             "seed_ai": s[3],
         }
     return [seen[m] for m in MODELS if m in seen]
@@ -132,9 +135,9 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
                 "mem_kind": "GPU alloc" if gpu is not None else "RSS",
                 "train_s": _med(g, "train", "epoch_s"),
                 "val_s": _med(g, "val", "epoch_s"),
-                "batches": f"{_med(g, 'train', 'steps'):.0f}/{_med(g, 'val', 'steps') or 0:.0f}",
+                "batches": f"{_med(g, 'train', 'steps') or 0:.0f}/{_med(g, 'val', 'steps') or 0:.0f}",
                 "seed_images": f"{n_seed:,}",
-                "proj_s": f"{fmt(n_seed / train_ips) if train_ips else '–'} / {fmt(n_seed / val_ips) if val_ips else '–'}",
+                "proj_s": f"{fmt(quotient(n_seed, train_ips)) or '–'} / {fmt(quotient(n_seed, val_ips)) or '–'}",
                 "gpu_util": _med(g, "train", "gpu_util_pct"),
                 "sm_mhz": _med(g, "train", "gpu_sm_mhz_median"),
                 "cpu_sys": _med(g, "train", "cpu_util_system_pct"),
@@ -171,7 +174,7 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
                 "batch": b,
                 "loader": lo,
                 "synthetic": syn,
-                "ratio": (lo / syn) if lo and syn else None,
+                "ratio": quotient(lo, syn) if lo and syn else None,
                 "run": run,
                 "env": env,
                 "environment": environment,
@@ -250,8 +253,9 @@ def _run_env(rows: list[dict]) -> tuple[list, list, list]:
 def roofs_table(roofs: dict[tuple[str, str], dict]) -> list[dict]:
     out = []
     for (dev, run), r in roofs.items():
-        sheet = r.get("datasheet") or {}
-        load = (r.get("conditions") or {}).get("load_avg_1m_before")
+        sheet = r.get("datasheet") if isinstance(r.get("datasheet"), dict) else {}
+        cond = r.get("conditions")
+        load = num(cond, "load_avg_1m_before")
         out.append(
             {
                 "device": dev,
@@ -262,7 +266,7 @@ def roofs_table(roofs: dict[tuple[str, str], dict]) -> list[dict]:
                 "sheet": f"{sheet.get('product')}: fp32 {sheet.get('fp32_tflop_per_s')} TFLOP/s, {sheet.get('mem_tb_per_s')} TB/s"
                 if sheet
                 else "",
-                "when": f"{r.get('measured_at')}" + (f", load {load:.1f}" if isinstance(load, (int, float)) else ""),
+                "when": f"{r.get('measured_at')}" + (f", load {load:.1f}" if load is not None else ""),
                 "run": run,
             }
         )
@@ -537,7 +541,7 @@ def _points(c: Cell, col: str) -> dict:
     sw = cell_rows(c, "sweep")
     sweep = [(r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]) for r in sw]
     marks = [
-        (plot_text(f"b{r['batch_size']}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"])
+        (plot_text(f"b{r.get('batch_size')}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"])
         for r in (sw[:1] + sw[-1:] if sw else [])
     ]
     return {"color": col, "ls": ls, "fill": fill, "bars": bars, "sweep": sweep, "marks": marks}
@@ -583,10 +587,10 @@ def _span(cells: list[Cell]) -> list[float]:
         v
         for c in cells
         for r in c.ok_rows
-        for v in (r.get("ai_low_flops_per_byte"), r.get("ai_high_flops_per_byte"))
-        if isinstance(v, (int, float)) and v > 0
+        for k in ("ai_low_flops_per_byte", "ai_high_flops_per_byte")
+        if (v := num(r, k)) and v > 0
     ]
-    lo, hi = (min(ais) / 4, max(ais) * 4) if ais else (0.1, 1000)
+    lo, hi = (max(min(ais) / 4, 1e-12), max(ais) * 4) if ais else (0.1, 1000)  # a log axis: from a positive end
     return [float(x) for x in np.logspace(np.log10(min(lo, 0.1)), np.log10(max(hi, 100)), 200)]
 
 
@@ -917,7 +921,7 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         120,
     ) if rows else []  # fmt: skip
     lines += [
-        f"  {r['model']:<14} {r['config']:<24} train {sig(r['train_ips'])} img/s, val {sig(r['val_ips'])} img/s, "
+        f"  {str(r['model']):<14} {r['config']:<24} train {sig(r['train_ips'])} img/s, val {sig(r['val_ips'])} img/s, "
         f"{sig(r['tf_train'])} TFLOP/s, {sig(r['frac'], 2)}% of roof"
         for r in rows
     ]
