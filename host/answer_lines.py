@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.core.claims import NOT_COMPARABLE
 from bench.core.resultset import json_file
 from bench.core.text import term
 
@@ -77,7 +78,20 @@ def lines(report_dir: Path) -> list[str]:
         if isinstance(c, dict) and c.get("headline") and c.get("primary") and c.get("this_machine") and c.get("value") is not None
     ]
     page = report_dir / "REPORT.md"
+    # a row over differing work is listed on the page with its reason, never given as the answer
+    apart = [c for c in mine if c.get("verdict") == NOT_COMPARABLE]
+    mine = [c for c in mine if c.get("verdict") != NOT_COMPARABLE]
     if not mine:
+        if apart:
+            c = apart[0]
+            why = str(c.get("why") or "the sides ran different work")
+            more = f" (and {len(apart) - 1} more)" if len(apart) > 1 else ""
+            return [
+                term(
+                    f"the answer: no comparison of like work formed on this machine's cells; {c.get('study')}: "
+                    f"{c.get('text')} pairs different work{more}: {why}. {page} lists each row and why"
+                )
+            ]
         return [f"the answer: no comparison formed on this machine's own cells; {page} says which and why"]
     worths = [w for w in got.get("worth") or [] if isinstance(w, dict)]
     out = [f"the answer (this machine; every row, its interval and what differs: {page}):"]

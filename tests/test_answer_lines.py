@@ -3,6 +3,7 @@ each, read back from the report it just wrote, or why there are none."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,17 @@ def test_no_comparison_of_its_own_says_so_and_no_report_says_nothing(tmp_path):
     assert lines(tmp_path / "absent") == []
     (tmp_path / "report.json").write_text("not json{")
     assert lines(tmp_path) == []
+
+
+def test_rows_over_different_work_are_not_given_as_the_answer(tmp_path):
+    row = {"headline": True, "primary": True, "this_machine": True, "value": 3.0, "study": "cifar-opt",
+           "text": "GPU Default over CPU Default", "verdict": "not comparable", "why": "the sides trained 320 and 5,000 images"}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps({"claims": [row, {**row, "study": "roofline"}]}))
+    [only] = lines(tmp_path)
+    assert only.startswith("the answer: no comparison of like work formed on this machine's cells; cifar-opt: ")
+    assert "the sides trained 320 and 5,000 images" in only and "(and 1 more)" in only and "x [" not in only
+    # beside a comparable row it is left to the page
+    good = {**row, "study": "mnist-cnn", "verdict": "holds", "lo": 2.5, "hi": 3.5}
+    (tmp_path / "report.json").write_text(json.dumps({"claims": [row, good]}))
+    got = lines(tmp_path)
+    assert len(got) == 2 and got[1].startswith("  mnist-cnn: ") and "3x [2.5-3.5], holds" in got[1]
