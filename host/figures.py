@@ -60,7 +60,7 @@ def cache_dir_for(out: Path) -> Path:
 def small_png(raw: bytes) -> bytes:
     """A PNG as REPORT.html inlines it: quantized to 128 colours (the kit's plots are flat colours
     and lines; the full file stays beside the page), or as it is where that fails or is not
-    smaller. Keeps the merged page of every reference under 3 MB (tests/test_answers.py).
+    smaller. Keeps the merged page of every reference under 3.5 MB (tests/test_answers.py).
     Fast octree (over the references' 58 figures 4x faster than median cut with `optimize`: 22 against
     97 ms a figure on a loaded 2-core VM, and 10 % smaller) and zlib's level 9 (1.48 against 1.64 MB
     over the merged references' 72 figures, 2026-11-28)."""

@@ -16,6 +16,9 @@ from bench.core.text import md as md_text
 from bench.core.text import plot_text, term
 
 THIS = "this machine"
+# figures per worth section, this machine's rows first: each 20-25 KB inlined, and the merged
+# references' page holds 51 rows (it stays under 3.5 MB, tests/test_answers.py); the table has every row
+MAX_FIGURES = 4
 
 LEGEND = (
     "**time** is the GPU side's training throughput over the CPU side's (the headline's ratio, as the GPU's "
@@ -209,19 +212,16 @@ def section(worths: list[W.Worth], heading: str, out: Path | None, name: str, pr
             "",
         ]
     if out is not None:
-        fig = plot(worths, out, name, here)
-        if fig:
-            md += [
-                f"![time and cost to finish against the work]({fig})",
-                "",
-                f"_The figure draws row 1 ({md_text(worths[0].answer.label)}); the table gives every row's break-even._"
-                if len(worths) > 1
-                else "",
-                "",
-            ]
-            drawn = next((x for x in worths if x.lines("time")), None)
-            if drawn is not None and drawn.free and drawn.lines("cost"):
-                md += [f"_No cost panel: {md_text(W.FREE_TEXT[drawn.free])}; a cost of 0 has no place on a log axis._", ""]
+        drawn = [w for w in worths if w.lines("time")][:MAX_FIGURES]
+        for i, w in enumerate(drawn):
+            fig = plot(w, out, f"{name}_worth" if i == 0 else f"{name}_worth_{i + 1}", here)
+            if fig:
+                md += [f"![{md_text(w.answer.label)}: time and cost to finish against the work]({fig})", ""]
+                if w.free and w.lines("cost"):
+                    md += [f"_No cost panel: {md_text(W.FREE_TEXT[w.free])}; a cost of 0 has no place on a log axis._", ""]
+        rest = len([w for w in worths if w.lines("time")]) - len(drawn)
+        if rest > 0:
+            md += [f"_Figures for the first {len(drawn)} rows; the table gives the other {rest} rows' break-even._", ""]
     return md
 
 
@@ -282,13 +282,12 @@ def prices_lines(prices: Any) -> list[str]:
     return [f"- {md_text(x)}" for x in md] + [""] if md else []
 
 
-def plot(worths: list[W.Worth], out: Path, name: str, here: bool = False) -> str | None:
-    """Time (and cost) to finish against the work for the first answer that has both lines, both
-    sides, the crossing marked; log-log. Returns the file name or None."""
+def plot(w: W.Worth, out: Path, name: str, here: bool = False) -> str | None:
+    """Time (and cost) to finish against the work for W (both sides, the crossing marked; log-log)
+    into OUT as NAME.png. Returns the file name, or None where W has no time lines."""
     from bench.core.figures import figure
 
-    w = next((x for x in worths if x.lines("time")), None)
-    if w is None:
+    if not w.lines("time"):
         return None
     # a free side's cost is 0 at every N: no line on a log axis (the table says it is the cheaper)
     kinds = [k for k in ("time", "cost") if w.lines(k) and not (k == "cost" and w.free)]
@@ -318,7 +317,7 @@ def plot(worths: list[W.Worth], out: Path, name: str, here: bool = False) -> str
         "epoch": w.epoch,
         "title": plot_text(f"{w.answer.study}: {w.answer.label}"[:90]),
     }
-    return figure(out, f"{name}_worth.png", draw_worth, data)
+    return figure(out, f"{name}.png", draw_worth, data)
 
 
 def draw_worth(d: dict, path: Path) -> None:

@@ -282,9 +282,10 @@ def test_the_merged_page_has_a_table_of_contents_and_stays_small(merged):
     links = re.findall(r'href="#([a-z0-9-]+)"', toc.group(1))
     ids = re.findall(r'<h[234] id="([a-z0-9-]+)"', html)
     assert links == ids and len(ids) == len(set(ids)) > 10  # every section linked, ids unique
-    # 3 MB: 17 reference folders of five studies, each figure one per configuration (a figure per
-    # cell, as the profile section drew until the many-GPU reference, put the page at 4 MB)
-    assert len(html.encode()) < 3_000_000, "the merged references' page must stay under 3 MB"
+    # 3.5 MB: 24 reference folders of five studies, each figure one per configuration (a figure per
+    # cell, as the profile section drew until the many-GPU reference, put the page at 4 MB); up to
+    # 4 worth figures a study (3.01 MB on 2026-11-29)
+    assert len(html.encode()) < 3_500_000, "the merged references' page must stay under 3.5 MB"
     inlined = re.findall(r'src="data:image/png;base64,', html)
     assert len(inlined) == len(list(merged.glob("*.png")))  # each figure once
 

@@ -328,6 +328,8 @@ def test_the_worth_table_puts_break_even_beside_time_and_its_figure_is_legible(t
     294 x 210 px with 6 px text (dpi 70)."""
     from PIL import Image
 
+    from bench.core.text import md as md_text
+
     ref = Path(__file__).resolve().parent.parent / "results" / "reference" / "H200"
     if not ref.is_dir():
         pytest.skip("the committed references are not in this checkout")
@@ -340,4 +342,16 @@ def test_the_worth_table_puts_break_even_beside_time_and_its_figure_is_legible(t
     assert cols[2:4] == ["time", "GPU first above"] and cols[-1] == "GPU / CPU"
     width, height = Image.open(tmp_path / "mnist-cnn_worth.png").size
     assert width >= 450 and height >= 320
-    assert any(x.startswith("_The figure draws row 1") for x in md)
+    # one figure per row, up to MAX_FIGURES, each titled by its row; the rest are counted
+    figs = [x for x in md if x.startswith("![")]
+    drawn = [w for w in worths if w.lines("time")]
+    assert len(figs) == min(len(drawn), HW.MAX_FIGURES) >= 2
+    for i, (x, w) in enumerate(zip(figs, drawn)):
+        name = "mnist-cnn_worth.png" if i == 0 else f"mnist-cnn_worth_{i + 1}.png"
+        assert x.startswith(f"![{md_text(w.answer.label)}: ") and x.endswith(f"({name})")
+        assert Image.open(tmp_path / name).size == (width, height)
+    if len(drawn) > HW.MAX_FIGURES:
+        assert (
+            f"_Figures for the first {HW.MAX_FIGURES} rows; the table gives the other {len(drawn) - HW.MAX_FIGURES} "
+            in "\n".join(md)
+        )
