@@ -10,13 +10,9 @@ from pathlib import Path
 
 from bench.core.claims import NOT_COMPARABLE
 from bench.core.resultset import json_file
-from bench.core.text import term
+from bench.core.text import short, term
 
 MAX_LINES = 8  # the rest is on the page
-
-
-def _fig(v: float) -> str:
-    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 def line(c: dict) -> str:
@@ -24,9 +20,9 @@ def line(c: dict) -> str:
     v, lo, hi = c.get("value"), c.get("lo"), c.get("hi")
     fig = ""
     if isinstance(v, (int, float)):
-        fig = f": {_fig(v)}x"
+        fig = f": {short(v)}x"
         if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-            fig += f" [{_fig(lo)}-{_fig(hi)}]"
+            fig += f" [{short(lo)}-{short(hi)}]"
     verdict = str(c.get("verdict") or "")
     tag = c.get("coverage_tag")
     if tag and verdict in ("holds", "does not hold"):
@@ -37,8 +33,8 @@ def line(c: dict) -> str:
 def _count(n: float) -> str:
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= div:
-            return f"{n / div:.3g}{unit}"
-    return f"{n:.3g}"
+            return f"{short(n / div)}{unit}"
+    return short(n)
 
 
 def worth_line(w: dict) -> str:
@@ -52,16 +48,16 @@ def worth_line(w: dict) -> str:
     elif kind == "never":
         first = "the GPU never finishes first"
     elif kind in ("above", "below") and isinstance(n, (int, float)):
-        ep = f" ({n / epoch:.3g} epochs)" if isinstance(epoch, (int, float)) and epoch > 0 else ""
+        ep = f" ({short(n / epoch)} epochs)" if isinstance(epoch, (int, float)) and epoch > 0 else ""
         first = f"the GPU finishes first {'above' if kind == 'above' else 'only below'} {_count(n)} samples{ep}"
     else:
         first = "break-even not formed"
     e = w.get("energy_ratio") if isinstance(w.get("energy_ratio"), dict) else None
     energy = (
-        f"{_fig(e['value'])}x less per sample on the GPU" if e and isinstance(e.get("value"), (int, float)) else "not measured"
+        f"{short(e['value'])}x less per sample on the GPU" if e and isinstance(e.get("value"), (int, float)) else "not measured"
     )
     c = w.get("cost_ratio") if isinstance(w.get("cost_ratio"), dict) else None
-    cost = f"{_fig(c['value'])}x" if c and isinstance(c.get("value"), (int, float)) else str(w.get("cost_why") or "not measured")
+    cost = f"{short(c['value'])}x" if c and isinstance(c.get("value"), (int, float)) else str(w.get("cost_why") or "not measured")
     return term(f"    worth it: {first}; energy: {energy}; cost: {cost}")
 
 

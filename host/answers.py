@@ -13,7 +13,7 @@ from bench.core import claims as C
 from bench.core import noise, stats
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
-from bench.core.text import md_code, term
+from bench.core.text import md_code, short, term
 
 STALE, DIRTY, FLAG = "†", "‡", "⚑"
 # REPORT.html lays these tables out to the page's width, long text wrapping and the verdict on one
@@ -273,14 +273,7 @@ def this_machine(answers: list[A.Answer], registry: dict, cells: list, beside: l
 
 
 def _num(v: float, unit: str) -> str:
-    if unit == "x":
-        return f"{v:,.3g}x" if abs(v) < 100 else f"{v:,.0f}x"
-    text = f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-    return f"{text} {unit}".rstrip()
-
-
-def _fig(v: float) -> str:
-    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{short(v)}x" if unit == "x" else f"{short(v)} {unit}".rstrip()
 
 
 def value_text(a: A.Answer) -> str:
@@ -297,7 +290,7 @@ def value_text(a: A.Answer) -> str:
         else:
             kinds = {"ci": "]", "bounds": ", bounds]", "cs": f", 95% CS of {v.n} rounds]"}
             rng = f", unpaired ranges of {' / '.join(map(str, v.sides_n))}]" if v.sides_n else f", range of {v.n}]"
-            bracket = f" [{_fig(v.lo)}–{_fig(v.hi)}" + kinds.get(v.kind, rng)
+            bracket = f" [{short(v.lo)}–{short(v.hi)}" + kinds.get(v.kind, rng)
         txt = _num(v.median, f.unit) + bracket
         parts.append(f"{f.what}: {txt}" if f.what else txt)
     return "; ".join(parts)

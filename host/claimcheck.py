@@ -18,7 +18,7 @@ from bench.core import answers as A
 from bench.core import claims as C
 from bench.core.registry import studies
 from bench.core.resultset import collect, holding_results
-from bench.core.text import term
+from bench.core.text import short, term
 
 
 @dataclass
@@ -51,13 +51,9 @@ def _side(a: A.Answer | None) -> str:
     num = (
         ""
         if v is None
-        else f" {v.median:,.3g}" + (f" [{v.lo:,.3g}-{v.hi:,.3g}]" if v.lo is not None and v.hi is not None else "")
+        else f" {short(v.median)}" + (f" [{short(v.lo)}-{short(v.hi)}]" if v.lo is not None and v.hi is not None else "")
     )
     return f"{a.verdict}{num} on {term(a.scope_label) or '-'}"
-
-
-def _fig(v: float) -> str:
-    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 def _primary(answers: list[A.Answer]) -> dict[str, A.Answer]:

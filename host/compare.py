@@ -48,7 +48,7 @@ from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell, ResultSet, collect_set
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
-from bench.core.text import md_code, term
+from bench.core.text import md_code, short, term
 
 DEFAULT_THRESHOLD = 0.05
 # keys of a cell spec that are not part of its configuration across sets; of `devices` only its
@@ -438,7 +438,7 @@ FLAG = "⚑"
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
-    return f"{v:,.0f}" if unit == "samples/s" or v >= 1000 else f"{v:,.3g}"
+    return f"{v:,.0f}" if unit == "samples/s" or v >= 1000 else short(v)
 
 
 def _si(v: float | None) -> str:
@@ -447,8 +447,8 @@ def _si(v: float | None) -> str:
         return "-"
     for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= scale:
-            return f"{v / scale:.3g}{prefix}"
-    return f"{v:.3g}"
+            return f"{short(v / scale)}{prefix}"
+    return short(v)
 
 
 def _ci(lo: float | None, hi: float | None, unit: str) -> str:

@@ -13,7 +13,7 @@ from bench.core import stats
 from bench.core import worth as W
 from bench.core.tables import md_row, md_sep
 from bench.core.text import md as md_text
-from bench.core.text import plot_text, term
+from bench.core.text import plot_text, short, term
 
 THIS = "this machine"
 # figures per worth section, this machine's rows first: each 20-25 KB inlined, and the merged
@@ -33,14 +33,10 @@ LEGEND = (
 )
 
 
-def _fig(v: float) -> str:
-    return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-
-
 def ratio_text(s: stats.Summary | None, why: str) -> str:
     if s is None:
         return why or "–"
-    return f"{_fig(s.median)}x" + s.bracket("{:,.3g}")
+    return f"{short(s.median)}x" + s.bracket()
 
 
 def count(n: float) -> str:
@@ -49,15 +45,15 @@ def count(n: float) -> str:
     n = float(f"{n:.3g}")  # 999.9999 is 1k
     for unit, k in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= k:
-            return f"{n / k:.3g}{unit}"
-    return f"{n:.3g}"
+            return f"{short(n / k)}{unit}"
+    return short(n)
 
 
 def even_text(e: W.Even | None, why: str, epoch: int | None) -> str:
     """'above 12.3k samples (0.21 epochs) [9.1k–15k, range of 9 pairs]', 'from the first sample', ..."""
     if e is None:
         return why or "–"
-    ep = f" ({e.n / epoch:.3g} epochs)" if epoch and not math.isinf(e.n) else ""
+    ep = f" ({short(e.n / epoch)} epochs)" if epoch and not math.isinf(e.n) else ""
     bracket = f" [{count(e.lo)}–{count(e.hi)}, range of {e.pairs} pairs]" if e.lo is not None and e.hi is not None else ""
     split = f"; {e.split}" if e.split else ""
     if e.kind == W.ALWAYS:
@@ -148,11 +144,11 @@ def fixed_text(x: W.Facts) -> str:
         return "no fixed costs recorded" + (f" ({x.fixed_why})" if x.fixed_why else "")
     mark = "*" if x.fixed_what == W.OLD_FIXED else ""
     once = [k for k in x.fixed_parts if k != W.STARTUP]
-    split = [f"{W.STARTUP} {_fig(_mid(x.fixed_parts[W.STARTUP]))} s{mark}"] if once and W.STARTUP in x.fixed_parts else []
-    split += [f"{W.ONE_OFF[k][1]} {_fig(_mid(x.fixed_parts[k]))} s" for k in once if k in W.ONE_OFF]
+    split = [f"{W.STARTUP} {short(_mid(x.fixed_parts[W.STARTUP]))} s{mark}"] if once and W.STARTUP in x.fixed_parts else []
+    split += [f"{W.ONE_OFF[k][1]} {short(_mid(x.fixed_parts[k]))} s" for k in once if k in W.ONE_OFF]
     bits = [" + ".join(split)] if split else []
     bits += [f"{W.STARTUP}: {x.fixed_shared}"] if x.fixed_shared else []
-    return f"fixed {_fig(_mid(x.fixed))} s{'' if split else mark}" + (f" ({'; '.join(bits)})" if bits else "")
+    return f"fixed {short(_mid(x.fixed))} s{'' if split else mark}" + (f" ({'; '.join(bits)})" if bits else "")
 
 
 def fixed_footnote(worths: list[W.Worth]) -> list[str]:
@@ -178,9 +174,9 @@ def detail(w: W.Worth, here: bool = False) -> str:
     """One line: each side's rate, fixed costs, energy and price; why a figure is missing (once)."""
     bits = []
     for x, role in ((w.gpu, "GPU"), (w.cpu, "CPU")):
-        got = [f"{_fig(_mid(x.rate))} samples/s" if x.rate else "no rate", fixed_text(x)]
+        got = [f"{short(_mid(x.rate))} samples/s" if x.rate else "no rate", fixed_text(x)]
         if x.energy:
-            got.append(f"{_fig(_mid(x.energy) * 1e3)} mJ/sample" + (f" ({x.energy_domain})" if x.energy_domain else ""))
+            got.append(f"{short(_mid(x.energy) * 1e3)} mJ/sample" + (f" ({x.energy_domain})" if x.energy_domain else ""))
         if x.price is not None:
             got.append(f"{x.price.usd_per_hour:g} USD/h" + (f" x {x.devices} GPUs" if x.devices > 1 else ""))
         bits.append(f"{role} {device_label(x, here)}: {', '.join(got)}")
@@ -442,7 +438,7 @@ def work_text(g: dict) -> str:
             return "not measured"
         if unit == "USD" and v == 0:
             return "0 USD (free)"
-        return {"s": f"{v:,.1f} s", "J": f"{v / 3.6e6:,.3g} kWh ({v:,.0f} J)", "USD": f"{v:,.4g} USD"}[unit]
+        return {"s": f"{v:,.1f} s", "J": f"{short(v / 3.6e6)} kWh ({v:,.0f} J)", "USD": f"{short(v, 4)} USD"}[unit]
 
     def dev(x: dict) -> str:
         return f"{THIS} ({x['device']})" if x.get("this_machine") else str(x["device"])

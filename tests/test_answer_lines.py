@@ -49,7 +49,7 @@ def test_no_comparison_of_its_own_says_so_and_no_report_says_nothing(tmp_path):
 
 def test_rows_over_different_work_are_not_given_as_the_answer(tmp_path):
     row = {"headline": True, "primary": True, "this_machine": True, "value": 3.0, "study": "cifar-opt",
-           "text": "GPU Default over CPU Default", "verdict": "not comparable", "why": "the sides trained 320 and 5,000 images"}  # fmt: skip
+           "text": "GPU Default over CPU Default", "scope": "this machine", "verdict": "not comparable", "why": "the sides trained 320 and 5,000 images"}  # fmt: skip
     (tmp_path / "report.json").write_text(json.dumps({"claims": [row, {**row, "study": "roofline"}]}))
     [only] = lines(tmp_path)
     assert only.startswith("the answer: no comparison of like work formed on this machine's cells; cifar-opt: ")

@@ -12,7 +12,7 @@ from references import kit_studies, reference_or_skip
 from bench.core.cell import Cell
 from bench.core.registry import get_study
 from bench.core.resultset import collect
-from bench.core.tables import sig
+from bench.core.text import sig
 from bench.run.matrix import cell_count
 
 

@@ -29,6 +29,7 @@ from bench.core import worth as W
 from bench.core.answers import Side, judge_all
 from bench.core.registry import studies
 from bench.core.resultset import collect, load_cell
+from bench.core.text import short
 from bench.measure import energy
 from host import worth as HW
 
@@ -263,7 +264,7 @@ def test_the_tuned_rows_fixed_costs_count_their_search(tmp_path):
         (search,) = [r["search_s"] for r in _rows(d) if r.get("phase") == "search"]
         assert search > 3 and x.fixed == {0: pytest.approx(_total(d) + search)}
         assert x.fixed_parts == {W.STARTUP: {0: pytest.approx(_total(d))}, "search": {0: pytest.approx(search)}}
-        assert f"+ the hyperparameter search {HW._fig(search)} s" in HW.fixed_text(x)
+        assert f"+ the hyperparameter search {short(search)} s" in HW.fixed_text(x)
     md = "\n".join(HW.section([w], "## x", None, "", None))
     assert "the hyperparameter search (search_s in the side's search row), done once before training (rows 1)" in md
     # a search row that predates search_s: that repeat has no fixed costs, and says why

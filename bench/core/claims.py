@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.core.stats import CS_MIN_ROUNDS, MIN_CI_REPEATS, Summary
+from bench.core.text import short
 
 if TYPE_CHECKING:
     from bench.core.answers import Finding
@@ -378,7 +379,7 @@ def versus_seed(value: Summary, seed: float | tuple[float, float] | None) -> str
         return "seed gave no figure"
     lo_s, hi_s = seed if isinstance(seed, tuple) else (seed, seed)
     mid = (lo_s * hi_s) ** 0.5 if lo_s > 0 and hi_s > 0 else (lo_s + hi_s) / 2
-    times = f"{value.median / mid:.2g}x the seed's" if mid else "the seed's is 0"
+    times = f"{short(value.median / mid, 2)}x the seed's" if mid else "the seed's is 0"
     if value.lo is None or value.hi is None:
         return f"ours {times} (one repeat)"
     if value.lo <= hi_s and lo_s <= value.hi:

@@ -27,7 +27,10 @@ With a single repeat there is no interval: the summary says so instead of invent
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from bench.core.text import short
 
 CONFIDENCE = 0.95
 MIN_CI_REPEATS = 6  # fewer: the range of the repeats, called the range (module docstring)
@@ -111,29 +114,34 @@ class Summary:
             )
         return METHODS.get(self.kind, self.kind)
 
-    def interval(self, fmt: str = "{:,.0f}") -> str:
+    def interval(self, fmt: str | Callable[[float], str] = "{:,.0f}") -> str:
         """'lo–hi' for a 95 % interval, 'lo–hi (range of 3)' for a range, 'lo–hi (95% CS)' for a
         sequential run's confidence sequence, 'n=1, no interval'."""
         if self.kind == "cs" and (self.lo is None or self.hi is None):
             return f"unbounded (95% CS, {self.n} rounds)"
         if self.lo is None or self.hi is None:
             return "n=1, no interval"
-        text = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        text = f"{_fmt(fmt, self.lo)}–{_fmt(fmt, self.hi)}"
         if self.kind == "cs":
             return f"{text} (95% CS, {self.n} rounds)"
         return text if self.kind == "ci" else f"{text} (range of {self.n})"
 
-    def bracket(self, fmt: str = "{:.3g}") -> str:
+    def bracket(self, fmt: str | Callable[[float], str] = short) -> str:
         """' [lo–hi]' for a 95 % interval, ' [lo–hi, range of 3]' for a range, ' [lo–hi, 95% CS]' for
         a confidence sequence, '' without one."""
         if self.kind == "cs" and (self.lo is None or self.hi is None):
             return " [unbounded, 95% CS]"
         if self.lo is None or self.hi is None:
             return ""
-        inner = f"{fmt.format(self.lo)}–{fmt.format(self.hi)}"
+        inner = f"{_fmt(fmt, self.lo)}–{_fmt(fmt, self.hi)}"
         if self.kind == "cs":
             return f" [{inner}, 95% CS]"
         return f" [{inner}]" if self.kind == "ci" else f" [{inner}, range of {self.n}]"
+
+
+def _fmt(fmt: str | Callable[[float], str], v: float) -> str:
+    """V by FMT: a format string, or a function such as text.short (3 significant digits, never 1e+03)."""
+    return fmt(v) if callable(fmt) else fmt.format(v)
 
 
 def range_coverage(n: int) -> float:

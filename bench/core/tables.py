@@ -77,24 +77,6 @@ def fmt(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def sig(v: Any, digits: int = 3) -> str:
-    """V in DIGITS significant digits, for a terminal line: 1657.3 -> '1,660', 0.13513 -> '0.135',
-    59.21 -> '59.2' (fmt keeps 4 decimals for a table; a summary line says no more than it knows)."""
-    import math
-
-    if v is None:
-        return "-"
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return str(v)
-    v = float(f"{v:.{digits}g}")  # rounded first: 99.96 is 100, with 100's magnitude
-    if v == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(v)))
-    if mag >= digits - 1:
-        return f"{round(v, digits - 1 - mag):,.0f}"
-    return f"{v:.{digits - 1 - mag}f}"
-
-
 def cell(v: Any) -> str:
     """One table cell: V formatted (`fmt`) and escaped (`md`); an `Md` as it is."""
     return str(v) if isinstance(v, Md) else md(fmt(v))

@@ -172,3 +172,32 @@ def manifest_line(digest: str, name: str) -> str:
         esc = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
         return f"\\{digest}  {esc}\n"
     return f"{digest}  {name}\n"
+
+
+def sig(v: Any, digits: int = 3) -> str:
+    """V in DIGITS significant digits, never in scientific notation (`{:.3g}` prints 999.7 as '1e+03'
+    and 1.2e-5 as '1.2e-05'): 1657.3 -> '1,660', 0.13513 -> '0.135', 59.21 -> '59.2'. The one
+    formatter of a ratio or figure in a line of text (tables.fmt keeps 4 decimals for a table; a
+    summary line says no more than it knows)."""
+    import math
+
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return str(v)
+    v = float(f"{v:.{digits}g}")  # rounded first: 99.96 is 100, with 100's magnitude
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    if mag >= digits - 1:
+        return f"{round(v, digits - 1 - mag):,.0f}"
+    return f"{v:.{digits - 1 - mag}f}"
+
+
+def short(v: Any, digits: int = 3) -> str:
+    """`sig` without trailing zeros, as `{:.3g}` writes but never in scientific notation: 3.0 -> '3',
+    1000 -> '1,000', 0.0000123 -> '0.0000123', 2.50 -> '2.5'."""
+    text = sig(v, digits)
+    if "." in text and text[-1:].isdigit():
+        text = text.rstrip("0").rstrip(".")
+    return text

@@ -47,6 +47,7 @@ from bench.core.request import check_until as check
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.stats import CS_MIN_ROUNDS, Summary
+from bench.core.text import short
 from bench.run.schedule import Paused
 
 
@@ -351,7 +352,7 @@ class Sequential:
         ]
         for c in self.comparisons:
             v = c.value
-            val = f"{v.median:.3g}x{v.bracket()}" if v else "no rounds"
+            val = f"{short(v.median)}x{v.bracket()}" if v else "no rounds"
             out.append(
                 f"{c.label}: {c.names[0]} / {c.names[1]}: {val} {c.verdict or '-'}; "
                 + seqstats.stop_text(

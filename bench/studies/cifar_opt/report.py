@@ -22,8 +22,8 @@ from bench.core.figure_layout import place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import finite, fmt, markdown, num, real, sig
-from bench.core.text import Md, md_code, plot_text, safe_name
+from bench.core.tables import finite, fmt, markdown, num, real
+from bench.core.text import Md, md_code, plot_text, safe_name, sig
 from bench.core.text import md as md_text
 from bench.studies.cifar_opt import crossdevice
 from bench.studies.cifar_opt.config import CPU_DEFAULT, chance_limit

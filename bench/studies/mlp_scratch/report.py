@@ -14,7 +14,7 @@ from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.tables import finite, fmt, md_row, md_sep, num, nums, quotient
-from bench.core.text import Md, md_reason, plot_text
+from bench.core.text import Md, md_reason, plot_text, short
 from bench.core.text import md as md_text
 from bench.studies.mlp_scratch import MlpScratch
 from bench.studies.mlp_scratch.runner import MEMORY_PARTS, OVERHEAD_DEFINITION
@@ -104,7 +104,7 @@ def table3(group: list[Cell]) -> list[str]:
                 cells += ["", "", ""]
                 continue
             t = stats.summarize(list(mine.values()))
-            cells += [fmt(t.median), t.interval("{:.3g}"), _speedup(_per_repeat(group, REFERENCE, key), mine, v)]
+            cells += [fmt(t.median), t.interval(short), _speedup(_per_repeat(group, REFERENCE, key), mine, v)]
         for key in ("per_iter_median_ms", "forward_median_ms", "backward_median_ms"):
             cells.append(_ms_with_speedup(_med(ref_rows, key), _med(rs, key)))
         cells += [fmt(_med(rs, "final_train_acc")), fmt(_med(rs, "final_val_acc"))]
@@ -139,7 +139,7 @@ def table4(group: list[Cell]) -> list[str]:
                 sps.append("")
                 continue
             sp = finite(stats.ratio({k: 1 / x for k, x in mine.items()}, {k: 1 / x for k, x in ref.items()}))
-            sps.append(f"{sp.median:.1f}x" + sp.bracket("{:.3g}") if sp else "not measured (a time near 0)")
+            sps.append(f"{sp.median:.1f}x" + sp.bracket() if sp else "not measured (a time near 0)")
         med = [statistics.median(per[(v, op)].values()) if per.get((v, op)) else None for v in vs]
         out.append(md_row([op, *[fmt(m) for m in med], *sps]))
     return out
@@ -546,10 +546,10 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
             ci = t.bracket() or " (n=1)"
             speed = ""
             if v != REFERENCE and ref and (r := finite(stats.ratio(ref, total))):
-                speed = f"   {r.median:.3g}x NumPy's speed{r.bracket()}"
+                speed = f"   {short(r.median)}x NumPy's speed{r.bracket()}"
             body.append(
-                f"  {v:<11} {t.median:.3g} s{ci}   "
-                + (f"{ms:.3g} ms/iteration" if ms is not None else "")
+                f"  {v:<11} {short(t.median)} s{ci}   "
+                + (f"{short(ms)} ms/iteration" if ms is not None else "")
                 + (f"   val acc {100 * acc:.1f}%" if acc is not None else "")
                 + speed
             )

@@ -11,8 +11,8 @@ from bench.core import noise, stats
 from bench.core.labels import qualify
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
-from bench.core.tables import markdown, md_row, num, nums, sig, text_table
-from bench.core.text import csv_text
+from bench.core.tables import markdown, md_row, num, nums, text_table
+from bench.core.text import csv_text, sig
 from bench.core.text import md as md_text
 
 TABLE1_COLUMNS = [

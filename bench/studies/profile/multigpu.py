@@ -29,9 +29,9 @@ from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.stats import INTERVAL_TEXT, Summary, ratio, summarize
-from bench.core.tables import markdown, sig
+from bench.core.tables import markdown
 from bench.core.text import md as md_text
-from bench.core.text import md_alt, md_reason, one_line, plot_text
+from bench.core.text import md_alt, md_reason, one_line, plot_text, sig
 from bench.studies.profile.readout import gpus as _gpus
 from bench.studies.profile.readout import label as _label
 from bench.studies.profile.readout import med as _med

@@ -28,9 +28,9 @@ from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import markdown, quotient, sig
+from bench.core.tables import markdown, quotient
 from bench.core.text import md as md_text
-from bench.core.text import md_alt, md_code, md_reason, plot_text
+from bench.core.text import md_alt, md_code, md_reason, plot_text, sig
 from bench.studies.profile import multigpu, seed
 from bench.studies.profile.readout import (
     SEED_IMAGE_SIZE,

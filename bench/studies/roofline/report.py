@@ -26,9 +26,9 @@ from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
 from bench.core.study import number
-from bench.core.tables import fmt, markdown, num, quotient, sig
+from bench.core.tables import fmt, markdown, num, quotient
 from bench.core.text import md as md_text
-from bench.core.text import md_alt, md_code, plot_text
+from bench.core.text import md_alt, md_code, plot_text, short, sig
 from bench.studies.roofline import roofmath, seed
 from bench.studies.roofline.config import PRECISIONS, ROOF_OF, RooflineConfig
 from bench.studies.roofline.readout import POINT_PHASES, cell_rows, median, params
@@ -369,11 +369,11 @@ def speedups(groups: list[list[Cell]]) -> list[Speedup]:
 
 
 def _x(s: stats.Summary | None) -> str:
-    return "" if s is None else f"{s.median:.3g}x"
+    return "" if s is None else f"{short(s.median)}x"
 
 
 def _ci(s: stats.Summary | None) -> str:
-    return "" if s is None else s.interval("{:.3g}x")
+    return "" if s is None else s.interval(lambda v: f"{short(v)}x")
 
 
 def speedup_table(sp: list[Speedup]) -> list[dict]:
