@@ -998,6 +998,23 @@ def _verify_claims(dirs: list[Path]) -> None:
 
 # ---------------------------------------------------------------------------- history (host/history.py)
 StoreOpt = Annotated[Path | None, typer.Option("--store", help="the history store (default results/history)")]
+StudyOnly = Annotated[str | None, typer.Option("--study", help="only studies whose name contains this (any case)")]
+MachineOnly = Annotated[str | None, typer.Option("--machine", help="only machine classes whose name contains this, e.g. H100")]
+HostOnly = Annotated[str | None, typer.Option("--host", help="only cells measured on hosts whose name contains this")]
+
+
+def _history_series(store: Path, study: str | None, machine: str | None, host: str | None) -> list:
+    """The store's series of the cells the filters keep; with filters that keep nothing, one line and exit 1."""
+    from host import history as hist
+
+    only = hist.Only(study, machine, host)
+    try:
+        got = hist.series(store, only=only)
+    except KitError as err:
+        fail(err)
+    if not got and only.text():
+        fail(f"history: no series in {hist.db_path(store)} of cells with {only.text()}")
+    return got
 
 
 @history_app.command("add", epilog="Example: python orchestrate.py history add results/myhost --label nightly")
@@ -1023,18 +1040,18 @@ def history_add(
     )
 
 
-@history_app.command("show", epilog="Example: python orchestrate.py history show")
+@history_app.command("show", epilog="Example: python orchestrate.py history show --machine H100 --study mnist")
 def history_show(
     store: StoreOpt = None,
+    study: StudyOnly = None,
+    machine: MachineOnly = None,
+    host: HostOnly = None,
     json_: Annotated[bool, typer.Option("--json", help="print every series as JSON")] = False,
 ) -> None:
     """Each configuration per machine class: runs, last value, trend and change points."""
     from host import history as hist
 
-    try:
-        all_series = hist.series(store or hist.DEFAULT_STORE)
-    except KitError as err:
-        fail(err)
+    all_series = _history_series(store or hist.DEFAULT_STORE, study, machine, host)
     if json_:
         import json
 
@@ -1047,13 +1064,16 @@ def history_show(
 def history_report(
     out: Annotated[Path | None, typer.Option(help="where to write index.html (default <store>/report)")] = None,
     store: StoreOpt = None,
+    study: StudyOnly = None,
+    machine: MachineOnly = None,
+    host: HostOnly = None,
 ) -> None:
     """A static trend page readable offline: one plot per configuration over commits and dates, change points marked."""
     from host import history as hist
 
     st = store or hist.DEFAULT_STORE
+    all_series = _history_series(st, study, machine, host)
     try:
-        all_series = hist.series(st)
         path = hist.write_page(all_series, st, out or hist.db_path(st).parent / "report")
     except KitError as err:
         fail(err)

@@ -345,9 +345,32 @@ def _store_row(row: tuple) -> tuple | None:
     return (*fields[:6], bool(hib), *fields[6:], figure)
 
 
-def series(store: Path = DEFAULT_STORE, changes: bool = True) -> list[Series]:
-    """Every series in STORE, points in date order, with change points (CHANGES). A row that is not
-    what `add` writes is left out (`_store_row`); every series counts them (`left_out`)."""
+@dataclass(frozen=True)
+class Only:
+    """Which rows of the store a view keeps: each given field a case-insensitive part of the cell's
+    study name, machine class or host name (`history show --study mnist --machine H100 --host gpu01`)."""
+
+    study: str | None = None
+    machine: str | None = None
+    host: str | None = None
+
+    def keeps(self, study: str, machine: str, host: str) -> bool:
+        """Whether a cell of STUDY, MACHINE class and HOST is kept (casefolded: any case, any script)."""
+        return all(
+            not v or v.casefold() in x.casefold() for v, x in ((self.study, study), (self.machine, machine), (self.host, host))
+        )
+
+    def text(self) -> str:
+        got = [
+            f"{k} containing {v!r}" for k, v in (("study", self.study), ("machine class", self.machine), ("host", self.host)) if v
+        ]
+        return "; ".join(got)
+
+
+def series(store: Path = DEFAULT_STORE, changes: bool = True, only: Only = Only()) -> list[Series]:
+    """Every series in STORE (ONLY: of the cells it keeps), points in date order, with change points
+    (CHANGES). A row that is not what `add` writes is left out (`_store_row`); every series counts
+    them (`left_out`)."""
     from bench.core import stats
     from host import changepoints
 
@@ -355,7 +378,7 @@ def series(store: Path = DEFAULT_STORE, changes: bool = True) -> list[Series]:
     try:
         rows = con.execute(
             "SELECT c.study, c.config_key, c.config_label, f.part, f.metric, f.unit, f.higher_is_better, c.class_key, "
-            "c.class_label, c.batch, c.label, c.created_utc, c.commit_sha, c.env_label, f.value "
+            "c.class_label, c.batch, c.label, c.created_utc, c.commit_sha, c.env_label, f.value, c.host "
             "FROM figures f JOIN cells c ON c.uid = f.uid ORDER BY c.created_utc, c.uid"
         ).fetchall()
     except sqlite3.Error as err:
@@ -366,11 +389,13 @@ def series(store: Path = DEFAULT_STORE, changes: bool = True) -> list[Series]:
     pts: dict[tuple, dict[tuple, Point]] = {}
     left_out = 0
     for raw in rows:
-        row = _store_row(raw)
+        row = _store_row(raw[:-1])
         if row is None:
             left_out += 1
             continue
         study, ck, cl, part, metric, unit, hib, clk, cll, run, label, date, commit, env, value = row
+        if not only.keeps(study, cll, _text(raw[-1]) or ""):
+            continue
         k = (study, ck, part, metric, clk)
         s = by.setdefault(k, Series(study, ck, cl, part, metric, unit, hib, clk, cll))
         p = pts.setdefault(k, {}).setdefault((run, label), Point(run, label, date, commit, env, []))

@@ -12,8 +12,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from host import changepoints
+from host import history as hist
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"
@@ -193,3 +196,39 @@ def test_the_report_links_the_trend_page_where_a_history_exists(stepped, tmp_pat
     assert orch("history", "report", "--store", store).returncode == 0
     lines = history.report_lines(out, store)
     assert "Trend page" in lines[3] and "../history/report/index.html" in lines[3], lines
+
+
+def test_show_and_report_keep_only_the_study_machine_and_host_asked_for(stepped, tmp_path):
+    """Issue 57: `history show` printed every series of the store, with no filter."""
+    store, runs = stepped
+    assert orch("history", "add", *runs[:3], "--store", store).returncode == 0
+    every = hist.series(store, changes=False)
+    host = json.loads((next(runs[0].glob("mlp-scratch/*")) / "system.json").read_text())["hostname"]
+    for only in (hist.Only(study="MLP"), hist.Only(machine="epyc"), hist.Only(host=host.upper()[:4])):
+        assert [s.name for s in hist.series(store, changes=False, only=only)] == [s.name for s in every]
+    r = orch("history", "show", "--store", store, "--study", "mlp", "--machine", "EPYC")
+    assert r.returncode == 0 and "machine class: AMD EPYC, 2 cores" in r.stdout, r.stderr
+    for args in (("--study", "mnist"), ("--machine", "H100"), ("--host", "%")):
+        r = orch("history", "show", "--store", store, *args)
+        assert r.returncode == 1 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "no series in" in r.stderr and args[1] in r.stderr
+    r = orch("history", "report", "--store", store, "--study", "mnist", "--out", tmp_path / "page")
+    assert r.returncode == 1 and not (tmp_path / "page").exists()
+
+
+@given(st.text(max_size=12))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_filter_keeps_a_part_of_the_store_whatever_its_text(history_store, part):
+    every = {s.name: s for s in hist.series(history_store, changes=False)}
+    got = hist.series(history_store, changes=False, only=hist.Only(study=part))
+    assert {s.name for s in got} <= set(every)
+    assert all(part.casefold() in s.study.casefold() for s in got)
+    assert bool(got) == (part.casefold() in "mlp-scratch")
+
+
+@pytest.fixture(scope="module")
+def history_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hist")
+    run = run_copy(root / "runs", 0, 1.0)
+    assert orch("history", "add", run, "--store", root / "h").returncode == 0
+    return root / "h"
