@@ -731,6 +731,43 @@ class RefPreset(StrEnum):
     gpu_cuda = "gpu-cuda"
 
 
+@app.command(
+    "reference-reports",
+    rich_help_panel=RESULTS,
+    epilog="Example: python orchestrate.py reference-reports --only H200",
+)
+def reference_reports(
+    write: Annotated[bool, typer.Option("--write", help="record the verdicts in results/reference/tallies.json")] = False,
+    only: Annotated[str | None, typer.Option(help="only the reports whose out starts with this")] = None,
+    out_root: Annotated[
+        Path | None, typer.Option(help="render under this folder instead of results/reference/ (the same relative outs)")
+    ] = None,
+) -> None:
+    """Render the committed references' reports (results/reference/reports.toml) with today's code and hold
+    each claim's verdict to results/reference/tallies.json: exit 1 where a report no longer renders or a verdict
+    moved (--write records them)."""
+    import time
+
+    from host import reference_reports as rr
+
+    t0 = time.monotonic()
+    try:
+        got = rr.render(out_root=out_root, only=only, say=typer.echo)
+        if write:
+            path = rr.write_tallies({k: v for k, v in got.items() if "error" not in v})
+            typer.echo(f"wrote {path}")
+        problems = rr.check(got, rr.read_tallies())
+    except KitError as err:
+        fail(err)
+    for out, entry in got.items():
+        counts = ", ".join(f"{n} {v}" for v, n in entry.get("counts", {}).items())
+        typer.echo(f"  {out}: {counts or 'no claims'}" if "error" not in entry else f"  {out}: ERROR")
+    for line in problems:
+        typer.echo(f"error: {line}", err=True)
+    typer.echo(f"{len(got)} report(s) in {time.monotonic() - t0:.0f} s; {len(problems)} problem(s)")
+    raise typer.Exit(1 if problems else 0)
+
+
 @app.command(rich_help_panel=RUN, epilog="Example: python orchestrate.py reference cpu --data-dir /path/to/datasets")
 def reference(
     preset: Annotated[RefPreset, typer.Argument(help="cpu | gpu | gpu-full | gpu-cuda (host/reference.py says what each runs)")],
