@@ -742,6 +742,9 @@ def reference_reports(
     out_root: Annotated[
         Path | None, typer.Option(help="render under this folder instead of results/reference/ (the same relative outs)")
     ] = None,
+    drop_traces: Annotated[
+        bool, typer.Option("--drop-traces", help="first replace the references' profiler traces by their sha256 and size")
+    ] = False,
 ) -> None:
     """Render the committed references' reports (results/reference/reports.toml) with today's code and hold
     each claim's verdict to results/reference/tallies.json: exit 1 where a report no longer renders or a verdict
@@ -752,6 +755,9 @@ def reference_reports(
 
     t0 = time.monotonic()
     try:
+        if drop_traces:
+            n, freed = rr.drop_traces()
+            typer.echo(f"dropped {n} trace(s), {freed / 2**20:.1f} MiB: each one's sha256 and size kept beside it")
         got = rr.render(out_root=out_root, only=only, say=typer.echo)
         if write:
             path = rr.write_tallies({k: v for k, v in got.items() if "error" not in v})

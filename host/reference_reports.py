@@ -147,6 +147,31 @@ def render(root: Path = REFERENCES, out_root: Path | None = None, only: str | No
     return got
 
 
+def drop_traces(root: Path = REFERENCES) -> tuple[int, int]:
+    """Replace every profiler trace (`<cell>/trace/*.json.gz`) of the recipes' inputs by its record
+    (`bench.studies.profile.dropped`: sha256, size, why): a trace is for a viewer, 1-5 MB each and
+    half of the references' size; the cell's rows and profile.json keep what the report reads, and
+    rerunning the cell makes the trace again. Returns (traces dropped, bytes freed)."""
+    from bench.core.rows import atomic_write_text
+    from bench.studies.profile import DROPPED
+
+    todo, _ = recipes(root)
+    n = freed = 0
+    for name in sorted({x for r in todo for x in r.inputs}):
+        for path in sorted((root / name).glob("*/*/trace/*.json.gz")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as f:
+                sha = hashlib.file_digest(f, "sha256").hexdigest()
+            size = path.stat().st_size
+            why = "not kept in the committed reference (a viewer's file, remade by rerunning the cell)"
+            record = {"sha256": sha, "bytes": size, "why": why}
+            atomic_write_text(path.with_name(path.name + DROPPED), json.dumps(record) + "\n")
+            path.unlink()
+            n, freed = n + 1, freed + size
+    return n, freed
+
+
 def read_tallies(root: Path = REFERENCES) -> dict:
     path = root / TALLIES
     try:

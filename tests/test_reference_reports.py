@@ -110,3 +110,37 @@ def test_a_recipe_path_never_leaves_the_references_root(text):
         return
     p = PurePosixPath(got)
     assert not p.is_absolute() and ".." not in p.parts and got == str(p) and "\\" not in got
+
+
+def test_a_dropped_trace_leaves_its_digest_and_still_counts_as_the_cells_trace(tmp_path):
+    import gzip
+    import hashlib
+
+    from bench.studies.profile import DROPPED, _unreadable, dropped
+
+    root = tmp_path / "ref"
+    cell = root / "host1" / "profile" / "cell-a"
+    (cell / "trace").mkdir(parents=True)
+    raw = gzip.compress(b'{"traceEvents": []}')
+    (cell / "trace" / "trace_0.json.gz").write_bytes(raw)
+    (root / rr.RECIPES).write_text('[[report]]\nout = "host1/report"\ninputs = ["host1"]\n')
+    assert _unreadable(cell, ["trace_0.json.gz"]) is None
+    assert rr.drop_traces(root) == (1, len(raw))
+    assert not (cell / "trace" / "trace_0.json.gz").exists()
+    record = dropped(cell / "trace" / "trace_0.json.gz")
+    assert record and record["sha256"] == hashlib.sha256(raw).hexdigest() and record["bytes"] == len(raw)
+    assert _unreadable(cell, ["trace_0.json.gz"]) is None
+    assert rr.drop_traces(root) == (0, 0)  # nothing left to drop
+    # a record that is not one does not stand for the trace
+    (cell / "trace" / ("trace_0.json.gz" + DROPPED)).write_text('{"sha256": "x", "bytes": 1}')
+    assert _unreadable(cell, ["trace_0.json.gz"]) is not None
+
+
+@given(st.binary(max_size=300))
+def test_a_dropped_record_of_any_bytes_is_read_or_refused_never_raised(tmp_path_factory, blob):
+    from bench.studies.profile import DROPPED, dropped
+
+    d = tmp_path_factory.mktemp("stub")
+    (d / ("t.json.gz" + DROPPED)).write_bytes(blob)
+    got = dropped(d / "t.json.gz")
+    assert got is None or (len(got["sha256"]) == 64 and got["bytes"] > 0)

@@ -304,9 +304,36 @@ class Profile(Study):
 TRACE_CAPS = bounded.Caps(file_bytes=256 << 20, out_bytes=256 << 20)
 
 
+DROPPED = ".dropped.json"  # beside a trace a committed reference does not keep: its digest and size
+
+
+def dropped(path: Path) -> dict | None:
+    """The record `PATH.dropped.json` leaves where a committed reference dropped the trace PATH
+    (host/reference_reports.drop_traces): {"sha256": 64 hex, "bytes": n, "why": ...}; None where
+    there is none or it is not such a record."""
+    import json
+    import re
+
+    stub = path.with_name(path.name + DROPPED)
+    try:
+        got = json.loads(bounded.read_bytes(stub, bounded.Caps(file_bytes=4096, out_bytes=4096)).decode("utf-8"))
+    except (KitError, OSError, ValueError):
+        return None
+    ok = (
+        isinstance(got, dict)
+        and isinstance(got.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", got["sha256"]) is not None
+        and isinstance(got.get("bytes"), int)
+        and not isinstance(got.get("bytes"), bool)
+        and got["bytes"] > 0
+    )
+    return got if ok else None
+
+
 def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
     """Why the profile step's traces are not all there and readable gzip JSON (within
-    TRACE_CAPS), or None."""
+    TRACE_CAPS), or None. A trace a committed reference dropped counts where its record
+    (`dropped`) is there instead."""
     import json
     import zlib
 
@@ -316,6 +343,8 @@ def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
         return None  # rows only: the files cannot be looked at
     for name in traces:
         path = Path(cell_dir) / "trace" / Path(str(name)).name
+        if not path.exists() and dropped(path) is not None:
+            continue  # a committed reference keeps the trace's digest, not the trace
         try:
             json.loads(bounded.read_bytes(path, TRACE_CAPS).decode("utf-8"))
         except KitError as err:
