@@ -149,11 +149,11 @@ def render(root: Path = REFERENCES, out_root: Path | None = None, only: str | No
 
 def drop_traces(root: Path = REFERENCES) -> tuple[int, int]:
     """Replace every profiler trace (`<cell>/trace/*.json.gz`) of the recipes' inputs by its record
-    (`bench.studies.profile.dropped`: sha256, size, why): a trace is for a viewer, 1-5 MB each and
+    (`bench.measure.profiling.dropped`: sha256, size, why): a trace is for a viewer, 1-5 MB each and
     half of the references' size; the cell's rows and profile.json keep what the report reads, and
     rerunning the cell makes the trace again. Returns (traces dropped, bytes freed)."""
     from bench.core.rows import atomic_write_text
-    from bench.studies.profile import DROPPED
+    from bench.measure.profiling import DROPPED
 
     todo, _ = recipes(root)
     n = freed = 0

@@ -116,7 +116,8 @@ def test_a_dropped_trace_leaves_its_digest_and_still_counts_as_the_cells_trace(t
     import gzip
     import hashlib
 
-    from bench.studies.profile import DROPPED, _unreadable, dropped
+    from bench.measure.profiling import DROPPED, dropped
+    from bench.studies.profile import _unreadable
 
     root = tmp_path / "ref"
     cell = root / "host1" / "profile" / "cell-a"
@@ -138,7 +139,7 @@ def test_a_dropped_trace_leaves_its_digest_and_still_counts_as_the_cells_trace(t
 
 @given(st.binary(max_size=300))
 def test_a_dropped_record_of_any_bytes_is_read_or_refused_never_raised(tmp_path_factory, blob):
-    from bench.studies.profile import DROPPED, dropped
+    from bench.measure.profiling import DROPPED, dropped
 
     d = tmp_path_factory.mktemp("stub")
     (d / ("t.json.gz" + DROPPED)).write_bytes(blob)

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.core import bounded
 from bench.core.errors import KitError
 
 MB = 1e6
@@ -440,3 +441,29 @@ class StepProfiler:
         out = _summarise(is_gpu, steps)
         out["traces"] = [str(p) for p in self.trace_paths]
         return out
+
+
+DROPPED = ".dropped.json"  # beside a trace a committed reference does not keep: its digest and size
+
+
+def dropped(path: Path) -> dict | None:
+    """The record `PATH.dropped.json` leaves where a committed reference dropped the trace PATH
+    (`orchestrate.py reference-reports --drop-traces`): {"sha256": 64 hex, "bytes": n, "why": ...}; None where
+    there is none or it is not such a record."""
+    import json
+    import re
+
+    stub = path.with_name(path.name + DROPPED)
+    try:
+        got = json.loads(bounded.read_bytes(stub, bounded.Caps(file_bytes=4096, out_bytes=4096)).decode("utf-8"))
+    except (KitError, OSError, ValueError):
+        return None
+    ok = (
+        isinstance(got, dict)
+        and isinstance(got.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", got["sha256"]) is not None
+        and isinstance(got.get("bytes"), int)
+        and not isinstance(got.get("bytes"), bool)
+        and got["bytes"] > 0
+    )
+    return got if ok else None

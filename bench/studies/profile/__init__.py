@@ -41,6 +41,7 @@ from bench.core.study import (
     number,
     ok_rows,
 )
+from bench.measure.profiling import dropped
 from bench.measure.torchdev import TORCHVISION
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.claims import CLAIMS
@@ -302,32 +303,6 @@ class Profile(Study):
 
 # a trace is read whole to check it is JSON: the references' largest is 3 MB gzip'd, 47 MB unpacked
 TRACE_CAPS = bounded.Caps(file_bytes=256 << 20, out_bytes=256 << 20)
-
-
-DROPPED = ".dropped.json"  # beside a trace a committed reference does not keep: its digest and size
-
-
-def dropped(path: Path) -> dict | None:
-    """The record `PATH.dropped.json` leaves where a committed reference dropped the trace PATH
-    (host/reference_reports.drop_traces): {"sha256": 64 hex, "bytes": n, "why": ...}; None where
-    there is none or it is not such a record."""
-    import json
-    import re
-
-    stub = path.with_name(path.name + DROPPED)
-    try:
-        got = json.loads(bounded.read_bytes(stub, bounded.Caps(file_bytes=4096, out_bytes=4096)).decode("utf-8"))
-    except (KitError, OSError, ValueError):
-        return None
-    ok = (
-        isinstance(got, dict)
-        and isinstance(got.get("sha256"), str)
-        and re.fullmatch(r"[0-9a-f]{64}", got["sha256"]) is not None
-        and isinstance(got.get("bytes"), int)
-        and not isinstance(got.get("bytes"), bool)
-        and got["bytes"] > 0
-    )
-    return got if ok else None
 
 
 def _unreadable(cell_dir: Path | None, traces: list) -> str | None:
