@@ -1,5 +1,6 @@
 """Baseline files (results/reference/baselines/<study>.json): reading, checking a cell against
-them, and making them (`verify --make-baseline`).
+them, and writing a set of them (`verify --make-baseline`: host/verify.py picks the cells, from
+dirs that pass verify, and `write_set` here makes their entries and writes the files).
 
 A file holds named sets; a set holds one entry per configuration (study, backend, variant,
 seed and every parameter, dataset checksum included), row backend (`part`), environment and
@@ -44,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bench.core.errors import KitError, UsageError
 from bench.core.resultset import ResultCell
 from host import speed
-from host.compare import config_label, config_of, final_accuracy, load_set, loss_curve, match_key, parts, study_of, workload
+from host.compare import config_label, config_of, final_accuracy, loss_curve, match_key, parts, study_of, workload
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES_DIR = ROOT / "results" / "reference" / "baselines"
@@ -457,7 +458,7 @@ def check_part(
 
 
 # ---------------------------------------------------------------------------- making baselines
-def _band_overrides(specs: list[str]) -> dict[str, tuple[float, float]]:
+def band_overrides(specs: list[str]) -> dict[str, tuple[float, float]]:
     """['mnist-cnn=0.25-0.60', '0.3-0.5'] -> {'mnist-cnn': (0.25, 0.6), '*': (0.3, 0.5)}."""
     out = {}
     for s in specs:
@@ -523,52 +524,27 @@ def _entry(
     return e
 
 
-def make_baseline(
+def write_set(
+    groups: list[list[ResultCell]],
+    *,
     dirs: list[Path],
-    name: str | None = None,
-    acc_margin: float = DEFAULT_ACC_MARGIN,
-    loss_rtol: float = DEFAULT_LOSS_RTOL,
-    acc_bands: list[str] | None = None,
-    bdir: Path = BASELINES_DIR,
-    speed_floor: float = speed.FLOOR,
-    keep_other_classes: bool = False,
+    name: str,
+    bands: dict[str, tuple[float, float]],
+    acc_margin: float,
+    loss_rtol: float,
+    acc_bands: list[str] | None,
+    bdir: Path,
+    speed_floor: float,
+    keep_other_classes: bool,
 ) -> dict:
-    """Write baseline set NAME (default: the first DIR's name) from DIRS into BDIR/<study>.json,
-    replacing that set's entries and keeping every other set. Every DIR must pass every check but
-    the baselines. The repeats of one configuration, environment and machine class in all DIRS
-    make one entry (several smoke runs: one entry whose spread spans the runs).
-    KEEP_OTHER_CLASSES: replace only the set's entries of the machine classes DIRS ran on and keep
-    the others (one set for every CPU that CI runs on); the set then names each class's command."""
-    from host.verify import verify
-
-    dirs = [Path(d) for d in dirs]
-    name = set_name(name or str(dirs[0]))
-    if not name or name in (".", ".."):
-        raise UsageError("a baseline set needs a name: pass --name")
-    if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
-        raise UsageError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
-    if not 1 <= speed_floor <= 100:
-        raise UsageError(f"--speed-floor {speed_floor:g}: a tolerance factor, between 1 and 100")
-    bands = _band_overrides(acc_bands or [])
-    groups: dict[str, list[ResultCell]] = {}
-    for d in dirs:
-        res = verify(d, strict=False, use_baselines=False)
-        bad = [v for v in res["verdicts"] if v.status == "FAIL"]
-        if bad:
-            raise KitError(f"{d} does not pass verify ({len(bad)} failing), so it cannot be a baseline: {bad[0].line()}")
-        stopped = [v for v in res["verdicts"] if v.status == "interrupted"]
-        if stopped:  # a baseline of part of a run would hold a set that lacks the stopped configurations
-            raise KitError(
-                f"{d} has {len(stopped)} interrupted cell(s), so it cannot be a baseline yet: {stopped[0].line()}; "
-                "rerun the command that made it to finish them"
-            )
-        cells = load_set(d, "verify", partial_ok=True).cells
-        for c in cells:
-            if c.status == "ok" and not c.state:
-                k = match_key(config_of(c), keep_checksum=True)
-                groups.setdefault(f"{k}|{speed.key(speed.environment(c))}|{speed.key(speed.machine_class(c))}", []).append(c)
+    """Write baseline set NAME into BDIR/<study>.json from GROUPS (the finished cells of DIRS, one
+    list per configuration, environment and machine class: one entry each per part), replacing
+    that set's entries and keeping every other set. BANDS: the `--acc-band`s ACC_BANDS parsed
+    (`band_overrides`); the other arguments are `verify --make-baseline`'s options, written into
+    the set's command. KEEP_OTHER_CLASSES: replace only the set's entries of the machine classes
+    GROUPS ran on and keep the others; the set then names each class's command."""
     new: dict[str, list[dict]] = {}
-    for group in groups.values():
+    for group in groups:
         for p in parts(group[0]):
             e = _entry(group, p, bands, acc_margin, loss_rtol, speed_floor)
             if e is not None:
@@ -634,12 +610,13 @@ __all__ = [
     "BASELINES_DIR",
     "BaselineFile",
     "CrossClass",
+    "band_overrides",
     "check_accuracy",
     "check_part",
     "cross_class_tolerances",
     "entries",
     "entry_key",
     "load_baselines",
-    "make_baseline",
     "set_name",
+    "write_set",
 ]

@@ -14,8 +14,10 @@ from __future__ import annotations
 import html
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from host.history import Series
+if TYPE_CHECKING:  # an annotation only: host.history imports this module to render
+    from host.history import Series
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 

@@ -54,15 +54,19 @@ from bench.core.errors import KitError, UsageError
 from bench.core.request import Paths
 from bench.core.resultset import ResultCell, json_file, walk
 from bench.core.rows import SCHEMA_VERSION, is_regular
+from host import speed
 from host.baselines import (
     BASELINES_DIR,
+    DEFAULT_ACC_MARGIN,
+    DEFAULT_LOSS_RTOL,
+    band_overrides,
     check_part,
     cross_class_tolerances,
     entries,
     entry_key,
     load_baselines,
-    make_baseline,
     set_name,
+    write_set,
 )
 from host.compare import cell_name, config_label, config_of, load_set, match_key, parts
 
@@ -421,6 +425,63 @@ def verify(
 
 def _listed(ids: list[str], most: int = 20) -> str:
     return ", ".join(ids[:most]) + (f" (+{len(ids) - most} more)" if len(ids) > most else "")
+
+
+def make_baseline(
+    dirs: list[Path],
+    name: str | None = None,
+    acc_margin: float = DEFAULT_ACC_MARGIN,
+    loss_rtol: float = DEFAULT_LOSS_RTOL,
+    acc_bands: list[str] | None = None,
+    bdir: Path = BASELINES_DIR,
+    speed_floor: float = speed.FLOOR,
+    keep_other_classes: bool = False,
+) -> dict:
+    """Write baseline set NAME (default: the first DIR's name) from DIRS into BDIR/<study>.json,
+    replacing that set's entries and keeping every other set. Every DIR must pass every check but
+    the baselines. The repeats of one configuration, environment and machine class in all DIRS
+    make one entry (several smoke runs: one entry whose spread spans the runs).
+    KEEP_OTHER_CLASSES: replace only the set's entries of the machine classes DIRS ran on and keep
+    the others (one set for every CPU that CI runs on); the set then names each class's command.
+    Here the cells are picked; host/baselines.py's `write_set` makes the entries and writes them."""
+    dirs = [Path(d) for d in dirs]
+    name = set_name(name or str(dirs[0]))
+    if not name or name in (".", ".."):
+        raise UsageError("a baseline set needs a name: pass --name")
+    if not (0 <= acc_margin < 1 and 0 < loss_rtol < 1):
+        raise UsageError("--acc-margin must be in [0, 1) and --loss-rtol in (0, 1)")
+    if not 1 <= speed_floor <= 100:
+        raise UsageError(f"--speed-floor {speed_floor:g}: a tolerance factor, between 1 and 100")
+    bands = band_overrides(acc_bands or [])
+    groups: dict[str, list[ResultCell]] = {}
+    for d in dirs:
+        res = verify(d, strict=False, use_baselines=False)
+        bad = [v for v in res["verdicts"] if v.status == "FAIL"]
+        if bad:
+            raise KitError(f"{d} does not pass verify ({len(bad)} failing), so it cannot be a baseline: {bad[0].line()}")
+        stopped = [v for v in res["verdicts"] if v.status == "interrupted"]
+        if stopped:  # a baseline of part of a run would hold a set that lacks the stopped configurations
+            raise KitError(
+                f"{d} has {len(stopped)} interrupted cell(s), so it cannot be a baseline yet: {stopped[0].line()}; "
+                "rerun the command that made it to finish them"
+            )
+        cells = load_set(d, "verify", partial_ok=True).cells
+        for c in cells:
+            if c.status == "ok" and not c.state:
+                k = match_key(config_of(c), keep_checksum=True)
+                groups.setdefault(f"{k}|{speed.key(speed.environment(c))}|{speed.key(speed.machine_class(c))}", []).append(c)
+    return write_set(
+        list(groups.values()),
+        dirs=dirs,
+        name=name,
+        bands=bands,
+        acc_margin=acc_margin,
+        loss_rtol=loss_rtol,
+        acc_bands=acc_bands,
+        bdir=bdir,
+        speed_floor=speed_floor,
+        keep_other_classes=keep_other_classes,
+    )
 
 
 __all__ = ["BASELINES_DIR", "CellVerdict", "entry_key", "load_baselines", "make_baseline", "verify"]
