@@ -8,6 +8,8 @@ full-batch gradient descent, on NumPy and CuPy (naive, as the seed wrote it, and
     runner.py      plain run, op-breakdown run, memory breakdown, convergence (plain dicts
                    out) for any runner.Backend
     backends/      numpy, cupy, cupy-tuned: one module each (available, create)
+    readout.py     the one place a cell's rows become numbers: what the report, the claims and the
+                   Study hooks below read
     claims.py      every claim of the seed as data (the answer engine judges them: bench.core.answers)
     report.py      Tables 3-5 and the convergence plot (Fig. 3), numbers only
 
@@ -19,14 +21,14 @@ Nothing here imports CuPy at import time; a CPU-only host never needs it.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import ANSWER_PROFILES, PLATFORMS, BackendSpec, Estimate, RunContext, Study, curve, number, ok_rows
+from bench.core.study import ANSWER_PROFILES, PLATFORMS, BackendSpec, Estimate, RunContext, Study, ok_rows
+from bench.studies.mlp_scratch import readout
 from bench.studies.mlp_scratch.backends import Trainer
 from bench.studies.mlp_scratch.claims import CLAIMS
 from bench.studies.mlp_scratch.config import (
@@ -51,7 +53,7 @@ class MlpScratch(Study):
     reference_sets = ("dataset=mnist",)  # a reference trains on real MNIST
     title = "mlp-scratch (seed 001)"
     seed_doc = "001"
-    timing_key = "total_s"  # noise flags: CV and outliers over the timed runs
+    timing_key = readout.TOTAL  # noise flags: CV and outliers over the timed runs
     timing_unit = "run"
     Config = MlpConfig
     trainer_protocol = Trainer  # backends/__init__.py
@@ -159,21 +161,12 @@ class MlpScratch(Study):
     throughput_unit = "iterations/s"
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
-        """Iterations / total_s of each backend's plain runs, the median: a count of at least one
-        over a time above 0, where the quotient is finite (bench.core.tables.quotient)."""
-        from bench.core.tables import quotient
-
-        by: dict[str, list[float]] = {}
-        for r in ok_rows(rows):
-            t, n = number(r.get("total_s")), number(r.get("iterations"))
-            if r.get("phase") == "plain" and t and n and n >= 1 and (v := quotient(n, t)):
-                by.setdefault(str(r.get("backend")), []).append(v)
-        return {p: statistics.median(v) for p, v in by.items()}
+        """Iterations / total_s of each backend's plain runs, the median (readout.throughput)."""
+        return readout.throughput(rows)
 
     def samples_per_unit(self, rows: list[dict], part: str) -> float | None:
         """Full-batch gradient descent: one iteration passes the whole training set (its rows' n_train)."""
-        n = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("n_train")))]
-        return float(n[0]) if n else None
+        return readout.samples_per_unit(rows, part)
 
     def param_count(self, rows: list[dict], part: str) -> int | None:
         from bench.studies.mlp_scratch.net import N_HIDDEN, N_IN, N_OUT  # the one 784-10-10 net
@@ -181,11 +174,10 @@ class MlpScratch(Study):
         return N_HIDDEN * (N_IN + 1) + N_OUT * (N_HIDDEN + 1)
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
-        vals = [v for r in ok_rows(rows, part) if r.get("phase") == "plain" and (v := number(r.get("final_val_acc"))) is not None]
-        return ("final_val_acc", statistics.median(vals)) if vals else None
+        return readout.accuracy(rows, part)
 
     def loss_curve(self, rows: list[dict], part: str):
-        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "convergence"], "iteration", "loss")
+        return readout.loss_curve(rows, part)
 
     def equivalence(self, rows: list[dict]) -> tuple[list[str], list[str]]:
         """Every backend but the reference checked against it before timing, and its convergence
@@ -201,32 +193,23 @@ class MlpScratch(Study):
                 why.append(f"{p}: no check against {ref} recorded")
             elif any(r.get("status") != "ok" for r in checks):
                 why.append(f"{p}: check against {ref} failed")
-            conv = [r for r in ok_rows(rows, p) if r.get("phase") == "convergence"]
-            if conv and ref in parts and any(r.get("agrees_with_numpy") is not True for r in conv):
+            if ref in parts and readout.curve_agrees(rows, p) is False:
                 why.append(f"{p}: convergence curve does not agree with {ref}")
         if len(parts) > 1 and not why:
             info.append(f"equivalence with {ref} ok")
         return why, info
 
     def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
-        bad = [
-            r.get("backend")
-            for r in ok_rows(rows)
-            if r.get("phase") == "plain"
-            and (lo := number(r.get("per_iter_min_ms"))) is not None
-            and (md := number(r.get("per_iter_median_ms"))) is not None
-            and (hi := number(r.get("per_iter_max_ms"))) is not None
-            and not lo <= md <= hi
-        ]
+        bad = readout.out_of_order(rows)
         return [("per-iteration min <= median <= max", f"{bad[0]}: they are out of order" if bad else None)]
 
     def label(self, cell: Cell) -> str:
         return f"{cell.backend} {cell.params.get('dtype')}"
 
     def progress_line(self, rows: list[dict]) -> str:
-        plain = [r for r in rows if r.get("phase") == "plain"]
+        plain = readout.progress(rows)
         if plain:
-            return "  ".join(f"{r['backend']} {r['per_iter_median_ms']:.4g} ms/iter" for r in plain)
+            return "  ".join(f"{part} {ms:.4g} ms/iter" for part, ms in plain)
         return ", ".join(sorted({str(r.get("phase")) for r in rows}))
 
     def open(self, cell: Cell, ctx: RunContext):

@@ -26,6 +26,9 @@ below its 26.3 and 34.2 MB at either dtype. Its input, 47.1 MB, is exactly 60,00
 uint8 pixels, not the float arrays it trained on (a quantity the kit does not hold), so that row is
 "not comparable". Its framework overhead and totals are judged as it words them, CuPy over NumPy.
 
+Every per-repeat figure is readout.py's (the one place the rows become numbers); a claim here
+names which one and how it is judged.
+
 Table 3's total is the 500 iterations' timed steps (total_s) and its backward includes the update,
 as the seed's iteration does. Table 4's ops come from a run synced around each op: matmul is every
 matmul, forward and backward; the gradient op is the backward's elementwise work (one-hot, dZ,
@@ -40,11 +43,9 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import statistics
-
 from bench.core import answers
 from bench.core.claims import WORK_AMOUNT, Claim, Level, Measured, Metric, Needs, Ratio, above, below, between, quality
-from bench.core.study import number
+from bench.studies.mlp_scratch import readout as R
 
 MEM_TOL, SIGNIFICANT, SIMILAR_PTS = 0.25, 2.0, 1.0
 CP = {"backend": "cupy"}
@@ -52,79 +53,20 @@ NP = {"backend": "numpy", "cell_platform": "cuda"}  # NumPy's runs inside the GP
 GPU_CELL = "a GPU cell: NumPy and CuPy side by side (--platform cuda)"
 GPU = Needs(what=GPU_CELL)
 MNIST = Needs(real_data=True, what=GPU_CELL)  # the work is full-batch descent over MNIST's 59,000 samples
-OTHER_OPS = ("relu", "softmax", "gradient")  # Table 4's other rows
 
 
-# ---- per-repeat figures, from a cell's rows --------------------------------------------------
-def _of(rows: list[dict], part: str, phase: str) -> list[dict]:
-    return [r for r in rows if r.get("phase") == phase and r.get("status") == "ok" and str(r.get("backend")) == part]
-
-
-def per_ms(key: str) -> Metric:
-    """1 / the median of KEY (ms) over the repeat's plain runs: larger is faster."""
-
-    def metric(rows: list[dict], part: str) -> float | None:
-        vals = [v for r in _of(rows, part, "plain") if (v := number(r.get(key))) is not None and v > 0]
-        return 1 / statistics.median(vals) if vals else None
-
-    return metric
-
-
-def _op_ms(rows: list[dict], part: str, op: str) -> float | None:
-    got = [v for r in _of(rows, part, "op") if r.get("op") == op and (v := number(r.get("op_ms_per_iter"))) is not None and v > 0]
-    return got[0] if got else None
-
-
-def op_per_ms(op: str) -> Metric:
-    """1 / OP's ms per iteration in the synced op run: larger is faster."""
-
-    def metric(rows: list[dict], part: str) -> float | None:
-        ms = _op_ms(rows, part, op)
-        return 1 / ms if ms else None
-
-    return metric
-
-
+# ---- per-repeat figures (readout.py), against NumPy's runs in the same cell -------------------------
 def matmul_lead(rows: list[dict], part: str) -> float | None:
     """The matmul's speedup over NumPy (the same cell's op run) over the largest of Table 4's other
-    ops' speedups: above 1, the matmul gains most."""
-
-    def gain(op: str) -> float | None:
-        a, b = _op_ms(rows, "numpy", op), _op_ms(rows, part, op)
-        return a / b if a and b else None
-
-    mm, gains = gain("matmul"), [gain(op) for op in OTHER_OPS]
-    others = [g for g in gains if g is not None]
-    return mm / max(others) if mm and len(others) == len(gains) else None
-
-
-def memory_mb(key: str) -> Metric:
-    """KEY of the repeat's memory row, MB (10^6 bytes). The overhead only from rows of its one
-    definition (they have memory_total_bytes; older rows defined it per column)."""
-
-    def metric(rows: list[dict], part: str) -> float | None:
-        mem = [
-            r for r in _of(rows, part, "memory") if key != "framework_overhead_bytes" or r.get("memory_total_bytes") is not None
-        ]
-        got = [v for r in mem if (v := number(r.get(key))) is not None]
-        return got[0] / 1e6 if got else None
-
-    return metric
+    ops' speedups (readout.matmul_lead): above 1, the matmul gains most."""
+    return R.matmul_lead(rows, part, NP["backend"])
 
 
 @quality
 def curve_gap_pts(rows: list[dict], part: str) -> float | None:
     """The largest |accuracy - NumPy's| (training or validation, percentage points) over the
-    recorded iterations both curves share."""
-    ref = {r.get("iteration"): r for r in _of(rows, "numpy", "convergence")}
-    gaps = [
-        100 * abs(a - b)
-        for r in _of(rows, part, "convergence")
-        if (o := ref.get(r.get("iteration"))) is not None
-        for k in ("train_acc", "val_acc")
-        if (a := number(r.get(k))) is not None and (b := number(o.get(k))) is not None
-    ]
-    return max(gaps) if gaps and part != "numpy" else None
+    recorded iterations both curves share (readout.curve_gap_pts)."""
+    return R.curve_gap_pts(rows, part, NP["backend"])
 
 
 # ---- Table 5's rows: NumPy's column and CuPy's, counts decided by value -------------------------
@@ -132,8 +74,8 @@ def both_columns(key: str) -> Measured:
     """A row of Table 5 as the seed prints it, NumPy's column and CuPy's, one answer per dtype; each
     column is a count (array bytes: its value decides)."""
     return answers.conditions(
-        ("NumPy", Level(NP, memory_mb(key), "MB"), None),
-        ("CuPy", Level(CP, memory_mb(key), "MB"), None),
+        ("NumPy", Level(NP, R.memory_metric(key), "MB"), None),
+        ("CuPy", Level(CP, R.memory_metric(key), "MB"), None),
         per_workload=True,
         exact=True,
     )
@@ -167,29 +109,29 @@ CLAIMS: tuple[Claim, ...] = (
         (42.3, 15.1),
         headline=True,
     ),
-    _faster("t3-per-iter", "CuPy over NumPy: time per iteration", "Table 3", per_ms("per_iter_median_ms"), (84.6, 30.2)),
-    _faster("t3-forward", "CuPy over NumPy: forward pass", "Table 3", per_ms("forward_median_ms"), (36.7, 11.9)),
+    _faster("t3-per-iter", "CuPy over NumPy: time per iteration", "Table 3", R.rate(R.PER_ITER), (84.6, 30.2)),
+    _faster("t3-forward", "CuPy over NumPy: forward pass", "Table 3", R.rate(R.FORWARD), (36.7, 11.9)),
     _faster(
         "t3-backward",
         "CuPy over NumPy: backward pass",
         "Table 3",
-        per_ms("backward_median_ms"),
+        R.rate(R.BACKWARD),
         (47.9, 18.3),
     ),
     _faster(
         "t4-matmul",
         "CuPy over NumPy: matrix multiplication",
         "Table 4",
-        op_per_ms("matmul"),
+        R.op_rate("matmul"),
         (42.3, 6.7),
     ),
-    _faster("t4-relu", "CuPy over NumPy: ReLU", "Table 4", op_per_ms("relu"), (3.1, 1.8)),
-    _faster("t4-softmax", "CuPy over NumPy: softmax", "Table 4", op_per_ms("softmax"), (5.6, 2.9)),
+    _faster("t4-relu", "CuPy over NumPy: ReLU", "Table 4", R.op_rate("relu"), (3.1, 1.8)),
+    _faster("t4-softmax", "CuPy over NumPy: softmax", "Table 4", R.op_rate("softmax"), (5.6, 2.9)),
     _faster(
         "t4-gradient",
         "CuPy over NumPy: gradient computation",
         "Table 4",
-        op_per_ms("gradient"),
+        R.op_rate("gradient"),
         (33.6, 18.8),
         note="ours: the backward's elementwise work (module docstring)",
     ),
@@ -207,14 +149,14 @@ CLAIMS: tuple[Claim, ...] = (
     _table5(
         "t5-params",
         "Table 5: model parameters",
-        "params_bytes",
+        R.PARAMS,
         7.9,
         needs=GPU,
     ),
     _table5(
         "t5-input",
         "Table 5: input data",
-        "input_bytes",
+        R.INPUT,
         47.1,
         needs=MNIST,
         comparable="the seed's 47.1 MB is 60,000 x 784 uint8 pixels, not the float arrays it trained on (ours)",
@@ -222,14 +164,14 @@ CLAIMS: tuple[Claim, ...] = (
     _table5(
         "t5-activations",
         "Table 5: intermediate activations",
-        "activations_bytes",
+        R.ACTIVATIONS,
         26.3,
         needs=MNIST,
     ),
     _table5(
         "t5-gradients",
         "Table 5: gradient storage",
-        "gradients_bytes",
+        R.GRADIENTS,
         34.2,
         needs=MNIST,
     ),
@@ -237,7 +179,7 @@ CLAIMS: tuple[Claim, ...] = (
         "t5-overhead",
         "The GPU has significantly higher framework overhead (CUDA runtime, allocation)",
         "Table 5, Sec. 8.4",
-        Ratio(CP, NP, memory_mb("framework_overhead_bytes"), free=WORK_AMOUNT, across="run"),
+        Ratio(CP, NP, R.memory_metric(R.OVERHEAD), free=WORK_AMOUNT, across="run"),
         above(SIGNIFICANT, f"CuPy's at least {SIGNIFICANT:g}x NumPy's"),
         158.6 / 12.5,
         "158.6 / 12.5 MB",
@@ -248,7 +190,7 @@ CLAIMS: tuple[Claim, ...] = (
         "t5-total",
         "GPU implementations require more memory in all",
         "Table 5, Sec. 8.5",
-        Ratio(CP, NP, memory_mb("memory_total_bytes"), free=WORK_AMOUNT, across="run"),
+        Ratio(CP, NP, R.memory_metric(R.MEMORY_TOTAL), free=WORK_AMOUNT, across="run"),
         above(1.0, "CuPy's total above NumPy's"),
         274.1 / 128.0,
         "274.1 / 128.0 MB",

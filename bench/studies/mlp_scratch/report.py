@@ -2,42 +2,30 @@
 Table 5 (memory) and Fig. 3 (convergence). Speedups are NumPy / variant, medians over the
 interleaved repeats of one cell (one host, one session); every row has one (NumPy's is 1.0x).
 Numbers only: the seed's claims (claims.py) are judged by the answer engine, whose table follows
-this section."""
+this section. Every figure is readout.py's (the one place the rows become numbers): this module
+lays them out."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from bench.core import figure_note, stats
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import finite, fmt, md_row, md_sep, num, nums, quotient
+from bench.core.tables import fmt, md_row, md_sep
 from bench.core.text import Md, md_reason, plot_text, short
 from bench.core.text import md as md_text
 from bench.studies.mlp_scratch import MlpScratch
-from bench.studies.mlp_scratch.runner import MEMORY_PARTS, OVERHEAD_DEFINITION
+from bench.studies.mlp_scratch import readout as R
+from bench.studies.mlp_scratch.runner import OVERHEAD_DEFINITION
 
 REFERENCE = MlpScratch.reference()  # the variant every speedup divides by
 # Table 3's two totals: the timed training steps only, and the whole loop with the records
 TOTALS = (
-    ("total_s", "Total, steps only (s)"),
-    ("loop_wall_s", "Total, entire process (s)"),
+    (R.TOTAL, "Total, steps only (s)"),
+    (R.WHOLE, "Total, entire process (s)"),
 )
-
-
-def _med(rows, key):
-    vals = nums(rows, key)
-    return statistics.median(vals) if vals else None
-
-
-def _variants(cell: Cell) -> list[str]:
-    seen = []
-    for r in cell.rows:
-        if r.get("phase") == "plain" and r["backend"] not in seen:
-            seen.append(r["backend"])
-    return seen
 
 
 def _platform(v: str) -> str:
@@ -46,25 +34,14 @@ def _platform(v: str) -> str:
     return spec.platform if spec else "?"
 
 
-def _per_repeat(group: list[Cell], v: str, key: str) -> dict[int, float]:
-    """repeat -> the median of KEY over that repeat's plain runs of variant V, where above 0 (a time
-    of 0 measured nothing, and a speedup divides by it)."""
-    out = {}
-    for c in group:
-        m = _med([r for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v], key)
-        if m is not None and m > 0:
-            out[c.repeat] = m
-    return out
-
-
-def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
+def _speedup(group: list[Cell], v: str, key: str) -> str:
     """'2.8x [2.6-3.0]' (paired by repeat; the verdict on the seed's figure is the answer engine's,
     claims.py); the reference variant's own row reads '1.0x (reference)'."""
     if v == REFERENCE:
-        return "1.0x (reference)" if mine else ""
-    if not base or not mine:
+        return "1.0x (reference)" if R.per_repeat(group, v, key) else ""
+    if not R.per_repeat(group, REFERENCE, key) or not R.per_repeat(group, v, key):
         return ""
-    r = finite(stats.ratio(base, mine))
+    r = R.speedup(group, v, key, REFERENCE)
     if r is None:
         return "not measured (a time near 0)"
     if r.lo is None or r.hi is None:
@@ -72,10 +49,11 @@ def _speedup(base: dict[int, float], mine: dict[int, float], v: str) -> str:
     return f"{r.median:.1f}x{r.bracket('{:.1f}')}"
 
 
-def _ms_with_speedup(base: float | None, mine: float | None) -> str:
+def _ms_with_speedup(group: list[Cell], v: str, key: str) -> str:
+    mine = R.pooled(group, v, key)
     if mine is None:
         return ""
-    x = quotient(base, mine)
+    x = R.pooled_speedup(group, v, key, REFERENCE)
     return fmt(mine) + (f" ({x:.1f}x)" if x else "")
 
 
@@ -84,30 +62,26 @@ def table3(group: list[Cell]) -> list[str]:
     median over repeats with a 95 % bootstrap interval; speedups paired by repeat. Two totals:
     the timed training steps only (total_s), and the whole training loop with the accuracy
     records every 10 iterations (loop_wall_s: the seed's "entire process")."""
-    vs = _variants(group[0])
-    plain = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok"]
+    vs = R.variants(group[0])
     head = ["variant"]
     for _, name in TOTALS:
         head += [name, "interval", "Speedup vs NumPy [interval]"]
     head += ["Per iteration (ms, median; speedup)", "Forward (ms; speedup)", "Backward + update (ms; speedup)"]
     head += ["Final train acc", "Final val acc"]
     out = [md_row(head), md_sep(len(head))]
-    ref_rows = [r for r in plain if r["backend"] == REFERENCE]
     for v in vs:
-        rs = [r for r in plain if r["backend"] == v]
-        if not _per_repeat(group, v, "total_s"):
+        if not R.per_repeat(group, v, R.TOTAL):
             continue
         cells = [v]
         for key, _ in TOTALS:
-            mine = _per_repeat(group, v, key)
+            mine = R.per_repeat(group, v, key)
             if not mine:
                 cells += ["", "", ""]
                 continue
             t = stats.summarize(list(mine.values()))
-            cells += [fmt(t.median), t.interval(short), _speedup(_per_repeat(group, REFERENCE, key), mine, v)]
-        for key in ("per_iter_median_ms", "forward_median_ms", "backward_median_ms"):
-            cells.append(_ms_with_speedup(_med(ref_rows, key), _med(rs, key)))
-        cells += [fmt(_med(rs, "final_train_acc")), fmt(_med(rs, "final_val_acc"))]
+            cells += [fmt(t.median), t.interval(short), _speedup(group, v, key)]
+        cells += [_ms_with_speedup(group, v, key) for key in R.STEP_TIMES]
+        cells += [fmt(R.pooled(group, v, R.TRAIN_FINAL)), fmt(R.pooled(group, v, R.VAL_FINAL))]
         out.append(md_row(cells))
     return out
 
@@ -116,52 +90,24 @@ def table4(group: list[Cell]) -> list[str]:
     """Table 4 over the configuration's repeats: each op's median ms per iteration, and each
     variant's speedup as the claims read it (the ratio of the medians over repeats, paired by
     repeat: stats.ratio of the per-repeat rates), so the table and the t4-* claims print one figure."""
-    per: dict[tuple[str, str], dict[int, float]] = {}
-    names: list[str] = []
-    for cell in group:
-        for r in cell.rows:
-            ms = num(r, "op_ms_per_iter")
-            if r.get("phase") != "op" or ms is None or not ms > 0:
-                continue
-            if r["op"] not in names:
-                names.append(r["op"])
-            per.setdefault((str(r["backend"]), str(r["op"])), {})[cell.repeat] = float(ms)
-    vs = [v for v in _variants(group[0]) if any(b == v for b, _ in per)]
+    names = R.op_names(group)
+    vs = [v for v in R.variants(group[0]) if any(R.op_per_repeat(group, v, op) for op in names)]
     others = [v for v in vs if v != REFERENCE]
     head = md_row(["op", *[f"{v} (ms/iter)" for v in vs], *[f"speedup {v}" for v in others]])
     out = [head, md_sep(1 + len(vs) + len(others))]
     for op in names:
-        ref = per.get((REFERENCE, op))
+        ref = R.op_per_repeat(group, REFERENCE, op)
         sps = []
         for v in others:
-            mine = per.get((v, op))
-            if not ref or not mine:
+            if not ref or not R.op_per_repeat(group, v, op):
                 sps.append("")
                 continue
-            sp = finite(stats.ratio({k: 1 / x for k, x in mine.items()}, {k: 1 / x for k, x in ref.items()}))
+            sp = R.op_speedup(group, v, op, REFERENCE)
             sps.append(f"{sp.median:.1f}x" + sp.bracket() if sp else "not measured (a time near 0)")
-        med = [statistics.median(per[(v, op)].values()) if per.get((v, op)) else None for v in vs]
-        out.append(md_row([op, *[fmt(m) for m in med], *sps]))
+        out.append(md_row([op, *[fmt(R.op_median(group, v, op)) for v in vs], *sps]))
     return out
 
 
-# Table 5: the seed's components (they add up to Total), then what was also read
-MEMORY_LABELS = {
-    "params_bytes": "Model parameters",
-    "input_bytes": "Input data",
-    "activations_bytes": "Intermediate activations",
-    "gradients_bytes": "Gradient storage",
-    "other_bytes": "Other arrays (tuned: record buffers)",
-    "framework_overhead_bytes": "Framework overhead",
-}
-MEMORY_ALSO = {
-    "pool_used_bytes": "CuPy pool in use",
-    "pool_total_bytes": "CuPy pool held",
-    "rss_start_bytes": "process RSS at start",
-    "rss_bytes": "process RSS",
-    "device_used_start_bytes": "GPU memory in use at start (CUDA context + anyone else)",
-    "device_used_bytes": "GPU memory in use (CUDA context + anyone else)",
-}
 OLD_OVERHEAD = (
     "these rows predate the one definition: NumPy's overhead is RSS - arrays - the caller's inputs, "
     "CuPy's is the pool held - arrays; Total is the sum of the rows above"
@@ -169,31 +115,18 @@ OLD_OVERHEAD = (
 
 
 def _mb(v: float | None) -> str:
-    return fmt(v / 1e6) if v is not None else ""
+    return fmt(v) if v is not None else ""
 
 
 def table5(cell: Cell) -> tuple[list[str], bool]:
-    """(lines, one_definition): Table 5 with its Total row. one_definition is False for rows
-    written before memory_total_bytes existed (their overhead was defined per column)."""
-    mem = {r["backend"]: r for r in cell.rows if r.get("phase") == "memory"}
-    vs = list(mem)
-    one = all(num(mem[v], "memory_total_bytes") is not None for v in vs)
-    parts = [k for k in MEMORY_PARTS if k != "other_bytes" or any(num(mem[v], k) for v in vs)]
-    out = [md_row(["component (MB)", *vs]), md_sep(1 + len(vs))]
-    for k in parts:
-        out.append(md_row([MEMORY_LABELS[k], *(_mb(num(mem[v], k)) for v in vs)]))
-    totals = []
-    for v in vs:
-        t = num(mem[v], "memory_total_bytes")
-        if t is None:
-            got = [x for k in parts if (x := num(mem[v], k)) is not None]
-            t = sum(got) if got else None
-        totals.append(Md(f"**{md_text(_mb(t))}**") if t is not None else "")
-    out.append(md_row([Md("**Total**"), *totals]))
-    for k, label in MEMORY_ALSO.items():
-        if any(num(mem[v], k) is not None for v in vs):
-            out.append(md_row([Md(f"*also read:* {md_text(label)}"), *(_mb(num(mem[v], k)) for v in vs)]))
-    return out, one
+    """(lines, one_definition): Table 5 (readout.memory) with its Total row. one_definition is False
+    for rows written before memory_total_bytes existed (their overhead was defined per column)."""
+    t5 = R.memory(cell)
+    out = [md_row(["component (MB)", *t5.parts]), md_sep(1 + len(t5.parts))]
+    out += [md_row([label, *map(_mb, vals)]) for label, vals in t5.rows]
+    out.append(md_row([Md("**Total**"), *(Md(f"**{md_text(_mb(t))}**") if t is not None else "" for t in t5.total)]))
+    out += [md_row([Md(f"*also read:* {md_text(label)}"), *map(_mb, vals)]) for label, vals in t5.also]
+    return out, t5.one_definition
 
 
 # ---------------------------------------------------------------- Fig. 3
@@ -202,26 +135,11 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
 _LINESTYLES = {"numpy": "-", "cupy": "--", "cupy-tuned": ":"}
 
 
-def _curve(group: list[Cell], v: str, key: str) -> dict[int, tuple[float, float, float]]:
-    """iteration -> (median, min, max) over the group's repeats of KEY (a fraction) x 100."""
-    by: dict[int, list[float]] = {}
-    for c in group:
-        for r in c.rows:
-            if r.get("phase") == "convergence" and r.get("backend") == v and r.get("status") == "ok":
-                if (i := num(r, "iteration")) is not None and (x := num(r, key)) is not None:
-                    by.setdefault(int(i), []).append(100 * x)
-    return {i: (statistics.median(x), min(x), max(x)) for i, x in sorted(by.items())}
-
-
 def _markevery(n: int, i: int, k: int) -> tuple[int, int]:
     """About ten markers per line, series i's shifted by i/k of the spacing: lines on top of
     each other still show every series' marker."""
     step = max(1, n // 10)
     return (i * step // max(1, k)) % step, step
-
-
-def _dtype(c: Cell) -> str:
-    return str(next((r.get("dtype") for r in c.rows if r.get("dtype")), "?"))
 
 
 def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
@@ -234,15 +152,16 @@ def convergence_plot(cells: list[Cell], out: Path) -> Path | None:
     if not series:
         return None
     refs = _references(series)
-    panels = [_panel(series, refs, key) for key in ("train_acc", "val_acc")]
+    panels = [_panel(series, refs, key) for key in R.ACCURACIES]
     shaded = any(c["band"] is not None for curves in panels for c in curves)
     many = any(len(g) > 1 for g, _, _ in series)
     how = " (median over repeats" + (", min-max shaded)" if shaded else ")") if many else ""
     data = {
         "panels": panels,
-        "ref_name": plot_text(" / ".join(sorted({f"{rv} {_dtype(rg[0])}" for rg, rv, _ in refs.values()}))),
+        "ref_name": plot_text(" / ".join(sorted({f"{rv} {R.dtype(rg[0])}" for rg, rv, _ in refs.values()}))),
         "title": "mlp-scratch convergence, seed 001 Fig. 3" + how,
         "note": _data_note(series),
+        "x_label": R.STEP,  # the convergence rows' own number
     }
     return out / figure(out, "mlp_convergence.png", draw_convergence, data)
 
@@ -260,9 +179,9 @@ def _series(cells: list[Cell]) -> list[tuple[list[Cell], str, str]]:
     series = []
     for g in groups:
         c = g[0]
-        dtype = _dtype(c)
-        for v in _variants(c):
-            if not _curve(g, v, "val_acc"):
+        dtype = R.dtype(c)
+        for v in R.variants(c):
+            if not R.has_curve(g, v):
                 continue
             label = f"{v} {dtype}"
             if multi_dev:
@@ -291,7 +210,7 @@ def _references(series: list[tuple[list[Cell], str, str]]) -> dict[str, tuple]:
 
     def rank(s) -> int:
         g, v, _ = s
-        return (v != REFERENCE) * 2 + (_dtype(g[0]) != "float64")
+        return (v != REFERENCE) * 2 + (R.dtype(g[0]) != "float64")
 
     refs: dict[str, tuple] = {}
     for s in series:
@@ -309,10 +228,10 @@ def _panel(series: list[tuple[list[Cell], str, str]], refs: dict[str, tuple], ke
     shade = palette.colors([(i, palette.family(g[0].device, g[0].first.get("backend"))) for i, (g, _, _) in enumerate(series)])
     curves = []
     for i, (g, v, label) in enumerate(series):
-        cur = _curve(g, v, key)
+        cur = R.curve(g, v, key)
         xs = list(cur)
         rg, rv, _ = refs[str(g[0].first.get("dataset"))]
-        ref = _curve(rg, rv, key)
+        ref = R.curve(rg, rv, key)
         curves.append(
             {
                 "label": label,
@@ -372,7 +291,7 @@ def draw_convergence(d: dict, path: Path) -> None:
         dx.axhline(0.0, color="black", lw=0.8)
         ax.grid(True, alpha=0.3)
         dx.grid(True, alpha=0.3)
-        dx.set_xlabel("iteration")
+        dx.set_xlabel(d["x_label"])
     ref_name = d["ref_name"]
     axes[0, 0].set_title("Training accuracy (the seed's Fig. 3)")
     axes[0, 1].set_title("Validation accuracy")
@@ -390,7 +309,7 @@ def draw_convergence(d: dict, path: Path) -> None:
 
 def _blas_line(group: list[Cell]) -> str:
     """'NumPy BLAS: openblas 0.3.31, 2 threads' from the rows (every text seen), or ''."""
-    seen = sorted({str(r["blas"]) for c in group for r in c.rows if r.get("phase") == "plain" and r.get("blas")})
+    seen = R.blas(group)
     return f"NumPy BLAS (threadpoolctl, pinned for every run): {md_text('; '.join(seen))}" if seen else ""
 
 
@@ -480,7 +399,7 @@ def configuration_tables(group: list[Cell]) -> list[str]:
     n = len(group)
     flags = [f"r{x.repeat}: {md_text(x.flags)}" for x in group if x.flags]
     gpu = (c.system.get("gpu") or {}).get("name")
-    on_gpu = any(_platform(v) != "cpu" for v in _variants(c))  # only then did the cell use the GPU
+    on_gpu = any(_platform(v) != "cpu" for v in R.variants(c))  # only then did the cell use the GPU
     where = f"{str(r0.get('cell', '')).rsplit('-', 1)[0]} on {c.system.get('cpu_model', '?')}" + (
         f" + {gpu}" if gpu and on_gpu else ""
     )
@@ -535,35 +454,20 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         r0 = group[0].rows[0]
         n = len(group)
         body = []
-        ref = _per_repeat(group, REFERENCE, "total_s")
-        for v in _variants(group[0]):
-            total = _per_repeat(group, v, "total_s")
-            if not total:
+        for v in R.variants(group[0]):
+            f = R.summary(group, v, REFERENCE)
+            if f is None:
                 continue
-            t = stats.summarize(list(total.values()))
-            rs = [r for c in group for r in c.rows if r.get("phase") == "plain" and r.get("status") == "ok" and r["backend"] == v]
-            ms, acc = _med(rs, "per_iter_median_ms"), _med(rs, "final_val_acc")
+            t, ms, acc, r = f.total, f.per_iter_ms, f.final_val_acc, f.speed
             ci = t.bracket() or " (n=1)"
-            speed = ""
-            if v != REFERENCE and ref and (r := finite(stats.ratio(ref, total))):
-                speed = f"   {short(r.median)}x NumPy's speed{r.bracket()}"
+            speed = f"   {short(r.median)}x NumPy's speed{r.bracket()}" if r else ""
             body.append(
                 f"  {v:<11} {short(t.median)} s{ci}   "
                 + (f"{short(ms)} ms/iteration" if ms is not None else "")
                 + (f"   val acc {100 * acc:.1f}%" if acc is not None else "")
                 + speed
             )
-            data.append(
-                {
-                    "dtype": r0.get("dtype"),
-                    "variant": v,
-                    "repeats": n,
-                    "total_s": t.median,
-                    "total_s_ci": [t.lo, t.hi],
-                    "per_iter_ms": ms,
-                    "final_val_acc": acc,
-                }
-            )
+            data.append({"dtype": r0.get("dtype"), "variant": v, "repeats": n, **f.data()})
         if not body:
             continue
         lines.append(
