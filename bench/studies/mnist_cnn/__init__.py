@@ -6,6 +6,7 @@ SGD 0.01 momentum 0.9, on torch (cpu, cuda, mps) and hand-written Numba kernels 
     net.py        the parameter layout every backend shares (and the analytic FLOP count)
     backends/     one thin module per backend (available, create); Trainer protocol
     kernels/      the hand-written Numba kernels (numbered variants, NumPy references)
+    readout.py    where its rows become numbers: epoch rows by epoch number, Table I's figures
     report.py     Table I, the seed's numbers, the same-session ratios; plots.py: Fig. 1
 """
 
@@ -26,11 +27,10 @@ from bench.core.study import (
     RunContext,
     Study,
     curve,
-    last,
-    medians,
     number,
     ok_rows,
 )
+from bench.studies.mnist_cnn import readout
 from bench.studies.mnist_cnn.backends import Trainer
 from bench.studies.mnist_cnn.claims import CLAIMS
 from bench.studies.mnist_cnn.config import (
@@ -203,10 +203,11 @@ class MnistCnn(Study):
     throughput_unit = "samples/s"
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
-        return medians(rows, "samples_per_s", lambda r: r.get("epoch") is not None)
+        return readout.throughput(rows)  # row backend -> the median over its epochs
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
-        return last(ok_rows(rows, part), "epoch", "test_acc")
+        acc = readout.accuracy(rows, part)  # the highest epoch's
+        return None if acc is None else (readout.ACC, acc)
 
     def param_count(self, rows: list[dict], part: str) -> int | None:
         from bench.studies.mnist_cnn.net import n_params  # numpy only: every backend trains this one net
@@ -214,7 +215,7 @@ class MnistCnn(Study):
         return n_params()
 
     def loss_curve(self, rows: list[dict], part: str):
-        return curve([r for r in ok_rows(rows, part) if r.get("epoch") is not None], "epoch", "train_loss")
+        return curve(readout.epoch_rows(rows, part), readout.EPOCH, "train_loss")
 
     def equivalence(self, rows: list[dict]) -> tuple[list[str], list[str]]:
         """A hand-written GPU kernel (a numba backend on cuda) records its check against torch
@@ -248,7 +249,8 @@ class MnistCnn(Study):
         r = next((r for r in rows if r.get("epoch") is not None), None)
         if not r:
             return ""
-        return f"epoch {r['epoch']}: {r['epoch_s']:8.3f} s {r['samples_per_s']:>12,.0f} samples/s  acc {r['test_acc']:.4f}"
+        # this epoch's row as it is (a live line, no figure of the cell: those are readout.py's)
+        return f"epoch {r['epoch']}: {r['epoch_s']:8.3f} s {r['samples_per_s']:>12,.0f} samples/s  acc {r[readout.ACC]:.4f}"
 
     def open(self, cell: Cell, ctx: RunContext):
         from bench.studies.mnist_cnn.protocol import open_cell
@@ -258,7 +260,7 @@ class MnistCnn(Study):
     def check_rows(self, rows: list[dict]) -> str | None:
         from bench.core.schema import measured_problem
 
-        need = ("epoch_s", "samples_per_s", "test_acc", "rss_mean_mb")  # what Table I reads (and divides by)
+        need = readout.TABLE1_NEEDS  # what Table I reads (and divides by)
         for r in rows:
             if r.get("status") not in ("ok", "incomplete") or r.get("epoch") is None:
                 continue

@@ -3,9 +3,9 @@ its "Analysis of Results" and Conclusion make, and the kit's own setups beside t
 
 The seed's setups (seed_table.SETUPS): its Numba rows are our numba-* variant `seed` (dense-layer
 backprop only), its PyTorch rows our torch-* `seed` pipeline (per-sample transforms through a
-DataLoader). Table I's figures are per repeat as seed_table computes them (the mean epoch time,
-the total, the mean throughput, the last and the best test accuracy, the mean RSS, the peak
-VRAM), then the median over repeats.
+DataLoader). Table I's figures are per repeat as readout.py defines them for the report and the
+seed table alike (the mean epoch time, the total, the mean throughput, the test accuracy of the
+highest epoch and the best one, the mean RSS, the peak VRAM), then the median over repeats.
 
 Tolerances, each the reading of a word:
     TIME_TOL = 0.25   an absolute time or rate "agrees" within 25 % (judged only on the seed's
@@ -18,11 +18,9 @@ Tolerances, each the reading of a word:
 
 from __future__ import annotations
 
-import statistics
-
 from bench.core import answers
 from bench.core.claims import SPEED_FREE, Claim, Level, Needs, Ratio, above, between, faster, quality
-from bench.core.study import number
+from bench.studies.mnist_cnn import readout as R
 
 TIME_TOL, ACC_PTS, CONSISTENT = 0.25, 1.0, 1.5
 
@@ -63,51 +61,14 @@ RAM_NOTE = (
 )
 
 
-# ---- per-repeat figures, from a cell's epoch rows ----------------------------------------------
-def _epochs(rows: list[dict], part: str) -> list[dict]:
-    got = [r for r in rows if r.get("status") == "ok" and r.get("epoch") is not None and str(r.get("backend")) == part]
-    return sorted(got, key=lambda r: number(r.get("epoch")) or 0)
-
-
-def _values(rows: list[dict], part: str, key: str) -> list[float]:
-    return [v for r in _epochs(rows, part) if (v := number(r.get(key))) is not None]
-
-
-def avg_epoch_s(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "epoch_s")
-    return statistics.fmean(v) if v else None
-
-
-def total_s(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "epoch_s")
-    return sum(v) if v else None
-
-
-def avg_samples_per_s(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "samples_per_s")
-    return statistics.fmean(v) if v else None
-
-
-@quality
-def final_acc_pct(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "test_acc")
-    return 100 * v[-1] if v else None
-
-
-@quality
-def max_acc_pct(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "test_acc")
-    return 100 * max(v) if v else None
-
-
-def avg_ram_mb(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "rss_mean_mb")
-    return statistics.fmean(v) if v else None
-
-
-def max_vram_mb(rows: list[dict], part: str) -> float | None:
-    v = _values(rows, part, "vram_peak_mb")
-    return max(v) if v else None
+# ---- per-repeat figures, from a cell's epoch rows: readout.py's, as claims metrics (rows, part) ----
+avg_epoch_s = R.metric(R.avg_epoch_s)
+total_s = R.metric(R.total_train_s)
+avg_samples_per_s = R.metric(R.avg_samples_per_s)
+final_acc_pct = quality(R.metric(R.final_test_acc_pct))
+max_acc_pct = quality(R.metric(R.max_test_acc_pct))
+avg_ram_mb = R.metric(R.avg_rss_mb)
+max_vram_mb = R.metric(R.max_vram_mb)
 
 
 COLUMNS = (  # (id, Table I's column, metric, unit, kind)

@@ -14,8 +14,8 @@ from bench.core import figure_note
 from bench.core.figure_layout import legend_size, place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell
-from bench.core.tables import num, nums
 from bench.core.text import plot_text
+from bench.studies.mnist_cnn import readout as R
 
 PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughput.png")  # avg_throughput: dots + CI whiskers
 
@@ -23,7 +23,7 @@ PLOTS = ("epoch_time.png", "throughput.png", "test_accuracy.png", "avg_throughpu
 def data_note(groups: list[list[ResultCell]], name: Callable[[list[ResultCell]], str] | None = None) -> str | None:
     """A warning stamped under every figure when a series did not train on real MNIST, naming
     those series (all of them: "every series") by NAME (default: the cell's backend)."""
-    other = {id(g): str(_epochs(g[0])[0].get("dataset")) for g in groups if _epochs(g[0])}
+    other = {id(g): str(R.epochs(g[0])[0].get("dataset")) for g in groups if R.epochs(g[0])}
     other = {k: v for k, v in other.items() if v != "mnist"}
     if not other:
         return None
@@ -89,10 +89,6 @@ def _finish(
     _plt().close(fig)
 
 
-def _epochs(c: ResultCell) -> list[dict]:
-    return [r for r in c.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
-
-
 # every series gets its device family's colour (bench.core.palette: CPUs blue, NVIDIA GPUs green,
 # the same in every plot) in its own shade AND its own marker, so lines stay apart in greyscale
 # print and for colour-blind readers
@@ -101,20 +97,6 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
 
 def _style(i: int, color: str) -> dict:
     return {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
-
-
-def _series(group: list[ResultCell], key: str, scale: float = 1.0) -> tuple[list[int], list[float], list[float], list[float]]:
-    """Per epoch over a configuration's repeats: (epochs, median, min, max)."""
-    import statistics
-
-    by: dict[int, list[float]] = {}
-    for c in group:
-        for r in _epochs(c):
-            e, v = num(r, "epoch"), num(r, key)
-            if e is not None and v is not None:
-                by.setdefault(int(e), []).append(v * scale)
-    xs = sorted(by)
-    return xs, [statistics.median(by[x]) for x in xs], [min(by[x]) for x in xs], [max(by[x]) for x in xs]
 
 
 def _legend_outside(ax):
@@ -130,7 +112,7 @@ class Fig1Series:
         from bench.core.labels import distinct, environments
         from bench.core.resultset import group_repeats
 
-        cells = [c for c in cells if c.status == "ok" and _epochs(c)]
+        cells = [c for c in cells if c.status == "ok" and R.epochs(c)]
         self.groups = group_repeats(cells)
         multi = len({c.device for c in cells}) > 1
 
@@ -145,7 +127,7 @@ class Fig1Series:
             [g[0].run_label for g in self.groups],
             *environments(self.groups),
             [g[0].first.get("dataset") for g in self.groups],
-            [f"{len(_epochs(g[0]))} epochs" for g in self.groups],
+            [f"{len(R.epochs(g[0]))} epochs" for g in self.groups],
         )
         self.names = {id(g): u for g, u in zip(self.groups, unique)}
         self.shade = palette.colors([(id(g), palette.family(g[0].device, g[0].first.get("backend"))) for g in self.groups])
@@ -163,7 +145,7 @@ class Fig1Series:
 
     def line(self, i: int, g: list[ResultCell], key: str, scale: float = 1.0) -> dict:
         """Configuration G's KEY per epoch: median over repeats and its min-max band."""
-        xs, med, lo, hi = _series(g, key, scale)
+        xs, med, lo, hi = R.per_epoch(g, key, scale)
         return {"name": self.name(g), "style": self.style(i, g), "xs": xs, "med": med, "lo": lo, "hi": hi, "band": len(g) > 1}
 
 
@@ -206,8 +188,8 @@ def accuracy_figure(s: Fig1Series, out: Path) -> Path:
             refs[ds(g)] = g
     acc = []
     for i, g in enumerate(s.groups):
-        line = s.line(i, g, "test_acc", 100)
-        rx, rmed, _, _ = _series(refs[ds(g)], "test_acc", 100)
+        line = s.line(i, g, R.ACC, 100)
+        rx, rmed, _, _ = R.accuracy_curve(refs[ds(g)])
         rmap = dict(zip(rx, rmed))
         line["diff"] = [(x, m - rmap[x]) for x, m in zip(line["xs"], line["med"]) if x in rmap]
         acc.append(line)
@@ -223,7 +205,7 @@ def throughput_figure(s: Fig1Series, out: Path) -> Path:
 
     rows: list[dict[str, Any]] = []
     for i, g in enumerate(s.groups):
-        per = [statistics_median(nums(_epochs(c), "samples_per_s")) for c in g]
+        per = [v for c in g if (v := R.median_samples_per_s(R.epochs(c))) is not None]
         sm = stats.summarize(per)
         rows.append({"name": s.name(g), "median": sm.median, "lo": sm.lo, "hi": sm.hi, "style": s.style(i, g)})
     rows.sort(key=lambda r: r["median"])
@@ -290,9 +272,3 @@ def draw_avg_throughput(d: dict, path: Path) -> None:
     names = text_width([r["name"] for r in rows], 8, DPI)
     grid_h = (0.8 + 0.42 * max(1, len(rows))) * 0.77
     _finish(fig, path, d["note"], None, grid_h, left=names + 0.15, bottom=0.55, least=text_width([xlabel], 10, DPI))
-
-
-def statistics_median(v: list[float]) -> float:
-    import statistics
-
-    return statistics.median(v)

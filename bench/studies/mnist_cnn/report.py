@@ -3,7 +3,6 @@ did not report), Fig. 1, the seed's own numbers, and the same-session throughput
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,9 +10,11 @@ from bench.core import noise, stats
 from bench.core.labels import qualify
 from bench.core.resultset import ResultCell, group_repeats
 from bench.core.rows import atomic_write_text, write_json
-from bench.core.tables import markdown, md_row, num, nums, text_table
+from bench.core.tables import markdown, md_row, text_table
 from bench.core.text import csv_text, sig
 from bench.core.text import md as md_text
+from bench.studies.mnist_cnn import readout as R
+from bench.studies.mnist_cnn.readout import epochs  # a cell's epoch rows, by epoch number (tests read report.epochs)
 
 TABLE1_COLUMNS = [
     ("platform", "Platform"),
@@ -122,12 +123,6 @@ SEED_TABLE1 = """| Platform (seed 000, RTX 4060 laptop / M4 Pro) | Avg Epoch Tim
 | MPS PyTorch | 9.0544 | 6,645 | 97.31 |"""
 
 
-def epochs(cell: ResultCell) -> list[dict]:
-    """CELL's ok epoch rows: those whose epoch is a number (bench.core.tables.num); check_rows holds
-    every row with an epoch to Table I's measurements."""
-    return [r for r in cell.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
-
-
 def label(cell: ResultCell) -> str:
     r = cell.first
     v = "" if r.get("variant") in (None, "default") else f" [{r['variant']}]"
@@ -140,27 +135,26 @@ def key(cell: ResultCell) -> str:
 
 
 def table1_row(cell: ResultCell) -> dict:
-    ep = epochs(cell)  # check_rows: each holds Table I's four measurements, as numbers
-    tput = nums(ep, "samples_per_s")
-    vram = nums(ep, "vram_peak_mb")
-    acc = nums(ep, "test_acc")
-    first = ep[0]
+    """One cell (a repeat): its figures (readout.figures: Table I's columns and the throughput's
+    spread over epochs) and what names it."""
+    fig = R.figures(cell)
+    first = epochs(cell)[0]  # check_rows: each holds Table I's four measurements, as numbers
     return {
         "platform": label(cell),
         "device": cell.device,
         "run": cell.run_label,
-        "avg_epoch_s": statistics.fmean(nums(ep, "epoch_s")),
-        "total_train_s": sum(nums(ep, "epoch_s")),
-        "avg_samples_per_s": statistics.fmean(tput),
-        "final_test_acc_pct": 100 * acc[-1],
-        "max_test_acc_pct": 100 * max(acc),
-        "avg_rss_mb": statistics.fmean(nums(ep, "rss_mean_mb")),
-        "max_vram_mb": max(vram) if vram else 0.0,
-        "median_samples_per_s": statistics.median(tput),
-        "min_samples_per_s": min(tput),
-        "max_samples_per_s": max(tput),
-        "compile_s": num(first, "compile_s"),
-        "epochs": len(ep),
+        "avg_epoch_s": fig["avg_epoch_s"],
+        "total_train_s": fig["total_train_s"],
+        "avg_samples_per_s": fig["avg_samples_per_s"],
+        "final_test_acc_pct": fig["final_test_acc_pct"],
+        "max_test_acc_pct": fig["max_test_acc_pct"],
+        "avg_rss_mb": fig["avg_rss_mb"],
+        "max_vram_mb": fig["max_vram_mb"] or 0.0,
+        "median_samples_per_s": fig["median_samples_per_s"],
+        "min_samples_per_s": fig["min_samples_per_s"],
+        "max_samples_per_s": fig["max_samples_per_s"],
+        "compile_s": fig["compile_s"],
+        "epochs": fig["epochs"],
         "dataset": str(first.get("dataset")) + ("" if first.get("dataset_real_mnist") else " (not MNIST)"),
         "runtime": cell.environment,
         "env": cell.env_name,
@@ -194,8 +188,9 @@ def _ok(cells: list[ResultCell]) -> list[ResultCell]:
 
 def summary_row(group: list[ResultCell]) -> dict:
     """One configuration over its repeats: per repeat one value per figure, then the median of
-    those with a 95 % bootstrap interval (stats.summarize), IQR and range."""
+    those (readout.over_repeats) with a 95 % bootstrap interval (stats.summarize), IQR and range."""
     per = [table1_row(c) for c in group]
+    conf = R.over_repeats([R.figures(c) for c in group])
     tput = stats.summarize([r["median_samples_per_s"] for r in per])
     ep_s = stats.summarize([r["avg_epoch_s"] for r in per])
     flags = [(f"r{c.repeat}:" if len(group) > 1 else "") + f for c in group for f in c.flags.split(";") if f]
@@ -225,14 +220,12 @@ def summary_row(group: list[ResultCell]) -> dict:
         "ci_lo_epoch_s": ep_s.lo,
         "ci_hi_epoch_s": ep_s.hi,
         "ci_epoch_s": ep_s.interval("{:.4f}"),
-        "total_train_s": statistics.median(r["total_train_s"] for r in per),
-        "final_test_acc_pct": statistics.median(r["final_test_acc_pct"] for r in per),
-        "max_test_acc_pct": statistics.median(r["max_test_acc_pct"] for r in per),
-        "avg_rss_mb": statistics.median(r["avg_rss_mb"] for r in per),
-        "max_vram_mb": max(r["max_vram_mb"] for r in per),
-        "compile_s": statistics.median(r["compile_s"] for r in per if r["compile_s"] is not None)
-        if any(r["compile_s"] is not None for r in per)
-        else None,
+        "total_train_s": conf["total_train_s"],
+        "final_test_acc_pct": conf["final_test_acc_pct"],
+        "max_test_acc_pct": conf["max_test_acc_pct"],
+        "avg_rss_mb": conf["avg_rss_mb"],
+        "max_vram_mb": conf["max_vram_mb"] or 0.0,
+        "compile_s": conf["compile_s"],
         "epochs": first["epochs"],
         "dataset": first["dataset"],
         "dataset_real": first["dataset_real"],
@@ -271,7 +264,8 @@ def ratios_ci(cells: list[ResultCell]) -> list[dict]:
     by: dict[tuple[str, str], dict[int, float]] = {}
     roots: dict[str, set] = {}
     for c in _ok(cells):
-        by.setdefault((_session(c), key(c)), {})[c.repeat] = statistics.median(nums(epochs(c), "samples_per_s"))
+        if (v := R.median_samples_per_s(epochs(c))) is not None:
+            by.setdefault((_session(c), key(c)), {})[c.repeat] = v
         roots.setdefault(_session(c), set()).add(c.dir.parent.parent.resolve())
     out = []
     for sess in sorted({h for h, _ in by}):
@@ -457,10 +451,10 @@ def summary(cells: list[ResultCell]) -> tuple[list[str], dict]:
             else {
                 "status": "ok",
                 "repeat": c.repeat,
-                "median_samples_per_s": table1_row(c)["median_samples_per_s"],
-                "min_samples_per_s": min(nums(epochs(c), "samples_per_s")),
-                "max_samples_per_s": max(nums(epochs(c), "samples_per_s")),
-                "final_test_acc": nums(epochs(c), "test_acc")[-1],
+                "median_samples_per_s": R.median_samples_per_s(epochs(c)),
+                "min_samples_per_s": R.min_samples_per_s(epochs(c)),
+                "max_samples_per_s": R.max_samples_per_s(epochs(c)),
+                "final_test_acc": R.final_acc(epochs(c)),
                 "epochs": len(epochs(c)),
                 "flags": c.flags,
             }

@@ -15,11 +15,10 @@ have no interval: it ran once and reported averages.
 
 from __future__ import annotations
 
-import statistics
-
 from bench.core import stats
 from bench.core.resultset import ResultCell
-from bench.core.tables import md_row, num, nums
+from bench.core.tables import md_row
+from bench.studies.mnist_cnn import readout as R
 
 # Seed 000, Table I "Performance summary results" (10 epochs, batch 512, SGD 0.01 m0.9),
 # transcribed from the seed text as printed.
@@ -27,7 +26,7 @@ SEED_HARDWARE = (
     'Intel Core Ultra 7 155H (22 CPUs), 16 GB RAM; NVIDIA "GTX 4060" 8 GB (so the seed; an RTX 4060 '
     "laptop GPU); Apple M4 Pro, 16-core GPU; macOS 15.4.1 / Windows 11"
 )
-SEED_COLUMNS = ("avg_epoch_s", "total_train_s", "avg_samples_per_s", "final_acc_pct", "max_acc_pct", "avg_ram_mb", "max_vram_mb")
+SEED_COLUMNS = tuple(k for k, _, _ in R.TABLE1)  # its seven columns, keyed as ours (readout.TABLE1)
 SEED_TABLE1: dict[str, tuple[float, ...]] = {
     "CPU (Numba)": (2.0928, 20.928, 30501, 96.33, 97.42, 1334.572, 0),
     "GPU CUDA (Numba)": (0.9268, 9.268, 71758, 96.68, 97.56, 1156.894, 0),
@@ -70,10 +69,6 @@ def seed_speedup(faster: str, slower: str) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------ our cells
-def _epochs(c: ResultCell) -> list[dict]:
-    return [r for r in c.rows if r.get("status") == "ok" and num(r, "epoch") is not None]
-
-
 def _key(c: ResultCell) -> tuple[str, str, str]:
     r = c.first
     return (str(r.get("backend")), str(r.get("pipeline")), str(r.get("variant")))
@@ -92,12 +87,12 @@ def _session(c: ResultCell) -> str:
 
 
 def _ok(cells: list[ResultCell]) -> list[ResultCell]:
-    return [c for c in cells if c.status == "ok" and _epochs(c)]
+    return [c for c in cells if c.status == "ok" and R.epochs(c)]
 
 
 def _setup_text(c: ResultCell) -> str:
     p = _params(c)
-    ep = _epochs(c)
+    ep = R.epochs(c)
     trains = ep[0].get("trains") or ("dense layers only" if _key(c)[2] == "seed" else "all layers")
     bits = [trains]
     bits += [f"{k}={p[k]}" for k in ("init", "input_scale", "sgd") if k in p]
@@ -114,31 +109,14 @@ def ours(cells: list[ResultCell]) -> list[dict]:
             groups.setdefault((_session(c), c.device, _key(c), _setup_text(c)), []).append(c)
     rows = []
     for (sess, device, key, setup), group in groups.items():
-        per: list[dict] = []
-        for c in group:
-            ep = _epochs(c)
-            vram = nums(ep, "vram_peak_mb")
-            acc = nums(ep, "test_acc")  # check_rows: every epoch row holds Table I's four numbers
-            per.append(
-                {
-                    "avg_epoch_s": statistics.fmean(nums(ep, "epoch_s")),
-                    "total_train_s": sum(nums(ep, "epoch_s")),
-                    "avg_samples_per_s": statistics.fmean(nums(ep, "samples_per_s")),
-                    "median_samples_per_s": statistics.median(nums(ep, "samples_per_s")),
-                    "final_acc_pct": 100 * acc[-1],
-                    "max_acc_pct": 100 * max(acc),
-                    "avg_ram_mb": statistics.fmean(nums(ep, "rss_mean_mb")),
-                    "max_vram_mb": max(vram) if vram else None,
-                    "epochs": len(ep),
-                }
-            )
-        med = {k: statistics.median(p[k] for p in per) for k in per[0] if k != "max_vram_mb"}
-        vr = [p["max_vram_mb"] for p in per if p["max_vram_mb"] is not None]
-        tput = stats.summarize([p["median_samples_per_s"] for p in per])
+        # per repeat its figures (readout.figures: Table I's seven and the median throughput), then
+        # the median over repeats, the peak VRAM's max (readout.over_repeats)
+        per = [R.figures(c) for c in group]
+        med = R.over_repeats(per)
+        tput = stats.summarize([v for p in per if (v := p["median_samples_per_s"]) is not None])
         rows.append(
             {
                 **med,
-                "max_vram_mb": max(vr) if vr else None,
                 "run": group[0].run_label,
                 "platform": next(k for k, v in SETUPS.items() if v == key),
                 "config": " ".join(key),
@@ -158,7 +136,8 @@ def _by_repeat(cells: list[ResultCell]) -> dict[tuple[str, tuple, str], dict[int
     by: dict[tuple[str, tuple, str], dict[int, float]] = {}
     for c in _ok(cells):
         k = (_session(c), _key(c), _setup_text(c))
-        by.setdefault(k, {})[c.repeat] = statistics.median(nums(_epochs(c), "samples_per_s"))
+        if (v := R.median_samples_per_s(R.epochs(c))) is not None:
+            by.setdefault(k, {})[c.repeat] = v
     return by
 
 
@@ -255,9 +234,9 @@ def _seed_row(name: str, s: dict[str, float]) -> str:
             f"{s['avg_samples_per_s']:,.0f}",
             "–",
             "–",
-            f"{s['final_acc_pct']:.2f}",
-            f"{s['max_acc_pct']:.2f}",
-            f"{s['avg_ram_mb']:,.1f}",
+            f"{s['final_test_acc_pct']:.2f}",
+            f"{s['max_test_acc_pct']:.2f}",
+            f"{s['avg_rss_mb']:,.1f}",
             f"{s['max_vram_mb']:g}",
         ]
     )
@@ -278,9 +257,9 @@ def _our_row(r: dict) -> str:
             f"{r['avg_samples_per_s']:,.0f}",
             f"{r['median_samples_per_s']:,.0f}",
             r["tput_ci"],
-            f"{r['final_acc_pct']:.2f}",
-            f"{r['max_acc_pct']:.2f}",
-            f"{r['avg_ram_mb']:,.1f}",
+            f"{r['final_test_acc_pct']:.2f}",
+            f"{r['max_test_acc_pct']:.2f}",
+            f"{r['avg_rss_mb']:,.1f}",
             _f(r["max_vram_mb"], "{:,.1f}"),
         ]
     )

@@ -1,6 +1,6 @@
 """mnist-cnn's Table I from the tidy table (host/tidy.py's long-format rows), in one groupby:
-what the README's pandas example does, checked against the report's own Table I by
-tests/test_tidy.py. Host side: pandas, imported by whoever passes the frame."""
+what the README's pandas example does, checked against the report's own Table I (its figures:
+readout.py's) by tests/test_tidy.py. Host side: pandas, imported by whoever passes the frame."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ TABLE1_KEYS = ["host", "device", "backend", "pipeline", "variant", "repeat"]
 def table1(df):
     """mnist-cnn's Table I from the tidy table: one groupby over its ok epoch rows."""
     ep = df[(df["study"] == "mnist-cnn") & (df["status"] == "ok") & df["epoch"].notna()]
+    # by epoch number, so "last" is the highest epoch's (readout.final_acc), not the last row written
+    ep = ep.sort_values("epoch", kind="stable")
     out = ep.groupby(TABLE1_KEYS, dropna=False, sort=False).agg(**TABLE1_AGG)
     vram = ep.groupby(TABLE1_KEYS, dropna=False, sort=False)["vram_peak_mb"].max().fillna(0.0)
     return out.assign(max_vram_mb=vram).reset_index()
