@@ -17,7 +17,7 @@ import pytest
 from bench.core import answers
 from bench.core.registry import studies
 from bench.core.resultset import collect, group_repeats
-from bench.studies.roofline import report, seed
+from bench.studies.roofline import readout, report, seed
 from bench.studies.roofline.readout import cell_rows, params
 from bench.studies.roofline.roofmath import attainable
 
@@ -154,7 +154,7 @@ def test_rows_without_roof_fields_take_the_measured_roofs_of_their_precision(cel
             for k in ("roof_compute_flop_per_s", "roof_bandwidth_b_per_s", "roof_compute_name"):
                 r.pop(k, None)
     (line,) = report.roof_lines(old)
-    assert line.precision == "bf16-cl" and line.compute == report._compute(old[0].system["roofs"], "bf16")
+    assert line.precision == "bf16-cl" and line.compute == readout.roof_compute(old[0].system["roofs"], "bf16")
 
 
 def test_the_legends_stay_short(cells):

@@ -10,10 +10,10 @@ a batch sweep to the first OOM; rooflines per device and per model.
     protocol.py   one cell: open (count, roofs, warm-up), steps, the sweep's end
     seed.py       the seed's Tables 1-8, transcribed; its epoch (6,400 images, from Tables 3 and 4)
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
-    readout.py    how the rows are read (phases, medians, a cell's configuration), for the report and the claims
+    readout.py    the one place a cell's rows become numbers: what the report, the claims (their per-repeat
+                  metrics and the findings they rest on) and the Study hooks read, rows in their own order
     report.py     Table 8 with intervals, the seed's tables beside ours, roofline plots per device and per model
     claims.py     every checkable claim of the seed as data (bench.core.claims), judged by bench.core.answers
-    measures.py   what the claims measure: per-repeat metrics from rows, and the findings they rest on
 
 Importing this package imports no torch.
 """
@@ -27,20 +27,9 @@ from typing import Any
 from bench.core.cell import Cell
 from bench.core.errors import KitError
 from bench.core.registry import register_study
-from bench.core.study import (
-    ANSWER_PROFILES,
-    PLATFORMS,
-    BackendSpec,
-    Estimate,
-    RunContext,
-    Study,
-    curve,
-    last,
-    medians,
-    number,
-    ok_rows,
-)
+from bench.core.study import ANSWER_PROFILES, PLATFORMS, BackendSpec, Estimate, RunContext, Study
 from bench.measure.torchdev import TORCHVISION
+from bench.studies.roofline import readout
 from bench.studies.roofline.backends import Trainer
 from bench.studies.roofline.claims import CLAIMS
 from bench.studies.roofline.config import (
@@ -67,7 +56,7 @@ class Roofline(Study):
     profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     title = "roofline (seed 003)"
     seed_doc = "003"
-    timing_key = "epoch_s"
+    timing_key = readout.PASS_S  # a scenario-A pass's seconds (noise flags)
     timing_unit = "pass"
     auto_profiles = {"cpu": "smoke"}  # `all` without --profile: four models on a laptop CPU take long
     Config = RooflineConfig
@@ -186,34 +175,22 @@ class Roofline(Study):
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
         """The training pass's img/s (scenario A; a sweep's points are per batch size: none)."""
-        return medians(rows, "img_per_s", lambda r: r.get("phase") == "train")
+        return readout.throughput(rows)
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
-        return last([r for r in ok_rows(rows, part) if r.get("phase") == "val"], "batch_size", "val_acc")
+        return readout.accuracy(rows, part)
 
     def loss_curve(self, rows: list[dict], part: str):
-        return curve([r for r in ok_rows(rows, part) if r.get("phase") in ("train", "sweep")], "batch_size", "train_loss")
+        return readout.loss_curve(rows, part)
 
     def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
         """No point above its measured roof; achieved FLOP/s = img/s per device x FLOPs per image
         (within 1 %); the FLOPs used are the counter's where the row says `counter`."""
-        pts = [r for r in ok_rows(rows) if r.get("phase") in ("train", "val", "sweep")]
-        above = [r for r in pts if (f := number(r.get("roof_fraction"))) is not None and f > 1.0]
-        off, miscounted = [], []
-        for r in pts:
-            per = number(r.get("train_flops_per_sample" if r.get("phase") != "val" else "forward_flops_per_sample"))
-            ips, got = number(r.get("img_per_s")), number(r.get("achieved_flop_per_s"))
-            world = number(r.get("world_size")) or 1.0
-            if per and ips and got and abs(got - ips / world * per) > 0.01 * got:
-                off.append(r)
-            if r.get("train_flops_why") == "counter" and r.get("train_flops_per_sample") != r.get(
-                "train_counted_flops_per_sample"
-            ):
-                miscounted.append(r)
+        above, off = readout.above_roof(rows), readout.flops_off(rows)
         return [
-            ("roof_fraction <= 1", f"{above[0]['phase']} at {above[0]['roof_fraction']:.3f}" if above else None),
-            ("achieved FLOP/s = img/s x FLOPs/img", f"{off[0]['phase']} b{off[0].get('batch_size')}: it is not" if off else None),
-            ("FLOPs used = the counter's where the row says counter", "they differ" if miscounted else None),
+            ("roof_fraction <= 1", f"{above[0][0]} at {above[0][1]:.3f}" if above else None),
+            ("achieved FLOP/s = img/s x FLOPs/img", f"{off[0][0]} b{off[0][1]}: it is not" if off else None),
+            ("FLOPs used = the counter's where the row says counter", "they differ" if readout.miscounted(rows) else None),
         ]
 
     def label(self, cell: Cell) -> str:
@@ -223,14 +200,13 @@ class Roofline(Study):
         return f"{cell.backend} {p.get('model')} {cell.variant}{graph} {what}"
 
     def progress_line(self, rows: list[dict]) -> str:
-        r = rows[0] if rows else {}
-        if r.get("phase") in ("train", "val", "sweep"):
-            frac = r.get("roof_fraction")
-            return (
-                f"{r['phase']} b{r.get('batch_size')}: {r['img_per_s']:,.0f} img/s, {r['achieved_flop_per_s'] / 1e9:,.1f} GFLOP/s"
-                + (f", {frac:.1%} of roof" if isinstance(frac, float) else "")
-            )
-        return ""
+        got = readout.progress(rows)
+        if got is None:
+            return ""
+        phase, batch, ips, gflops, frac = got
+        return f"{phase} b{batch}: {ips:,.0f} img/s, {gflops:,.1f} GFLOP/s" + (
+            f", {frac:.1%} of roof" if frac is not None else ""
+        )
 
     def open(self, cell: Cell, ctx: RunContext):
         from bench.studies.roofline.protocol import open_cell
@@ -243,10 +219,7 @@ class Roofline(Study):
         return validity_flags(rows)
 
     def check_rows(self, rows: list[dict]) -> str | None:
-        from bench.core.study import numbers_missing
-
-        need = ("img_per_s", "achieved_flop_per_s", "ai_low_flops_per_byte", "ai_high_flops_per_byte")
-        return numbers_missing(rows, {phase: need for phase in ("train", "val", "sweep")})
+        return readout.missing(rows)
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.roofline.report import section

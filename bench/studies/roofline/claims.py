@@ -1,6 +1,7 @@
 """Seed 003's claims, as data (bench.core.claims): every checkable statement of its Tables 1-3
 and 5-8 and of its key findings, roofline interpretation and conclusion, each with the rule
-that measures it from cells (measures.py); bench.core.answers judges them all by one policy.
+that measures it from cells (readout.py's metrics and findings: the one place the rows become
+numbers); bench.core.answers judges them all by one policy.
 
 The seed's devices: its T4 is our torch-cuda `fp32` (TF32 off: a T4 has none), its M3 Pro our
 torch-mps, its 4-vCPU e2-standard-4 our torch-cpu; scenario A at its batch (128; SqueezeNet1.1
@@ -44,7 +45,7 @@ from bench.core import answers
 from bench.core.claims import SPEED_FREE, Claim, Expect, Level, Needs, Ratio, above, below, between, faster
 from bench.studies.roofline import seed
 from bench.studies.roofline.config import MODELS, SEED_BATCH
-from bench.studies.roofline.measures import (
+from bench.studies.roofline.readout import (
     Part,
     ai_order,
     bar,

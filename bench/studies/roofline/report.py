@@ -12,7 +12,6 @@ Host side: standard library, numpy and matplotlib only (rows and system.json; no
 from __future__ import annotations
 
 import json
-import statistics
 import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,22 +24,17 @@ from bench.core.figures import figure
 from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.study import number
-from bench.core.tables import fmt, markdown, num, quotient
+from bench.core.tables import fmt, markdown
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text, short, sig
-from bench.studies.roofline import roofmath, seed
+from bench.studies.roofline import readout, roofmath, seed
 from bench.studies.roofline.config import PRECISIONS, ROOF_OF, RooflineConfig
-from bench.studies.roofline.readout import POINT_PHASES, cell_rows, median, params
+from bench.studies.roofline.readout import params
 from bench.studies.roofline.roofmath import attainable
 
 SEED_DEVICE = seed.KIND  # the seed's device of the same kind
 MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1")
 COLORS = {"resnet18": "tab:blue", "mobilenet_v2": "tab:orange", "resnet50": "tab:green", "squeezenet1_1": "tab:red"}
-
-
-def _med(g: list[Cell], phase: str, key: str, scale: float = 1.0) -> float | None:
-    return median([r for c in g for r in cell_rows(c, phase)], key, scale)
 
 
 def _config(c: Cell) -> str:
@@ -60,46 +54,27 @@ def _roofs_by_run(cells: list[Cell]) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _roof(r: dict, name: str) -> float | None:
-    """system.json's roof NAME (FLOP/s or B/s), where its value is a number above 0."""
-    roofs = r.get("roofs")
-    v = num(roofs.get(name), "value") if isinstance(roofs, dict) else None
-    return float(v) if v is not None and v > 0 else None
-
-
-def _compute(r: dict, prec: str) -> float | None:
-    vals = [v for v in (_roof(r, f"gemm_{prec}"), _roof(r, f"conv_{prec}")) if v]
-    return max(vals) if vals else None
-
-
-def _bandwidth(r: dict) -> float | None:
-    vals = [v for v in (_roof(r, "copy"), _roof(r, "triad")) if v]
-    return max(vals) if vals else None
-
-
 # ---- tables ---------------------------------------------------------------------------------
 def complexity_table(groups: list[list[Cell]]) -> list[dict]:
     """Seed Tables 1-2 beside our counts (64 px, FLOPs not MACs; AI from counted bytes)."""
     seen: dict[str, dict] = {}
     for g in groups:
         c = g[0]
-        rows = cell_rows(c, "train") or cell_rows(c, "sweep")
-        if not rows or params(c)["precision"] != "fp32" or params(c)["model"] in seen:
+        k = readout.counts(c)
+        if k is None or params(c)["precision"] != "fp32" or params(c)["model"] in seen:
             continue
-        r = rows[0]
-        m = str(r.get("model"))
+        m = k.model
         s = seed.COMPLEXITY.get(m, (None, None, None, None))
-        n, fwd, train = num(r, "n_params"), num(r, "forward_flops_per_sample"), num(r, "train_flops_per_sample")
         seen[m] = {
             "model": m,
-            "params": None if n is None else n / 1e6,
+            "params": k.params_m,
             "seed_params": s[0],
-            "fwd": None if fwd is None else fwd / 1e9,
-            "train": None if train is None else train / 1e9,
+            "fwd": k.fwd_gflop,
+            "train": k.train_gflop,
             "seed_g224": s[1],
             "seed_as64": s[1] * 2 * (64 / 224) ** 2 if s[1] else None,
-            "why": r.get("train_flops_why"),
-            "ai": f"{fmt(num(r, 'ai_low_flops_per_byte'))} .. {fmt(num(r, 'ai_high_flops_per_byte'))} (b{r.get('batch_size')})",
+            "why": k.why,
+            "ai": f"{fmt(k.ai_low)} .. {fmt(k.ai_high)} (b{k.batch})",
             "seed_ai": s[3],
         }
     return [seen[m] for m in MODELS if m in seen]
@@ -111,37 +86,37 @@ def perf_table(groups: list[list[Cell]]) -> list[dict]:
     out = []
     for g in sorted(groups, key=lambda g: MODELS.index(params(g[0])["model"]) if params(g[0])["model"] in MODELS else 9):
         c = g[0]
-        if not cell_rows(c, "train"):
+        if not readout.cell_rows(c, readout.TRAIN):
             continue
         p = params(c)
         sd = SEED_DEVICE.get(p["platform"], "")
         sp, se, su = seed.PERF.get((p["model"], sd)), seed.EPOCH.get((p["model"], sd)), seed.UTIL.get((p["model"], sd))
-        gpu = _med(g, "train", "gpu_alloc_peak_mb")
-        train_ips, val_ips = _med(g, "train", "img_per_s"), _med(g, "val", "img_per_s")
+        f = readout.perf(g)
         # the seed's epoch, not the rows' seed_epoch_projected_s: rows before this kit version used 100,000 images
         n_seed = seed.epoch_images(str(p["model"]), sd)
+        proj_train, proj_val = f.projected(n_seed)
         out.append(
             {
                 "model": p["model"],
                 "device": c.device,
                 "config": _config(c),
                 "batch": p["batch"],
-                "train_ips": train_ips,
-                "val_ips": val_ips,
-                "tf_train": _med(g, "train", "achieved_flop_per_s", 1e-12),
-                "tf_val": _med(g, "val", "achieved_flop_per_s", 1e-12),
-                "frac": _med(g, "train", "roof_fraction", 100),
-                "mem": gpu if gpu is not None else _med(g, "train", "rss_peak_mb"),
-                "mem_kind": "GPU alloc" if gpu is not None else "RSS",
-                "train_s": _med(g, "train", "epoch_s"),
-                "val_s": _med(g, "val", "epoch_s"),
-                "batches": f"{_med(g, 'train', 'steps') or 0:.0f}/{_med(g, 'val', 'steps') or 0:.0f}",
+                "train_ips": f.train_ips,
+                "val_ips": f.val_ips,
+                "tf_train": f.tf_train,
+                "tf_val": f.tf_val,
+                "frac": f.roof_pct,
+                "mem": f.gpu_mb if f.gpu_mb is not None else f.rss_mb,
+                "mem_kind": "GPU alloc" if f.gpu_mb is not None else "RSS",
+                "train_s": f.train_s,
+                "val_s": f.val_s,
+                "batches": f"{f.train_steps or 0:.0f}/{f.val_steps or 0:.0f}",
                 "seed_images": f"{n_seed:,}",
-                "proj_s": f"{fmt(quotient(n_seed, train_ips)) or '–'} / {fmt(quotient(n_seed, val_ips)) or '–'}",
-                "gpu_util": _med(g, "train", "gpu_util_pct"),
-                "sm_mhz": _med(g, "train", "gpu_sm_mhz_median"),
-                "cpu_sys": _med(g, "train", "cpu_util_system_pct"),
-                "cpu_proc": _med(g, "train", "cpu_util_process_pct"),
+                "proj_s": f"{fmt(proj_train) or '–'} / {fmt(proj_val) or '–'}",
+                "gpu_util": f.gpu_util,
+                "sm_mhz": f.sm_mhz,
+                "cpu_sys": f.cpu_system,
+                "cpu_proc": f.cpu_process,
                 "seed": f"{sd}: {sp[0]} / {sp[1]} img/s, {sp[2]} / {sp[3]} TFLOP/s" if sp else "",
                 "seed_epoch": f"{sd}: {se[0]} / {se[1]} s" if se else "",
                 "seed_util": f"{sd}: GPU {fmt(su[0]) or 'N/A'} %, CPU {su[1]} %" if su else "",
@@ -160,9 +135,9 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
     by: dict[tuple, dict[str, float | None]] = {}
     for g in groups:
         p = params(g[0])
-        if cell_rows(g[0], "train"):
+        if readout.cell_rows(g[0], readout.TRAIN):
             side = (p["model"], g[0].device, p["precision_step"], p["batch"], g[0].run_label, g[0].env_name, g[0].environment)
-            by.setdefault(side, {})[p["pipeline"]] = _med(g, "train", "img_per_s")
+            by.setdefault(side, {})[p["pipeline"]] = readout.pooled_ips(g, readout.TRAIN)
     out = []
     for (m, dev, prec, b, run, env, environment), v in by.items():
         lo, syn = v.get("loader"), v.get("synthetic-gpu")
@@ -174,7 +149,7 @@ def gap_table(groups: list[list[Cell]]) -> list[dict]:
                 "batch": b,
                 "loader": lo,
                 "synthetic": syn,
-                "ratio": quotient(lo, syn) if lo and syn else None,
+                "ratio": readout.loader_gap(lo, syn),
                 "run": run,
                 "env": env,
                 "environment": environment,
@@ -188,52 +163,39 @@ def sweep_table(groups: list[list[Cell]]) -> list[dict]:
     where and why each repeat's sweep ended."""
     out = []
     for g in groups:
-        ends = [e for c in g for e in cell_rows(c, "sweep_end")]
+        ends = [e for c in g for e in readout.sweep_ends(c.rows)]
         if not ends:
             continue
         c, p = g[0], params(g[0])
-        by: dict[float, list[dict]] = {}
-        for r in (r for x in g for r in cell_rows(x, "sweep")):
-            b = number(r.get("batch_size"))
-            if b:
-                by.setdefault(b, []).append(r)
-
-        def med(rows: list[dict], key: str, scale: float = 1.0) -> float | None:
-            vals = [v for r in rows if (v := number(r.get(key))) is not None]
-            return statistics.median(vals) * scale if vals else None
-
-        step_ms = [(b, 1e3 * b / ips) for b, rows in sorted(by.items()) if (ips := med(rows, "img_per_s"))]
-        paced = roofmath.host_floor(step_ms)
-        measured = {b for b, _ in step_ms}  # a batch with no img/s is not marked
-        for b, rows in sorted(by.items()):
-            notes = ["NaN loss ⚑"] if any(r.get("loss_finite") is False for r in rows) else []
-            if paced and b <= paced["host_paced_up_to"] and b in measured:
+        for x in readout.sweep(g):
+            notes = ["NaN loss ⚑"] if x.nan else []
+            if x.paced:
                 notes.append("launch-paced" if p["step"] == "cuda-graph" else "host-paced")
             out.append(
                 {
                     "model": p["model"],
                     "device": c.device,
                     "precision": p["precision_step"],
-                    "batch": int(b) if b.is_integer() else b,
-                    "ips": med(rows, "img_per_s"),
-                    "gflops": med(rows, "achieved_flop_per_s", 1e-9),
-                    "ai": f"{fmt(med(rows, 'ai_low_flops_per_byte'))} .. {fmt(med(rows, 'ai_high_flops_per_byte'))}",
-                    "frac": med(rows, "roof_fraction", 100),
-                    "mem": med(rows, "gpu_alloc_peak_mb") or med(rows, "rss_peak_mb"),
-                    "n": len(rows),
+                    "batch": int(x.batch) if x.batch.is_integer() else x.batch,
+                    "ips": x.ips,
+                    "gflops": x.gflops,
+                    "ai": f"{fmt(x.ai_low)} .. {fmt(x.ai_high)}",
+                    "frac": x.roof_pct,
+                    "mem": x.mem_mb,
+                    "n": x.n,
                     "note": "; ".join(notes),
                     "run": c.run_label,
                     "env": c.env_name,
                     "environment": c.environment,
                 }
             )
-        stops = sorted({f"{e.get('sweep_stop')}: {e.get('sweep_stop_reason')}" for e in ends})
+        stops = sorted({f"{e.stop}: {e.reason}" for e in ends})
         out.append(
             {
                 "model": p["model"],
                 "device": c.device,
                 "precision": p["precision_step"],
-                "batch": ends[0].get("sweep_stop_batch") or "",
+                "batch": ends[0].batch or "",
                 "end": True,  # never one repeat's point at the batch where another's sweep stopped
                 "note": "end: " + "; ".join(stops),
                 "run": c.run_label,
@@ -254,15 +216,14 @@ def roofs_table(roofs: dict[tuple[str, str], dict]) -> list[dict]:
     out = []
     for (dev, run), r in roofs.items():
         sheet = r.get("datasheet") if isinstance(r.get("datasheet"), dict) else {}
-        cond = r.get("conditions")
-        load = num(cond, "load_avg_1m_before")
+        load = readout.roof_load(r)
         out.append(
             {
                 "device": dev,
-                "fp32": (_compute(r, "fp32") or 0) / 1e9 or None,
-                "tf32": (_compute(r, "tf32") or 0) / 1e9 or None,
-                "bf16": (_compute(r, "bf16") or 0) / 1e9 or None,
-                "bw": (_bandwidth(r) or 0) / 1e9 or None,
+                "fp32": readout.roof_gflops(r, "fp32"),
+                "tf32": readout.roof_gflops(r, "tf32"),
+                "bf16": readout.roof_gflops(r, "bf16"),
+                "bw": readout.roof_gflops(r, None),
                 "sheet": f"{sheet.get('product')}: fp32 {sheet.get('fp32_tflop_per_s')} TFLOP/s, {sheet.get('mem_tb_per_s')} TB/s"
                 if sheet
                 else "",
@@ -306,11 +267,6 @@ class Speedup:
     paired: bool
 
 
-def _train_ips(c: Cell) -> float | None:
-    vals = [v for r in cell_rows(c, "train") if (v := number(r.get("img_per_s"))) and v > 0]
-    return statistics.median(vals) if vals else None
-
-
 def _host_cpu(c: Cell) -> str:
     cores = c.system.get("cpu_affinity") or c.system.get("cpu_logical_cores")
     return str(c.system.get("cpu_model") or "unknown CPU") + (f", {cores} cores" if cores else "")
@@ -335,7 +291,7 @@ def speedups(groups: list[list[Cell]]) -> list[Speedup]:
     sides: dict[tuple, dict[tuple[str, str], Side]] = {}
     for g in groups:
         for c in g:
-            p, v = params(c), _train_ips(c)
+            p, v = params(c), readout.ips(c.rows, readout.TRAIN)
             if not v or p["scenario"] != "A":
                 continue
             key = tuple(
@@ -349,7 +305,7 @@ def speedups(groups: list[list[Cell]]) -> list[Speedup]:
                     c.run_label,
                     str(c.first.get("backend")),
                     _host_cpu(c),
-                    next((r.get("threads") for r in cell_rows(c, "train")), None),
+                    readout.threads(c),
                 ),
             )
             side.per[c.repeat] = v
@@ -361,7 +317,7 @@ def speedups(groups: list[list[Cell]]) -> list[Speedup]:
                 if a.device == b.device:
                     continue  # one device in two runs: `orchestrate.py compare` is for that
                 paired = a.run == b.run
-                r = stats.ratio(a.per, b.per, paired=None if paired else False)
+                r = readout.speedup(a.per, b.per, paired)
                 out.append(Speedup(str(model), str(prec), str(pipe), batch, a, b, r, paired and r.n >= 2))
     order = {m: i for i, m in enumerate(MODELS)}
     out.sort(key=lambda x: (order.get(x.model, 9), PRECISIONS.index(x.precision) if x.precision in PRECISIONS else 9))
@@ -485,20 +441,16 @@ def roof_lines(cells: list[Cell]) -> list[RoofLine]:
     seen: dict[tuple[str, str, str], RoofLine] = {}
     for c in cells:
         prec = str(params(c)["precision"])
-        pts = [r for r in c.ok_rows if r.get("phase") in POINT_PHASES]
-        if not pts or (c.device, c.run_label, prec) in seen:
+        if not readout.points(c.rows) or (c.device, c.run_label, prec) in seen:
             continue
         line = None
-        for r in pts:
-            comp, bw = number(r.get("roof_compute_flop_per_s")), number(r.get("roof_bandwidth_b_per_s"))
-            if comp and bw and comp > 0 and bw > 0:
-                names = (str(r.get("roof_compute_name") or "compute"), str(r.get("roof_bandwidth_name") or "bandwidth"))
-                line = RoofLine(c.device, prec, names[0], comp, names[1], bw, c.run_label)
-                break
+        held = readout.row_roofs(c)
+        if held:
+            line = RoofLine(c.device, prec, held[0], held[1], held[2], held[3], c.run_label)
         else:
             roofs = c.system.get("roofs")
             if isinstance(roofs, dict) and isinstance(roofs.get("roofs"), dict):
-                comp, bw = _compute(roofs, ROOF_OF.get(prec, prec)), _bandwidth(roofs)
+                comp, bw = readout.roof_compute(roofs, ROOF_OF.get(prec, prec)), readout.roof_bandwidth(roofs)
                 if comp and bw:
                     line = RoofLine(c.device, prec, ROOF_OF.get(prec, prec), comp, "copy/triad", bw, c.run_label)
         if line and all(x.key != line.key for x in seen.values()):
@@ -534,16 +486,13 @@ def _points(c: Cell, col: str) -> dict:
     p = params(c)
     ls, fill = PREC_STYLE.get(str(p["precision"]), ("-.", "full"))
     bars = []
-    for phase in ("train", "val"):
+    for phase in (readout.TRAIN, readout.VAL):
         marker = MARKERS.get((phase, str(p["pipeline"])), "x")
-        for r in cell_rows(c, phase):
-            bars.append((r["ai_low_flops_per_byte"], r["ai_high_flops_per_byte"], r["achieved_flop_per_s"], marker))
-    sw = cell_rows(c, "sweep")
-    sweep = [(r["ai_high_flops_per_byte"], r["achieved_flop_per_s"]) for r in sw]
-    marks = [
-        (plot_text(f"b{r.get('batch_size')}"), r["ai_high_flops_per_byte"], r["achieved_flop_per_s"])
-        for r in (sw[:1] + sw[-1:] if sw else [])
-    ]
+        for x in readout.plot_points(c, phase):
+            bars.append((x.ai_low, x.ai_high, x.flop_s, marker))
+    sw = readout.plot_points(c, readout.SWEEP)
+    sweep = [(x.ai_high, x.flop_s) for x in sw]
+    marks = [(plot_text(x.label), x.ai_high, x.flop_s) for x in (sw[:1] + sw[-1:] if sw else [])]
     return {"color": col, "ls": ls, "fill": fill, "bars": bars, "sweep": sweep, "marks": marks}
 
 
@@ -583,13 +532,7 @@ def legend_handles(colors: dict[str, str], roofs: list[tuple[str, str, str]], pr
 def _span(cells: list[Cell]) -> list[float]:
     import numpy as np
 
-    ais = [
-        v
-        for c in cells
-        for r in c.ok_rows
-        for k in ("ai_low_flops_per_byte", "ai_high_flops_per_byte")
-        if (v := num(r, k)) and v > 0
-    ]
+    ais = readout.intensities(cells)
     lo, hi = (max(min(ais) / 4, 1e-12), max(ais) * 4) if ais else (0.1, 1000)  # a log axis: from a positive end
     return [float(x) for x in np.logspace(np.log10(min(lo, 0.1)), np.log10(max(hi, 100)), 200)]
 
@@ -926,8 +869,8 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         for r in rows
     ]
     ends = [
-        f"batch-size sweep {params(c)['model']} {params(c)['precision']} ended: {e.get('sweep_stop_reason')}"
+        f"batch-size sweep {params(c)['model']} {params(c)['precision']} ended: {e.reason}"
         for c in cells
-        for e in cell_rows(c, "sweep_end")
+        for e in readout.sweep_ends(c.rows)
     ]
     return lines + ends, {"configurations": rows}
