@@ -177,9 +177,9 @@ def test_breakdown_says_how_much_slower_the_profiled_steps_ran(ref_report):
 
 
 def test_process_cpu_is_a_share_of_every_core_and_impossible_readings_say_so():
-    assert report._share_of_cores(800.0, 16) == pytest.approx(50.0)
-    assert "impossible" in str(report._share_of_cores(14000.0, 16))
-    assert report._share_of_cores(800.0, None) is None
+    assert readout.share_of_cores(800.0, 16) == pytest.approx(50.0)
+    assert "impossible" in str(readout.share_of_cores(14000.0, 16))
+    assert readout.share_of_cores(800.0, None) is None
 
 
 def test_reference_cpu_axis_is_capped_and_its_impossible_samples_counted(ref_cells, ref_report, tmp_path):
@@ -236,14 +236,14 @@ MIXED = {
 
 
 def test_operator_levels_are_never_mixed_and_are_sorted():
-    ops, key = report.op_level(MIXED, "op")
+    ops, key = readout.op_level(MIXED, "op")
     assert key == "self_device_ms" and [o["name"] for o in ops] == [
         "aten::convolution_backward",
         "aten::cudnn_batch_norm_backward",
     ]
-    kernels, key = report.op_level(MIXED, "kernel")
+    kernels, key = readout.op_level(MIXED, "kernel")
     assert key == "self_device_ms" and [o["device_type"] for o in kernels] == ["cuda"]
-    cpu, key = report.op_level(MIXED, "op-cpu")
+    cpu, key = readout.op_level(MIXED, "op-cpu")
     assert key == "self_cpu_ms" and [o["name"] for o in cpu] == ["cudaLaunchKernel", "aten::convolution_backward"]
     assert report.short_kernel("void cudnn::bn_bw<float, 4>(float const*)") == "cudnn::bn_bw<...>"
 

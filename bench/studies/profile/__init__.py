@@ -8,7 +8,9 @@ the seed's way (nn.DataParallel) and the right way (DDP under torchrun).
     protocol.py   one cell: idle baseline, timed epochs with telemetry, sampler cost, profiler
     seed.py       what the seed reported, transcribed
     backends/     torch-cpu, torch-cuda
-    readout.py    what the report and the claims read from cells: the projection to the seed's run, energy per source
+    readout.py    the one place a cell's rows become numbers: epochs by their number, the projection to the
+                  seed's run, energy per source, the report's and the many-GPU section's figures, the
+                  claims' metrics and what the Study hooks below read
     claims.py     every claim of the seed as data (the answer engine judges them: bench.core.answers)
     report.py     CPU vs GPU (projected), telemetry time series, energy, operator and step-time
                   breakdowns, DataParallel vs DDP (numbers only)
@@ -19,7 +21,6 @@ Importing this package imports no torch.
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,10 @@ from bench.core.study import (
     RunContext,
     Speed,
     Study,
-    curve,
-    last,
-    medians,
-    number,
-    ok_rows,
 )
 from bench.measure.profiling import dropped
 from bench.measure.torchdev import TORCHVISION
+from bench.studies.profile import readout
 from bench.studies.profile.backends import Trainer
 from bench.studies.profile.claims import CLAIMS
 from bench.studies.profile.config import (
@@ -73,8 +70,8 @@ class Profile(Study):
     profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     title = "profile (seed 004)"
     seed_doc = "004"
-    timing_key = "epoch_s"
-    timing_unit = "epoch"
+    timing_key = readout.EPOCH_S  # noise flags: CV and outliers over the timed epochs
+    timing_unit = readout.EPOCH_PHASE  # one timed epoch (a row)
     auto_profiles = {"cpu": "smoke"}  # DenseNet-121 at 224 px on a laptop CPU takes long
     own_energy = True  # its idle baseline and NVML/RAPL sampler (protocol.energy_fields), before it touches a GPU
     Config = ProfileConfig
@@ -196,49 +193,35 @@ class Profile(Study):
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
-        return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+        return readout.throughput(rows)  # row backend -> the median img/s over its timed epochs
 
     def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
         """The training throughput and, where an energy counter was read, the net energy per image."""
         out = super().speed(rows, part)
-        per = [
-            e / n
-            for r in ok_rows(rows, part)
-            if r.get("phase") == "epoch" and (e := number(r.get("energy_net_j"))) is not None and (n := number(r.get("samples")))
-        ]
-        if per and statistics.median(per) > 0:
-            out["energy_per_image"] = Speed(statistics.median(per), "J", higher_is_better=False)
+        jpi = readout.energy_per_image(rows, part)
+        if jpi is not None:
+            out["energy_per_image"] = Speed(jpi, "J", higher_is_better=False)
         return out
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
-        return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
+        return readout.accuracy(rows, part)  # the highest epoch's
 
     def loss_curve(self, rows: list[dict], part: str):
-        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "train_loss")
+        return readout.loss_curve(rows, part)
 
     def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
         """Energy is never negative and the idle baseline lies below the power under load (net
         energy >= 0) wherever measured; a one-process cell measured its sampler's cost and left
         a readable trace of every profiled step."""
-        ok = ok_rows(rows)
-        neg = [
-            r.get("epoch") for r in ok for k in ("gpu_energy_j", "cpu_energy_j") if (v := number(r.get(k))) is not None and v < 0
-        ]
-        net = [
-            r.get("epoch")
-            for r in ok
-            for k in ("gpu_energy_net_j", "cpu_energy_net_j")
-            if (v := number(r.get(k))) is not None and v < 0
-        ]
+        neg, net = readout.energy_below_zero(rows)
         out: list[tuple[str, str | None]] = [
             ("energy >= 0", f"epoch {neg[0]}: it is negative" if neg else None),
             ("idle baseline below the power under load", f"epoch {net[0]}: net energy < 0" if net else None),
         ]
-        if any(r.get("parallel") in ("none", "dp") for r in ok if r.get("phase") == "epoch"):
-            measured = any(number(r.get("sampler_cost")) is not None for r in ok if r.get("phase") == "overhead")
+        if readout.one_process(rows):
+            measured = readout.sampler_cost_measured(rows)
             out.append(("the sampler's cost measured", None if measured else "no overhead row with a sampler_cost"))
-            traces = [t for r in ok if r.get("phase") == "profile" for t in (r.get("traces") or [])]
-            out.append(("a readable trace of the profiled steps", _unreadable(cell_dir, traces)))
+            out.append(("a readable trace of the profiled steps", _unreadable(cell_dir, readout.traces(rows))))
         return out
 
     def label(self, cell: Cell) -> str:
@@ -249,22 +232,18 @@ class Profile(Study):
         )
 
     def progress_line(self, rows: list[dict]) -> str:
-        r = rows[0] if rows else {}
-        if r.get("phase") == "epoch":
-            acc = r.get("test_acc")
-            jpi = r.get("j_per_img")
+        p = readout.progress(rows[0] if rows else {})  # this row's figures as written (a live line)
+        acc, jpi, ov = p["acc"], p["jpi"], p["overhead"]
+        if p["phase"] == readout.EPOCH_PHASE:
             return (
-                f"epoch {r.get('epoch')}: {r['epoch_s']:.2f} s, {r.get('samples_per_s') or 0:,.0f} img/s"
+                f"epoch {p['number']}: {p['seconds']:.2f} s, {p['ips'] or 0:,.0f} img/s"
                 + (f", acc {acc:.3f}" if isinstance(acc, float) else "")
                 + (f", {jpi:.3f} J/img" if isinstance(jpi, float) else "")
             )
-        if r.get("phase") == "overhead":
-            return f"sampler cost {r['sampler_cost']:+.2%} of step time"
-        if r.get("phase") == "profile":
-            ov = r.get("profiler_overhead")
-            return f"profiled {r.get('profiled_steps')} steps" + (
-                f", profiler overhead {ov:+.1%}" if isinstance(ov, float) else ""
-            )
+        if p["phase"] == readout.OVERHEAD_PHASE:
+            return f"sampler cost {p['cost']:+.2%} of step time"
+        if p["phase"] == readout.PROFILE_PHASE:
+            return f"profiled {p['profiled']} steps" + (f", profiler overhead {ov:+.1%}" if isinstance(ov, float) else "")
         return ""
 
     def open(self, cell: Cell, ctx: RunContext):
@@ -281,14 +260,7 @@ class Profile(Study):
     def check_rows(self, rows: list[dict]) -> str | None:
         from bench.core.study import numbers_missing
 
-        return numbers_missing(
-            rows,
-            {
-                "epoch": ("epoch_s", "samples_per_s", "train_loss"),
-                "overhead": ("sampler_cost", "step_ms_sampler_on", "step_ms_sampler_off"),
-                "profile": ("mean_step_ms",),
-            },
-        )
+        return numbers_missing(rows, readout.NEEDS)
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.profile.report import section

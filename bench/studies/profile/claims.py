@@ -2,7 +2,8 @@
 that a measurement can check, and the kit's two-GPU comparisons beside them. The answer engine
 (bench.core.answers) judges them; report.py's tables show numbers only.
 
-What the claims read, per repeat (one cell each):
+What the claims read, per repeat (one cell each; every metric is readout.py's, the one place a
+cell's rows become numbers, its epochs by their own number):
     time      gpu-over-cpu, b128-over-b64 and simpler-net-small-gain compare the seed's own
               quantity, the time of its 20 epochs x 8,005 images, projected from the timed epochs
               (readout.seed_hours: each epoch's loader start + 8,005 x the seconds per image after
@@ -41,7 +42,6 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Callable
 
@@ -54,17 +54,13 @@ from bench.core.claims import (
     Expect,
     Level,
     Measured,
-    Metric,
     Needs,
     Ratio,
     above,
     below,
     between,
-    quality,
 )
-from bench.core.study import number
-from bench.studies.profile import seed
-from bench.studies.profile.readout import seed_hours
+from bench.studies.profile import readout, seed
 
 HUGE, LOW_UTIL, UTIL_PTS, READING_TOL, TEMP_C = 2.0, 20.0, 5.0, 0.25, 5.0
 LOAD_PCT, MOST_PCT, NO_EFFECT, ACC_PTS, SMALL_GAIN = 10.0, 50.0, 0.10, 1.0, 2.0
@@ -79,109 +75,11 @@ DP_ON_NOTE = (
 )
 SEED_HOST = ("Gold 6256", "RTX A6000")  # the host's CPU readings, from a CPU cell or a GPU cell
 
-# ---- per-repeat figures, from a cell's rows ----------------------------------------------------
-GPU_KEY = re.compile(r"gpu(\d+)_(?:util_pct_mean|mem_used_mb_max)")
-
-
-def _epochs(rows: list[dict], part: str) -> list[dict]:
-    ep = [r for r in rows if r.get("phase") == "epoch" and r.get("status") == "ok" and str(r.get("backend")) == part]
-    if ep and (ep[0].get("parallel") or "none") == "none" and str(ep[0].get("devices") or ""):
-        return []  # one device as a world of one rank under torchrun (the full profile's harness check), not a plain run
-    return ep
-
-
-def of(key: str, agg: Callable[[list[float]], float] = statistics.median, scale: float = 1.0) -> Metric:
-    """KEY over the repeat's timed epochs (AGG), x SCALE."""
-
-    def metric(rows: list[dict], part: str) -> float | None:
-        vals = [v for r in _epochs(rows, part) if (v := number(r.get(key))) is not None]
-        return scale * agg(vals) if vals else None
-
-    metric.__name__ = f"of_{key}"  # what it reads, for a reader and for the quality check's test
-    return quality(metric) if any(w in key for w in ("acc", "loss")) else metric
-
-
-def seed_runs_per_hour(rows: list[dict], part: str) -> float | None:
-    """1 / the seed's 20 epochs x 8,005 images in hours, projected (module docstring)."""
-    h = seed_hours(_epochs(rows, part))
-    return 1 / h if h else None
-
-
-def eval_img_per_s(rows: list[dict], part: str) -> float | None:
-    """Test images per second of evaluation (batched), the median over the timed epochs."""
-    vals = [n / e for r in _epochs(rows, part) if (n := number(r.get("n_test"))) and (e := number(r.get("eval_s")))]
-    return statistics.median(vals) if vals else None
-
-
-@quality
-def final_acc_pct(rows: list[dict], part: str) -> float | None:
-    """The last epoch's test accuracy, %; None where real images trained from random weights."""
-    ep = _epochs(rows, part)
-    if not ep:
-        return None
-    last = max(ep, key=lambda r: number(r.get("epoch")) or 0.0)
-    if last.get("dataset_real") is True and last.get("weights") != "imagenet":
-        return None
-    acc = number(last.get("test_acc"))
-    return 100 * acc if acc is not None else None
-
-
-def _gpu_ids(ep: list[dict]) -> list[str]:
-    named = [d.strip() for d in str(ep[0].get("devices") or "").split(",") if d.strip().isdigit()]
-    if named:
-        return named
-    return sorted({m.group(1) for r in ep for k in r if (m := GPU_KEY.fullmatch(k))}, key=int)
-
-
-def gpu(key: str, pos: int, agg: Callable[[list[float]], float] = statistics.median, scale: float = 1.0) -> Metric:
-    """gpu{i}_KEY of the cell's POS-th GPU (0: the first it names) over the timed epochs (AGG)."""
-
-    def metric(rows: list[dict], part: str) -> float | None:
-        ep = _epochs(rows, part)
-        ids = _gpu_ids(ep) if ep else []
-        if len(ids) <= pos:
-            return None
-        vals = [v for r in ep if (v := number(r.get(f"gpu{ids[pos]}_{key}"))) is not None]
-        return scale * agg(vals) if vals else None
-
-    return metric
-
-
-def gpu0_over_gpu1(key: str, agg: Callable[[list[float]], float]) -> Metric:
-    def metric(rows: list[dict], part: str) -> float | None:
-        a, b = gpu(key, 0, agg)(rows, part), gpu(key, 1, agg)(rows, part)
-        return a / b if a is not None and b else None
-
-    return metric
-
-
-def gpu_mem_total_mb(rows: list[dict], part: str) -> float | None:
-    """Every GPU of the cell: the sum of their highest memory in use."""
-    ep = _epochs(rows, part)
-    got = [gpu("mem_used_mb_max", i, max)(rows, part) for i in range(len(_gpu_ids(ep)))] if ep else []
-    return sum(v for v in got if v is not None) if got and None not in got else None
-
-
-def _profiled(rows: list[dict], part: str) -> dict:
-    """The profile row (the step-time breakdown of the profiled steps), {} where none."""
-    if not _epochs(rows, part):
-        return {}
-    return next((r for r in rows if r.get("phase") == "profile" and r.get("status") == "ok" and r.get("backend") == part), {})
-
-
-def profile_pct(key: str) -> Metric:
-    def metric(rows: list[dict], part: str) -> float | None:
-        v = number(_profiled(rows, part).get(key))
-        return 100 * v if v is not None else None
-
-    return metric
-
-
-def copy_over_kernels(rows: list[dict], part: str) -> float | None:
-    """Host-device copies' share of a profiled step over the kernels' share."""
-    r = _profiled(rows, part)
-    mc, k = number(r.get("memcpy_share")), number(r.get("kernel_share"))
-    return mc / k if mc is not None and k else None
+# ---- per-repeat figures, from a cell's rows: readout.py's metrics (the one place rows become numbers)
+of, gpu, gpu0_over_gpu1 = readout.of, readout.gpu, readout.gpu0_over_gpu1
+seed_runs_per_hour, eval_img_per_s, final_acc_pct = readout.seed_runs_per_hour, readout.eval_img_per_s, readout.final_acc_pct
+gpu_mem_total_mb, profile_pct, copy_over_kernels = readout.gpu_mem_total_mb, readout.profile_pct, readout.copy_over_kernels
+UTIL, MEM, TEMP, POWER = readout.GPU_UTIL, readout.GPU_MEM, readout.GPU_TEMP, readout.GPU_POWER
 
 
 # ---- conditions read from one workload ---------------------------------------------------------
@@ -275,7 +173,7 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-util-b64",
         "At batch 64 the GPUs are barely used (GPU:0 3 %, GPU:1 14 %)",
         "Sec. VIII.A, Fig. 4",
-        per_gpu(SEED_DP[64], "util_pct_mean", statistics.median, (below(LOW_UTIL, "below 20 %"),) * 2, "%"),
+        per_gpu(SEED_DP[64], UTIL, statistics.median, (below(LOW_UTIL, "below 20 %"),) * 2, "%"),
         seed_text="3 % / 14 % (nvidia-smi, one moment)",
         needs=_two(64),
         note=_global(64) + "; 'barely used' is the workload's, judged on any GPU",
@@ -287,7 +185,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "variant": "finetune", "batch_size": 128},
             {"backend": "torch-cuda", "variant": "finetune", "batch_size": 64},
-            gpu("util_pct_mean", 0),
+            gpu(UTIL, 0),
             free=WORK_AMOUNT,
         ),
         above(1.0, "busier at 128 (above 1x)"),
@@ -299,7 +197,7 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu0-busier-b128",
         "At batch 128, GPU:0 is busier than GPU:1 (69 % against 14 %)",
         "Sec. VIII.A, Fig. 7",
-        Level(SEED_DP[128], gpu0_over_gpu1("util_pct_mean", statistics.median), "x"),
+        Level(SEED_DP[128], gpu0_over_gpu1(UTIL, statistics.median), "x"),
         above(1.0, "GPU:0 above GPU:1"),
         69 / 14,
         "69 % / 14 %",
@@ -310,7 +208,7 @@ CLAIMS: tuple[Claim, ...] = (
         "cpu-util",
         "The CPU runs at 60-63 % while training",
         "Sec. VIII.A",
-        Level({"variant": "finetune", "parallel": "none", **SEED_RUN}, of("cpu_system_pct_mean"), "%"),
+        Level({"variant": "finetune", "parallel": "none", **SEED_RUN}, of(readout.CPU_SYSTEM), "%"),
         between(60 - UTIL_PTS, 63 + UTIL_PTS, f"60-63 %, {UTIL_PTS:g} points either side"),
         (60.0, 63.0),
         "62 %; (60-63) % (Windows Task Manager)",
@@ -322,8 +220,8 @@ CLAIMS: tuple[Claim, ...] = (
         "307 processes and 5,410 threads run, the CPU clocked at 4.10 GHz",
         "Sec. VIII.A, Fig. 9",
         each(
-            ("processes", Level({**CPU1, **SEED_RUN}, of("processes_system_max", max), ""), None),
-            ("clock", Level({**CPU1, **SEED_RUN}, of("cpu_mhz_median", scale=1e-3), "GHz"), None),
+            ("processes", Level({**CPU1, **SEED_RUN}, of(readout.PROCESSES_MAX, max), ""), None),
+            ("clock", Level({**CPU1, **SEED_RUN}, of(readout.CPU_MHZ, scale=1e-3), "GHz"), None),
         ),
         seed_text="307 processes, 5,410 threads, 4.10 GHz",
         comparable="counts of the seed's whole Windows desktop and its turbo clock describe that system, not the workload "
@@ -336,10 +234,14 @@ CLAIMS: tuple[Claim, ...] = (
         each(
             (
                 "data loading",
-                Level({**CPU1, "pipeline": "loader"}, profile_pct("dataloader_share"), "%"),
+                Level({**CPU1, "pipeline": "loader"}, profile_pct(readout.LOADING_SHARE), "%"),
                 below(LOAD_PCT, "below 10 %"),
             ),
-            ("compute", Level({**CPU1, "pipeline": "loader"}, profile_pct("compute_share"), "%"), above(MOST_PCT, "above 50 %")),
+            (
+                "compute",
+                Level({**CPU1, "pipeline": "loader"}, profile_pct(readout.COMPUTE_SHARE), "%"),
+                above(MOST_PCT, "above 50 %"),
+            ),
         ),
         seed_text="Figs. 5-6 (no figure in its text)",
         needs=Needs(real_data=True),
@@ -350,7 +252,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 64 GPU:0 holds about 3.4 GB, GPU:1 2.2 GB of 48 GB",
         "Sec. VIII.B, Fig. 4",
         64,
-        _reading(64, "mem_used_mb_max", "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
+        _reading(64, MEM, "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
         "3,564 / 2,374 MiB",
     ),
     _gpu_claim(
@@ -358,14 +260,14 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 holds about 5 GB and GPU:1 1.7 GB",
         "Sec. VIII.B, Fig. 7",
         128,
-        _reading(128, "mem_used_mb_max", "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
+        _reading(128, MEM, "mem_mb", max, lambda x: around(x, READING_TOL, "MB"), "MB", MIB),
         "5,060 / 1,838 MiB",
     ),
     Claim(
         "gpu0-memory",
         "Under nn.DataParallel GPU:0 holds more memory than GPU:1",
         "Sec. VIII.B, Figs. 4, 7",
-        Level({k: v for k, v in DP.items() if k != "model"}, gpu0_over_gpu1("mem_used_mb_max", max), "x"),
+        Level({k: v for k, v in DP.items() if k != "model"}, gpu0_over_gpu1(MEM, max), "x"),
         above(1.0, "GPU:0 above GPU:1"),
         (3564 / 2374, 5060 / 1838),
         "3,564 / 2,374 MiB at 64; 5,060 / 1,838 MiB at 128",
@@ -394,12 +296,12 @@ CLAIMS: tuple[Claim, ...] = (
         answers.conditions(
             (
                 "batch 128 / 64",
-                Ratio({**CPU1, "batch_size": 128}, {**CPU1, "batch_size": 64}, of("rss_mb_max", max), free=WORK_AMOUNT),
+                Ratio({**CPU1, "batch_size": 128}, {**CPU1, "batch_size": 64}, of(readout.RSS_MAX, max), free=WORK_AMOUNT),
                 None,
             ),
             (
                 "lr 0.03 / 0.003",
-                Ratio({**CPU1, "lr": 0.03}, {**CPU1, "lr": 0.003}, of("rss_mb_max", max), free=WORK_AMOUNT),
+                Ratio({**CPU1, "lr": 0.03}, {**CPU1, "lr": 0.003}, of(readout.RSS_MAX, max), free=WORK_AMOUNT),
                 None,
             ),
         ),
@@ -412,7 +314,7 @@ CLAIMS: tuple[Claim, ...] = (
         "cpu-mem-32gb",
         "Training on the CPU takes 32 GB of the host's 512 GB",
         "Sec. VIII.B, Fig. 8",
-        Level({**CPU1, **SEED_RUN}, of("rss_mb_max", max, 1e-3), "GB"),
+        Level({**CPU1, **SEED_RUN}, of(readout.RSS_MAX, max, 1e-3), "GB"),
         seed=32.0,
         seed_text="32 GB of 512 GB (Task Manager)",
         comparable="the seed read its whole Windows system's memory in use; ours is the training process tree's peak RSS",
@@ -422,7 +324,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 64 GPU:0 reaches 59 °C and GPU:1 38 °C ('considered normal')",
         "Sec. VIII.C, Fig. 4",
         64,
-        _reading(64, "temp_c_max", "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
+        _reading(64, TEMP, "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
         "59 / 38 °C",
     ),
     _gpu_claim(
@@ -430,7 +332,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 reaches 69 °C and GPU:1 41 °C",
         "Sec. VIII.C, Fig. 7",
         128,
-        _reading(128, "temp_c_max", "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
+        _reading(128, TEMP, "temp_c", max, lambda x: near(x, TEMP_C, "°C"), "°C"),
         "69 / 41 °C",
     ),
     _gpu_claim(
@@ -438,7 +340,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 64 GPU:0 draws 77 W and GPU:1 23 W of 300 W",
         "Fig. 4",
         64,
-        _reading(64, "power_w_mean", "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
+        _reading(64, POWER, "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
         "77 / 23 W",
     ),
     _gpu_claim(
@@ -446,7 +348,7 @@ CLAIMS: tuple[Claim, ...] = (
         "At batch 128 GPU:0 draws 152 W of 300 W and GPU:1 only 23 W",
         "Sec. VIII.C, Fig. 7",
         128,
-        _reading(128, "power_w_mean", "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
+        _reading(128, POWER, "power_w", statistics.median, lambda x: around(x, READING_TOL, "W"), "W"),
         "152 / 23 W",
     ),
     Claim(
@@ -527,7 +429,7 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu0-busier",
         "Under nn.DataParallel GPU:0 is busier than GPU:1",
         "Sec. VIII.A, Figs. 4, 7",
-        Level({k: v for k, v in DP.items() if k != "model"}, gpu0_over_gpu1("util_pct_mean", statistics.median), "x"),
+        Level({k: v for k, v in DP.items() if k != "model"}, gpu0_over_gpu1(UTIL, statistics.median), "x"),
         above(1.0, "GPU:0 above GPU:1"),
         69 / 14,
         "69 % / 14 % at 128 (at 64 GPU:1 was the busier: 14 % against 3 %)",
@@ -543,7 +445,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": True},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none", "cudnn_benchmark": True},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         headline=True,
@@ -557,7 +459,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": False},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none", "cudnn_benchmark": True},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         kit=True,
@@ -570,7 +472,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         headline=True,
@@ -583,7 +485,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         above(2 * SCALING, f"2 GPUs at least {2 * SCALING:g}x one (scaling efficiency {SCALING:g})"),
@@ -596,7 +498,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 4, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         above(4 * SCALING, f"4 GPUs at least {4 * SCALING:g}x one (scaling efficiency {SCALING:g})"),
@@ -609,7 +511,7 @@ CLAIMS: tuple[Claim, ...] = (
         Ratio(
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp", "cudnn_benchmark": True},
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": False},
-            of("samples_per_s"),
+            of(readout.IPS),
             free=WORK_AMOUNT,
         ),
         kit=True,

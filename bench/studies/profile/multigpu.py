@@ -12,13 +12,13 @@ configuration over its repeats, and the measured cause of DataParallel's collaps
     scaling_figure      throughput and efficiency over 1, 2, 4 ... GPUs with their intervals
 
 Intervals are `bench.core.stats`: a repeat (one fresh process) is the unit, its figure the
-median over its timed epochs; a ratio pairs repeat i with repeat i of the same run. Numbers
-only: the seed's claims are the answer engine's (claims.py).
+median over its timed epochs; a ratio pairs repeat i with repeat i of the same run. Every figure
+is readout.py's (per repeat, over repeats, the efficiency); this module groups and shows them.
+Numbers only: the seed's claims are the answer engine's (claims.py).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +28,13 @@ from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.stats import INTERVAL_TEXT, Summary, ratio, summarize
+from bench.core.stats import INTERVAL_TEXT, Summary
 from bench.core.tables import markdown
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_reason, one_line, plot_text, sig
+from bench.studies.profile import readout
 from bench.studies.profile.readout import gpus as _gpus
 from bench.studies.profile.readout import label as _label
-from bench.studies.profile.readout import med as _med
-from bench.studies.profile.readout import num as _num
-from bench.studies.profile.readout import profile_doc as _profile
-from bench.studies.profile.readout import rows as _rows
 
 MODE_NAMES = {"none": "one GPU", "ddp": "DDP", "dp": "DataParallel"}
 SAME_WORK = ("backend", "variant", "pipeline", "batch_size", "model", "image_size")  # what a 1-GPU base shares
@@ -56,7 +53,7 @@ class Config:
     def __post_init__(self) -> None:
         kept: dict[int, Cell] = {}
         for c in self.cells:
-            v = _med(_rows(c, "epoch"), "samples_per_s")
+            v = readout.ips(c)
             if v is not None and c.repeat not in kept:
                 kept[c.repeat] = c
                 self.ips[c.repeat] = v
@@ -80,8 +77,7 @@ class Config:
 
     @property
     def gpus(self) -> int:
-        n = _num(self.row("world_size"))
-        return int(n) if n and n >= 1 else 1
+        return readout.gpu_count(self.first)
 
     @property
     def run(self) -> str:
@@ -96,8 +92,7 @@ class Config:
         return {c.repeat: v for c in self.cells if (v := fn(c)) is not None}
 
     def median_of(self, fn: Callable[[Cell], float | None]) -> float | None:
-        got = list(self.per_repeat(fn).values())
-        return statistics.median(got) if got else None
+        return readout.median_over(self.per_repeat(fn).values())
 
     def same_place(self, other: Config) -> bool:
         return self.run == other.run and self.first.device == other.first.device
@@ -132,7 +127,7 @@ def _per_gpu(g: Config, key: str) -> list[float | None]:
     then the median over repeats."""
 
     def of(i: int) -> Callable[[Cell], float | None]:
-        return lambda c: _med(_rows(c, "epoch"), f"gpu{i}_{key}")
+        return lambda c: readout.gpu_median(c, i, key)
 
     return [g.median_of(of(i)) for i in _gpus(g.first)]
 
@@ -150,8 +145,8 @@ def scaling(every: list[Config]) -> list[tuple[Config, Summary, Summary | None]]
         if g.run not in runs:
             continue
         base = base_of(g, every) if g.gpus > 1 else None
-        eff = ratio(g.ips, {k: g.gpus * v for k, v in base.ips.items()}) if base else None
-        out.append((g, summarize(list(g.ips.values())), eff))
+        eff = readout.efficiency(g.ips, base.ips, g.gpus) if base else None
+        out.append((g, readout.over_repeats(g.ips), eff))
     return out
 
 
@@ -168,9 +163,9 @@ def scaling_table(rows: list[tuple[Config, Summary, Summary | None]]) -> list[st
                 "ci": s.interval("{:,.0f}"),
                 "eff": "" if eff is None else f"{eff.median:.3f}",
                 "eci": _interval(eff, "{:.3f}") if eff else ("(the base)" if g.gpus == 1 else "no one-GPU configuration"),
-                "mem": _joined(_per_gpu(g, "mem_used_mb_max"), 3),
-                "util": _joined(_per_gpu(g, "util_pct_mean"), 2),
-                "jpi": _joined(_per_gpu(g, "j_per_img"), 3),
+                "mem": _joined(_per_gpu(g, readout.GPU_MEM), 3),
+                "util": _joined(_per_gpu(g, readout.GPU_UTIL), 2),
+                "jpi": _joined(_per_gpu(g, readout.GPU_J_PER_IMG), 3),
             }
         )
     return [
@@ -207,12 +202,12 @@ def versus_dp_table(every: list[Config]) -> list[str]:
                 continue
             match = [g for g in dps if g.benchmark is bench and all(g.row(k) == d.row(k) for k in SAME_WORK)]
             row = {"ddp": d.name, "dp": f"DataParallel x{d.gpus}, cudnn.benchmark {'on' if bench else 'off'}"}
-            row["ddp_ips"] = sig(statistics.median(d.ips.values()), 4)
+            row["ddp_ips"] = sig(readout.median_over(d.ips.values()), 4)
             if len(match) != 1:
                 row["dp_ips"] = "not run here" if not match else "more than one configuration"
             else:
-                r = ratio(d.ips, match[0].ips)
-                row |= {"dp_ips": sig(statistics.median(match[0].ips.values()), 4), "n": f"{len(d.ips)} / {len(match[0].ips)}"}
+                r = readout.paired(d.ips, match[0].ips)
+                row |= {"dp_ips": sig(readout.median_over(match[0].ips.values()), 4), "n": f"{len(d.ips)} / {len(match[0].ips)}"}
                 row |= {"x": f"{r.median:,.1f}x", "ci": r.interval("{:,.1f}")}
             out.append(row)
     if not out:
@@ -237,18 +232,9 @@ def versus_dp_table(every: list[Config]) -> list[str]:
     ]
 
 
-def _step_ms(c: Cell) -> float | None:
-    """A timed epoch's seconds per step, in ms (median over the cell's epochs)."""
-    per = [e / n * 1e3 for r in _rows(c, "epoch") if (e := _num(r.get("epoch_s"))) and (n := _num(r.get("steps")))]
-    return statistics.median(per) if per else None
-
-
 def _breakdown(key: str) -> Callable[[Cell], float | None]:
-    def get(c: Cell) -> float | None:
-        br = _profile(c).get("breakdown")
-        return _num(br.get(key)) if isinstance(br, dict) else None
-
-    return get
+    """KEY of a cell's step-time breakdown (readout.breakdown_figure)."""
+    return lambda c: readout.breakdown_figure(c, key)
 
 
 def profiled_table(every: list[Config]) -> tuple[list[str], dict[int, dict[str, float]]]:
@@ -259,28 +245,29 @@ def profiled_table(every: list[Config]) -> tuple[list[str], dict[int, dict[str, 
     for g in every:
         if g.run not in runs or g.mode == "ddp":
             continue
-        kernels = g.median_of(_breakdown("mean_kernel_count"))
+        kernels = g.median_of(_breakdown(readout.KERNEL_COUNT))
         if kernels is None:
             continue
         base = base_of(g, every) if g.mode != "none" else g
-        base_k = base.median_of(_breakdown("mean_kernel_count")) if base else None
+        base_k = base.median_of(_breakdown(readout.KERNEL_COUNT)) if base else None
+        rel = readout.ratio_of(kernels, base_k)
         fig = {
             "kernels": kernels,
-            "timed": g.median_of(_step_ms),
-            "profiled": g.median_of(_breakdown("mean_step_ms")),
-            "idle": g.median_of(_breakdown("idle_share")),
+            "timed": g.median_of(readout.step_ms),
+            "profiled": g.median_of(_breakdown(readout.PROFILED_MS)),
+            "idle": g.median_of(_breakdown(readout.IDLE_SHARE)),
         }
         got[id(g)] = {k: v for k, v in fig.items() if v is not None}
         out.append(
             {
                 "cfg": g.name,
                 "mode": g.mode_name,
-                "n": len(g.per_repeat(_breakdown("mean_kernel_count"))),
-                "img": f"{n:,.0f}" if (n := _num(g.row("global_batch"))) else "",
+                "n": len(g.per_repeat(_breakdown(readout.KERNEL_COUNT))),
+                "img": f"{n:,.0f}" if (n := readout.images_a_step(g.first)) else "",
                 "timed": fig["timed"],
                 "profiled": fig["profiled"],
                 "kernels": f"{kernels:,.0f}",
-                "rel": f"{kernels / base_k:.2f}x" if base_k else "",
+                "rel": f"{rel:.2f}x" if base_k and rel is not None else "",
                 "idle": f"{fig['idle']:.0%}" if fig["idle"] is not None else "",
             }
         )
@@ -484,13 +471,11 @@ def _busbw(every: list[Config]) -> str:
     by: dict[int, list[float]] = {}
     for g in every:
         for c in g.cells:
-            ic = c.system.get("interconnect")
-            bw = _num(ic.get("allreduce_busbw_gb_per_s")) if isinstance(ic, dict) else None
-            if bw is not None and 0 < bw < 1e6:
+            if (bw := readout.busbw(c)) is not None:
                 by.setdefault(g.gpus, []).append(bw)
     if not by:
         return ""
-    parts = [f"{n} GPUs {statistics.median(v):,.0f} GB/s ({len(v)} cells)" for n, v in sorted(by.items())]
+    parts = [f"{n} GPUs {readout.median_over(v):,.0f} GB/s ({len(v)} cells)" for n, v in sorted(by.items())]
     return (
         "All-reduce bus bandwidth the DDP ranks measured after their steps (NCCL, median over cells): " + ", ".join(parts) + "."
     )

@@ -15,53 +15,26 @@ and telemetry.csv of each cell, a run's lab/ JSON; no torch).
 
 from __future__ import annotations
 
-import csv
-import io
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.core import bounded, palette
-from bench.core.errors import KitError
+from bench.core import palette
 from bench.core.figure_layout import place, text_width
 from bench.core.figures import figure
 from bench.core.labels import distinct, environments
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import markdown, quotient
+from bench.core.tables import markdown
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, md_reason, plot_text, sig
-from bench.studies.profile import multigpu, seed
-from bench.studies.profile.readout import (
-    SEED_IMAGE_SIZE,
-    cpu_gpu_pairs,
-    energy,
-    logical_cores,
-    projection,
-)
+from bench.studies.profile import multigpu, readout, seed
+from bench.studies.profile.readout import SEED_IMAGE_SIZE, cpu_gpu_pairs, energy, logical_cores
 from bench.studies.profile.readout import gpus as _gpus
 from bench.studies.profile.readout import label as _label
-from bench.studies.profile.readout import med as _med
-from bench.studies.profile.readout import num as _num
 from bench.studies.profile.readout import profile_doc as _profile
-from bench.studies.profile.readout import rows as _rows
 
 PROJECTED = "projected to the seed's 20 epochs x 8,005 images"
-
-
-TELEMETRY_CAPS = bounded.Caps(file_bytes=64 << 20)  # a 20-epoch H100 cell's telemetry.csv: 1.5 MB
-
-
-def _csv(c: Cell) -> list[dict]:
-    """The cell's telemetry.csv as rows ([] where missing, unreadable or over TELEMETRY_CAPS)."""
-    p = c.dir / "telemetry.csv"
-    if not p.is_file() or p.is_symlink():
-        return []
-    try:
-        with bounded.open_stream(p, TELEMETRY_CAPS) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error, KitError):
-        return []
 
 
 # ---- tables --------------------------------------------------------------------------------
@@ -79,27 +52,19 @@ def training_table(cells: list[Cell]) -> list[str]:
     names = row_names(cells)
     out = []
     for c in cells:
-        ep = _rows(c, "epoch")
-        if not ep:
+        t = readout.training(c)  # the last epoch: the highest number, whatever the rows' order
+        if t is None:
             continue
-        pj = projection(c)
+        pj = readout.projection(c)
         out.append(
             {
                 "cell": names[id(c)],
                 "device": c.device,
                 "data": f"{c.first.get('dataset')}" + ("" if c.first.get("dataset_real") else " (synthetic)"),
-                "weights": ep[-1].get("weights"),
-                "px": ep[-1].get("image_size"),
-                "epochs": len(ep),
-                "steps": _int(_med(ep, "steps")),
-                "epoch_s": _med(ep, "epoch_s"),
-                "first": _med(ep, "first_batch_s"),
-                "ips": _med(ep, "samples_per_s"),
+                **t,
+                "steps_per_epoch": _int(t["steps_per_epoch"]),
                 "protocol": pj["protocol"] if pj else "",
                 "seed_h": pj["hours"] if pj and pj["seed_protocol"] else None,
-                "acc": ep[-1].get("test_acc"),
-                "loss": ep[-1].get("train_loss"),
-                "warm": ep[-1].get("warmup_s"),
             }
         )
     if not out:
@@ -121,8 +86,8 @@ def training_table(cells: list[Cell]) -> list[str]:
                 ("weights", "weights"),
                 ("px", "px"),
                 ("epochs", "epochs"),
-                ("steps", "steps / epoch"),
-                ("epoch_s", "epoch s (median)"),
+                ("steps_per_epoch", "steps / epoch"),
+                ("epoch_time", "epoch s (median)"),
                 ("first", "first batch s"),
                 ("ips", "train img/s"),
                 ("protocol", "measured"),
@@ -155,7 +120,7 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
     or why no pair formed."""
     out = cpu_vs_gpu_rows(cells)
     if not out:
-        cpu_cells = [c for c in cells if c.first.get("backend") == "torch-cpu" and _rows(c, "epoch")]
+        cpu_cells = [c for c in cells if readout.is_backend(c, "torch-cpu") and readout.epochs(c)]
         why = (
             "no CPU cell at the seed's 224 px beside a one-GPU cell of the same transfer and batch"
             if cpu_cells
@@ -184,12 +149,11 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
     where both sides measured energy."""
     out = []
     for cpu, gpu in cpu_gpu_pairs(cells):
-        a, b = projection(cpu), projection(gpu)
-        if not a or not b or b["hours"] <= 0:
+        f = readout.cpu_vs_gpu(cpu, gpu)
+        if f is None:
             continue
-        ea, eb = energy(cpu)["cpu"], (energy(gpu)["gpu"] or {})
-        cj, gj = ea.get("jpi"), eb.get("jpi")
-        hours, joules = quotient(a["hours"], b["hours"]), quotient(cj, gj) if cj and gj else None
+        a, b, ea, eb, cj, gj = f["cpu"], f["gpu"], f["cpu_energy"], f["gpu_energy"], f["cpu_j"], f["gpu_j"]
+        hours, joules = f["hours"], f["joules"]
         seed_ratio = seed.CPU_OVER_GPU if cpu.first.get("variant") == "finetune" and cpu.first.get("batch_size") == 64 else None
         out.append(
             {
@@ -254,65 +218,22 @@ def telemetry_table(cells: list[Cell]) -> list[str]:
 def telemetry_rows(c: Cell, name: str) -> list[dict]:
     """Cell C's telemetry medians over its epochs: one row per GPU it used (one without GPU
     columns on a CPU cell; none where it has no epochs)."""
-    ep = _rows(c, "epoch")
-    if not ep:
+    got = readout.telemetry(c)
+    if got is None:
         return []
-    tel = c.system.get("telemetry")
-    pf = tel.get("power_fields") if isinstance(tel, dict) else None
-    pf = pf if isinstance(pf, dict) else {}
-    cpu = {
-        "cpu": _med(ep, "cpu_system_pct_mean"),
-        "proc": _share_of_cores(_med(ep, "cpu_process_pct_mean"), logical_cores(c)),
-        "cores": _div(_med(ep, "cpu_process_pct_mean"), 100),
-        "rss": _med(ep, "rss_mb_max"),
-        "thr": _med(ep, "threads_max"),
-        "procs": _med(ep, "processes_system_max"),
-        "hz": _med(ep, "telemetry_hz"),
-    }
-    slots: list[int | None] = list(_gpus(c)) or [None]
-    out = []
-    for i in slots:
-        g = f"gpu{i}_"
-        out.append(
-            {
-                "cell": name,
-                "gpu": "" if i is None else f"GPU {i}",
-                "util": _med(ep, g + "util_pct_mean") if i is not None else None,
-                "memu": _med(ep, g + "mem_util_pct_mean") if i is not None else None,
-                "mem": _med(ep, g + "mem_used_mb_max") if i is not None else None,
-                "temp": _med(ep, g + "temp_c_max") if i is not None else None,
-                "pw": _med(ep, g + "power_w_mean") if i is not None else None,
-                "pwmax": _med(ep, g + "power_w_max") if i is not None else None,
-                "field": pf.get(f"gpu{i}_power_field", "") if i is not None else "",
-                **cpu,
-            }
-        )
-    return out
+    cpu, per_gpu = got
+    return [{"cell": name, "gpu": "" if i is None else f"GPU {i}", **g, **cpu} for i, g in per_gpu]
 
 
 def _int(v: float | None) -> int | None:
     return round(v) if v is not None else None
 
 
-def _div(v: float | None, d: float) -> float | None:
-    return v / d if v is not None else None
-
-
-def _share_of_cores(pct: float | None, cores: int | None) -> float | str | None:
-    """psutil's process % (100 = one core) as a share of every logical CPU (100 = all busy); a
-    reading above 100 % x the cores is impossible and said so, never shown as a share."""
-    if pct is None or not cores:
-        return None
-    if pct > 100 * cores * 1.02:  # tick rounding aside
-        return f"impossible ({pct:,.0f} % > 100 % x {cores} cores)"
-    return min(pct / cores, 100.0)
-
-
 def energy_table(cells: list[Cell]) -> list[str]:
     names = row_names(cells)
     out = []
     for c in cells:
-        if not _rows(c, "epoch"):
+        if not readout.epochs(c):
             continue
         e = energy(c)
         g, cpu = e["gpu"], e["cpu"]
@@ -362,24 +283,20 @@ def overhead_table(cells: list[Cell]) -> list[str]:
     names = row_names(cells)
     out = []
     for c in cells:
-        ov, pr = _rows(c, "overhead"), _rows(c, "profile")
-        if not ov and not pr:
+        m = readout.measuring_cost(c)
+        if m is None:
             continue
-        o = ov[0] if ov else {}
-        p = pr[0] if pr else {}
-        got = o.get("sampler_cost_pairs")
-        pairs = [x for x in got if _num(x) is not None] if isinstance(got, list) else []
         out.append(
             {
                 "cell": names[id(c)],
-                "on": o.get("step_ms_sampler_on"),
-                "off": o.get("step_ms_sampler_off"),
-                "cost": f"{o['sampler_cost']:+.2%}" if _num(o.get("sampler_cost")) is not None else "",
-                "pairs": ", ".join(f"{x:+.2%}" for x in pairs),
-                "hz": o.get("telemetry_hz"),
-                "unprof": p.get("unprofiled_step_ms"),
-                "prof": p.get("mean_step_ms"),
-                "pov": f"{p['profiler_overhead']:+.1%}" if _num(p.get("profiler_overhead")) is not None else "",
+                "on": m["on"],
+                "off": m["off"],
+                "cost": f"{m['cost']:+.2%}" if m["cost"] is not None else "",
+                "pairs": ", ".join(f"{x:+.2%}" for x in m["pairs"]),
+                "hz": m["hz"],
+                "unprof": m["unprof"],
+                "prof": m["prof"],
+                "pov": f"{m['overhead']:+.1%}" if m["overhead"] is not None else "",
             }
         )
     if not out:
@@ -410,38 +327,34 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
     names = row_names(cells)
     out, keys, slow = [], [], []
     method = None
+    kinds: dict[str, str] = {}
     for c in cells:
-        br = _profile(c).get("breakdown") or {}
-        if not isinstance(br, dict) or not br:
+        br = readout.breakdown(c)
+        if br is None:
             continue
-        method = method or br.get("method")
-        pr = next(iter(_rows(c, "profile")), {})
-        unprof, ov = _num(pr.get("unprofiled_step_ms")), _num(pr.get("profiler_overhead"))
+        method = method or br["method"]
+        ov = br["overhead"]
         row = {
             "cell": names[id(c)],
-            "steps": br.get("n_steps"),
-            "unprof": unprof,
+            "profiled": br["profiled"],
+            "unprof": br["unprof"],
             "slow": f"{ov:+.0%}" if ov is not None else "not measured",
         }
         if ov is not None:
             slow.append(ov)
-        for k, v in br.items():
-            if k.startswith("mean_") and _num(v) is not None:
-                row[k] = v
-                if k not in keys:
-                    keys.append(k)
-            if k.endswith("_share") and _num(v) is not None:
-                row[k] = f"{v:.1%}"
-                if k not in keys:
-                    keys.append(k)
+        for k, v, kind in br["figures"]:
+            row[k] = f"{v:.1%}" if kind == "share" else v
+            kinds.setdefault(k, kind)
+            if k not in keys:
+                keys.append(k)
         out.append(row)
     if not out:
         return []
-    cols = [("cell", "cell"), ("steps", "steps"), ("unprof", "unprofiled step ms"), ("slow", "profiler slowdown")] + [
+    cols = [("cell", "cell"), ("profiled", "steps"), ("unprof", "unprofiled step ms"), ("slow", "profiler slowdown")] + [
         (
             k,
             "kernels (profiled)"
-            if k == "mean_kernel_count"
+            if kinds[k] == "count"
             else k.replace("mean_", "").replace("_ms", " ms (profiled)").replace("_share", " share"),
         )
         for k in keys
@@ -468,12 +381,6 @@ def breakdown_table(cells: list[Cell]) -> list[str]:
     ]
 
 
-def _annotation(name: str) -> bool:
-    """A user annotation (a range, not an operator): ProfilerStep#N, Optimizer.step#Adam.step,
-    enumerate(DataLoader)#...; profile.json files made before op_table's levels hold them."""
-    return name.startswith("ProfilerStep") or "#" in name
-
-
 def short_kernel(name: str) -> str:
     """A kernel's name without its return type, template arguments and parameter list: `void
     at::native::foo<float, 4>(float const*, int)` -> `at::native::foo<...>`."""
@@ -488,43 +395,13 @@ def _template_args(name: str, width: int = 48) -> str:
     return inner if len(inner) <= width else inner[: width - 3] + "..."
 
 
-def op_level(prof: dict, level: str, k: int | None = None) -> tuple[list[dict], str]:
-    """One level of a cell's profile.json, sorted, and the time key it is sorted by.
-
-    `op`: the CPU-side rows (aten operators, runtime calls; annotations left out) by self device
-    time where the cell recorded device time, else by self CPU time; `op-cpu`: the same rows by
-    self CPU time; `kernel`: the device-side rows (kernels, memcpy, memset) by self device time.
-    An operator's self device time is its kernels' time, so the levels are never mixed."""
-
-    def rows_of(key: str) -> list[dict]:
-        got = prof.get(key)
-        return [o for o in got if isinstance(o, dict)] if isinstance(got, list) else []
-
-    def cpu_side(o: dict) -> bool:
-        return o.get("device_type", "cpu") == "cpu" and not _annotation(str(o.get("name", "")))
-
-    if level == "kernel":
-        ops = rows_of("kernels_self_device") or [o for o in rows_of("ops_self_device") if o.get("device_type", "cpu") != "cpu"]
-        key = "self_device_ms"
-    elif level == "op-cpu":
-        ops, key = [o for o in rows_of("ops_self_cpu") if cpu_side(o)], "self_cpu_ms"
-    else:
-        ops = [o for o in rows_of("ops_self_device") if cpu_side(o)]
-        key = "self_device_ms" if any(_num(o.get("self_device_ms")) for o in ops) else "self_cpu_ms"
-        if key == "self_cpu_ms":  # a CPU cell: no device time anywhere
-            ops = [o for o in rows_of("ops_self_cpu") if cpu_side(o)] or ops
-    ops = sorted(ops, key=lambda o: _num(o.get(key)) or 0.0, reverse=True)
-    return (ops[:k] if k else ops), key
-
-
 def representatives(cells: list[Cell]) -> list[tuple[str, Cell, str]]:
     """One cell per configuration (ResultCell.config_key: one run's repeats of one spec) that timed
     epochs: the repeat whose throughput is the median of its configuration's (the lower of two),
     its name (the cell's label, plus the run or device where two configurations share it) and
     which repeat it is ('' for a configuration of one repeat)."""
 
-    def ips(c: Cell) -> float | None:
-        return _med(_rows(c, "epoch"), "samples_per_s")
+    ips = readout.ips  # the repeat's median img/s over its timed epochs
 
     groups = [[c for c in g if ips(c) is not None] for g in group_repeats(cells)]
     groups = [g for g in groups if g]
@@ -543,16 +420,16 @@ OP_LEVELS = (
     ("kernel", "GPU kernels by device time"),
     ("op-cpu", "operators by self CPU time"),
 )
-KERNEL_COLS = [("name", "kernel"), ("calls", "calls"), ("self_device_ms", "device ms"), ("dev_share", "of device time")]
+KERNEL_COLS = [("name", "kernel"), ("n_calls", "calls"), ("device_ms", "device ms"), ("dev_share", "of device time")]
 OP_COLS = [
     ("name", "operator"),
-    ("calls", "calls"),
-    ("self_device_ms", "self device ms"),
+    ("n_calls", "calls"),
+    ("device_ms", "self device ms"),
     ("dev_share", "of device time"),
-    ("self_cpu_ms", "self CPU ms"),
+    ("cpu_ms", "self CPU ms"),
     ("cpu_share", "of CPU time"),
-    ("device_memory_mb", "device mem MB"),
-    ("cpu_memory_mb", "CPU mem MB"),
+    ("device_mem_mb", "device mem MB"),
+    ("cpu_mem_mb", "CPU mem MB"),
 ]
 
 
@@ -584,20 +461,18 @@ def op_tables(cells: list[Cell], k: int = 10) -> list[str]:
 def op_level_table(prof, level: str, k: int, before: str, after: str) -> list[str]:
     """The top K rows of one operator LEVEL of a profile, headed "BEFORE <how many> AFTER", or []
     where the level has no rows (or, for device levels, no device time)."""
-    ops, key = op_level(prof, level, k)
-    if not ops or (level in ("op", "kernel") and key != "self_device_ms"):
-        return []
-    if level in ("op", "kernel") and not any(_num(o.get("self_device_ms")) for o in ops):
+    ops = readout.op_rows(prof, level, k)
+    if not ops:
         return []
     # two kernels of one template differ in their arguments only: those tell them apart
-    names = [short_kernel(str(o.get("name"))) if level == "kernel" else str(o.get("name")) for o in ops]
-    names = distinct(names, [_template_args(str(o.get("name"))) for o in ops])
+    names = [short_kernel(o["name"]) if level == "kernel" else o["name"] for o in ops]
+    names = distinct(names, [_template_args(o["name"]) for o in ops])
     rows = [
         {
             **o,
             "name": name,
-            "dev_share": f"{o['self_device_share']:.1%}" if _num(o.get("self_device_share")) is not None else "",
-            "cpu_share": f"{o['self_cpu_share']:.1%}" if _num(o.get("self_cpu_share")) is not None else "",
+            "dev_share": f"{o['device_share']:.1%}" if o["device_share"] is not None else "",
+            "cpu_share": f"{o['cpu_share']:.1%}" if o["cpu_share"] is not None else "",
         }
         for o, name in zip(ops, names)
     ]
@@ -607,32 +482,12 @@ def op_level_table(prof, level: str, k: int, before: str, after: str) -> list[st
 # ---- figures ---------------------------------------------------------------------------------
 
 
-def _column(rows: list[dict], k: str) -> list[float | None]:
-    """Column K of telemetry.csv's rows as floats; blank, unreadable and non-finite values None."""
-    vals: list[float | None] = []
-    for r in rows:
-        try:
-            v = float(r[k]) if r.get(k) not in (None, "") else None
-        except (ValueError, TypeError):
-            v = None
-        vals.append(v if v is None or v == v and abs(v) != float("inf") else None)
-    return vals
-
-
 def _process_share(proc: list[float | None], cores: int | None) -> tuple[list[float | None], int, str]:
-    """The process's CPU (psutil's 100 % = one core) as a share of every core, with how many
-    samples read above 100 % of them (impossible: left out) and the panel's title; as read where
-    the cores are unknown."""
+    """The process's CPU samples as a share of every core (readout.process_share), how many read
+    above 100 % of them (impossible: left out) and the panel's title."""
+    share, impossible = readout.process_share(proc, cores)
     if not cores:
-        return proc, 0, "process % (100 = one core; cores unknown)"
-    share: list[float | None] = []
-    impossible = 0
-    for v in proc:
-        if v is not None and v > 100 * cores * 1.02:
-            impossible += 1
-            share.append(None)
-        else:
-            share.append(None if v is None else min(v / cores, 100.0))
+        return share, 0, "process % (100 = one core; cores unknown)"
     return share, impossible, f"process, % of all {cores} cores" + (f" ({impossible} impossible left out)" if impossible else "")
 
 
@@ -640,12 +495,12 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
     """The telemetry time series of C as NAME under OUT, titled TITLE (else C's label): every GPU
     in one row of panels, a line each, then the CPU's; (the file name or None, how many CPU
     samples read above 100 % x the logical cores: impossible, left out of the plot)."""
-    rows = _csv(c)
-    if len(rows) < 2:
+    ser = readout.series(c)
+    if ser is None:
         return None, 0
-    t = [v or 0.0 for v in _column(rows, "t_s")]
+    t = ser.t
     cores = logical_cores(c)
-    share, impossible, proc_title = _process_share(_column(rows, "cpu_process_pct"), cores)
+    share, impossible, proc_title = _process_share(ser.column("cpu_process_pct"), cores)
     series: dict[str, list[float | None]] = {"cpu_process_share": share}
     gpus = _gpus(c)
     colour = palette.colors([(i, "nvidia") for i in gpus])
@@ -662,10 +517,10 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
         for k, what in cols:
             lines: list[tuple[str, str | None, list[float | None]]] = []
             if panel.startswith("GPU"):
-                lines = [(f"GPU {i}", colour[i], _column(rows, f"gpu{i}_{k}")) for i in gpus]
+                lines = [(f"GPU {i}", colour[i], ser.gpu(i, k)) for i in gpus]
             drawn = [
                 (legend, shade, [(a, b) for a, b in zip(t, y, strict=True) if b is not None])
-                for legend, shade, y in lines or [("", None, series[k] if k in series else _column(rows, k))]
+                for legend, shade, y in lines or [("", None, series[k] if k in series else ser.column(k))]
             ]
             capped = k in ("cpu_system_pct", "cpu_process_share") and bool(cores or k == "cpu_system_pct")
             row.append({"title": f"{panel}: {what}", "lines": drawn, "legend": len(lines) > 1, "capped": capped})
@@ -732,12 +587,12 @@ def draw_series(d: dict, path: Path) -> None:
 
 def _ops_figure(c: Cell, out: Path, name: str, title: str = "", k: int = 12) -> str | None:
     """One level: the operators by self device time (a GPU cell) or self CPU time, largest on top."""
-    ops, key = op_level(_profile(c), "op", k)
-    if not ops:
+    names, values, key = readout.op_chart(_profile(c), k)
+    if not names:
         return None
     data = {
-        "names": [plot_text(str(o.get("name"))[:48]) for o in ops][::-1],
-        "values": [_num(o.get(key)) or 0.0 for o in ops][::-1],
+        "names": [plot_text(n[:48]) for n in names][::-1],
+        "values": values[::-1],
         "xlabel": key.replace("_", " ").replace(" ms", ", ms"),
         "title": plot_text(title or _label(c)) + ": operators (aten level, no kernels)",
     }
@@ -783,7 +638,7 @@ def section(cells: list[Cell], out: Path) -> list[str]:
             figs.append(f"![telemetry: {md_alt(title)}]({f})")
         if bad:
             impossible.append(f"{md_text(title)}: {bad}")
-        if _rows(c, "profile"):
+        if readout.one_row(c, readout.PROFILE_PHASE):
             f = _ops_figure(c, out, f"profile_ops_{n}.png", title)
             if f:
                 figs.append(f"![operators: {md_alt(title)}]({f})")
@@ -816,16 +671,12 @@ def section(cells: list[Cell], out: Path) -> list[str]:
 def summary(cells: list[Cell]) -> tuple[list[str], dict]:
     lines, data = [], {}
     for c in cells:
-        ep = _rows(c, "epoch")
-        if not ep:
+        f = readout.summary_figures(c)
+        if f is None:
             continue
-        ips, jpi = _med(ep, "samples_per_s"), _med(ep, "j_per_img")
-        over = next(iter(_rows(c, "overhead")), {})
-        ov = over.get("sampler_cost")
-        got = over.get("sampler_cost_pairs")
-        pairs = [x for x in got if _num(x) is not None] if isinstance(got, list) else []
+        ips, jpi, ov, pairs = f["ips"], f["jpi"], f["cost"], f["pairs"]
         cost = ""
-        if _num(ov) is not None:
+        if ov is not None:
             cost = f", sampler cost {ov:+.1%}"
             if len(pairs) > 1:
                 lo, hi = min(pairs), max(pairs)
