@@ -20,7 +20,7 @@ from bench.core.registry import studies
 from bench.core.resultset import collect
 from bench.studies.cifar_opt import claims as K
 from bench.studies.cifar_opt import config
-from bench.studies.cifar_opt.readings import difference
+from bench.studies.cifar_opt.readout import difference
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"

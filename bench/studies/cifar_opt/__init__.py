@@ -12,9 +12,11 @@ compile / CUDA graphs / Optuna; accuracy, epoch time, latency, memory, size; 3 s
     backends/     torch-cpu, torch-cuda, torch-mps (available, create)
     report.py     tables and the seed's Figs. 1-4, the searches (budget, distance from chance), Pareto plots
     crossdevice.py  GPU over CPU: each seed configuration's GPU side beside its CPU side, with intervals
-    claims.py     every claim of seed 002 as data, judged by bench.core.answers
-    readings.py   what those claims read from a cell's rows; claims of several conditions per model
-    readout.py    reading result cells for report.py and crossdevice.py: names, per-seed values, forms
+    claims.py     every claim of seed 002 as data, judged by bench.core.answers; claims of several
+                  conditions per model
+    readout.py    the one place a cell's rows become numbers: what the report, the GPU-over-CPU
+                  table, the claims and this class's hooks read (rows by their own epoch, trial
+                  or form, never by file order)
 
 Importing this package imports no torch.
 """
@@ -36,13 +38,9 @@ from bench.core.study import (
     RunContext,
     Speed,
     Study,
-    curve,
-    last,
-    medians,
-    number,
-    ok_rows,
 )
 from bench.measure.torchdev import TORCHVISION
+from bench.studies.cifar_opt import readout
 from bench.studies.cifar_opt.backends import Trainer
 from bench.studies.cifar_opt.claims import CLAIMS
 from bench.studies.cifar_opt.config import (
@@ -75,7 +73,7 @@ class CifarOpt(Study):
     profiles = ANSWER_PROFILES  # smoke, default, full and answer (the same work on every platform)
     title = "cifar-opt (seed 002)"
     seed_doc = "002"
-    timing_key = "epoch_s"
+    timing_key = readout.EPOCH_S  # noise flags: CV and outliers over the timed epochs
     timing_unit = "epoch"
     auto_profiles = {"cpu": "smoke"}  # `all` without --profile: the CPU default takes ~15 min on 2 cores (config.CPU_DEFAULT)
     Config = CifarOptConfig
@@ -249,43 +247,37 @@ class CifarOpt(Study):
     repeat_is_seed = True  # Settings.seed = cell.seed + cell.repeat
 
     def throughput(self, rows: list[dict]) -> dict[str, float]:
-        return medians(rows, "samples_per_s", lambda r: r.get("phase") == "epoch")
+        """Row backend -> the median training img/s over its epochs (readout.throughput)."""
+        return readout.throughput(rows)
 
     def epoch_samples(self, cell: Any) -> int | None:
         """An epoch is the stratified subsample's training part (n_train), not the whole set."""
-        n = number((cell.spec.get("params") or {}).get("n_train"))
-        return int(n) if n and n > 0 else None
+        return readout.epoch_images(cell)
 
     def speed(self, rows: list[dict], part: str) -> dict[str, Speed]:
         """The training throughput and each deployment form's batch-1 latency p50."""
         out = super().speed(rows, part)
-        for r in ok_rows(rows, part):
-            if r.get("phase") == "inference" and (v := number(r.get("latency_p50_ms"))) and v > 0:
-                out[f"latency_p50[{r.get('form')}]"] = Speed(v, "ms", higher_is_better=False)
+        for form, ms in readout.latencies(rows, part).items():
+            out[f"latency_p50[{form}]"] = Speed(ms, "ms", higher_is_better=False)
         return out
 
     def accuracy(self, rows: list[dict], part: str) -> tuple[str, float] | None:
-        return last([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "test_acc")
+        """The test accuracy after the highest epoch (readout.accuracy)."""
+        return readout.accuracy(rows, part)
 
     def loss_curve(self, rows: list[dict], part: str):
-        return curve([r for r in ok_rows(rows, part) if r.get("phase") == "epoch"], "epoch", "train_loss")
+        return readout.loss_curve(rows, part)
 
     def invariants(self, rows: list[dict], cell_dir: Path | None = None) -> list[tuple[str, str | None]]:
         """An int8 form is smaller than the fp32 form it came from; every form's latency
         percentiles are ordered p50 <= p90 <= p99."""
-        forms = {str(r.get("form")): r for r in ok_rows(rows) if r.get("phase") == "inference"}
         out: list[tuple[str, str | None]] = []
-        fp32 = next((forms[f] for f in ("fp32-compiled", "fp32-eager") if f in forms), None)
-        for f in ("int8-pt2e", "int8-dynamic"):
-            if f in forms and fp32 is not None:
-                a, b = number(forms[f].get("model_size_mb")), number(fp32.get("model_size_mb"))
-                held = a is not None and b is not None and a < b
-                out.append((f"{f} smaller than {fp32['form']}", None if held else f"{a} MB vs {b} MB"))
-        for f, r in forms.items():
-            p = [number(r.get(f"latency_p{q}_ms")) for q in (50, 90, 99)]
-            if all(v is not None for v in p):
-                ordered = p[0] <= p[1] <= p[2]  # type: ignore[operator]
-                out.append((f"{f} latency p50 <= p90 <= p99", None if ordered else f"{p[0]:.4g}, {p[1]:.4g}, {p[2]:.4g} ms"))
+        for f, fp32, a, b in readout.int8_sizes(rows):
+            held = a is not None and b is not None and a < b
+            out.append((f"{f} smaller than {fp32}", None if held else f"{a} MB vs {b} MB"))
+        for f, (p50, p90, p99) in readout.latency_percentiles(rows).items():
+            ordered = p50 <= p90 <= p99
+            out.append((f"{f} latency p50 <= p90 <= p99", None if ordered else f"{p50:.4g}, {p90:.4g}, {p99:.4g} ms"))
         return out
 
     def label(self, cell: Cell) -> str:
@@ -293,21 +285,7 @@ class CifarOpt(Study):
         return f"{cell.backend} {p.get('model')} {cell.variant} {p.get('pipeline')} b{p.get('batch_size')}"
 
     def progress_line(self, rows: list[dict]) -> str:
-        r = rows[0] if rows else {}
-        if r.get("phase") == "trial":
-            acc = r.get("trial_val_acc")
-            return (
-                f"trial {r.get('trial')}: {r.get('trial_state')} b{r.get('trial_batch_size')} lr {r.get('trial_lr') or 0:.2g}"
-                + (f" val acc {acc:.3f}" if isinstance(acc, float) else "")
-            )
-        if r.get("phase") == "epoch":
-            acc = r.get("test_acc")
-            return f"epoch {r['epoch']}: {r['epoch_s']:.2f} s {r['samples_per_s']:,.0f} img/s" + (
-                f" acc {acc:.3f}" if isinstance(acc, float) else ""
-            )
-        return "  ".join(
-            f"{x.get('form')} p50 {x.get('latency_p50_ms', 0):.3f} ms" for x in rows if x.get("phase") == "inference"
-        )
+        return readout.progress_line(rows)
 
     def open(self, cell: Cell, ctx: RunContext):
         from bench.studies.cifar_opt.protocol import open_cell
@@ -322,7 +300,7 @@ class CifarOpt(Study):
     def check_rows(self, rows: list[dict]) -> str | None:
         from bench.core.study import numbers_missing
 
-        return numbers_missing(rows, {"epoch": ("epoch_s", "samples_per_s"), "inference": ("latency_p50_ms", "model_size_mb")})
+        return numbers_missing(rows, readout.NEEDS)
 
     def report_section(self, cells, out: Path) -> list[str]:
         from bench.studies.cifar_opt.report import section

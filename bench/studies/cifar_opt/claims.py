@@ -5,9 +5,10 @@ The seed prints no tables. Its configurations are our cells (config.py): CPU Def
 (our `int8`: PT2E static int8 beside compiled fp32; the seed's own `quant-dynamic` in the full
 profile) and Tuned (`optuna`); GPU Default, AMP and Tuned (`optuna`), at batch 32 on the seed's
 DataLoader; Mac GPU (`torch-mps`). Each repeat is one of the seed's 3 seeds; a figure per repeat
-is read from its epoch rows (median epoch time, last test accuracy, peak memory) or its
-inference rows (batch-1 p50 latency per deployment form: readings.py), then the median over
-repeats.
+is read from its epoch rows (median epoch time, the highest epoch's test accuracy, peak memory)
+or its inference rows (batch-1 p50 latency per deployment form), then the median over repeats.
+Every per-repeat figure is readout.py's (the one place the rows become numbers); a claim of
+several conditions is answered per model (`per_model`, here).
 
 Which figures are judged where: bench.core.claims' one rule. A figure the seed measured on named
 hardware is judged only there (`seed_hw`), a band (32 % on the i7, 40 ms and 100 s on the i9, 10 %
@@ -39,13 +40,17 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
+import json
+
 from bench.core import answers
+from bench.core.answers import Finding
 from bench.core.claims import (
     SPEED_FREE,
     WORK_AMOUNT,
     Claim,
     Expect,
     Level,
+    Measured,
     Metric,
     Needs,
     Ratio,
@@ -54,8 +59,12 @@ from bench.core.claims import (
     between,
     faster,
 )
+from bench.core.resultset import ResultCell
+from bench.core.study import Study
 from bench.studies.cifar_opt.config import chance_limit
-from bench.studies.cifar_opt.readings import (
+from bench.studies.cifar_opt.readout import (
+    SEED_N_TRAIN,
+    difference,
     eager_ms,
     fastest_ms,
     final_acc_pct,
@@ -66,12 +75,10 @@ from bench.studies.cifar_opt.readings import (
     int8_size_ratio,
     int8_speedup,
     peak_rss_mb,
-    per_model,
     quantized,
     seed_epoch_s,
     slowest_ms,
 )
-from bench.studies.cifar_opt.readout import SEED_N_TRAIN
 
 QUANT_CUT, CUT_TOL = 0.32, 0.10
 AMP_CUT = (0.05, 0.20)
@@ -119,6 +126,48 @@ SAME_TRAINING = (
 )
 UNIVERSALLY = "universally outperformed CPUs"
 V_VII_ABS = "Sec. V, VII, abstract"
+
+
+# ---- claims made of several conditions, answered per model -------------------------------------
+Item = tuple[str, Ratio | Level, Expect | None]
+
+
+def per_model(*items: Item, need: bool = True, exact: bool = False, minus: bool = False) -> Measured:
+    """A claim of several conditions (as bench.core.answers.conditions), answered per model, per
+    configuration where an item's sides do not name the variant (a side {"backend": "torch-cpu"}
+    with a `quantized` metric: int8 and quant-dynamic), and per host where one model's
+    conditions ran on several. NEED: every condition is required (a missing one: not measured
+    here); else the claim is judged on those that ran (the seed's "across Zaratan, P100 and Mac
+    GPU"). EXACT: deterministic figures (a model's size). MINUS: a Ratio's two sides give a
+    difference A - B (points, readout.difference), not A / B."""
+
+    def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
+        out: list[Finding] = []
+        for what, rule, expect in items:
+            if isinstance(rule, Ratio):
+                got = answers.ratio_findings(study, cells, rule)
+                named = "variant" in rule.a and "variant" in rule.b
+            else:
+                got = answers.level_findings(study, cells, rule)
+                named = "variant" in rule.side
+            for f in got:
+                f.what, f.expect, f.exact = what, expect, exact
+                f.split = {"model": f.sides[0].facets.get("model")}
+                if not named:
+                    f.split["variant"] = f.sides[0].facets.get("variant")
+                if minus:
+                    f.value = difference(f.sides[0].per, f.sides[1].per, paired=f.rank == 0)
+                    f.unit = "pts"
+            out += got
+        scopes: dict[str, set] = {}
+        for f in out:
+            scopes.setdefault(json.dumps(f.split, sort_keys=True), set()).add(f.scope)
+        for f in out:
+            if len(scopes[json.dumps(f.split, sort_keys=True)]) > 1:
+                f.split = {**f.split, "on": f.scope_label}
+        return out
+
+    return Measured(measure, tuple(w for w, _, _ in items) if need else ())
 
 
 def _acc(a: dict, b: dict) -> Ratio:

@@ -7,7 +7,9 @@ Two ratios per row, each "how many times faster the GPU is", the median over see
 inference latency p50 (CPU / GPU). The two sides are paired by seed only when they came from
 one run (ResultCell.run_label: one results dir, the repeats interleaved); from two runs (two
 hosts, two days) they are resampled independently (`paired=False`). Where one side has no
-cell, the row names the missing side and the command that makes it.
+cell, the row names the missing side and the command that makes it. The ratios are readout.py's
+(cross_ratios: the one place the rows become numbers); this module pairs the groups and words
+the rows.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from bench.core.resultset import ResultCell as Cell
 from bench.studies.cifar_opt.readout import (
     GPU_PLATFORMS,
     SEED_NAMES,
+    cross_ratios,
     model,
     n_train,
     param,
-    per_repeat,
     platform,
     ratio_text,
     run_labels,
@@ -118,18 +120,11 @@ def _row(gg: list[Cell], cg: list[Cell], pair: Pair) -> dict:
     one_run = len(run_labels(gg) | run_labels(cg)) == 1
     paired = None if one_run else False
     notes = ["paired by seed (one run)" if one_run else "unpaired (two runs)"]
-    train = lat = ""
-    tr: stats.Summary | None = None
-    lt: stats.Summary | None = None
-    g_img, c_img = per_repeat(gg, "epoch", "samples_per_s"), per_repeat(cg, "epoch", "samples_per_s")
-    if g_img and c_img:
-        tr = stats.ratio(g_img, c_img, paired=paired)
-        train = ratio_text(tr)
-    g_lat = per_repeat(gg, "inference", "latency_p50_ms", form=pair.gpu_form)
-    c_lat = per_repeat(cg, "inference", "latency_p50_ms", form=pair.cpu_form)
-    if g_lat and c_lat:
-        lt = stats.ratio(c_lat, g_lat, paired=paired)
-        lat = f"{ratio_text(lt)} ({pair.gpu_form} vs {pair.cpu_form})"
+    tr: stats.Summary | None
+    lt: stats.Summary | None
+    tr, lt = cross_ratios(gg, cg, pair.gpu_form, pair.cpu_form, paired)
+    train = ratio_text(tr) if tr is not None else ""
+    lat = f"{ratio_text(lt)} ({pair.gpu_form} vs {pair.cpu_form})" if lt is not None else ""
     ng, nc = n_train(gg), n_train(cg)
     if ng and nc and ng != nc:
         notes.append(f"images per epoch: GPU {ng:,}, CPU {nc:,}")

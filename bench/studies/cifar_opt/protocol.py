@@ -265,9 +265,12 @@ def open_cell(study: Study, cell: Cell, ctx: RunContext) -> CellRun:
 
 def validity_flags(rows: list[dict]) -> list[str]:
     """diverged: a non-finite training loss; at-chance: test accuracy still at chance after
-    chance_epochs epochs (the seed's AMP run stuck at 10%); both on the real pipelines only."""
+    chance_epochs epochs (the seed's AMP run stuck at 10%); both on the real pipelines only.
+    The epochs in their own order (readout.rows), whatever order the rows come in."""
+    from bench.studies.cifar_opt.readout import rows as phase_rows
+
     flags = []
-    epochs = [r for r in rows if r.get("phase") == "epoch" and r.get("status") == "ok"]
+    epochs = phase_rows(rows, "epoch")
     bad = [r["epoch"] for r in epochs if not (isinstance(r.get("train_loss"), float) and math.isfinite(r["train_loss"]))]
     if bad:
         flags.append(f"diverged(epoch {bad[0]})")

@@ -6,6 +6,9 @@ latency per model and configuration) and the Optuna searches (budget, distance f
 Pareto plots). Numbers and intervals only: whether the seed's claims hold is the answer
 engine's (claims.py, rendered by host/answers.py after this section).
 
+Every figure is readout.py's (the one place the rows become numbers): this module names the
+figures, lays them out and draws them, and reads no row field itself.
+
 Host side: standard library, numpy, scipy (bench.core.stats) and matplotlib only.
 """
 
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import statistics
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,19 +24,17 @@ from bench.core.figure_layout import place, text_width
 from bench.core.figures import figure
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
-from bench.core.tables import finite, fmt, markdown, num, real
+from bench.core.tables import fmt, markdown
 from bench.core.text import Md, md_code, plot_text, safe_name, sig
 from bench.core.text import md as md_text
 from bench.studies.cifar_opt import crossdevice
-from bench.studies.cifar_opt.config import CPU_DEFAULT, chance_limit
-from bench.studies.cifar_opt.readout import PLATFORM, SEED_N_TRAIN, n_train, param, platform, real_data
+from bench.studies.cifar_opt import readout as R
+from bench.studies.cifar_opt.config import CPU_DEFAULT
+from bench.studies.cifar_opt.readout import SEED_N_TRAIN, platform, real_data
 from bench.studies.cifar_opt.readout import ci as _ci
 from bench.studies.cifar_opt.readout import forms as _forms
 from bench.studies.cifar_opt.readout import label as _label
-from bench.studies.cifar_opt.readout import last as _last
 from bench.studies.cifar_opt.readout import med as _med
-from bench.studies.cifar_opt.readout import per_repeat as _per_repeat
-from bench.studies.cifar_opt.readout import rows as _rows
 from bench.studies.cifar_opt.readout import where as _where
 
 
@@ -42,23 +42,23 @@ def training_table(groups: list[list[Cell]]) -> list[dict]:
     out = []
     for g in groups:
         c = g[0]
-        if not _rows(c, "epoch"):
+        if not R.rows(c, "epoch"):
             continue
-        acc = _per_repeat(g, "epoch", "test_acc", _last)
+        t = R.training(g)
         out.append(
             {
                 "where": _where(c),
                 "model": c.first.get("model") or (c.spec.get("params") or {}).get("model"),
                 "config": _label(c) + (" ⚑" if any(x.flags for x in g) else ""),
-                "batch": "/".join(dict.fromkeys(str(_rows(x, "epoch")[0].get("batch_size")) for x in g if _rows(x, "epoch"))),
-                "images": n_train(g),
-                "epoch_s": _ci(_per_repeat(g, "epoch", "epoch_s")),
-                "img_s": _med(_per_repeat(g, "epoch", "samples_per_s")),
-                "acc": _ci(acc, "{:.1f}", 100) if acc else "n/a (synthetic-gpu)",
-                "rss": _med(_per_repeat(g, "epoch", "rss_peak_mb", max)),
-                "heap": _med(_per_repeat(g, "epoch", "python_heap_peak_mb", max)),
-                "gpu": _med(_per_repeat(g, "epoch", "gpu_alloc_peak_mb", max)),
-                "compile_s": _med(_per_repeat(g, "epoch", "compile_s", max)),
+                "batch": "/".join(dict.fromkeys(str(b) for b in R.batches(g))),
+                "images": R.n_train(g),
+                "epoch_time": _ci(t.epoch_s),
+                "img_s": _med(t.img_s),
+                "acc": _ci(t.acc, "{:.1f}", 100) if t.acc else "n/a (synthetic-gpu)",
+                "rss": _med(t.rss),
+                "heap": _med(t.heap),
+                "gpu": _med(t.gpu),
+                "warmup": _med(t.compile_s),
                 "n": len(g),
             }
         )
@@ -71,13 +71,13 @@ TRAIN_COLS = [
     ("config", "configuration"),
     ("batch", "batch (per seed if they differ)"),
     ("images", "images per epoch"),
-    ("epoch_s", "epoch s [interval]"),
+    ("epoch_time", "epoch s [interval]"),
     ("img_s", "img/s"),
     ("acc", "test acc % [interval]"),
     ("rss", "peak RSS MB"),
     ("heap", "tracemalloc peak MB"),
     ("gpu", "GPU alloc peak MB"),
-    ("compile_s", "warm-up/compile s"),
+    ("warmup", "warm-up/compile s"),
     ("n", "seeds"),
 ]
 
@@ -87,20 +87,21 @@ def inference_table(groups: list[list[Cell]]) -> list[dict]:
     for g in groups:
         c = g[0]
         for f in _forms(g):
+            i = R.inference(g, f)
             out.append(
                 {
                     "where": _where(c),
                     "model": c.first.get("model"),
                     "config": _label(c),
                     "form": f,
-                    "p50": _ci(_per_repeat(g, "inference", "latency_p50_ms", form=f), "{:.3f}"),
-                    "p90": _med(_per_repeat(g, "inference", "latency_p90_ms", form=f)),
-                    "p99": _med(_per_repeat(g, "inference", "latency_p99_ms", form=f)),
-                    "thr": _med(_per_repeat(g, "inference", "infer_samples_per_s", form=f)),
-                    "acc": _med(_per_repeat(g, "inference", "test_acc", form=f), 100),
-                    "drop": _med(_per_repeat(g, "inference", "acc_drop_pts", form=f)),
-                    "size": _med(_per_repeat(g, "inference", "model_size_mb", form=f)),
-                    "calls": _med(_per_repeat(g, "inference", "latency_calls", form=f)),
+                    "p50": _ci(i.p50, "{:.3f}"),
+                    "p90": _med(i.p90),
+                    "p99": _med(i.p99),
+                    "thr": _med(i.thr),
+                    "acc": _med(i.acc, 100),
+                    "drop": _med(i.drop),
+                    "size": _med(i.size),
+                    "calls": _med(i.calls),
                 }
             )
     return out
@@ -123,12 +124,10 @@ INFER_COLS = [
 
 
 def _ratio_line(what: str, a: dict[int, float], b: dict[int, float], target: str = "") -> dict | None:
-    """A / B over repeats with its interval (below 1: A is the smaller)."""
-    a, b = {k: v for k, v in a.items() if v >= 0}, {k: v for k, v in b.items() if v > 0}  # a ratio of what was measured
-    if not a or not b:
-        return None
-    r = finite(stats.ratio(a, b))
-    if r is None:  # a ratio past arithmetic's reach: not measured
+    """A / B over repeats with its interval (readout.ratio; below 1: A is the smaller), None where
+    it was not measured."""
+    r = R.ratio(a, b)
+    if r is None:
         return None
     ci = r.interval("{:.2f}") if r.lo is not None else "n=1"
     return {"what": what, "ratio": f"{r.median:.2f}x", "ci": ci, "target": target}
@@ -144,28 +143,13 @@ def ratios(groups: list[list[Cell]]) -> list[dict]:
         model, where = c.first.get("model"), _where(c)
         forms = _forms(g)
         if "int8-pt2e" in forms and "fp32-compiled" in forms:
-            lat = {f: _per_repeat(g, "inference", "latency_p50_ms", form=f) for f in ("int8-pt2e", "fp32-compiled")}
-            size = {f: _per_repeat(g, "inference", "model_size_mb", form=f) for f in ("int8-pt2e", "fp32-compiled")}
-            out.append(
-                _ratio_line(
-                    f"{model} int8 / compiled fp32 batch-1 p50 latency ({where})",
-                    lat["int8-pt2e"],
-                    lat["fp32-compiled"],
-                    "<= 0.7x",
-                )
-            )
-            thr = {f: _per_repeat(g, "inference", "infer_samples_per_s", form=f) for f in ("int8-pt2e", "fp32-compiled")}
-            out.append(_ratio_line(f"{model} int8 / compiled fp32 batched img/s", thr["int8-pt2e"], thr["fp32-compiled"]))
-            out.append(_ratio_line(f"{model} int8 / fp32 model size", size["int8-pt2e"], size["fp32-compiled"], "<= 0.3x"))
+            q, fp = R.inference(g, "int8-pt2e"), R.inference(g, "fp32-compiled")
+            out.append(_ratio_line(f"{model} int8 / compiled fp32 batch-1 p50 latency ({where})", q.p50, fp.p50, "<= 0.7x"))
+            out.append(_ratio_line(f"{model} int8 / compiled fp32 batched img/s", q.thr, fp.thr))
+            out.append(_ratio_line(f"{model} int8 / fp32 model size", q.size, fp.size, "<= 0.3x"))
         if "int8-dynamic" in forms and "fp32-eager" in forms:
-            lat = {f: _per_repeat(g, "inference", "latency_p50_ms", form=f) for f in ("int8-dynamic", "fp32-eager")}
-            out.append(
-                _ratio_line(
-                    f"{model} seed's dynamic int8 / eager fp32 latency ({where})",
-                    lat["int8-dynamic"],
-                    lat["fp32-eager"],
-                )
-            )
+            q, fp = R.inference(g, "int8-dynamic"), R.inference(g, "fp32-eager")
+            out.append(_ratio_line(f"{model} seed's dynamic int8 / eager fp32 latency ({where})", q.p50, fp.p50))
     for (where, model, label), g in by.items():
         if label == "GPU tuned: bf16+cl+compile+graphs [kit] (pipeline resident)":
             for other, what in (
@@ -174,20 +158,14 @@ def ratios(groups: list[list[Cell]]) -> list[dict]:
             ):
                 o = by.get((where, model, other))
                 if o:
-                    out.append(
-                        _ratio_line(
-                            f"{model} training img/s, {what}",
-                            _per_repeat(g, "epoch", "samples_per_s"),
-                            _per_repeat(o, "epoch", "samples_per_s"),
-                        )
-                    )
+                    out.append(_ratio_line(f"{model} training img/s, {what}", R.training(g).img_s, R.training(o).img_s))
             syn = by.get((where, model, "GPU tuned: bf16+cl+compile+graphs [kit] (pipeline synthetic-gpu)"))
             if syn:
                 out.append(
                     _ratio_line(
                         f"{model} tuned, resident / synthetic-gpu img/s",
-                        _per_repeat(g, "epoch", "samples_per_s"),
-                        _per_repeat(syn, "epoch", "samples_per_s"),
+                        R.training(g).img_s,
+                        R.training(syn).img_s,
                         ">= 0.9x",
                     )
                 )
@@ -206,38 +184,28 @@ RATIO_COLS = [
 class Figure:
     fname: str
     title: str
-    phase: str
-    key: str
-    agg: Callable
-    scale: float = 1.0
-    gpu_key: str | None = None  # read instead of KEY for GPU cells (their memory is the allocator's)
-    per_seed_epoch: bool = False  # scale to the seed's 5,000-image epoch (CPU default cells train on 1,000)
+    what: str  # the bars' figure (readout.BARS: the key, the per-repeat figure, its scale)
+    per_form: bool = False  # a bar per deployment form
+    accuracy: bool = False  # an accuracy: a note names the bars not on CIFAR-10
 
 
 FIGURES = [
     Figure(
         "cifar-opt_fig1_epoch_time.png",
         "Fig. 1: average epoch time (s) per 5,000 training images (the seed's epoch)",
-        "epoch",
-        "epoch_s",
-        statistics.median,
-        per_seed_epoch=True,
+        "epoch_time",
     ),
-    Figure("cifar-opt_fig2_accuracy.png", "Fig. 2: test accuracy (%)", "epoch", "test_acc", _last, 100.0),
+    Figure("cifar-opt_fig2_accuracy.png", "Fig. 2: test accuracy (%)", "accuracy", accuracy=True),
     Figure(
         "cifar-opt_fig3_peak_memory.png",
         "Fig. 3: peak memory while training (MB): process RSS; GPU allocator where a GPU ran",
-        "epoch",
-        "rss_peak_mb",
-        max,
-        gpu_key="gpu_alloc_peak_mb",
+        "peak_memory",
     ),
     Figure(
         "cifar-opt_fig4_latency.png",
         "Fig. 4: batch-1 inference latency p50 (ms), per deployment form",
-        "inference",
-        "latency_p50_ms",
-        statistics.median,
+        "latency",
+        per_form=True,
     ),
 ]
 
@@ -252,19 +220,13 @@ def _bars(groups: list[list[Cell]], spec: Figure, mdl: str) -> list[tuple[str, l
         c = g[0]
         if c.first.get("model") != mdl:
             continue
-        k = spec.gpu_key if spec.gpu_key and PLATFORM.get(str(c.first.get("backend"))) != "cpu" else spec.key
-        factor, note = spec.scale, ""
-        n = n_train(g)
-        if spec.per_seed_epoch and n and n != SEED_N_TRAIN:
-            factor *= SEED_N_TRAIN / n
-            note = f" (x{SEED_N_TRAIN / n:g}: {n:,} images)"
-        for f in _forms(g) if spec.phase == "inference" else [None]:
-            d = _per_repeat(g, spec.phase, k, spec.agg, form=f)
-            if d:
-                name = (
-                    f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if k != spec.key else "") + note
-                )
-                bars.append((name, [x * factor for x in d.values()], palette.family(c.device, c.first.get("backend"))))
+        for f in _forms(g) if spec.per_form else [None]:
+            b = R.bar(g, spec.what, form=f)
+            if b:
+                n = b.scaled_from
+                note = f" (x{SEED_N_TRAIN / n:g}: {n:,} images)" if n else ""
+                name = f"{c.first.get('host')}: {_label(c)}" + (f" · {f}" if f else "") + (" [GPU]" if b.gpu else "") + note
+                bars.append((name, b.values, palette.family(c.device, c.first.get("backend"))))
                 runs.append(c.run_label)
                 envs.append(c)
     names = distinct([b[0] for b in bars], runs, *environments(envs))  # then escaped once, whole
@@ -277,7 +239,7 @@ def _bar_figure(groups: list[list[Cell]], spec: Figure) -> dict:
     return {
         "panels": [(plot_text(m), _bars(groups, spec, m)) for m in models],
         "title": spec.title,
-        "note": _not_cifar(groups) if spec.key == "test_acc" else "",
+        "note": _not_cifar(groups) if spec.accuracy else "",
     }
 
 
@@ -337,41 +299,9 @@ def _figures(groups: list[list[Cell]], out: Path) -> list[str]:
     return [f"![{spec.title}]({figure(out, spec.fname, draw_bars, _bar_figure(groups, spec))})" for spec in FIGURES]
 
 
-def _num(v, default=None):
-    """V when it is a real, finite number (bench.core.tables.real: the one rule), else DEFAULT:
-    the cells are untrusted input."""
-    got = real(v)
-    return default if got is None else got
-
-
 def _fig(v: float | None, f: str) -> str:
     """V in format F, or "?" where it is not a number."""
     return "?" if v is None else f.format(v)
-
-
-def _search_facts(c: Cell, pick: dict, trials: list[dict]) -> dict:
-    """The search's budget and how far its best trial got from chance (from the pick row; cells
-    made before it said so: from the trial rows and the cell's parameters)."""
-    n_train_ = int(_num(param(c, "n_train"), SEED_N_TRAIN))
-    frac = float(_num(param(c, "val_fraction"), 0.2))
-    n_val = int(_num(pick.get("search_val_images"), 10 * max(1, round(frac * (n_train_ // 10)))))
-    accs = [float(r["trial_val_acc"]) for r in trials]  # _pareto keeps the trials whose figures are numbers
-    best = _num(pick.get("best_val_acc"), max(accs) if accs else None)
-    chance = float(_num(pick.get("chance_val_acc"), chance_limit(n_val)))
-    return {
-        "trials": _num(pick.get("search_trials"), _num(param(c, "trials"))),
-        "epochs": _num(pick.get("search_trial_epochs"), _num(param(c, "trial_epochs"), 1)),
-        "budget_s": _num(pick.get("search_budget_s"), _num(param(c, "trial_budget_s"), 0.0)),
-        "n_fit": int(_num(pick.get("search_train_images"), n_train_ - n_val)),
-        "n_val": n_val,
-        "ran": len(trials),
-        "search_s": _num(pick.get("search_s")),
-        "best": best,
-        "chance": chance,
-        "above": _num(pick.get("trials_above_chance"), sum(a > chance for a in accs)),
-        "peak_mb": _num(pick.get("search_gpu_alloc_peak_mb")) or _num(pick.get("search_rss_peak_mb")),
-        "peak_what": "GPU allocator" if _num(pick.get("search_gpu_alloc_peak_mb")) else "process RSS",
-    }
 
 
 def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
@@ -379,53 +309,44 @@ def _pareto(groups: list[list[Cell]], out: Path) -> list[str]:
     lines = []
     for g in groups:
         for c in g:
-            trials = [r for r in _rows(c, "trial") if num(r, "trial_val_acc") is not None and num(r, "trial_epoch_s")]
-            pick = next(iter(_rows(c, "search")), None)
-            if not trials or not pick:
+            f = R.search(c)
+            if f is None:
                 continue
-            front = {int(x) for x in str(pick.get("pareto_trials") or "").split(";") if x.strip().isdigit()}
-            f = _search_facts(c, pick, trials)
             data = {
                 "trials": [
-                    (
-                        r["trial_epoch_s"],
-                        r["trial_val_acc"] * 100,
-                        num(r, "trial") in front,
-                        plot_text(f"b{_num(r.get('trial_batch_size'), '?')} lr{_fig(num(r, 'trial_lr'), '{:.1g}')}"),
-                    )
-                    for r in trials
+                    (p.epoch_s, p.acc_pct, p.on_front, plot_text(f"b{p.batch} lr{_fig(p.lr, '{:.1g}')}")) for p in f.points
                 ],
-                "front": sorted((r["trial_epoch_s"], r["trial_val_acc"] * 100) for r in trials if num(r, "trial") in front),
-                "chance": f["chance"] * 100,
-                "title": plot_text(
-                    f"{c.first.get('model')} {c.first.get('backend')} seed {(_num(c.first.get('seed'), 0)) + c.repeat}: Optuna trials"
-                ),
+                "front": f.front,
+                "chance": f.chance * 100,
+                "title": plot_text(f"{c.first.get('model')} {c.first.get('backend')} seed {R.training_seed(c)}: Optuna trials"),
             }
             fname = figure(out, f"cifar-opt_pareto_{safe_name(c.dir.name)}.png", draw_pareto, data)
-            journal = f"{c.dir.name}/{pick.get('journal')}"
-            budget = f"{md_text(f['trials'])} trials x {md_text(f['epochs'])} epoch(s) on {f['n_fit']:,} images, scored on {f['n_val']:,} held out"
-            if f["budget_s"]:
-                budget += f", no trial started after {float(f['budget_s']):g} s"
-            ran = f"{f['ran']} ran" + (f" in {float(f['search_s']):.0f} s" if isinstance(f["search_s"], (int, float)) else "")
-            if isinstance(f["best"], (int, float)):
-                gap = (f["best"] - f["chance"]) * 100
+            journal = f"{c.dir.name}/{f.journal}"
+            budget = (
+                f"{md_text(f.trials)} trials x {md_text(f.epochs)} epoch(s) on {f.n_fit:,} images, scored on {f.n_val:,} held out"
+            )
+            if f.budget_s:
+                budget += f", no trial started after {float(f.budget_s):g} s"
+            ran = f"{f.ran} ran" + (f" in {float(f.search_s):.0f} s" if isinstance(f.search_s, (int, float)) else "")
+            if isinstance(f.best, (int, float)):
+                gap = (f.best - f.chance) * 100
                 dist = (
-                    f"best trial {f['best'] * 100:.1f} % validation accuracy, {gap:+.1f} pts from the chance limit "
-                    f"{f['chance'] * 100:.1f} % ({md_text(f['above'])} of {f['ran']} trials above it)"
+                    f"best trial {f.best * 100:.1f} % validation accuracy, {gap:+.1f} pts from the chance limit "
+                    f"{f.chance * 100:.1f} % ({md_text(f.above)} of {f.ran} trials above it)"
                 )
                 if gap <= 0:
                     dist += "; **no trial above chance: the pick is as good as a random one**"
             else:
                 dist = "no trial completed"
             mem = (
-                f"; the search's peak memory {float(f['peak_mb']):,.0f} MB ({f['peak_what']}), not counted in the training table"
-                if isinstance(f["peak_mb"], (int, float))
+                f"; the search's peak memory {float(f.peak_mb):,.0f} MB ({f.peak_what}), not counted in the training table"
+                if isinstance(f.peak_mb, (int, float))
                 else ""
             )
             lines.append(
                 f"- {md_text(_where(c))} {md_text(c.first.get('model'))} seed {c.repeat}: budget {budget}; {ran}; {dist}; "
-                f"picked trial {md_text(pick.get('picked_trial'))} (batch {md_text(pick.get('batch_size_picked'))}, "
-                f"lr {_fig(num(pick, 'lr_picked'), '{:.3g}')}); objective {md_text(pick.get('objective'))}{mem}; "
+                f"picked trial {md_text(f.picked_trial)} (batch {md_text(f.picked_batch)}, "
+                f"lr {_fig(f.picked_lr, '{:.3g}')}); objective {md_text(f.objective)}{mem}; "
                 f"journal {md_code(journal)} ![Pareto]({fname})"
             )
     return lines
@@ -463,14 +384,7 @@ def _sizes(groups: list[list[Cell]]) -> list[str]:
     seen: dict[tuple, set[str]] = {}
     for g in groups:
         c = g[0]
-        key = (
-            platform(c),
-            n_train(g) or param(c, "n_train"),
-            param(c, "n_test"),
-            param(c, "epochs"),
-            param(c, "latency_calls"),
-        )
-        seen.setdefault(key, set()).add(c.device)
+        seen.setdefault((platform(c), *R.sizes(g)), set()).add(c.device)
     out = []
     for (plat, ntr, nte, ep, calls), devices in sorted(seen.items(), key=lambda kv: str(kv[0])):
         line = (
@@ -566,22 +480,27 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
     """A few lines after a matrix run: per configuration, epoch time, accuracy, latency."""
     cells = [c for c in cells if c.status == "ok"]
     rows: list[dict] = []
-    lats: list[dict[str, float | None]] = []
+    said: list[str] = []
     for g in group_repeats(cells):
         c = g[0]
-        ep = _per_repeat(g, "epoch", "epoch_s")
-        acc = _per_repeat(g, "epoch", "test_acc", _last)
-        lat: dict[str, float | None] = {f: _med(_per_repeat(g, "inference", "latency_p50_ms", form=f)) for f in _forms(g)}
-        lats.append(lat)
+        t = R.training(g)
+        ep, acc = _med(t.epoch_s), _med(t.acc, 100)
+        lat: dict[str, float | None] = {f: _med(R.inference(g, f).p50) for f in _forms(g)}
+        flags = ";".join(sorted({x.flags for x in g if x.flags}))
         rows.append(
             {
                 "model": c.first.get("model"),
                 "config": _label(c),
-                "epoch_s": _med(ep),
-                "acc_pct": _med(acc, 100),
+                "epoch_s": ep,
+                "acc_pct": acc,
                 "latency_p50_ms": lat,
-                "flags": ";".join(sorted({x.flags for x in g if x.flags})),
+                "flags": flags,
             }
+        )
+        said.append(
+            f"  {str(c.first.get('model')):<13} {_label(c):<40} epoch {sig(ep)} s, acc {sig(acc)}%, p50 "
+            + ", ".join(f"{f} {sig(v)} ms" for f, v in lat.items())
+            + (f"  ⚑ {flags}" if flags else "")
         )
     synthetic = any(not c.first.get("dataset_real") for c in cells)
     lines = textwrap.wrap(
@@ -590,10 +509,5 @@ def summary(cells: list[Cell]) -> tuple[list[str], dict]:
         + ("; on the synthetic set, not CIFAR-10: its accuracies are not the seed's to compare" if synthetic else ""),
         120,
     ) if rows else []  # fmt: skip
-    lines += [
-        f"  {str(r['model']):<13} {r['config']:<40} epoch {sig(r['epoch_s'])} s, acc {sig(r['acc_pct'])}%, p50 "
-        + ", ".join(f"{f} {sig(v)} ms" for f, v in lats[i].items())
-        + (f"  ⚑ {r['flags']}" if r["flags"] else "")
-        for i, r in enumerate(rows)
-    ]
+    lines += said
     return lines, {"configurations": rows}
