@@ -74,18 +74,19 @@ def lines(report_dir: Path) -> list[str]:
         if isinstance(c, dict) and c.get("headline") and c.get("primary") and c.get("this_machine") and c.get("value") is not None
     ]
     page = report_dir / "REPORT.md"
-    # a row over differing work is listed on the page with its reason, never given as the answer
+    # a row that is not comparable (the sides ran different work, or the claim's quantity is not one
+    # our cells measure) is listed on the page with its reason, never given as the answer
     apart = [c for c in mine if c.get("verdict") == NOT_COMPARABLE]
     mine = [c for c in mine if c.get("verdict") != NOT_COMPARABLE]
     if not mine:
         if apart:
             c = apart[0]
-            why = str(c.get("why") or "the sides ran different work")
-            more = f" (and {len(apart) - 1} more)" if len(apart) > 1 else ""
+            why = str(c.get("why") or "not comparable")
+            some = f"{len(apart)} rows are not comparable, e.g." if len(apart) > 1 else "its one row is not comparable:"
             return [
                 term(
-                    f"the answer: no comparison of like work formed on this machine's cells; {c.get('study')}: "
-                    f"{c.get('text')} pairs different work{more}: {why}. {page} lists each row and why"
+                    f"the answer: no comparison on this machine's cells answers a seed claim; {some} "
+                    f"{c.get('study')}: {c.get('text')}: {why}. {page} lists each row and why"
                 )
             ]
         return [f"the answer: no comparison formed on this machine's own cells; {page} says which and why"]

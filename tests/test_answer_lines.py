@@ -52,8 +52,9 @@ def test_rows_over_different_work_are_not_given_as_the_answer(tmp_path):
            "text": "GPU Default over CPU Default", "scope": "this machine", "verdict": "not comparable", "why": "the sides trained 320 and 5,000 images"}  # fmt: skip
     (tmp_path / "report.json").write_text(json.dumps({"claims": [row, {**row, "study": "roofline"}]}))
     [only] = lines(tmp_path)
-    assert only.startswith("the answer: no comparison of like work formed on this machine's cells; cifar-opt: ")
-    assert "the sides trained 320 and 5,000 images" in only and "(and 1 more)" in only and "x [" not in only
+    assert only.startswith("the answer: no comparison on this machine's cells answers a seed claim; 2 rows are not ")
+    assert "e.g. cifar-opt: GPU Default over CPU Default: the sides trained 320 and 5,000 images." in only
+    assert "x [" not in only
     # beside a comparable row it is left to the page
     good = {**row, "study": "mnist-cnn", "verdict": "holds", "lo": 2.5, "hi": 3.5}
     (tmp_path / "report.json").write_text(json.dumps({"claims": [row, good]}))
