@@ -31,6 +31,14 @@ say() { echo "::: slurm-smoke ($(( $(date +%s) - T0 ))s): $*"; }
 
 [ -d "$DATA_DIR/mnist" ] || { echo "slurm-smoke: $DATA_DIR/mnist missing (set KIT_CI_DATA_DIR)" >&2; exit 1; }
 started=0
+STATE="${KIT_SLURM_STATE:-/tmp/cnn-bench-slurm}"
+nodes=$(timeout 5 sinfo -h -o %D 2>/dev/null | awk '{s += $1} END {print s + 0}')
+if [ "$nodes" != 0 ] && [ "$nodes" != 1 ] && [ -s "$STATE/started" ]; then
+  # the kit's own test cluster (two nodes, .ci/slurm.sh), left by a test run that was killed: its
+  # cells would be another machine class than ci-smoke's one-node entries; stop it, start ours
+  say "the kit's $nodes-node test Slurm is still up ($STATE/started): stopping it for a one-node one"
+  bash .ci/slurm.sh down
+fi
 if timeout 5 sinfo -h >/dev/null 2>&1; then
   say "a Slurm answers already: using it (and leaving it running)"
 else
