@@ -32,7 +32,7 @@ say() { echo "::: slurm-smoke ($(( $(date +%s) - T0 ))s): $*"; }
 [ -d "$DATA_DIR/mnist" ] || { echo "slurm-smoke: $DATA_DIR/mnist missing (set KIT_CI_DATA_DIR)" >&2; exit 1; }
 started=0
 STATE="${KIT_SLURM_STATE:-/tmp/cnn-bench-slurm}"
-nodes=$(timeout 5 sinfo -h -o %D 2>/dev/null | awk '{s += $1} END {print s + 0}')
+nodes=$({ timeout 5 sinfo -h -o %D 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
 if [ "$nodes" != 0 ] && [ "$nodes" != 1 ] && [ -s "$STATE/started" ]; then
   # the kit's own test cluster (two nodes, .ci/slurm.sh), left by a test run that was killed: its
   # cells would be another machine class than ci-smoke's one-node entries; stop it, start ours
