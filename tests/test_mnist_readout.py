@@ -19,6 +19,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from readout_strategies import shuffled_epochs
 
 from bench.core.registry import get_study
 from bench.core.resultset import ResultCell, collect
@@ -95,14 +96,7 @@ def test_final_accuracy_is_the_highest_epochs_whatever_the_row_order(data):
 
 
 @FEW
-@given(
-    st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=12, unique=True).flatmap(
-        lambda eps: st.tuples(
-            st.permutations(eps),
-            st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=len(eps), max_size=len(eps)),
-        )
-    )
-)
+@given(shuffled_epochs(0, 12))
 def test_final_accuracy_of_synthetic_epochs_is_the_highest_epochs(case):
     order, accs = case
     rows = [{"status": "ok", "backend": "numba-cpu", "epoch": e, "test_acc": a} for e, a in zip(order, accs)]

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from readout_strategies import shuffled_epochs
 
 from bench.core import answers as A
 from bench.core import claims as C
@@ -185,14 +186,7 @@ def test_the_h200_x4_references_figures_do_not_follow_the_row_order(data):
 
 
 @FEW
-@given(
-    st.lists(st.integers(min_value=1, max_value=1000), min_size=1, max_size=10, unique=True).flatmap(
-        lambda eps: st.tuples(
-            st.permutations(eps),
-            st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=len(eps), max_size=len(eps)),
-        )
-    )
-)
+@given(shuffled_epochs(1, 10))
 def test_the_last_epoch_is_the_highest_numbered_whatever_the_row_order(case):
     order, accs = case
     base = {"phase": "epoch", "status": "ok", "backend": "torch-cuda", "parallel": "none", "devices": "", "epoch_s": 2.0,
