@@ -7,7 +7,8 @@ lives here, so that host/engine.py imports this module and never the reverse.
 
     image_ref("cpu")                      -> "cnn-bench/cpu:<lock[:12]>-<sources[:12]>"
     build("cpu", ca_cert=Path(...))       -> "sha256:..."   (image id; no build when one exists for
-                                             the lock, the sources and the base)
+                                             the lock, the sources and the base that records a
+                                             commit where this checkout knows one: stands_in)
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import shutil
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import KitError
 
@@ -496,16 +498,60 @@ def _dockerfile_base() -> str:
     return m.group(1) if m else "unknown"
 
 
-def _find_current(ref: str, want: dict[str, str]):
-    """The image tagged REF when its labels match WANT (lock, sources, base), else None."""
+def _known_commit(sha: str | None) -> str | None:
+    """SHA unless it is empty or 'unknown' (what git_sha() says outside git, the Dockerfile's default)."""
+    return sha if sha and sha != "unknown" else None
+
+
+def recorded_commit(img) -> str | None:
+    """The commit image IMG says it was built from: its KIT_IMAGE_GIT_SHA, what a container's
+    system.json records when the runner passes no KIT_GIT_SHA (compose, Kubernetes pods); None
+    when it records none (built from a copy without .git, or by compose without GIT_SHA)."""
+    env = ((img.attrs or {}).get("Config") or {}).get("Env") or []
+    values = dict(e.split("=", 1) for e in env if "=" in e)
+    return _known_commit(values.get("KIT_IMAGE_GIT_SHA"))
+
+
+def stands_in(labels: Mapping[str, str], want: Mapping[str, str], image_commit: str | None, checkout_commit: str | None) -> bool:
+    """Whether an existing image (its LABELS, the IMAGE_COMMIT it records) can stand in for a build
+    of WANT (lock, sources, base) from a checkout at CHECKOUT_COMMIT: the same content, and a
+    commit recorded whenever the checkout knows its own, since pods and compose runs record the
+    image's commit and nothing else. A checkout without git reuses any image of its content; an
+    image from another commit with the same content stays (the bench/ code it runs is this commit's
+    too, and `orchestrate.py run` passes the host's KIT_GIT_SHA, which wins)."""
+    if not all(labels.get(k) == v for k, v in want.items()):
+        return False
+    return _known_commit(image_commit) is not None or _known_commit(checkout_commit) is None
+
+
+def _local_image(ref: str):
+    """The docker SDK image tagged REF, None when there is none; KitError when no engine answers."""
     try:
-        img = docker_client().images.get(ref)
+        return docker_client().images.get(ref)
     except KitError:
         raise
     except Exception:
         return None
+
+
+def _find_current(
+    ref: str,
+    want: dict[str, str],
+    commit: str | None,
+    echo: Echo = print_flush,
+    get_image: Callable[[str], Any] = _local_image,
+):
+    """The image tagged REF when it can stand in for a build of WANT at COMMIT (stands_in), else None.
+    GET_IMAGE (ref -> image or None) is the one look-up at the engine."""
+    img = get_image(ref)
+    if img is None:
+        return None
     labels = img.labels or {}
-    return img if all(labels.get(k) == v for k, v in want.items()) else None
+    if stands_in(labels, want, recorded_commit(img), commit):
+        return img
+    if stands_in(labels, want, None, None):  # the same content: it records no commit, this checkout does
+        echo(f"image {ref}: records no git commit (built without .git): built again to record {commit}")
+    return None
 
 
 def remove_superseded(repo: str, platform: str, keep_id: str, keep_tags: Sequence[str], echo: Echo = print_flush) -> list[str]:
@@ -609,9 +655,12 @@ def _describe_build(
     )
 
 
-def _reuse_current_image(target: ImageBuild, tag_latest: bool, echo: Echo) -> str | None:
-    """The id of the image already built from TARGET's inputs (tagged :latest too when asked), else None."""
-    current = _find_current(target.ref, target.labels())
+def _reuse_current_image(
+    target: ImageBuild, tag_latest: bool, echo: Echo, commit: str | None, get_image: Callable[[str], Any] = _local_image
+) -> str | None:
+    """The id of the image already built from TARGET's inputs that can stand in for a build at COMMIT
+    (stands_in; tagged :latest too when asked), else None."""
+    current = _find_current(target.ref, target.labels(), _known_commit(commit), echo, get_image)
     if current is None:
         return None
     if tag_latest and target.latest not in current.tags:
@@ -728,7 +777,8 @@ def build(
     prune: bool = True,
 ) -> str:
     """Build REPO/PLATFORM[-VARIANT] from its lock with BuildKit, unless an image for the
-    same lock, sources and base exists; returns the image id.
+    same lock, sources and base exists (and records a commit, when this checkout knows its own:
+    stands_in); returns the image id.
 
     The image is tagged by content (image_ref: <lock[:12]>-<sources[:12]>) and :latest;
     after a build, the repository's superseded images (other content tags, dangling kit
@@ -744,7 +794,7 @@ def build(
     docker_client()
     ca_cert = _checked_ca_cert(ca_cert)
     target = _describe_build(platform, variant, repo, lock_sha, base_image, echo)
-    current_id = _reuse_current_image(target, tag_latest, echo)
+    current_id = _reuse_current_image(target, tag_latest, echo, git_sha())
     if current_id is not None:
         return current_id
     prefix, env_extra = build_cli()
