@@ -4,8 +4,10 @@
 quick choice; where a GPU platform runs too, every study runs its `answer` matrix (the cells its
 comparisons pair, the same work on every platform, bench/core/request.py `effective_profile`):
 
-    round 1   every cell once, the ones with a one-time compile last (Study.deferred); the report
-              is written after the others and again after those
+    round 1   every cell once, in parts (bench.run.matrix.answer_parts): each study's first
+              GPU-over-CPU pair, then the others, then the ones with a one-time compile
+              (Study.deferred); the report is written after each part, so the first report,
+              every study's headline row filled, comes after a few minutes
     rounds    `--until-decided` for the cells behind each comparison, cheapest first, within
               --budget (the whole run's time, round 1 included; default DEFAULT_BUDGET); the
               report is rewritten after every round, so a stop at any point leaves one
@@ -34,6 +36,8 @@ class AnswerPlan:
     request: RunRequest
     cells: int  # round 1's cells
     first_s: float  # round 1's estimate on this host
+    pair_cells: int  # the first part's cells (each study's GPU-over-CPU pair): the first report after them
+    pair_s: float  # their estimate
     budget_s: float | None  # None: no rounds (containers)
     platforms: tuple[str, ...]
 
@@ -49,12 +53,21 @@ def report_argv(out: Path, report_dir: Path, context: list[Path]) -> tuple[str, 
 def first_round_s(req: RunRequest) -> tuple[int, float]:
     """(cells, seconds) of REQ's first round on this host, by the ETA's own estimate of each cell
     (bench.run.eta.estimate_here: a CPU cell's scaled by this host's cores)."""
-    from bench.run.eta import estimate_here
+    cells = _first_round(req)
+    return len(cells), _seconds(cells)
+
+
+def _first_round(req: RunRequest) -> list:
     from bench.run.matrix import resolve
 
-    cells = [c for c in resolve(req.replace(repeats=1), resolve_data=False) if c.repeat == 0]
+    return [c for c in resolve(req.replace(repeats=1), resolve_data=False) if c.repeat == 0]
+
+
+def _seconds(cells: list) -> float:
+    from bench.run.eta import estimate_here
+
     speed = cpu_speedup()
-    return len(cells), sum(e.open_s + e.steps * e.step_s for e in (estimate_here(c, speed) for c in cells))
+    return sum(e.open_s + e.steps * e.step_s for e in (estimate_here(c, speed) for c in cells))
 
 
 def plan(
@@ -65,10 +78,16 @@ def plan(
     UsageError line."""
     if req.profile != "auto" or effective_profile(req.profile, todo) != "answer":
         return None
+    from bench.run.matrix import answer_parts
+
     r = req.replace(profile="answer", platforms=tuple(todo))
-    n, first = first_round_s(r)
+    cells = _first_round(r)
+    n, first = len(cells), _seconds(cells)
+    pair = answer_parts(cells)[0] if cells else []
     if containers:  # each platform in its own container, one after the other: no round pairs a CPU and a GPU cell
-        return AnswerPlan(r.replace(repeats=req.repeats or DEFAULT_CONTAINER_REPEATS), n, first, None, tuple(todo))
+        return AnswerPlan(
+            r.replace(repeats=req.repeats or DEFAULT_CONTAINER_REPEATS), n, first, len(pair), _seconds(pair), None, tuple(todo)
+        )
     given = budget or req.budget
     budget = given or DEFAULT_BUDGET
     budget_s = parse_budget(budget)
@@ -89,7 +108,7 @@ def plan(
         after_round=report,
         schedule=req.schedule,
     )
-    return AnswerPlan(r, n, first, budget_s, tuple(todo))
+    return AnswerPlan(r, n, first, len(pair), _seconds(pair), budget_s, tuple(todo))
 
 
 def lines(p: AnswerPlan) -> list[str]:
@@ -102,7 +121,8 @@ def lines(p: AnswerPlan) -> list[str]:
     if p.budget_s is None:
         return [head + f", {p.request.repeats} repeats each (containers run one platform after the other: no added rounds)"]
     return [
-        head + ", the report written after them;",
+        head + f"; the first report after each study's GPU-over-CPU pair ({p.pair_cells} cells, ~{_mins(p.pair_s)}), "
+        "again after the rest of them;",
         f"then rounds until each comparison is decided (95% confidence sequence), cheapest first, within --budget "
         f"{p.request.budget} for the whole run; the report is rewritten after every round (Ctrl-C keeps it). "
         "The seeds' own setups: --profile default.",

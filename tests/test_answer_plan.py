@@ -131,6 +131,75 @@ def test_the_seeds_own_gpu_setups_never_pair_with_the_cpu_ones(name):
         assert "not the same work" in why and "--set" in why, why
 
 
+# ---- the first part: each study's GPU-over-CPU pair before anything else ------------------------
+def _answer_cells() -> list:
+    out = []
+    for name in KIT_STUDIES:
+        study = studies()[name]
+        out += study.matrix("cpu", "answer") + study.matrix("cuda", "answer")
+    return out
+
+
+@pytest.mark.parametrize("name", KIT_STUDIES)
+def test_the_first_part_is_the_study_s_first_headline_gpu_over_cpu_pair(name):
+    """answer_parts puts, per study, one pair first: the cells of its first seed headline claim whose
+    sides run on two platforms, and those cells alone form that claim (same work, both platforms)."""
+    from bench.run.matrix import answer_parts
+
+    study = studies()[name]
+    cells = study.matrix("cpu", "answer") + study.matrix("cuda", "answer")
+    first = answer_parts(cells)[0]
+    assert 1 <= len(first) <= 2 and not any(study.deferred(c) for c in first)
+    claim = next(
+        c
+        for c in study.claims
+        if c.headline
+        and not c.kit
+        and isinstance(c.rule, Ratio)
+        and A.ratio_findings(study, _planned(study, cells), Ratio(c.rule.a, c.rule.b, lambda rows, part: 1.0, free=c.rule.free))
+        and {study.backends[s["backend"]].platform for s in (c.rule.a, c.rule.b) if "backend" in s} == {"cpu", "cuda"}
+    )
+    got = A.ratio_findings(
+        study, _planned(study, first), Ratio(claim.rule.a, claim.rule.b, lambda rows, part: 1.0, free=claim.rule.free)
+    )
+    assert got, (claim.id, [c.name for c in first])
+    platforms = {A.planned_facets(study, c, p)["platform"] for c in first for p in c.backend.split("+")}
+    assert platforms == {"cpu", "cuda"}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_planned_cell_s_facets_are_those_its_rows_will_have(data):
+    """planned_facets (the plan, before a cell runs) agrees with facets (the result cell's) for any
+    cell of any study's answer matrix and any backend part of it."""
+    cells = _answer_cells()
+    c = data.draw(st.sampled_from(cells))
+    study = studies()[c.study]
+    part = data.draw(st.sampled_from(c.backend.split("+")))
+    [rc] = _planned(study, [c])
+    assert A.planned_facets(study, c, part) == A.facets(study, rc, part)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_answer_s_parts_hold_every_cell_once_in_the_matrix_s_order(data):
+    """Whatever repeats a run holds, the parts partition its cells; the first two hold first repeats
+    only, and no part is empty."""
+    from bench.run.matrix import answer_parts
+
+    base = data.draw(st.lists(st.sampled_from(_answer_cells()), min_size=1, max_size=30, unique_by=lambda c: c.key))
+    cells = [c.replace(repeat=r) for c in base for r in range(data.draw(st.integers(1, 3)))]
+    cells = data.draw(st.permutations(cells))
+    parts = answer_parts(cells)
+    flat = [c for p in parts for c in p]
+    assert sorted(map(id, flat)) == sorted(map(id, cells)) and all(parts)
+    for p in parts:
+        order = [cells.index(c) for c in p]
+        assert order == sorted(order)
+    for p in parts[:-1]:
+        assert all(c.repeat == 0 for c in p)
+
+
 # ---- the one rule: a pair is the same work and data, whatever else the claim lets differ --------
 def _ans_cell(run: str, backend: str, repeat: int, epochs: int, dataset: str, real: bool, rate: float) -> ResultCell:
     rows = [

@@ -41,6 +41,7 @@ from bench.core import claims as C
 from bench.core import fixes, seqstats, stats
 
 if TYPE_CHECKING:
+    from bench.core.cell import Cell
     from bench.core.resultset import ResultCell
     from bench.core.study import Study
 
@@ -74,23 +75,68 @@ def facets(study: Study, c: ResultCell, part: str | None = None) -> dict[str, An
     1 on a GPU platform, 0 on a CPU), and every param of the cell's spec (a param the cell
     predates reads as the study's default)."""
     given = c.spec.get("params")
-    params: dict[str, Any] = {**_defaults(study), **(given if isinstance(given, dict) else {})}
-    backend = part or str(c.first.get("backend"))
+    return _facets(
+        study,
+        given if isinstance(given, dict) else {},
+        part or str(c.first.get("backend")),
+        str(c.first.get("variant")),
+        str(c.spec.get("backend") or part or c.first.get("backend")),
+        c.spec.get("devices"),
+    )
+
+
+def planned_facets(study: Study, cell: Cell, part: str) -> dict[str, Any]:
+    """The facets a planned CELL's rows of backend PART will have (`facets`, before it runs)."""
+    return _facets(study, cell.params, part, cell.variant, cell.backend, list(cell.devices))
+
+
+def _facets(study: Study, given: dict, backend: str, variant: str, whole_backend: str, devs: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {**_defaults(study), **given}
     spec = study.backends.get(backend)
     platform = spec.platform if spec else "?"
-    devs = c.spec.get("devices") or params.get("devices") or []
+    devs = devs or params.get("devices") or []
     n = len(devs) if isinstance(devs, list) else len([d for d in str(devs).split(",") if d])
     out: dict[str, Any] = dict(params)
-    whole = [study.backends[b].platform for b in str(c.spec.get("backend") or backend).split("+") if b in study.backends]
+    whole = [study.backends[b].platform for b in whole_backend.split("+") if b in study.backends]
     cell_platform = next((p for p in whole if p != "cpu"), whole[0] if whole else platform)
     out.update(
         backend=backend,
-        variant=str(c.first.get("variant")),
+        variant=variant,
         platform=platform,
         cell_platform=cell_platform,
         gpus=0 if platform == "cpu" else max(1, n),
     )
     return out
+
+
+def first_pairs(registry: dict[str, Study], cells: list[Cell]) -> list[Cell]:
+    """The cells of CELLS that each study's first answer needs: per study, its first seed claim of the
+    headline that compares two platforms (a GPU against the CPU), each side's first planned cell.
+    `all` on a GPU host runs these before the rest of its first round and writes the report after
+    them, so every study's headline GPU-over-CPU row is filled early."""
+    picked: dict[int, Cell] = {}
+    for name in dict.fromkeys(c.study for c in cells):
+        study = registry[name]
+        mine = [c for c in cells if c.study == name]
+        for claim in getattr(study, "claims", ()):
+            if not (claim.headline and not claim.kit and isinstance(claim.rule, C.Ratio)):
+                continue
+            a, b = _first_match(study, mine, claim.rule.a), _first_match(study, mine, claim.rule.b)
+            if a is None or b is None or a[1] == b[1]:
+                continue  # not formed here, or both sides on one platform
+            picked[id(a[0])], picked[id(b[0])] = a[0], b[0]
+            break
+    return [c for c in cells if id(c) in picked]
+
+
+def _first_match(study: Study, cells: list[Cell], want: dict) -> tuple[Cell, str] | None:
+    """The first of CELLS with a part whose planned facets match WANT, and that part's platform."""
+    for c in cells:
+        for part in c.backend.split("+"):
+            f = planned_facets(study, c, part)
+            if all(f.get(k) == v for k, v in want.items()):
+                return c, str(f["platform"])
+    return None
 
 
 def known_facets(study: Study) -> set[str]:

@@ -170,15 +170,13 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                 kept: list = []  # outcomes of the parts done, for a pause in a later one
                 try:
                     if hook is not None:
-                        # the answer first: the first repeat of every cell but the ones with a one-time compile
-                        # (Study.deferred), then the report; then those and any further repeats, and the report again
-                        early = [c.repeat == 0 and not get_study(c.study).deferred(c) for c in cells]
-                        kept = sched.run([c for c, e in zip(cells, early) if e], schedule)
-                        hook()
-                        rest = [c for c, e in zip(cells, early) if not e]
-                        if rest:
-                            kept += sched.run(rest, schedule)
+                        # the answer first, in parts with the report written after each (answer_parts)
+                        parts = answer_parts(cells)
+                        for i, part in enumerate(parts):
+                            sched.then_s = sum(_estimate_s(c) for later in parts[i + 1 :] for c in later)
+                            kept += sched.run(part, schedule)
                             hook()
+                        sched.then_s = 0.0
                     else:
                         kept = sched.run(cells, schedule)
                     outcomes = kept
@@ -230,6 +228,33 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
         )
         return PAUSED
     return 0
+
+
+def answer_parts(cells: list[Cell]) -> list[list[Cell]]:
+    """The answer's first round in the order `all` runs it, the report written after each part:
+    1. each study's first GPU-over-CPU pair (bench.core.answers.first_pairs), so every study's
+       headline row is filled within minutes;
+    2. the first repeat of every other cell but the ones with a one-time compile (Study.deferred);
+    3. those, and any further repeats.
+    Empty parts are left out; every cell is in exactly one part, in the matrix's order."""
+    from bench.core.answers import first_pairs
+
+    names = dict.fromkeys(c.study for c in cells)
+    early = [c.repeat == 0 and not get_study(c.study).deferred(c) for c in cells]
+    first = {id(c) for c in first_pairs({n: get_study(n) for n in names}, [c for c, e in zip(cells, early) if e])}
+    parts = [
+        [c for c in cells if id(c) in first],
+        [c for c, e in zip(cells, early) if e and id(c) not in first],
+        [c for c, e in zip(cells, early) if not e and id(c) not in first],
+    ]
+    return [p for p in parts if p]
+
+
+def _estimate_s(cell: Cell) -> float:
+    from bench.run.eta import estimate_here
+
+    e = estimate_here(cell)
+    return e.open_s + e.steps * e.step_s
 
 
 def _after_round(req: RunRequest, echo: Callable[[str], None], started: float) -> Callable[[], None] | None:

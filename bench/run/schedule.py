@@ -276,6 +276,7 @@ class Scheduler:
         self._repeats = 1  # distinct repeats in the run (labels say which one when > 1)
         self._eta = Eta([])  # the run's cells' estimates, made in run()
         self.stop_at: float | None = None  # time.monotonic() past which no cell or round is started (--stop-after)
+        self.then_s = 0.0  # seconds planned after this run() call (the answer's later parts): the ETA adds them
 
     # ---- helpers
     def _say(self, msg: str) -> None:
@@ -304,6 +305,7 @@ class Scheduler:
         self._eta.stepped(child.cell.key)
         line = get_study(child.cell.study).progress_line(rows)
         done, total, left = self._eta.snapshot()
+        left += self.then_s
         eta = f"  [{done}/{total} steps, eta {fmt_seconds(left)}]"
         self._say(f"step {child.done_steps:>2}/{child.steps} {self._label(child.cell):<40} {line}{eta}")
         if self.progress is not None:
