@@ -4,6 +4,10 @@
 #
 #   KIT_GIT_SHA=<the clean commit> bash scripts/gpu_reference.sh      # on the lent GPU host, repo root
 #
+# MODE=main runs the README's main job instead (`orchestrate.py all`, no datasets: the embedded
+# default and synthetic sets) into results/main-<GPU>, and `verify` on it once it is done: what a
+# new user's GPU box does, resumed the same way (issue 53).
+#
 # In:  .whl/        wheels the host lacks (pydantic, optuna, torchao, ville, pooch; numpy < 2.4 for
 #                   numba-cuda), installed into /tmp/site and put first on PYTHONPATH
 #      .data/       the datasets dir (mnist/: the real MNIST, SHA-256 checked by the kit)
@@ -24,29 +28,44 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || { echo "failed" > "$OUT/status"; exit 1; }
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
-dest=results/reference/$gpu
+MODE=${MODE:-reference}
+case $MODE in
+  reference) dest=results/reference/$gpu ;;
+  main) dest=results/main-$gpu ;;
+  *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
+esac
+name=$(basename "$dest")
 if [ -f .refcarry/reference.tar.gz ]; then
   scratch=$(mktemp -d)
   if ! tar -xzf .refcarry/reference.tar.gz -C "$scratch" 2>"$OUT/untar.err"; then
     echo "error: .refcarry/reference.tar.gz is not a whole archive ($(head -1 "$OUT/untar.err")): bring back the last call's file again" | tee "$OUT/reference.log"
     echo "failed" > "$OUT/status"; exit 1
   fi
-  if ! (cd "$scratch/$gpu" && sha256sum -c --quiet MANIFEST.sha256) >"$OUT/manifest.err" 2>&1; then
+  if ! (cd "$scratch/$name" && sha256sum -c --quiet MANIFEST.sha256) >"$OUT/manifest.err" 2>&1; then
     echo "error: the carried results dir does not match its MANIFEST.sha256 ($(head -1 "$OUT/manifest.err")): not resumed" | tee "$OUT/reference.log"
     echo "failed" > "$OUT/status"; exit 1
   fi
-  rm -rf "$dest" && mkdir -p results/reference && mv "$scratch/$gpu" "$dest" && rm -f "$dest/MANIFEST.sha256"
+  rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && mv "$scratch/$name" "$dest" && rm -f "$dest/MANIFEST.sha256"
   echo "resumed $dest: $(find "$dest" -name rows.jsonl | wc -l) cells from the last call"
 fi
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
 start=$(date +%s)
-python3 orchestrate.py reference gpu --data-dir .data --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+if [ "$MODE" = main ]; then
+  empty=$(mktemp -d)  # no datasets: the README's main job on its embedded default
+  KIT_DATA_DIR=$empty python3 orchestrate.py all --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+else
+  python3 orchestrate.py reference gpu --data-dir .data --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+fi
 rc=${PIPESTATUS[0]}
 echo "reference exit code $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/reference.log"
 case $rc in 0) echo done > "$OUT/status" ;; 75) echo paused > "$OUT/status" ;; *) echo failed > "$OUT/status" ;; esac
+if [ "$MODE" = main ] && [ -d "$dest" ]; then
+  python3 orchestrate.py verify "$dest" 2>&1 | tee "$OUT/verify.log"
+  echo "verify exit code ${PIPESTATUS[0]}" | tee -a "$OUT/verify.log"
+fi
 if [ -d "$dest" ]; then
   (cd "$dest" && find . -type f ! -name MANIFEST.sha256 -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
-  tar -czf "$OUT/reference.tar.gz" -C results/reference "$gpu"
+  tar -czf "$OUT/reference.tar.gz" -C "$(dirname "$dest")" "$name"
   rm -f "$dest/MANIFEST.sha256"
   ls -la "$OUT/reference.tar.gz"
 fi
