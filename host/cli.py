@@ -604,6 +604,15 @@ def worth(
         typer.echo(hw.work_text(g))
 
 
+StopAfterOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="end this call cleanly before this time (e.g. 8m): no cell or round that would end later starts; "
+        "the same command resumes (exit code 75 while work is left)"
+    ),
+]
+
+
 @app.command("all", rich_help_panel=RUN, epilog="Example: python orchestrate.py all --profile smoke --schedule interleaved")
 @request_options(after={"report_dir": "out", "references": "ca_cert"})
 def all_cmd(
@@ -616,6 +625,7 @@ def all_cmd(
         bool,
         typer.Option(help="answer the seeds' claims also against the committed references (this CPU against their GPUs)"),
     ] = True,
+    stop_after: StopAfterOpt = None,
 ) -> None:
     """Run every platform this host can run, then write the report. With a GPU here and no --profile:
     the answer first (every study's GPU-vs-CPU comparisons, the same work on both sides), then rounds
@@ -624,12 +634,14 @@ def all_cmd(
     from host.report import REFERENCES
 
     budget = None if opts.until_decided else opts.budget  # the answer's: the whole run (host/answer_plan.py)
-    if budget is not None:
-        try:
+    try:
+        if budget is not None:
             parse_budget(budget)
-        except KitError as err:
-            usage(str(err))
-    req = _request(replace(opts, budget=None) if budget is not None else opts)
+        if stop_after is not None:
+            parse_budget(stop_after, "--stop-after")
+    except KitError as err:
+        usage(str(err))
+    req = _request(replace(opts, budget=None) if budget is not None else opts).replace(stop_after=stop_after)
     out = req.paths.out
     context = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if references and REFERENCES.is_dir() else []
     # the report of a results dir someone named (--out, $KIT_RESULTS_DIR) goes inside it: one report dir per run
@@ -781,13 +793,7 @@ def reference(
     out: Annotated[Path | None, typer.Option(help="default results/reference/<GPU name or cpu-<cores>core-<family>>")] = None,
     repeats: RepeatsOpt = None,
     allow_dirty: Annotated[bool, typer.Option(help="run from an unclean tree (the reports mark it; not for committing)")] = False,
-    stop_after: Annotated[
-        str | None,
-        typer.Option(
-            help="end this call cleanly before this time (e.g. 8m): no cell or round that would end later starts; "
-            "the same command resumes (exit code 75 while work is left)"
-        ),
-    ] = None,
+    stop_after: StopAfterOpt = None,
 ) -> None:
     """Remake a reference result set the one way it is made: fixed preset, real data, native; the gpu
     preset is the GPU host's answer (host/reference.py)."""

@@ -411,3 +411,22 @@ def test_a_ratio_of_any_readings_is_a_summary_or_one_value_error_never_a_divisio
         return
     assert min(b.values()) > 0 and s.median >= 0
     assert s.lo is None or s.lo <= s.hi
+
+
+def test_all_takes_stop_after_ends_cleanly_and_resumes(tmp_path, fake_gpu):
+    """The README's main job ends a call at --stop-after like `reference gpu` (exit 75, the report
+    of what finished) and the same command goes on; a bad value is one line before any cell."""
+    out, rep = tmp_path / "run", tmp_path / "rep"
+    base = ("orchestrate.py", "all", "--study", "ans", "--out", str(out), "--report-dir", str(rep), "--no-references")
+    base += ("--runtime", "native", "--set", "ans.slow_s=0.3", "--set", "epochs=3")
+    bad = _cli(*base, "--stop-after", "soon", env=ANS, gpu=fake_gpu)
+    assert bad.returncode == 2 and "--stop-after" in bad.stderr and not out.exists(), bad.stderr
+    first = _cli(*base, "--stop-after", "30s", env=ANS, gpu=fake_gpu, merged=True)
+    assert first.returncode == 75, first.stdout[-3000:]
+    assert "paused" in first.stdout
+    done = {p: p.stat().st_mtime_ns for p in out.glob("ans/*/rows.jsonl")}
+    assert done, first.stdout[-3000:]  # the first call finished some cells before it paused
+    again = _cli(*base, "--budget", "2m", env=ANS, gpu=fake_gpu, merged=True)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # a finished cell is never run again
+    assert len(list(out.glob("ans/*/rows.jsonl"))) > len(done) and (rep / "REPORT.md").is_file()

@@ -192,8 +192,8 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                 except Paused as p:  # --stop-after: what finished is kept; the same command resumes
                     paused = p
                     outcomes = kept + p.outcomes
-                    if hook is not None:
-                        hook()
+                    if hook is not None and any(o.status in ("ok", "reused") for o in outcomes):
+                        hook()  # the report of what finished (none: nothing to report yet)
         except Interrupted as stop:
             n = {s: sum(o.status == s for o in stop.outcomes) for s in ("ok", "reused", "interrupted")}
             raise KitError(
