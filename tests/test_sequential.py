@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.core import seqstats
 from bench.core.claims import FASTER, UNDECIDED, decide
@@ -225,3 +227,39 @@ def test_a_first_round_cell_costs_the_time_it_was_busy_not_the_interleaved_span(
     s.note([Outcome(Cell(), "ok", 60.0)])  # no busy time known: its own seconds
     s.note([Outcome(Cell(), "ok", 500.0, active_s=120.0)], share=40.0)  # an added round: its share of the round
     assert s._spent == {"k": [120.0, 60.0, 40.0]}
+
+
+_READING = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, -1.0, 1e-300, float("nan"), float("inf")]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    a=st.dictionaries(st.integers(0, 12), _READING, min_size=1, max_size=12),
+    b=st.dictionaries(st.integers(0, 12), _READING, min_size=1, max_size=12),
+)
+def test_swap_keeps_the_fixed_n_figure_where_a_side_cannot_make_a_ratio(tmp_path, a, b):
+    """A sequential run's finding whose side read 0 (an accuracy of nothing learned on synthetic
+    data: the H200 main job's report died on `0.0 / 1.67`), or any value no ratio takes, keeps its
+    fixed-n figure: swap never raises, and a finding it swaps rests on positive finite rounds only."""
+    from bench.core import answers as A
+    from bench.core.resultset import ResultCell
+    from bench.core.stats import Summary
+
+    root = tmp_path / "run"
+    root.mkdir(exist_ok=True)
+    (root / seqstats.RECORD).write_text(json.dumps({"method": "m", "confidence": 0.95, "comparisons": []}))
+
+    def side(name: str, per: dict) -> A.Side:
+        cells = [ResultCell(root / "s" / f"{name}-{r}", [{"backend": name, "status": "ok"}], {}) for r in per]
+        return A.Side(run="run", part=name, workload={}, facets={}, cells=cells, per=dict(per))
+
+    before = Summary(1.0, None, None, 1.0, 1.0, 1.0, 1.0, 1, "range")
+    f = A.Finding(value=before, sides=(side("a", a), side("b", b)), rank=0, of_ratio=True)
+    [got] = seqstats.swap("s", "c", [f])
+    if got.value is not before:
+        both = sorted(set(a) & set(b))
+        assert both and all(a[r] > 0 and b[r] > 0 and math.isfinite(a[r]) and math.isfinite(b[r]) for r in both)
+        assert got.value.kind == "cs"

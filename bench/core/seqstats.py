@@ -214,7 +214,10 @@ def swap(study: str, claim_id: str, found: list[Finding]) -> list[Finding]:
         rec = records.get(root) if root is not None else None
         if rec is None:
             continue
-        if not paired_rounds(f.sides[0].per, f.sides[1].per):
+        try:
+            if not paired_rounds(f.sides[0].per, f.sides[1].per):
+                continue
+        except ValueError:  # a side measured 0 (an accuracy of nothing learned): no ratio's sequence, the fixed-n figure stays
             continue
         f.value = pair_figure(f.sides[0].per, f.sides[1].per, sequential=True)
         stop = rec.get((study, claim_id, f.what, side_names(f)))
