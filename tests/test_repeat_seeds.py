@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from bench.core import fixes
 from bench.core.cell import Cell
 from bench.core.registry import get_study
@@ -57,3 +61,43 @@ def test_a_repeat_of_its_own_seed_is_held_to_another_seeds_tolerance_only_where_
     assert not other_seed(cell(1, before), old_entry)  # made before the fix: it trained from seed 0, as the entry
     assert not other_seed(cell(0, after), old_entry)  # the first repeat's seed never changed
     assert not other_seed(SimpleNamespace(study="mlp-scratch", repeat=1, system={}), old_entry)
+
+
+@hsettings(max_examples=120, deadline=None)
+@given(
+    a=st.floats(0.05, 5.0),
+    gap=st.floats(0.0, 0.2),
+    where=st.floats(-0.5, 1.5),
+)
+def test_two_runs_of_one_seed_hold_a_cell_to_their_range(a, gap, where):
+    """An entry made from two runs of one seed on one class (an H200 reference and a user's H200:
+    the same seed's GPU loss 2-3 % apart by epoch 2) keeps both curves ("0" and "0#1"), and a cell of
+    that seed passes anywhere in their range widened by the tolerance, and fails beyond it."""
+    from types import SimpleNamespace
+
+    import host.baselines as B
+
+    b = a * (1 + gap)
+    v = a + where * (b - a)
+    e = {"set": "t", "curve_x": "epoch", "curve_y": "train_loss", "loss_rtol": 0.02, "curve": [[1.0, (a + b) / 2]]}
+    e["curves"] = {"0": [[1.0, a]], "0#1": [[1.0, b]]}
+    cell = SimpleNamespace(study="profile", repeat=0, system={}, ok_rows=[])
+    real = B.loss_curve
+    B.loss_curve = lambda c, p: ("epoch", "train_loss", [(1.0, v)])  # the cell's curve
+    try:
+        why, _ = B.check_accuracy(cell, "torch-cuda", e)  # type: ignore[arg-type]
+    finally:
+        B.loss_curve = real
+    inside = a * (1 - 0.02) - 1e-12 <= v <= b * (1 + 0.02) + 1e-12
+    assert (not why) == inside, (a, b, v, why)
+
+
+def test_the_committed_h200_set_holds_both_h200_runs_of_each_seed():
+    """The H200 set is made from two H200 machines' runs (results/reference/H200 and H200-main):
+    where both ran a configuration, the entry keeps each run's curve of seed 0."""
+    import json as _json
+
+    root = Path(__file__).resolve().parent.parent / "results" / "reference" / "baselines"
+    entries = _json.loads((root / "profile.json").read_text())["sets"]["H200"]["entries"]
+    gpu = [e for e in entries if e["label"].startswith("torch-cuda finetune loader b64")]
+    assert gpu and set(gpu[0]["curves"]) == {"0", "0#1"} and gpu[0]["repeats"] == 2
