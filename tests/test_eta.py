@@ -79,3 +79,26 @@ def test_a_first_open_that_paid_a_one_time_cost_is_not_charged_to_its_repeats():
     real_left = sum(real_open[k] + 4 * 1.0 for k in ("a1", "a2"))
     left = eta.snapshot()[2]
     assert abs(left - real_left) <= 0.3 * real_left + 1.0, (left, real_left)
+
+
+def test_a_slow_cpu_cell_does_not_pace_the_same_study_s_gpu_cells():
+    """The H200 main job's ETA: a CPU int8 cell ran 10x its estimate; the same study's GPU cells,
+    not yet started, keep their own estimate (their platform's pace), not 10x it."""
+    from bench.core.cell import Cell
+    from bench.core.registry import get_study
+
+    study = get_study("cifar-opt")
+    cpu = next(c for c in study.matrix("cpu", "answer") if c.variant == "int8")
+    gpu = next(c for c in study.matrix("cuda", "answer") if c.variant == "tuned")
+    assert isinstance(cpu, Cell) and isinstance(gpu, Cell)
+    clock = [0.0]
+    eta = Eta.for_cells([cpu, gpu], clock=lambda: clock[0])
+    gpu_alone = eta.cost_of(gpu.key)
+    plan = eta._cells[cpu.key].plan
+    clock[0] += plan.open_s
+    eta.opened(cpu.key, plan.steps)
+    for _ in range(plan.steps):
+        clock[0] += 10 * plan.step_s
+        eta.stepped(cpu.key)
+    eta.ended(cpu.key)
+    assert eta.cost_of(gpu.key) == pytest.approx(gpu_alone, rel=0.05)

@@ -61,6 +61,24 @@ class _Cell:
         return self.plan.open_s + self.steps * self.plan.step_s
 
 
+def _platform(c: _Cell) -> str:
+    """The platform in a pace group "<study> <platform>" (for_cells), "" where the plan named none."""
+    return c.study.rsplit(" ", 1)[1] if " " in c.study else ""
+
+
+def _pace_group(cell: Any) -> str:
+    """Whose pace a cell not yet measured takes: its study's cells on its platform. A CPU cell whose
+    steps ran 10x its estimate (the answer's int8 cell: inductor compiles in its last step) says
+    nothing of the same study's GPU cells: pooled, it put two 40-s tuned cells at 12 min 19 s and
+    --stop-after paused the GPU host's main job before them."""
+    from bench.core.registry import get_study
+
+    try:
+        return f"{cell.study} {get_study(cell.study).platform_of(cell)}"
+    except Exception:  # noqa: BLE001 - an ETA never stops a run: a study it cannot read paces alone
+        return str(cell.study)
+
+
 def _group(cell: Any) -> str:
     spec = dict(cell.spec())
     spec.pop("repeat", None)
@@ -93,7 +111,7 @@ class Eta:
         """The ETA of CELLS (bench.core.cell.Cell), each with its study's estimate (a CPU cell's
         scaled to this host's cores: cpu_speedup)."""
         speed = cpu_speedup()
-        return cls(((c.key, estimate_here(c, speed), c.study, _group(c)) for c in cells), clock, serial)
+        return cls(((c.key, estimate_here(c, speed), _pace_group(c), _group(c)) for c in cells), clock, serial)
 
     def _trace(self, ev: str, **fields: Any) -> None:
         if not self._trace_path:
@@ -162,10 +180,19 @@ class Eta:
         target = self._cells.get(only) if only is not None else None
         measured = [c for c in cells if c.open_s is not None]
         run_pace = _pace(sum(_spent(c) for c in measured), sum(_planned(c) for c in measured), total)
-        study_pace = {}
+        study_pace, platform_pace = {}, {}
         for s in {c.study for c in measured}:
             mine = [c for c in measured if c.study == s]
             study_pace[s] = _pace(sum(_spent(c) for c in mine), sum(_planned(c) for c in mine), total)
+        for p in {_platform(c) for c in measured} - {""}:
+            mine = [c for c in measured if _platform(c) == p]
+            platform_pace[p] = _pace(sum(_spent(c) for c in mine), sum(_planned(c) for c in mine), total)
+
+        def pace(c: _Cell) -> float:  # its study's on its platform, else its platform's, else the run's
+            if c.study in study_pace:
+                return study_pace[c.study]
+            p = _platform(c)
+            return platform_pace.get(p, 1.0) if p else run_pace
         by_group: dict[str, list[_Cell]] = {}
         for c in measured:
             by_group.setdefault(c.group, []).append(c)
@@ -177,7 +204,7 @@ class Eta:
             if c.open_s is not None:  # under way: its own steps
                 step = statistics.median(c.step_times) if c.step_times else _twin_step(twins)
                 if step is None:
-                    step = c.plan.step_s * study_pace.get(c.study, run_pace)
+                    step = c.plan.step_s * pace(c)
                 close = _twin_close(twins)
                 left += max(c.steps - c.steps_done, 0) * step + (close if close is not None else CLOSE_STEP_SHARE * step)
             elif twins:  # a repeat of measured work
@@ -187,11 +214,11 @@ class Eta:
                 # above it paid a one-time cost (numba's first compile: 11 s, its repeats 1.4 s)
                 opened = min(
                     statistics.median(t.open_s for t in twins if t.open_s is not None),
-                    c.plan.open_s * study_pace.get(c.study, run_pace),
+                    c.plan.open_s * pace(c),
                 )
                 left += opened + c.steps * step + (close if close is not None else CLOSE_STEP_SHARE * step)
             else:
-                left += c.units_total * study_pace.get(c.study, run_pace)
+                left += c.units_total * pace(c)
         return left
 
 
