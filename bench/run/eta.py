@@ -193,6 +193,7 @@ class Eta:
                 return study_pace[c.study]
             p = _platform(c)
             return platform_pace.get(p, 1.0) if p else run_pace
+
         by_group: dict[str, list[_Cell]] = {}
         for c in measured:
             by_group.setdefault(c.group, []).append(c)
