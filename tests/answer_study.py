@@ -8,16 +8,16 @@ never pairs. Registered by naming this module in KIT_STUDY_MODULES (tests/ on PY
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.core import BackendSpec, Cell, Study, register_study
 from bench.core.claims import faster
-from bench.core.study import ANSWER_PROFILES
+from bench.core.study import ANSWER_PROFILES, free_work
 
 
 @dataclass(frozen=True)
 class AnsConfig:
-    epochs: int = 2  # timed steps per cell (the trained work: claims.TRAINED_WORK)
+    epochs: int = field(default=2, metadata={"work": "trained"})  # timed steps per cell (the trained work)
     fast_s: float = 0.01  # seconds a GPU step sleeps
     slow_s: float = 0.04  # seconds a CPU step sleeps
     dataset: str = "none"
@@ -58,7 +58,15 @@ class Ans(Study):
     timing_key = "step_s"
     backends = {"cpu-side": BackendSpec("answer_study", "cpu"), "gpu-side": BackendSpec("answer_study", "cuda")}
     claims = (
-        faster("gpu-over-cpu", "GPU over CPU", {"backend": "gpu-side"}, {"backend": "cpu-side"}, "the test", headline=True),
+        faster(
+            "gpu-over-cpu",
+            "GPU over CPU",
+            {"backend": "gpu-side"},
+            {"backend": "cpu-side"},
+            "the test",
+            headline=True,
+            free=(*free_work(AnsConfig), "dataset"),
+        ),
     )
 
     def matrix(self, platform: str, profile: str) -> list[Cell]:

@@ -101,10 +101,12 @@ def test_the_cpus_default_is_a_reduced_protocol_at_the_seeds_size_that_takes_min
 
 
 def test_the_cpus_default_cell_pairs_with_the_gpus_seed_cell_in_the_headline():
-    """Only work-amount parameters (bench.core.claims.SPEED_FREE) may differ between the CPU's
-    reduced cell and the GPU's run of the seed's setup, or 'GPU over CPU' cannot be formed."""
-    from bench.core.claims import ALWAYS_FREE, SPEED_FREE
+    """Only work-amount parameters (profile's claims.SPEED_FREE: its marked work and the dataset) may
+    differ between the CPU's reduced cell and the GPU's run of the seed's setup, or 'GPU over CPU'
+    cannot be formed."""
+    from bench.core.claims import ALWAYS_FREE
     from bench.core.registry import get_study
+    from bench.studies.profile.claims import SPEED_FREE
 
     st = get_study("profile")
     cpu = next(c for c in st.matrix("cpu", "default") if c.variant == "finetune")

@@ -27,14 +27,20 @@ def _acc(rows, part):
     return 1.0
 
 
-@given(key=st.sampled_from(C.TRAINED_WORK), va=st.integers(1, 50), vb=st.integers(1, 50))
-def test_a_quality_metric_never_pairs_sides_of_different_work(key, va, vb):
+# (study, param) for every param a study marks as trained work (Study.trained_params)
+TRAINED = sorted((name, k) for name, s in studies().items() for k in s.trained_params())
+
+
+@given(case=st.sampled_from(TRAINED), va=st.integers(1, 50), vb=st.integers(1, 50))
+def test_a_quality_metric_never_pairs_sides_of_different_work(case, va, vb):
+    name, key = case
+    study = studies()[name]
     a, b = _side("r1", {key: va, "model": "m"}), _side("r2", {key: vb, "model": "m"})
     free = (key,)
     rate = C.Ratio({"backend": "a"}, {"backend": "b"}, metric=_rate, free=free)
     acc = C.Ratio({"backend": "a"}, {"backend": "b"}, metric=_acc, free=free)
-    assert len(list(A._same_workload(rate, [a], [b]))) == 1  # a rate may let a declared work amount differ
-    assert len(list(A._same_workload(acc, [a], [b]))) == (1 if va == vb else 0)
+    assert len(list(A._same_workload(study, rate, [a], [b]))) == 1  # a rate may let a declared work amount differ
+    assert len(list(A._same_workload(study, acc, [a], [b]))) == (1 if va == vb else 0)
 
 
 def _metrics(rule) -> list:

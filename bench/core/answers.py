@@ -213,6 +213,7 @@ class Side:
     workload: dict  # the params a partner must share
     facets: dict  # the first cell's facets
     family: str = ""  # its backend's family (torch, numba, numpy, cupy)
+    work: tuple[str, ...] = ()  # its study's work-amount params (Study.work_amount), for Finding.work_differs
     cells: list = field(default_factory=list)  # one per repeat
     per: dict = field(default_factory=dict)  # repeat -> value
 
@@ -315,7 +316,9 @@ def sides(study: Study, cells: list[ResultCell], want: dict, metric: C.Metric | 
             if isinstance(work.get("gpus"), int) and work["gpus"] <= 1:
                 work.pop("gpus")  # one device is every cell's default: only a many-GPU side names its count
             spec = study.backends.get(part)
-            new = Side(run=c.run_label, part=part, workload=work, facets=f, family=spec.family if spec else "")
+            new = Side(
+                run=c.run_label, part=part, workload=work, facets=f, family=spec.family if spec else "", work=study.work_amount()
+            )
             s = out.setdefault((c.run_label, _key(work)), new)
             if c.repeat in s.per:
                 other = next(x for x in s.cells if x.repeat == c.repeat)
@@ -425,11 +428,11 @@ class Finding:
 
     @property
     def work_differs(self) -> list[str]:
-        """The work-amount params (claims.WORK_AMOUNT) whose values differ between the sides."""
+        """The work-amount params (its study's: Side.work) whose values differ between the sides, by name."""
         if len(self.sides) < 2:
             return []
         a, b = self.sides[0], self.sides[1]
-        return [k for k in C.WORK_AMOUNT if k not in ALWAYS_SKIP and a.facets.get(k) != b.facets.get(k)]
+        return sorted(k for k in a.work if k not in ALWAYS_SKIP and a.facets.get(k) != b.facets.get(k))
 
     def order(self) -> tuple:
         """Best first: an interval at all (2+ repeats a side), then sides that did the same amount of
@@ -466,7 +469,7 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
         raise DeclarationError("both sides resolve to the same cells: the sides need facets that tell them apart")
     span = ACROSS.get(rule.across) if rule.across else None
     out = []
-    for a, b, work in _same_workload(rule, a_sides, b_sides):
+    for a, b, work in _same_workload(study, rule, a_sides, b_sides):
         if unlike(study, a, b, set(rule.a) | set(rule.b)):
             continue  # not the same work or data: never a pair (missing() says what to run instead)
         rank = _rank(a, b)
@@ -485,13 +488,19 @@ def ratio_findings(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list
     return out
 
 
-def _same_workload(rule: C.Ratio, a_sides: list[Side], b_sides: list[Side]) -> Iterator[tuple[Side, Side, dict]]:
+def free_of(study: Study, rule: C.Ratio | C.Level) -> tuple[str, ...]:
+    """The params RULE lets differ between two answers: its `free`, or where a Level leaves it
+    None, STUDY's work (Study.work_amount)."""
+    return study.work_amount() if rule.free is None else rule.free
+
+
+def _same_workload(study: Study, rule: C.Ratio, a_sides: list[Side], b_sides: list[Side]) -> Iterator[tuple[Side, Side, dict]]:
     """(a, b, workload) for every A and B side of RULE that share the workload: every param but
     the claim's own and its free ones (a CPU side runs on no GPU: GPU over CPU compares whatever GPU
     count A names). The one place pair candidates are found; ratio_findings and _not_alike read it."""
-    skip = set(rule.a) | set(rule.b) | set(rule.free)
+    skip = set(rule.a) | set(rule.b) | set(free_of(study, rule))
     if C.is_quality(rule.metric):  # how well a side learned depends on how much it trained: never free
-        skip -= set(C.TRAINED_WORK)
+        skip -= set(study.trained_params())
     for a in a_sides:
         for b in b_sides:
             apart = skip | ({"gpus"} if a.facets.get("platform") != b.facets.get("platform") else set())
@@ -508,8 +517,8 @@ def unlike(study: Study, a: Side, b: Side, compared: set[str] | None = None) -> 
     if a.data != b.data:
         out.append(f"data {_data_text(a.data)} / {_data_text(b.data)}")
     wa, wb = study.trained_work(a.facets), study.trained_work(b.facets)
-    for k in C.TRAINED_WORK:
-        if k in (compared or set()) or k not in wa or k not in wb:
+    for k in wa:
+        if k in (compared or set()) or k not in wb:
             continue
         if wa[k] != wb[k]:
             out.append(f"{k} {wa[k]} / {wb[k]}")
@@ -532,9 +541,9 @@ def _rank(a: Side, b: Side) -> int:
 
 
 def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list[Finding]:
-    skip = set(rule.side) | set(rule.free)
+    skip = set(rule.side) | set(free_of(study, rule))
     if C.is_quality(rule.metric):  # an accuracy at 3 epochs is another answer than at 10
-        skip -= set(C.TRAINED_WORK)
+        skip -= set(study.trained_params())
     return [
         Finding(
             value=stats.summarize(list(s.per.values())),
@@ -771,7 +780,7 @@ def _not_alike(study: Study, cells: list[ResultCell], rule: C.Ratio) -> list[str
         a_sides, b_sides = sides(study, cells, rule.a, rule.metric), sides(study, cells, rule.b, rule.metric)
     except DeclarationError:
         return []
-    for a, b, _ in _same_workload(rule, a_sides, b_sides):
+    for a, b, _ in _same_workload(study, rule, a_sides, b_sides):
         if a.context and b.context:
             continue  # two references added for context: what keeps them apart says nothing of this run
         diff = unlike(study, a, b, set(rule.a) | set(rule.b))
@@ -797,7 +806,7 @@ def _to_pair(study: Study, a: Side, b: Side) -> str:
             )
         return f"run both on one dataset ({na} or {nb})"
     wa, wb = study.trained_work(a.facets), study.trained_work(b.facets)
-    sets = " ".join(f"--set {k}={wb[k]}" for k in C.TRAINED_WORK if k in wa and k in wb and wa[k] != wb[k])
+    sets = " ".join(f"--set {k}={wb[k]}" for k in wa if k in wb and wa[k] != wb[k])
     return f"run {a.run}'s side at {b.run}'s work ({sets}), or both with `--profile answer`"
 
 

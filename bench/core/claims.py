@@ -113,48 +113,19 @@ ABSOLUTE_UNITS = frozenset(
 # params that never make two workloads different: how many threads or loader workers a
 # host gave, which devices by index, and the file checksum (the dataset name stays)
 ALWAYS_FREE = ("threads", "num_workers", "devices", "dataset_sha256")
-# params that set how much work a cell does (epochs, step caps, warm-up, sweep and profiler
-# settings), not what one step computes: a rate does not depend on them, so a claim about a
-# rate may let them differ (a reduced CPU protocol beside the GPU's full one); a pair whose
-# sides differ in one says so
-WORK_AMOUNT = (
-    "epochs",
-    "max_steps",
-    "max_train_batches",
-    "max_val_batches",
-    "max_eval_batches",
-    "warmup_steps",
-    "warmup_batches",
-    "idle_s",
-    "overhead_blocks",
-    "overhead_steps",
-    "prof_wait",
-    "prof_active",
-    "prof_warmup",
-    "roof_sizes",
-    "sweep_batches",
-    "sweep_max_batch",
-    "sweep_min_batch",
-    "sweep_mem_fraction",
-    "synthetic_train_per_class",
-    "synthetic_val_per_class",
-    "trials",
-    "calib_batches",
-    "latency_calls",
-    "latency_warmup",
-    "n_train",
-    "n_test",
-)
-# the work a cell trains: how many images, steps, epochs and search trials. A pair is the same work on
-# both sides or no pair at all (DESIGN, "same work on both sides"): whatever a claim lets differ, these
-# and the data (its name, and whether real) must agree, except where the claim compares them itself.
-# A side that cannot afford the seed's setup makes both sides smaller, never one.
-TRAINED_WORK = ("epochs", "max_steps", "max_train_batches", "n_train", "synthetic_train_per_class", "trials", "limit_train")
-# a speed claim's workload is its shapes and work: the dataset's name is not part of it (a pair still
-# forms only on equal data: answers.unlike). What the data adds to a rate is in the ratio, never the
-# model's alone: through a loader of synthetic JPEGs the loader's decode cost is in it (a pipeline
-# that keeps its batch on the device, synthetic-gpu, leaves the model's own speed)
-SPEED_FREE = (*WORK_AMOUNT, "dataset")
+# The params that set how much work a cell does (epochs, step caps, warm-up, sweep and profiler
+# settings), not what one step computes, are each study's: marked on its Config's fields
+# (bench.core.study.work_params; Study.work_amount, Study.trained_params). A rate does not depend on
+# them, so a claim about a rate may let them differ (a reduced CPU protocol beside the GPU's full
+# one); a pair whose sides differ in one says so. The work a cell trains (its fields marked
+# "trained": images, steps, epochs, search trials) is the same on both sides or no pair at all
+# (DESIGN, "same work on both sides"): whatever a claim lets differ, it and the data (its name, and
+# whether real) must agree, except where the claim compares them itself. A side that cannot afford
+# the seed's setup makes both sides smaller, never one. A speed claim's workload is its shapes and
+# work: a study's speed claims let its work and the dataset's name differ (a pair still forms only
+# on equal data: answers.unlike). What the data adds to a rate is in the ratio, never the model's
+# alone: through a loader of synthetic JPEGs the loader's decode cost is in it (a pipeline that
+# keeps its batch on the device, synthetic-gpu, leaves the model's own speed)
 
 
 @dataclass(frozen=True)
@@ -204,8 +175,8 @@ Metric = Callable[[list[dict], str], "float | None"]  # (a cell's rows, its row 
 
 def quality(metric: Metric) -> Metric:
     """Mark METRIC as a measure of how well a side learned (an accuracy, a loss, a gap between
-    curves): it depends on how much the side trained, so no trained-work param (TRAINED_WORK: epochs,
-    steps, images, trials) is free for it, whatever a claim's `free` says: a 3-epoch side never pairs
+    curves): it depends on how much the side trained, so no trained-work param (Study.trained_params:
+    epochs, steps, images, trials) is free for it, whatever a claim's `free` says: a 3-epoch side never pairs
     with, or stands beside, a 10-epoch one (bench.core.answers reads the mark). The other work-amount
     params (latency calls, calibration batches, held-out images) stay as free as the claim says."""
     metric.quality = True  # type: ignore[attr-defined]
@@ -235,7 +206,8 @@ class Level:
     side: dict[str, Any]
     metric: Metric
     unit: str = ""
-    free: tuple[str, ...] = WORK_AMOUNT  # params whose values do not tell two answers apart
+    # params whose values do not tell two answers apart; None: the study's work (Study.work_amount)
+    free: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -291,11 +263,13 @@ def faster(
     where: str,
     seed: float | tuple[float, float] | None = None,
     seed_text: str = "",
-    free: tuple[str, ...] = SPEED_FREE,
+    free: tuple[str, ...] = (),
     headline: bool = True,
     **kw: Any,
 ) -> Claim:
-    """A speed comparison: A's throughput over B's, the claim that A is faster (or KW's expect)."""
+    """A speed comparison: A's throughput over B's, the claim that A is faster (or KW's expect). FREE:
+    the params that may differ between the sides; a study passes its work and "dataset" (module
+    comment above)."""
     return Claim(id, text, where, Ratio(a, b, free=free), seed=seed, seed_text=seed_text, headline=headline, **kw)
 
 
@@ -401,12 +375,9 @@ __all__ = [
     "NOT_COMPARABLE",
     "NOT_HERE",
     "NOT_JUDGED",
-    "SPEED_FREE",
     "TALLY",
-    "TRAINED_WORK",
     "UNDECIDED",
     "VERDICTS",
-    "WORK_AMOUNT",
     "Claim",
     "Expect",
     "Level",

@@ -49,6 +49,41 @@ ANSWER = "answer"
 ANSWER_PROFILES = (*PROFILES, ANSWER)
 
 
+# How much work a cell does is marked where each study declares its params, on its Config's fields:
+#     epochs: int = field(default=10, metadata={"work": "trained"})
+#     latency_calls: int = field(default=1000, metadata={"work": "amount"})
+# "trained": the work it trains (epochs, steps, training images, search trials): two sides pair only
+# where it agrees (Study.trained_work), and no quality metric (an accuracy, a loss) lets it differ;
+# "amount": how long or how much is measured (warm-up, latency calls, profiler windows, sweep sizes,
+# held-out images). A rate does not depend on either, so a claim's `free` takes the study's work
+# (Study.work_amount: a Level by default, a speed claim with the dataset's name). A field marked
+# {"free": False} as well is work that no claim lets differ (mnist-cnn's limit_train, a smoke run's
+# cut of the training set).
+WORK_KINDS = ("amount", "trained")
+
+
+def work_params(config: type, kind: str | None = None) -> tuple[str, ...]:
+    """The fields of the Config dataclass CONFIG marked as work of KIND (None: either kind), in
+    their declaration order; ValueError for a mark that is no WORK_KINDS."""
+    out = []
+    for f in dataclasses.fields(config):
+        got = f.metadata.get("work")
+        if got is None:
+            continue
+        if got not in WORK_KINDS:
+            raise ValueError(f"{config.__name__}.{f.name}: work mark {got!r}; choose {', '.join(WORK_KINDS)}")
+        if kind is None or got == kind:
+            out.append(f.name)
+    return tuple(out)
+
+
+def free_work(config: type) -> tuple[str, ...]:
+    """CONFIG's work params that a claim lets differ (Level's default; a speed claim's `free` with
+    "dataset"): every one marked as work but those marked {"free": False} too."""
+    free = {f.name for f in dataclasses.fields(config) if f.metadata.get("free", True)}
+    return tuple(k for k in work_params(config) if k in free)
+
+
 class Speed(NamedTuple):
     """One speed figure of one repeat, as verify's speed baselines and the run history hold it."""
 
@@ -390,13 +425,23 @@ class Study:
     def open(self, cell: Cell, ctx: RunContext) -> StepRun:
         raise NotImplementedError
 
-    def trained_work(self, facets: dict) -> dict:
-        """The work a cell with FACETS (its params, backend, variant) trains: the values of
-        claims.TRAINED_WORK it has. Two sides pair only where these agree (bench/core/answers.py);
-        a study drops a param its variant does not use (a search's trials on a cell that runs none)."""
-        from bench.core.claims import TRAINED_WORK
+    def work_amount(self) -> tuple[str, ...]:
+        """The params that set how much work a cell does and that a claim lets differ: its Config's
+        fields marked as work (free_work). A Level's default `free`; a pair whose sides differ in
+        one says so (bench.core.answers)."""
+        config = getattr(self, "Config", None)
+        return free_work(config) if config is not None else ()
 
-        return {k: facets[k] for k in TRAINED_WORK if k in facets}
+    def trained_params(self) -> tuple[str, ...]:
+        """The params of the work a cell trains: its Config's fields marked {"work": "trained"}."""
+        config = getattr(self, "Config", None)
+        return work_params(config, "trained") if config is not None else ()
+
+    def trained_work(self, facets: dict) -> dict:
+        """The work a cell with FACETS (its params, backend, variant) trains: the values of its
+        trained_params it has. Two sides pair only where these agree (bench/core/answers.py); a
+        study drops a param its variant does not use (a search's trials on a cell that runs none)."""
+        return {k: facets[k] for k in self.trained_params() if k in facets}
 
     def deferred(self, cell: Cell) -> bool:
         """Whether CELL pays a one-time cost (a compile, a graph capture) that the answer's first round

@@ -45,8 +45,6 @@ import json
 from bench.core import answers
 from bench.core.answers import Finding
 from bench.core.claims import (
-    SPEED_FREE,
-    WORK_AMOUNT,
     Claim,
     Expect,
     Level,
@@ -60,8 +58,8 @@ from bench.core.claims import (
     faster,
 )
 from bench.core.resultset import ResultCell
-from bench.core.study import Study
-from bench.studies.cifar_opt.config import chance_limit
+from bench.core.study import Study, free_work
+from bench.studies.cifar_opt.config import CifarOptConfig, chance_limit
 from bench.studies.cifar_opt.readout import (
     SEED_N_TRAIN,
     difference,
@@ -88,10 +86,12 @@ GAIN_PTS = (3.0, 6.0)
 FIG_TOL = 0.25
 CHANCE_PCT = 100 * chance_limit(1000)
 
-SEARCH_BUDGET = ("trial_epochs", "trial_budget_s")  # how long a search ran (with `trials`, a WORK_AMOUNT param)
+WORK = free_work(CifarOptConfig)  # its work params (config.py marks them): a Level's default `free`
+SPEED_FREE = (*WORK, "dataset")  # a speed claim's (bench.core.claims: the dataset's name is no part of a rate)
+SEARCH_BUDGET = ("trial_epochs", "trial_budget_s")  # how long a search ran (with `trials`, a work param)
 TUNED_FREE = (*SPEED_FREE, *SEARCH_BUDGET)  # a speed claim about a Tuned side: each side's search ran its own budget
 # an accuracy claim: the data must match, the amount of work may not (the seed: 5 CPU, 10 GPU epochs)
-ACC_FREE = (*WORK_AMOUNT, *SEARCH_BUDGET)
+ACC_FREE = (*WORK, *SEARCH_BUDGET)
 
 # the seed's configurations (batch 32 on its DataLoader, one GPU; a Tuned side trains at its
 # search's pick). A param pinned on one side of a Ratio is not compared with the other side: pin
@@ -185,7 +185,16 @@ def _fig(x: float, unit: str) -> Expect:
 
 CLAIMS: tuple[Claim, ...] = (
     # ---- training time
-    faster("gpu-over-cpu", "GPU Default over CPU Default (training img/s)", GPU_D, CPU_D, V_VII_ABS, None, UNIVERSALLY),
+    faster(
+        "gpu-over-cpu",
+        "GPU Default over CPU Default (training img/s)",
+        GPU_D,
+        CPU_D,
+        V_VII_ABS,
+        None,
+        UNIVERSALLY,
+        free=SPEED_FREE,
+    ),
     faster(
         "amp-gpu-over-cpu",
         "GPU AMP over CPU Default (training img/s)",
@@ -195,6 +204,7 @@ CLAIMS: tuple[Claim, ...] = (
         None,
         UNIVERSALLY,
         headline=False,
+        free=SPEED_FREE,
     ),
     faster(
         "optuna-gpu-over-cpu",
@@ -216,6 +226,7 @@ CLAIMS: tuple[Claim, ...] = (
         (1 / (1 - AMP_CUT[0]), 1 / (1 - AMP_CUT[1])),
         "5-20 % less training time",
         expect=between(1 / (1 - AMP_CUT[0]), 1 / (1 - AMP_CUT[1]), "1.05-1.25x (5-20 % less time)"),
+        free=SPEED_FREE,
     ),
     faster(
         "optuna-over-default",
@@ -237,6 +248,7 @@ CLAIMS: tuple[Claim, ...] = (
         None,
         "consistently less epoch time",
         comparable=SAME_SPEED,
+        free=SPEED_FREE,
     ),
     Claim(
         "quant-32pct",

@@ -21,7 +21,7 @@ GPU-resident pipeline; `tuned` = bf16+cl+compile+graphs on the resident pipeline
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bench.core.cell import Cell
 from bench.core.errors import KitError
@@ -60,27 +60,31 @@ def trial_train_size(n_train: int, val_fraction: float) -> int:
     return n_train - 10 * max(1, round(val_fraction * per))
 
 
+# a field marked {"work": ...} sets how much work a cell does (bench.core.study.work_params)
 @dataclass(frozen=True)
 class CifarOptConfig:
     model: str = "resnet18"  # torchvision resnet18 | mobilenet_v2, num_classes=10, 32x32 input as the seed
-    epochs: int = 5  # passes over the training subsample (the seed: 5 on CPU, 10 on GPU; the matrix sets it)
+    # passes over the training subsample (the seed: 5 on CPU, 10 on GPU; the matrix sets it)
+    epochs: int = field(default=5, metadata={"work": "trained"})
     batch_size: int = 32  # samples per SGD step
     lr: float = 0.001  # SGD learning rate (the seed's)
     momentum: float = 0.9  # SGD momentum
     weight_decay: float = 1e-4  # SGD weight decay
-    n_train: int = 5000  # stratified training subsample (the seed's 5,000)
-    n_test: int = 1000  # stratified test subsample (the seed's 1,000)
+    n_train: int = field(default=5000, metadata={"work": "trained"})  # stratified training subsample (the seed's 5,000)
+    n_test: int = field(default=1000, metadata={"work": "amount"})  # stratified test subsample (the seed's 1,000)
     subsample_seed: int = 42  # fixes which images are in the subsample (the seed's fixed seed)
     pipeline: str = "loader"  # loader (the seed's DataLoader) | resident (uint8 on the device) | synthetic-gpu
     num_workers: int = -1  # DataLoader workers; -1 = the seed's (8 on CPU, 4 on GPU) capped at this process's cores
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     dataset: str = "auto"  # auto | cifar10 | cifar10-synthetic (resolved by the matrix)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
-    latency_calls: int = 1000  # timed batch-1 inference calls per deployment form (after warm-up)
-    latency_warmup: int = 50  # untimed batch-1 calls first
+    # timed batch-1 inference calls per deployment form (after warm-up)
+    latency_calls: int = field(default=1000, metadata={"work": "amount"})
+    latency_warmup: int = field(default=50, metadata={"work": "amount"})  # untimed batch-1 calls first
     infer_batch: int = 256  # batch size of the batched-inference throughput
-    calib_batches: int = 16  # int8 PT2E: calibration batches (of batch_size, from the training set)
-    trials: int = 8  # optuna: trial budget (trials)
+    # int8 PT2E: calibration batches (of batch_size, from the training set)
+    calib_batches: int = field(default=16, metadata={"work": "amount"})
+    trials: int = field(default=8, metadata={"work": "trained"})  # optuna: trial budget (trials)
     trial_budget_s: float = 0.0  # optuna: trial budget (seconds; 0 = no limit)
     trial_epochs: int = 1  # optuna: epochs per trial
     val_fraction: float = 0.2  # optuna: share of the training subsample held out to score trials (never the test set)

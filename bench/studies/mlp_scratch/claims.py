@@ -44,10 +44,13 @@ Thresholds, each the reading of a word:
 from __future__ import annotations
 
 from bench.core import answers
-from bench.core.claims import WORK_AMOUNT, Claim, Level, Measured, Metric, Needs, Ratio, above, below, between, quality
+from bench.core.claims import Claim, Level, Measured, Metric, Needs, Ratio, above, below, between, quality
+from bench.core.study import free_work
 from bench.studies.mlp_scratch import readout as R
+from bench.studies.mlp_scratch.config import MlpConfig
 
 MEM_TOL, SIGNIFICANT, SIMILAR_PTS = 0.25, 2.0, 1.0
+WORK = free_work(MlpConfig)  # its work params (config.py marks them; none today): a Level's default `free`
 CP = {"backend": "cupy"}
 NP = {"backend": "numpy", "cell_platform": "cuda"}  # NumPy's runs inside the GPU cell
 GPU_CELL = "a GPU cell: NumPy and CuPy side by side (--platform cuda)"
@@ -87,7 +90,7 @@ def _faster(cid: str, text: str, where: str, metric: Metric | None, seed: tuple[
         cid,
         text,
         where,
-        Ratio(CP, NP, metric, free=WORK_AMOUNT, across="run"),
+        Ratio(CP, NP, metric, free=WORK, across="run"),
         seed=seed[0] / seed[1],
         seed_text=f"{seed[0]:g} / {seed[1]:g} " + ("s" if cid == "cupy-over-numpy" else "ms"),
         needs=MNIST,
@@ -179,7 +182,7 @@ CLAIMS: tuple[Claim, ...] = (
         "t5-overhead",
         "The GPU has significantly higher framework overhead (CUDA runtime, allocation)",
         "Table 5, Sec. 8.4",
-        Ratio(CP, NP, R.memory_metric(R.OVERHEAD), free=WORK_AMOUNT, across="run"),
+        Ratio(CP, NP, R.memory_metric(R.OVERHEAD), free=WORK, across="run"),
         above(SIGNIFICANT, f"CuPy's at least {SIGNIFICANT:g}x NumPy's"),
         158.6 / 12.5,
         "158.6 / 12.5 MB",
@@ -190,7 +193,7 @@ CLAIMS: tuple[Claim, ...] = (
         "t5-total",
         "GPU implementations require more memory in all",
         "Table 5, Sec. 8.5",
-        Ratio(CP, NP, R.memory_metric(R.MEMORY_TOTAL), free=WORK_AMOUNT, across="run"),
+        Ratio(CP, NP, R.memory_metric(R.MEMORY_TOTAL), free=WORK, across="run"),
         above(1.0, "CuPy's total above NumPy's"),
         274.1 / 128.0,
         "274.1 / 128.0 MB",
@@ -211,7 +214,7 @@ CLAIMS: tuple[Claim, ...] = (
         "tuned-over-cupy",
         "CuPy tuned (fused, graphed) over CuPy as written",
         "the kit",
-        Ratio({"backend": "cupy-tuned"}, CP, free=WORK_AMOUNT, across="run"),
+        Ratio({"backend": "cupy-tuned"}, CP, free=WORK, across="run"),
         headline=True,
         kit=True,
     ),

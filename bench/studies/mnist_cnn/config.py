@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bench.core.cell import Cell
 
 DATASETS = ("auto", "mnist", "digits")  # auto: MNIST when <data dir>/mnist exists, else the embedded digits
 
 
+# a field marked {"work": ...} sets how much work a cell does (bench.core.study.work_params)
 @dataclass(frozen=True)
 class MnistCnnConfig:
     pipeline: str = "resident"  # seed (per-sample transforms via a DataLoader) | resident (normalised tensor, seeded slices)
-    epochs: int = 10  # passes over the training set
+    epochs: int = field(default=10, metadata={"work": "trained"})  # passes over the training set
     batch_size: int = 512  # samples per SGD step
     lr: float = 0.01  # SGD learning rate
     momentum: float = 0.9  # SGD momentum (torch form: v = m*v + g)
@@ -20,7 +21,8 @@ class MnistCnnConfig:
     last_batch: str = "pad"  # pad (repeat samples from the start, as the seed) | drop
     dataset: str = "auto"  # auto | mnist | digits (resolved by the matrix to mnist or digits)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
-    limit_train: int = 0  # use the first N training samples (smoke runs); 0 = all
+    # use the first N training samples (smoke runs); 0 = all
+    limit_train: int = field(default=0, metadata={"work": "trained", "free": False})
     init: str = "kit"  # kit (torch's default U(+-1/sqrt(fan_in)) everywhere) | seed (seed 000: conv N(0,1)*0.1, dense He normal, zero biases)
     sgd: str = "torch"  # torch (v = m*v + g, g of the batch-mean loss) | seed (seed 000: v = m*v + (1-m)*G, G of the batch-summed loss; variant seed only)
     input_scale: str = "normalize"  # normalize ((x/255 - 0.1307)/0.3081) | div255 (x/255 only: seed 000's Numba input)

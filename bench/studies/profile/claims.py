@@ -48,8 +48,6 @@ from collections.abc import Callable
 from bench.core import answers
 from bench.core.answers import Finding
 from bench.core.claims import (
-    SPEED_FREE,
-    WORK_AMOUNT,
     Claim,
     Expect,
     Level,
@@ -60,7 +58,9 @@ from bench.core.claims import (
     below,
     between,
 )
+from bench.core.study import free_work
 from bench.studies.profile import readout, seed
+from bench.studies.profile.config import ProfileConfig
 
 HUGE, LOW_UTIL, UTIL_PTS, READING_TOL, TEMP_C = 2.0, 20.0, 5.0, 0.25, 5.0
 LOAD_PCT, MOST_PCT, NO_EFFECT, ACC_PTS, SMALL_GAIN = 10.0, 50.0, 0.10, 1.0, 2.0
@@ -68,6 +68,8 @@ MIB = 1.048576  # MB (10^6 bytes) per MiB, nvidia-smi's unit
 SIMPLER = "resnet18"  # the seed's unnamed "simpler network": plain 3x3 convolutions, 1.8 GFLOPs at 224 px (DenseNet-121: 2.9)
 SEED_HW = ("RTX A6000",)
 SCALING = 0.95  # the kit's target for DDP: N GPUs at least 0.95 N times one GPU's images per second
+WORK = free_work(ProfileConfig)  # its work params (config.py marks them): a Level's default `free`
+SPEED_FREE = (*WORK, "dataset")  # a speed claim's (bench.core.claims: the dataset's name is no part of a rate)
 DP_ON_NOTE = (
     "cuDNN caches its benchmarked algorithms per thread and nn.DataParallel runs each replica in a fresh thread every "
     "step, so with benchmark on every step searches again (the report's two-GPU section measures it); the DataParallel "
@@ -162,7 +164,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "batch_size": 128},
             {"backend": "torch-cuda", "batch_size": 64},
             seed_runs_per_hour,
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         seed=seed.B128_OVER_B64,
         seed_text="2 h / 1 h 15 min",
@@ -186,7 +188,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "variant": "finetune", "batch_size": 128},
             {"backend": "torch-cuda", "variant": "finetune", "batch_size": 64},
             gpu(UTIL, 0),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         above(1.0, "busier at 128 (above 1x)"),
         69 / 3,
@@ -282,7 +284,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "batch_size": 128},
             {"backend": "torch-cuda", "batch_size": 64},
             gpu_mem_total_mb,
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         above(1.0, "more at 128 (above 1x)"),
         (5060 + 1838) / (3564 + 2374),
@@ -296,12 +298,12 @@ CLAIMS: tuple[Claim, ...] = (
         answers.conditions(
             (
                 "batch 128 / 64",
-                Ratio({**CPU1, "batch_size": 128}, {**CPU1, "batch_size": 64}, of(readout.RSS_MAX, max), free=WORK_AMOUNT),
+                Ratio({**CPU1, "batch_size": 128}, {**CPU1, "batch_size": 64}, of(readout.RSS_MAX, max), free=WORK),
                 None,
             ),
             (
                 "lr 0.03 / 0.003",
-                Ratio({**CPU1, "lr": 0.03}, {**CPU1, "lr": 0.003}, of(readout.RSS_MAX, max), free=WORK_AMOUNT),
+                Ratio({**CPU1, "lr": 0.03}, {**CPU1, "lr": 0.003}, of(readout.RSS_MAX, max), free=WORK),
                 None,
             ),
         ),
@@ -363,7 +365,7 @@ CLAIMS: tuple[Claim, ...] = (
         "b128-keeps-accuracy",
         "Batch 128 trains faster without hampering the accuracy",
         "Sec. VIII.D",
-        Ratio({**GPU1, **WHOLE, "batch_size": 128}, {**GPU1, **WHOLE, "batch_size": 64}, final_acc_pct, free=WORK_AMOUNT),
+        Ratio({**GPU1, **WHOLE, "batch_size": 128}, {**GPU1, **WHOLE, "batch_size": 64}, final_acc_pct, free=WORK),
         above(1 - ACC_PTS / 100, f"b128's accuracy at most {ACC_PTS:g} % below b64's"),
         seed_text="'without hampering the accuracy'",
         needs=IMAGENET,
@@ -402,7 +404,7 @@ CLAIMS: tuple[Claim, ...] = (
                 Level({**GPU1, **WHOLE}, final_acc_pct, "%"),
                 between(98 - ACC_PTS, 99 + ACC_PTS, "98-99 %, a point either side"),
             ),
-            ("CPU / GPU", Ratio({**CPU1, **WHOLE}, {**GPU1, **WHOLE}, final_acc_pct, free=WORK_AMOUNT), None),
+            ("CPU / GPU", Ratio({**CPU1, **WHOLE}, {**GPU1, **WHOLE}, final_acc_pct, free=WORK), None),
         ),
         between(1 - ACC_PTS / 100, 1 + ACC_PTS / 100, f"within {ACC_PTS:g} % of each other"),
         seed_text="98-99 %, CPU and GPU alike",
@@ -446,7 +448,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": True},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none", "cudnn_benchmark": True},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         headline=True,
         kit=True,
@@ -460,7 +462,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": False},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none", "cudnn_benchmark": True},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         kit=True,
         note="DataParallel scatters, replicates the model and gathers on GPU:0 every step, from one process",
@@ -473,7 +475,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         headline=True,
         kit=True,
@@ -486,7 +488,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         above(2 * SCALING, f"2 GPUs at least {2 * SCALING:g}x one (scaling efficiency {SCALING:g})"),
         kit=True,
@@ -499,7 +501,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 4, "parallel": "ddp"},
             {"backend": "torch-cuda", "gpus": 1, "parallel": "none"},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         above(4 * SCALING, f"4 GPUs at least {4 * SCALING:g}x one (scaling efficiency {SCALING:g})"),
         kit=True,
@@ -512,7 +514,7 @@ CLAIMS: tuple[Claim, ...] = (
             {"backend": "torch-cuda", "gpus": 2, "parallel": "ddp", "cudnn_benchmark": True},
             {"backend": "torch-cuda", "gpus": 2, "parallel": "dp", "cudnn_benchmark": False},
             of(readout.IPS),
-            free=WORK_AMOUNT,
+            free=WORK,
         ),
         kit=True,
         note="DDP's ranks keep cuDNN's benchmark on (one process, one thread each); DataParallel's best is benchmark off",

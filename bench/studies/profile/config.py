@@ -15,7 +15,7 @@ gloo on CPU). The devices are the Cell's (`--set devices=0,1`, or cpu,cpu for 2 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.core.cell import Cell
@@ -59,41 +59,47 @@ MEAN = (0.485, 0.456, 0.406)  # ImageNet's per-channel mean/std (0..1 scale): th
 STD = (0.229, 0.224, 0.225)
 
 
+# a field marked {"work": ...} sets how much work a cell does (bench.core.study.work_params)
 @dataclass(frozen=True)
 class ProfileConfig:
     model: str = "densenet121"  # a torchvision classification model; DenseNet-121 is the seed's
     weights: str = "auto"  # auto: <data dir>/<arch>-<sha prefix>.pth when present (hash-checked), else random init | random
     batch_size: int = 64  # images per step per device (the seed's 64 and 128)
     lr: float = 0.003  # Adam learning rate (the seed's 0.003 and 0.03)
-    epochs: int = 20  # timed, unprofiled epochs (the seed's 20)
-    max_steps: int = (
-        0  # training steps per epoch: at most this many on the loader, this many on synthetic-gpu (0: the whole train split)
-    )
-    max_eval_batches: int = 0  # test batches per evaluation at most (0: the whole val split)
+    epochs: int = field(default=20, metadata={"work": "trained"})  # timed, unprofiled epochs (the seed's 20)
+    # training steps per epoch: at most this many on the loader, this many on synthetic-gpu (0: the whole train split)
+    max_steps: int = field(default=0, metadata={"work": "trained"})
+    # test batches per evaluation at most (0: the whole val split)
+    max_eval_batches: int = field(default=0, metadata={"work": "amount"})
     image_size: int = 224  # px, square: shorter side resized, centre crop (the seed's 224)
     pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
     num_workers: int = 4  # DataLoader worker processes
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
-    warmup_steps: int = 3  # untimed training steps first (cuDNN autotune, allocator); weights restored after
+    # untimed training steps first (cuDNN autotune, allocator); weights restored after
+    warmup_steps: int = field(default=3, metadata={"work": "amount"})
     parallel: str = "none"  # none | dp | ddp
     cudnn_benchmark: bool = True  # torch.backends.cudnn.benchmark (the seed's); the DataParallel cells run both ways
     ddp_bucket_mb: float = 25.0  # DDP gradient bucket size, MB (torch's default)
     ddp_grad_as_bucket_view: bool = True  # DDP gradients as views into the buckets (one copy fewer)
     ddp_static_graph: bool = False  # DDP static_graph (the same graph every step; frozen layers make it unsafe here)
     collective_timeout_s: float = 120.0  # ddp: a rank that waits this long on a collective ends the run
-    prof_wait: int = 1  # torch.profiler schedule: steps skipped, warmed up, recorded; cycles
-    prof_warmup: int = 2
-    prof_active: int = 5
+    # torch.profiler schedule: steps skipped, warmed up, recorded; cycles
+    prof_wait: int = field(default=1, metadata={"work": "amount"})
+    prof_warmup: int = field(default=2, metadata={"work": "amount"})
+    prof_active: int = field(default=5, metadata={"work": "amount"})
     prof_repeat: int = 1
     prof_top_k: int = 15  # operator-table rows kept
     telemetry_hz: float = 10.0  # sampler rate (GPU: NVML; CPU: psutil)
-    idle_s: float = 3.0  # idle baseline measured before the warm-up, s
-    overhead_blocks: int = 3  # sampler on/off check: pairs of blocks of `overhead_steps` steps, alternated
-    overhead_steps: int = 5
+    idle_s: float = field(default=3.0, metadata={"work": "amount"})  # idle baseline measured before the warm-up, s
+    # sampler on/off check: pairs of blocks of `overhead_steps` steps, alternated
+    overhead_blocks: int = field(default=3, metadata={"work": "amount"})
+    overhead_steps: int = field(default=5, metadata={"work": "amount"})
     dataset: str = "auto"  # auto | catsdogs | catsdogs-synthetic (resolved by the matrix)
     dataset_sha256: str = ""  # checksum of the data index the cell must see (filled by the matrix)
-    synthetic_train_per_class: int = 1000  # the synthetic tree's training JPEGs per class (the seed: about 4,000)
-    synthetic_val_per_class: int = 250  # validation JPEGs per class (the seed: about 1,000)
+    # the synthetic tree's training JPEGs per class (the seed: about 4,000)
+    synthetic_train_per_class: int = field(default=1000, metadata={"work": "trained"})
+    # validation JPEGs per class (the seed: about 1,000)
+    synthetic_val_per_class: int = field(default=250, metadata={"work": "amount"})
 
 
 @dataclass(frozen=True)

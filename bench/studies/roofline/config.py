@@ -24,7 +24,7 @@ fp32: the issue asks for the precision axis on GPUs.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bench.core.cell import Cell
 
@@ -45,30 +45,39 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
 
+# a field marked {"work": ...} sets how much work a cell does (bench.core.study.work_params)
 @dataclass(frozen=True)
 class RooflineConfig:
     model: str = "resnet18"  # torchvision resnet18 | mobilenet_v2 | resnet50 | squeezenet1_1, weights=None
     scenario: str = "A"  # A: one train + val run | B: batch sweep
     batch_size: int = 128  # A: images per step, train and val (the seed's 128; 64 for squeezenet1_1, set by the matrix)
-    max_train_batches: int = 100  # A: fixed max of training steps (0: the whole train split, the seed's full epoch)
-    max_val_batches: int = 40  # A: fixed max of validation batches (0: the whole val split)
-    warmup_batches: int = 3  # untimed training steps first (cuDNN autotune, allocator, clocks); weights restored after
+    # A: fixed max of training steps (0: the whole train split, the seed's full epoch)
+    max_train_batches: int = field(default=100, metadata={"work": "trained"})
+    # A: fixed max of validation batches (0: the whole val split)
+    max_val_batches: int = field(default=40, metadata={"work": "amount"})
+    # untimed training steps first (cuDNN autotune, allocator, clocks); weights restored after
+    warmup_batches: int = field(default=3, metadata={"work": "amount"})
     lr: float = 0.01  # SGD learning rate, every model and device (the seed: "same optimizer and learning rate")
     momentum: float = 0.9  # SGD momentum
     step: str = "eager"  # eager | cuda-graph (CUDA, one device: the training step captured and replayed)
     pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
     num_workers: int = 4  # DataLoader worker processes (the seed's 4, whatever the core count; recorded)
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
-    sweep_min_batch: int = 16  # B: first batch size (images)
-    sweep_max_batch: int = 1024  # B: largest batch size tried (images)
-    sweep_batches: int = 10  # B: timed training steps per batch size (after 2 untimed ones at that size)
-    sweep_mem_fraction: float = 0.9  # B: stop before a size whose predicted memory exceeds this share of the free memory
-    roof_sizes: str = "default"  # default | quick: the roofs' measurement sizes (quick: smaller, for smoke runs; cached apart)
+    sweep_min_batch: int = field(default=16, metadata={"work": "amount"})  # B: first batch size (images)
+    sweep_max_batch: int = field(default=1024, metadata={"work": "amount"})  # B: largest batch size tried (images)
+    # B: timed training steps per batch size (after 2 untimed ones at that size)
+    sweep_batches: int = field(default=10, metadata={"work": "amount"})
+    # B: stop before a size whose predicted memory exceeds this share of the free memory
+    sweep_mem_fraction: float = field(default=0.9, metadata={"work": "amount"})
+    # default | quick: the roofs' measurement sizes (quick: smaller, for smoke runs; cached apart)
+    roof_sizes: str = field(default="default", metadata={"work": "amount"})
     dataset: str = "auto"  # auto | tinyimagenet | tinyimagenet-synthetic (resolved by the matrix)
     dataset_sha256: str = ""  # checksum of the data index the cell must see (filled by the matrix)
     synthetic_classes: int = 200  # the synthetic tree's classes (the real tree has 200)
-    synthetic_train_per_class: int = 64  # synthetic JPEGs a class in train/ (the real tree: 500)
-    synthetic_val_per_class: int = 10  # synthetic JPEGs a class in val/ (the real tree: 50)
+    # synthetic JPEGs a class in train/ (the real tree: 500)
+    synthetic_train_per_class: int = field(default=64, metadata={"work": "trained"})
+    # synthetic JPEGs a class in val/ (the real tree: 50)
+    synthetic_val_per_class: int = field(default=10, metadata={"work": "amount"})
 
 
 @dataclass(frozen=True)

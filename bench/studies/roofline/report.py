@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Literal
 
 from bench.core import palette, stats
-from bench.core.claims import ALWAYS_FREE, WORK_AMOUNT
+from bench.core.claims import ALWAYS_FREE
 from bench.core.figure_layout import legend_below, place
 from bench.core.figures import figure
 from bench.core.labels import distinct, qualify
 from bench.core.resultset import ResultCell as Cell
 from bench.core.resultset import group_repeats
+from bench.core.study import work_params
 from bench.core.tables import fmt, markdown
 from bench.core.text import md as md_text
 from bench.core.text import md_alt, md_code, plot_text, short, sig
@@ -273,12 +274,14 @@ def _host_cpu(c: Cell) -> str:
 
 
 def _workload(c: Cell) -> str:
-    """What a cell computes: its params but the pass lengths and what never tells work apart
-    (threads, workers, devices, the data's checksum); the dataset's name stays. Parameters a
+    """What a cell computes: its params but its work (config.py marks it: the pass lengths, warm-up,
+    sweep and roof sizes) and what never tells work apart (threads, workers, devices, the data's
+    checksum); the dataset's name stays. Parameters a
     spec predates take today's defaults (a cell made before `step` ran step=eager)."""
     given = c.spec.get("params")
     full = {**asdict(RooflineConfig()), **(given if isinstance(given, dict) else {})}
-    work = {k: v for k, v in full.items() if k not in WORK_AMOUNT and k not in ALWAYS_FREE}
+    amounts = work_params(RooflineConfig)
+    work = {k: v for k, v in full.items() if k not in amounts and k not in ALWAYS_FREE}
     return json.dumps(work, sort_keys=True, default=str)
 
 
@@ -337,6 +340,15 @@ def speedup_table(sp: list[Speedup]) -> list[dict]:
     each with its interval and repeats, and the seed's Table 8 figure for the same kinds."""
     rows: dict[tuple, dict] = {}
     seed_idx = {("cuda", "mps"): 0, ("cuda", "cpu"): 1, ("mps", "cpu"): 2}
+    # a device measured in several runs (two lent H200s, each "NVIDIA H200") is named with its run
+    runs: dict[str, set] = {}
+    for x in sp:
+        for side in (x.a, x.b):
+            runs.setdefault(side.device, set()).add(side.run)
+
+    def name(side: Side) -> str:
+        return side.device + (f" ({side.run})" if len(runs[side.device]) > 1 else "")
+
     for x in sp:
         key = (x.model, x.precision, x.batch, x.a.device, x.a.run, x.b.device, x.b.run)
         k = seed_idx.get((x.a.platform, x.b.platform))
@@ -347,7 +359,7 @@ def speedup_table(sp: list[Speedup]) -> list[dict]:
                 "model": x.model,
                 "precision": x.precision,
                 "batch": x.batch,
-                "pair": f"{x.a.device} / {x.b.device}",
+                "pair": f"{name(x.a)} / {name(x.b)}",
                 "seed": f"{seed_fig[k]}x ({_SEED_PAIR[k]})" if k is not None and seed_fig and x.precision == "fp32" else "",
             },
         )
