@@ -87,7 +87,10 @@ def paired_rounds(a: dict[int, float], b: dict[int, float]) -> list[float]:
         x, y = float(a[r]), float(b[r])
         if not (x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)):
             raise ValueError(f"round {r}: a ratio needs positive finite values, got {x} / {y}")
-        out.append(x / y)
+        q = x / y
+        if not (q > 0 and math.isfinite(q)):  # 1e48 / 1e-260: no ratio a log can take
+            raise ValueError(f"round {r}: the ratio {x} / {y} is not a positive finite number")
+        out.append(q)
     return out
 
 
@@ -215,11 +218,9 @@ def swap(study: str, claim_id: str, found: list[Finding]) -> list[Finding]:
         if rec is None:
             continue
         try:
-            if not paired_rounds(f.sides[0].per, f.sides[1].per):
-                continue
-        except ValueError:  # a side measured 0 (an accuracy of nothing learned): no ratio's sequence, the fixed-n figure stays
+            f.value = paired(f.sides[0].per, f.sides[1].per)
+        except ValueError:  # a side measured 0 (an accuracy of nothing learned), or no round both ran: the fixed-n figure stays
             continue
-        f.value = pair_figure(f.sides[0].per, f.sides[1].per, sequential=True)
         stop = rec.get((study, claim_id, f.what, side_names(f)))
         f.stop = stop_text(stop) if stop else "not planned by the sequential run (its repeats came with the others')"
     return found
