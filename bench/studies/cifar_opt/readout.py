@@ -129,7 +129,11 @@ def label(c: Cell) -> str:
 
 
 def where(c: Cell) -> str:
-    return f"{c.first.get('host')} · {c.device}"
+    """The run and the device a row is about: a host name alone (every lent machine is "vm") let two
+    references' rows of one configuration read the same."""
+    host = c.first.get("host")
+    run = c.run_label
+    return f"{run}{f' ({host})' if host and host != run else ''} · {c.device}"
 
 
 def real_data(g: list[Cell]) -> bool:

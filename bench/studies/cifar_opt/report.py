@@ -66,7 +66,7 @@ def training_table(groups: list[list[Cell]]) -> list[dict]:
 
 
 TRAIN_COLS = [
-    ("where", "host · device"),
+    ("where", "run (host) · device"),
     ("model", "model"),
     ("config", "configuration"),
     ("batch", "batch (per seed if they differ)"),
@@ -108,7 +108,7 @@ def inference_table(groups: list[list[Cell]]) -> list[dict]:
 
 
 INFER_COLS = [
-    ("where", "host · device"),
+    ("where", "run (host) · device"),
     ("model", "model"),
     ("config", "configuration"),
     ("form", "form"),
@@ -145,8 +145,8 @@ def ratios(groups: list[list[Cell]]) -> list[dict]:
         if "int8-pt2e" in forms and "fp32-compiled" in forms:
             q, fp = R.inference(g, "int8-pt2e"), R.inference(g, "fp32-compiled")
             out.append(_ratio_line(f"{model} int8 / compiled fp32 batch-1 p50 latency ({where})", q.p50, fp.p50, "<= 0.7x"))
-            out.append(_ratio_line(f"{model} int8 / compiled fp32 batched img/s", q.thr, fp.thr))
-            out.append(_ratio_line(f"{model} int8 / fp32 model size", q.size, fp.size, "<= 0.3x"))
+            out.append(_ratio_line(f"{model} int8 / compiled fp32 batched img/s ({where})", q.thr, fp.thr))
+            out.append(_ratio_line(f"{model} int8 / fp32 model size ({where})", q.size, fp.size, "<= 0.3x"))
         if "int8-dynamic" in forms and "fp32-eager" in forms:
             q, fp = R.inference(g, "int8-dynamic"), R.inference(g, "fp32-eager")
             out.append(_ratio_line(f"{model} seed's dynamic int8 / eager fp32 latency ({where})", q.p50, fp.p50))
@@ -158,12 +158,12 @@ def ratios(groups: list[list[Cell]]) -> list[dict]:
             ):
                 o = by.get((where, model, other))
                 if o:
-                    out.append(_ratio_line(f"{model} training img/s, {what}", R.training(g).img_s, R.training(o).img_s))
+                    out.append(_ratio_line(f"{model} training img/s, {what} ({where})", R.training(g).img_s, R.training(o).img_s))
             syn = by.get((where, model, "GPU tuned: bf16+cl+compile+graphs [kit] (pipeline synthetic-gpu)"))
             if syn:
                 out.append(
                     _ratio_line(
-                        f"{model} tuned, resident / synthetic-gpu img/s",
+                        f"{model} tuned, resident / synthetic-gpu img/s ({where})",
                         R.training(g).img_s,
                         R.training(syn).img_s,
                         ">= 0.9x",

@@ -102,7 +102,7 @@ def training_table(cells: list[Cell]) -> list[str]:
 
 
 CPU_GPU_COLS = [
-    ("what", "transfer, batch"),
+    ("what", "transfer, batch, run"),
     ("cpu", "CPU (measured)"),
     ("gpu", "GPU (measured)"),
     ("cpu_h", "CPU h (projected)"),
@@ -157,7 +157,8 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
         seed_ratio = seed.CPU_OVER_GPU if cpu.first.get("variant") == "finetune" and cpu.first.get("batch_size") == 64 else None
         out.append(
             {
-                "what": f"{cpu.first.get('variant')}, b{cpu.first.get('batch_size')}",
+                "what": f"{cpu.first.get('variant')}, b{cpu.first.get('batch_size')}, "
+                + (cpu.run_label if cpu.run_label == gpu.run_label else f"{cpu.run_label} / {gpu.run_label}"),
                 "cpu": f"{cpu.device} ({a['protocol']})",
                 "gpu": f"{gpu.device} ({gpu.first.get('pipeline')}; {b['protocol']})",
                 "cpu_h": a["hours"],
