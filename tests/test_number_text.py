@@ -39,3 +39,13 @@ def test_the_answer_line_states_its_ratio_without_an_exponent(a, b, c):
     lo, v, hi = sorted((a, b, c))
     got = line({"study": "s", "text": "GPU over CPU", "value": v, "lo": lo, "hi": hi, "verdict": "holds", "scope": "here"})
     assert not SCI.search(got), got
+
+
+@given(st.lists(st.integers(2, 12), min_size=1, max_size=2))
+def test_a_range_s_printed_coverage_never_overstates_it(ns):
+    """'range of 3: 75%' and 'unpaired ranges of 3 / 10: at least 74%': the percent printed is at
+    most the range's coverage (an unpaired 3 / 10 is 74.85 %, which read 'at least 75%')."""
+    s = Summary(1.0, 0.9, 1.1, 0.95, 1.05, 0.9, 1.1, ns[0], "range", sides_n=tuple(ns) if len(ns) > 1 else ())
+    pct = int(re.search(r"(\d+)%", s.tag).group(1))
+    assert pct <= (s.coverage or 0) * 100 + 1e-9
+    assert pct >= (s.coverage or 0) * 100 - 1
