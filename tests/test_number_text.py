@@ -49,3 +49,12 @@ def test_a_range_s_printed_coverage_never_overstates_it(ns):
     pct = int(re.search(r"(\d+)%", s.tag).group(1))
     assert pct <= (s.coverage or 0) * 100 + 1e-9
     assert pct >= (s.coverage or 0) * 100 - 1
+
+
+@given(st.lists(st.integers(2, 12), min_size=2, max_size=2))
+def test_an_unpaired_range_never_reads_as_a_range_of_paired_repeats(ns):
+    """A ratio of two sides' ranges says so wherever it is printed (the worth table said 'range of
+    3' for unpaired ranges of 3 / 10)."""
+    s = Summary(1.0, 0.9, 1.1, 0.95, 1.05, 0.9, 1.1, min(ns), "range", sides_n=tuple(ns))
+    for text in (s.bracket(), s.interval("{:.2f}"), s.tag):
+        assert "unpaired ranges of" in text and f"range of {min(ns)}]" not in text

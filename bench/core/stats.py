@@ -125,7 +125,7 @@ class Summary:
         text = f"{_fmt(fmt, self.lo)}–{_fmt(fmt, self.hi)}"
         if self.kind == "cs":
             return f"{text} (95% CS, {self.n} rounds)"
-        return text if self.kind == "ci" else f"{text} (range of {self.n})"
+        return text if self.kind == "ci" else f"{text} ({self.range_text})"
 
     def bracket(self, fmt: str | Callable[[float], str] = short) -> str:
         """' [lo–hi]' for a 95 % interval, ' [lo–hi, range of 3]' for a range, ' [lo–hi, 95% CS]' for
@@ -137,7 +137,17 @@ class Summary:
         inner = f"{_fmt(fmt, self.lo)}–{_fmt(fmt, self.hi)}"
         if self.kind == "cs":
             return f" [{inner}, 95% CS]"
-        return f" [{inner}]" if self.kind == "ci" else f" [{inner}, range of {self.n}]"
+        return f" [{inner}]" if self.kind == "ci" else f" [{inner}, {self.range_text}]"
+
+    @property
+    def range_text(self) -> str:
+        """What a non-95 % interval is: 'range of 3', 'unpaired ranges of 3 / 10' (a ratio of two
+        sides' ranges, not a range of 3 paired ratios), 'bounds'."""
+        if self.kind == "bounds":
+            return "bounds"
+        if self.sides_n:
+            return f"unpaired ranges of {' / '.join(map(str, self.sides_n))}"
+        return f"range of {self.n}"
 
 
 def _fmt(fmt: str | Callable[[float], str], v: float) -> str:
