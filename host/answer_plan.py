@@ -64,10 +64,10 @@ def _first_round(req: RunRequest) -> list:
 
 
 def _seconds(cells: list) -> float:
-    from bench.run.eta import estimate_here
+    from bench.run.eta import estimate_s
 
     speed = cpu_speedup()
-    return sum(e.open_s + e.steps * e.step_s for e in (estimate_here(c, speed) for c in cells))
+    return sum(estimate_s(c, speed) for c in cells)
 
 
 def plan(
@@ -78,12 +78,12 @@ def plan(
     UsageError line."""
     if req.profile != "auto" or effective_profile(req.profile, todo) != "answer":
         return None
-    from bench.run.matrix import answer_parts
+    from bench.run.matrix import first_part
 
     r = req.replace(profile="answer", platforms=tuple(todo))
     cells = _first_round(r)
     n, first = len(cells), _seconds(cells)
-    pair = answer_parts(cells)[0] if cells else []
+    pair = first_part(cells)  # not answer_parts()[0]: with no pair formed, that is the rest of round 1
     if containers:  # each platform in its own container, one after the other: no round pairs a CPU and a GPU cell
         return AnswerPlan(
             r.replace(repeats=req.repeats or DEFAULT_CONTAINER_REPEATS), n, first, len(pair), _seconds(pair), None, tuple(todo)

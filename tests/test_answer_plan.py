@@ -430,3 +430,13 @@ def test_all_takes_stop_after_ends_cleanly_and_resumes(tmp_path, fake_gpu):
     assert again.returncode == 0, again.stdout[-3000:]
     assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # a finished cell is never run again
     assert len(list(out.glob("ans/*/rows.jsonl"))) > len(done) and (rep / "REPORT.md").is_file()
+
+
+@pytest.mark.parametrize("name", KIT_STUDIES)
+def test_no_pair_on_one_platform_means_an_empty_first_part(name):
+    """The plan's 'first report after N cells' counts the pairs only: on one platform no pair forms,
+    and the first part is empty (it is not the rest of round 1, as answer_parts()[0] would be)."""
+    from bench.run.matrix import answer_parts, first_part
+
+    cells = studies()[name].matrix("cpu", "answer")
+    assert first_part(cells) == [] and sorted(c.key for p in answer_parts(cells) for c in p) == sorted(c.key for c in cells)

@@ -249,6 +249,12 @@ def estimate_here(cell: Any, speed: float | None = None) -> Estimate:
     return Estimate(steps=e.steps, open_s=e.open_s / speed, step_s=e.step_s / speed)
 
 
+def estimate_s(cell: Any, speed: float | None = None) -> float:
+    """CELL's whole estimate on this host in seconds (estimate_here: its open and every step)."""
+    e = estimate_here(cell, speed)
+    return e.open_s + e.steps * e.step_s
+
+
 def _planned(c: _Cell) -> float:
     """The estimated seconds of the steps C has done (the pace is the steps': an open pays
     one-time costs, a JIT compile or a cache filled, that its repeats do not)."""

@@ -23,6 +23,7 @@ from bench.core.request import MAX_REPEATS, RunRequest, effective_profile
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.run import speedline
+from bench.run.eta import estimate_s
 from bench.run.schedule import Interrupted, Paused, Scheduler
 from bench.run.sequential import Sequential, check
 
@@ -173,7 +174,7 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                         # the answer first, in parts with the report written after each (answer_parts)
                         parts = answer_parts(cells)
                         for i, part in enumerate(parts):
-                            sched.then_s = sum(_estimate_s(c) for later in parts[i + 1 :] for c in later)
+                            sched.then_s = sum(estimate_s(c) for later in parts[i + 1 :] for c in later)
                             kept += sched.run(part, schedule)
                             hook()
                         sched.then_s = 0.0
@@ -232,16 +233,13 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
 
 def answer_parts(cells: list[Cell]) -> list[list[Cell]]:
     """The answer's first round in the order `all` runs it, the report written after each part:
-    1. each study's first GPU-over-CPU pair (bench.core.answers.first_pairs), so every study's
-       headline row is filled within minutes;
+    1. each study's first GPU-over-CPU pair (first_part), so every study's headline row is filled
+       within minutes;
     2. the first repeat of every other cell but the ones with a one-time compile (Study.deferred);
     3. those, and any further repeats.
     Empty parts are left out; every cell is in exactly one part, in the matrix's order."""
-    from bench.core.answers import first_pairs
-
-    names = dict.fromkeys(c.study for c in cells)
-    early = [c.repeat == 0 and not get_study(c.study).deferred(c) for c in cells]
-    first = {id(c) for c in first_pairs({n: get_study(n) for n in names}, [c for c, e in zip(cells, early) if e])}
+    first = {id(c) for c in first_part(cells)}
+    early = [_early(c) for c in cells]
     parts = [
         [c for c in cells if id(c) in first],
         [c for c, e in zip(cells, early) if e and id(c) not in first],
@@ -250,11 +248,17 @@ def answer_parts(cells: list[Cell]) -> list[list[Cell]]:
     return [p for p in parts if p]
 
 
-def _estimate_s(cell: Cell) -> float:
-    from bench.run.eta import estimate_here
+def first_part(cells: list[Cell]) -> list[Cell]:
+    """The cells of each study's first GPU-over-CPU pair among CELLS' early ones (bench.core.answers.first_pairs);
+    [] where no study forms one."""
+    from bench.core.answers import first_pairs
 
-    e = estimate_here(cell)
-    return e.open_s + e.steps * e.step_s
+    names = dict.fromkeys(c.study for c in cells)
+    return first_pairs({n: get_study(n) for n in names}, [c for c in cells if _early(c)])
+
+
+def _early(cell: Cell) -> bool:
+    return cell.repeat == 0 and not get_study(cell.study).deferred(cell)
 
 
 def _after_round(req: RunRequest, echo: Callable[[str], None], started: float) -> Callable[[], None] | None:
