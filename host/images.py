@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import KitError
+from bench.core.provenance import known_sha
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
@@ -498,18 +499,13 @@ def _dockerfile_base() -> str:
     return m.group(1) if m else "unknown"
 
 
-def _known_commit(sha: str | None) -> str | None:
-    """SHA unless it is empty or 'unknown' (what git_sha() says outside git, the Dockerfile's default)."""
-    return sha if sha and sha != "unknown" else None
-
-
 def recorded_commit(img) -> str | None:
     """The commit image IMG says it was built from: its KIT_IMAGE_GIT_SHA, what a container's
     system.json records when the runner passes no KIT_GIT_SHA (compose, Kubernetes pods); None
     when it records none (built from a copy without .git, or by compose without GIT_SHA)."""
     env = ((img.attrs or {}).get("Config") or {}).get("Env") or []
     values = dict(e.split("=", 1) for e in env if "=" in e)
-    return _known_commit(values.get("KIT_IMAGE_GIT_SHA"))
+    return known_sha(values.get("KIT_IMAGE_GIT_SHA"))
 
 
 def stands_in(labels: Mapping[str, str], want: Mapping[str, str], image_commit: str | None, checkout_commit: str | None) -> bool:
@@ -521,7 +517,7 @@ def stands_in(labels: Mapping[str, str], want: Mapping[str, str], image_commit: 
     too, and `orchestrate.py run` passes the host's KIT_GIT_SHA, which wins)."""
     if not all(labels.get(k) == v for k, v in want.items()):
         return False
-    return _known_commit(image_commit) is not None or _known_commit(checkout_commit) is None
+    return known_sha(image_commit) is not None or known_sha(checkout_commit) is None
 
 
 def _local_image(ref: str):
@@ -660,7 +656,7 @@ def _reuse_current_image(
 ) -> str | None:
     """The id of the image already built from TARGET's inputs that can stand in for a build at COMMIT
     (stands_in; tagged :latest too when asked), else None."""
-    current = _find_current(target.ref, target.labels(), _known_commit(commit), echo, get_image)
+    current = _find_current(target.ref, target.labels(), known_sha(commit), echo, get_image)
     if current is None:
         return None
     if tag_latest and target.latest not in current.tags:

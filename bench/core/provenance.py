@@ -52,7 +52,7 @@ def source_state() -> dict:
     was built from (baked in by `orchestrate.py build`; what compose runs get). A '-dirty'
     suffix marks the tree unclean. Empty and 'unknown' count as unset."""
     for var in ("KIT_GIT_SHA", "KIT_IMAGE_GIT_SHA"):
-        env = _known(os.environ.get(var))
+        env = known_sha(os.environ.get(var))
         if env:
             return {"sha": env.removesuffix("-dirty"), "dirty": env.endswith("-dirty"), "changes": [], "from": var}
     git = ["git", "-C", str(KIT_ROOT)]
@@ -72,8 +72,9 @@ def source_state() -> dict:
     return {"sha": head.stdout.strip(), "dirty": bool(changes), "changes": changes[:50], "from": "git"}
 
 
-def _known(value: str | None) -> str | None:
-    """VALUE unless it is empty or 'unknown' (what compose passes for an unset variable)."""
+def known_sha(value: str | None) -> str | None:
+    """VALUE unless it is empty or 'unknown' (what compose passes for an unset variable, git_sha()
+    outside git, the Dockerfile's default): the one rule for a commit that says nothing."""
     return value if value and value != "unknown" else None
 
 
@@ -111,7 +112,7 @@ def machine_identity() -> dict:
     "the same host" means the same machine. KIT_MACHINE_ID (the host runner's, for a container) wins;
     a value that cannot be read is None with the source "unknown"."""
     out: dict = {"machine_id": None, "machine_id_source": "unknown", "boot_id": None}
-    given = _known(os.environ.get(MACHINE_ENV))
+    given = known_sha(os.environ.get(MACHINE_ENV))
     if given:  # ours already (12 hex digits), else a raw id a job script passed: hashed here
         mine = re.fullmatch(r"[0-9a-f]{12}", given) is not None
         out.update(machine_id=given if mine else _hashed(given), machine_id_source="host runner")
@@ -248,15 +249,15 @@ def runtime_info() -> dict:
     (KIT_IMAGE_CONTENT_REF, cnn-bench/cpu:<lock[:12]>-<sources[:12]>), which names exactly
     one build of the kit's inputs, and image_ref falls back to it as well."""
     runtime = os.environ.get("KIT_RUNTIME", "native")
-    content = _known(os.environ.get("KIT_IMAGE_CONTENT_REF"))
-    image_id = _known(os.environ.get("KIT_IMAGE_ID"))
+    content = known_sha(os.environ.get("KIT_IMAGE_CONTENT_REF"))
+    image_id = known_sha(os.environ.get("KIT_IMAGE_ID"))
     if image_id is None:
         image_id = (content or "unknown") if runtime == "container" else "native"
     return {
         "runtime": runtime,
         "image_id": image_id,
-        "image_ref": _known(os.environ.get("KIT_IMAGE_REF")) or content,
-        "lock_hash": _known(os.environ.get("KIT_LOCK_HASH")) or (_image_lock_hash() if runtime == "container" else "native"),
+        "image_ref": known_sha(os.environ.get("KIT_IMAGE_REF")) or content,
+        "lock_hash": known_sha(os.environ.get("KIT_LOCK_HASH")) or (_image_lock_hash() if runtime == "container" else "native"),
     }
 
 
@@ -271,7 +272,7 @@ def environment() -> dict:
     rt = runtime_info()
     libs = {k: v for k, v in library_versions().items() if k in TIMING_LIBS}
     python = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    image = _known(os.environ.get("KIT_IMAGE_CONTENT_REF")) or rt["image_ref"] or rt["image_id"]  # compose = orchestrate
+    image = known_sha(os.environ.get("KIT_IMAGE_CONTENT_REF")) or rt["image_ref"] or rt["image_id"]  # compose = orchestrate
     where = image if rt["runtime"] == "container" else python
     return {"runtime": rt["runtime"], "image": where, "libs": libs}
 
