@@ -115,6 +115,14 @@ def matrix(
     budget_whole: Annotated[
         bool, typer.Option("--budget-whole", help="--until-decided: --budget is the whole run's time, first rounds included")
     ] = False,
+    fixed_rounds: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-rounds",
+            help="--until-decided: give every comparison --max-repeats rounds, cheapest first within --budget, "
+            "never stopping on its verdict (a fixed-n 95% bootstrap from 6 rounds instead of the confidence sequence)",
+        ),
+    ] = False,
     stop_after: Annotated[
         str | None,
         typer.Option(
@@ -147,6 +155,7 @@ def matrix(
             budget=budget,
             target_width=target_width,
             budget_whole=budget_whole,
+            fixed_rounds=fixed_rounds,
             stop_after=stop_after,
             after_round=tuple(after_round or ()),
             devices=tuple(d for d in (devices or "").split(",") if d),

@@ -8,9 +8,13 @@ comparisons pair, the same work on every platform, bench/core/request.py `effect
               GPU-over-CPU pair, then the others, then the ones with a one-time compile
               (Study.deferred); the report is written after each part, so the first report,
               every study's headline row filled, comes after a few minutes
-    rounds    `--until-decided` for the cells behind each comparison, cheapest first, within
-              --budget (the whole run's time, round 1 included; default DEFAULT_BUDGET); the
-              report is rewritten after every round, so a stop at any point leaves one
+    rounds    `--until-decided --fixed-rounds` for the cells behind each comparison: rounds to
+              ROUNDS (6, where the fixed-n 95 % bootstrap starts; the confidence sequence would
+              need 10 before it bounds anything), cheapest comparisons first, within --budget (the
+              whole run's time, round 1 included; default DEFAULT_BUDGET); the report is rewritten
+              after every round, so a stop at any point leaves one
+    compiled  the cells with a one-time compile (Study.deferred) run last, once: the rounds keep
+              their estimated time in the budget
 
 In containers (one per platform, run one after the other) the rounds cannot pair a CPU cell with
 a GPU cell in one round: there the answer runs its cells DEFAULT_CONTAINER_REPEATS times instead.
@@ -25,10 +29,12 @@ from pathlib import Path
 
 from bench.core.errors import UsageError
 from bench.core.request import RunRequest, effective_profile, parse_budget
+from bench.core.stats import MIN_CI_REPEATS
 from bench.run.eta import cpu_speedup
 
 DEFAULT_BUDGET = "20m"  # a one-GPU host: the whole run, the first round included
 DEFAULT_CONTAINER_REPEATS = 3
+ROUNDS = MIN_CI_REPEATS  # rounds a comparison gets (fixed, whatever its verdict on the way)
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ def plan(
     r = r.replace(
         repeats=req.repeats or 1,
         until_decided=True,
+        max_repeats=ROUNDS,
+        fixed_rounds=True,
         budget=budget,
         budget_whole=True,
         after_round=report,
@@ -123,9 +131,9 @@ def lines(p: AnswerPlan) -> list[str]:
     return [
         head + f"; the first report after each study's GPU-over-CPU pair ({p.pair_cells} cells, ~{_mins(p.pair_s)}), "
         "again after the rest of them;",
-        f"then rounds until each comparison is decided (95% confidence sequence), cheapest first, within --budget "
-        f"{p.request.budget} for the whole run; the report is rewritten after every round (Ctrl-C keeps it). "
-        "The seeds' own setups: --profile default.",
+        f"then rounds to {ROUNDS} for each comparison (its 95% bootstrap interval), cheapest first, the compiled cells "
+        f"last, within --budget {p.request.budget} for the whole run; the report is rewritten after every round "
+        "(Ctrl-C keeps it). The seeds' own setups: --profile default.",
     ]
 
 
@@ -134,4 +142,4 @@ def _mins(s: float) -> str:
     return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
 
 
-__all__ = ["DEFAULT_BUDGET", "AnswerPlan", "cpu_speedup", "first_round_s", "lines", "plan", "report_argv"]
+__all__ = ["DEFAULT_BUDGET", "ROUNDS", "AnswerPlan", "cpu_speedup", "first_round_s", "lines", "plan", "report_argv"]

@@ -813,15 +813,19 @@ def reference(
     if plan.check_data_dir(data_dir) is None:
         usage("a reference runs on real data: pass --data-dir (the dir holding mnist/) or set KIT_DATA_DIR")
     n = repeats if repeats is not None else p.repeats
-    seq = f" then until decided (at most {p.max_repeats} rounds, budget {p.budget})" if p.until_decided else ""
+    seq = ""
+    if p.until_decided:
+        how = f"rounds to {answer_plan.ROUNDS} for each comparison" if p.profile == "auto" else "until decided"
+        seq = f" then {how} (at most {p.max_repeats} rounds, budget {p.budget})"
+    smaller = f"; smaller than the seeds' (both sides): {', '.join(p.smaller)}" if p.smaller else ""
     typer.echo(
-        f"reference {preset.value}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native -> {dest}"
+        f"reference {preset.value}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native{smaller} -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
     opts = RunOptions(
         study=list(p.studies) if p.studies is not None else None,
         profile=Profile(p.profile),
-        set_=list(p.sets),
+        set_=list(p.all_sets),
         schedule=Schedule(p.schedule),
         data_dir=data_dir,
         repeats=n,

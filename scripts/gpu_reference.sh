@@ -15,6 +15,7 @@
 #                   against its MANIFEST.sha256 before it is unpacked; a half-copied one stops here)
 # Out: $OUT/reference.tar.gz (results/reference/<GPU>/ with a MANIFEST.sha256), $OUT/reference.log,
 #      $OUT/status (done | paused | failed)
+# DEST (reference mode; default results/reference/<GPU>): the folder to make or resume.
 # STOP (default 8m): this call's --stop-after. Exit: 0 done, 75 paused (call again), else failed.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -30,7 +31,7 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
 MODE=${MODE:-reference}
 case $MODE in
-  reference) dest=results/reference/$gpu ;;
+  reference) dest=${DEST:-results/reference/$gpu} ;;  # DEST: a new folder where one of this GPU class is committed
   main) dest=results/main-$gpu ;;
   *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
 esac
@@ -54,18 +55,20 @@ if [ "$MODE" = main ]; then
   empty=$(mktemp -d)  # no datasets: the README's main job on its embedded default
   KIT_DATA_DIR=$empty python3 orchestrate.py all --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 else
-  python3 orchestrate.py reference gpu --data-dir .data --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+  python3 orchestrate.py reference gpu --data-dir .data --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 fi
 rc=${PIPESTATUS[0]}
 echo "reference exit code $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/reference.log"
 case $rc in 0) echo done > "$OUT/status" ;; 75) echo paused > "$OUT/status" ;; *) echo failed > "$OUT/status" ;; esac
-if [ "$MODE" = main ] && [ -d "$dest" ]; then
-  python3 orchestrate.py verify "$dest" 2>&1 | tee "$OUT/verify.log"
+if [ -d "$dest" ] && { [ "$MODE" = main ] || [ "$rc" = 0 ]; }; then
+  extra=$([ "$MODE" = reference ] && echo --allow-unbaselined)  # a new reference's smaller amounts: no set yet
+  python3 orchestrate.py verify "$dest" $extra 2>&1 | tee "$OUT/verify.log"
   echo "verify exit code ${PIPESTATUS[0]}" | tee -a "$OUT/verify.log"
 fi
 if [ -d "$dest" ]; then
-  (cd "$dest" && find . -type f ! -name MANIFEST.sha256 -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
-  tar -czf "$OUT/reference.tar.gz" -C "$(dirname "$dest")" "$name"
+  # the report is made again from the rows (here after every part, and by `orchestrate.py report`): not carried
+  (cd "$dest" && find . -type f ! -name MANIFEST.sha256 ! -path './report/*' -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
+  tar -czf "$OUT/reference.tar.gz" --exclude="$name/report" -C "$(dirname "$dest")" "$name"
   rm -f "$dest/MANIFEST.sha256"
   ls -la "$OUT/reference.tar.gz"
 fi

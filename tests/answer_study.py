@@ -1,7 +1,7 @@
 """A study with one GPU-over-CPU comparison and a known answer, for the main job's answer-first
 plan on a CPU-only test machine (tests/test_answer_plan.py): backend `cpu-side` (platform cpu)
 sleeps SLOW_S a step, `gpu-side` (platform cuda, plain Python: a fake GPU that a fake nvidia-smi
-lists) FAST_S, so gpu over cpu is about SLOW_S / FAST_S. Its answer profile trains the same
+lists) FAST_S (`gpu-late` too, as a cell with a one-time compile would: Study.deferred), so gpu over cpu is about SLOW_S / FAST_S. Its answer profile trains the same
 `epochs` on both platforms; its default gives the GPU twice the CPU's (the seeds' way), which
 never pairs. Registered by naming this module in KIT_STUDY_MODULES (tests/ on PYTHONPATH)."""
 
@@ -56,7 +56,11 @@ class Ans(Study):
     name, title, seed_doc, Config = "ans", "ans (a test study)", "997", AnsConfig
     profiles = ANSWER_PROFILES
     timing_key = "step_s"
-    backends = {"cpu-side": BackendSpec("answer_study", "cpu"), "gpu-side": BackendSpec("answer_study", "cuda")}
+    backends = {
+        "cpu-side": BackendSpec("answer_study", "cpu"),
+        "gpu-side": BackendSpec("answer_study", "cuda"),
+        "gpu-late": BackendSpec("answer_study", "cuda"),  # a one-time compile (deferred): after the rounds
+    }
     claims = (
         faster(
             "gpu-over-cpu",
@@ -72,6 +76,9 @@ class Ans(Study):
     def matrix(self, platform: str, profile: str) -> list[Cell]:
         epochs = 4 if (platform == "cuda" and profile == "default") else 2
         return [self.cell(b, name=b, epochs=epochs) for b, s in self.backends.items() if s.platform == platform]
+
+    def deferred(self, cell: Cell) -> bool:
+        return cell.backend == "gpu-late"
 
     def world_size(self, cell: Cell) -> int:
         return 0  # one process, whatever the platform

@@ -270,7 +270,7 @@ def test_a_ratio_whose_lower_side_measured_zero_is_no_pair_and_says_so(ans_study
 
 # ---- the whole flow on a host with a (fake) GPU --------------------------------------------------
 @pytest.mark.slow
-def test_all_on_a_gpu_host_answers_first_then_adds_rounds_until_decided(tmp_path, fake_gpu):
+def test_all_on_a_gpu_host_answers_first_then_adds_fixed_rounds_then_the_compiled_cells(tmp_path, fake_gpu):
     out, rep = tmp_path / "run", tmp_path / "rep"
     r = _cli(
         "orchestrate.py", "all", "--study", "ans", "--out", str(out), "--report-dir", str(rep), "--no-references",
@@ -282,14 +282,17 @@ def test_all_on_a_gpu_host_answers_first_then_adds_rounds_until_decided(tmp_path
     first_cell = next(i for i, line in enumerate(lines) if line.startswith("ok "))
     first_report = next(i for i, line in enumerate(lines) if line.startswith("report: ") and "into the run" in line)
     first_round = next(i for i, line in enumerate(lines) if line.startswith("until decided: round 2"))
-    assert plan < first_cell < first_report < first_round  # the plan, round 1, its report, then rounds
-    assert "--budget 3m for the whole run" in r.stdout
+    late = next(i for i, line in enumerate(lines) if line.startswith("ok ") and "gpu-late" in line)
+    last_round = max(i for i, line in enumerate(lines) if line.startswith("until decided: round"))
+    assert plan < first_cell < first_report < first_round < last_round < late  # compiled cells after the rounds
+    assert any(line.startswith("report: ") for line in lines[late:])  # and the report again after them
+    assert "--budget 3m for the whole run" in r.stdout and "rounds to 6 for each comparison" in r.stdout
     rec = json.loads((out / "sequential.json").read_text())
     [comp] = rec["comparisons"]
-    assert comp["stopped"] == "decided" and comp["verdict"] == "holds" and comp["rounds"] >= 10
+    assert rec["fixed"] and (comp["stopped"], comp["verdict"], comp["rounds"]) == ("max-repeats", "holds", 6)
     claims = json.loads((rep / "report.json").read_text())["claims"]
     [f] = next(c for c in claims if c["id"] == "gpu-over-cpu")["findings"]
-    assert f["interval"] == "cs" and "stopped decided" in f["until_decided"]
+    assert f["interval"] == "ci" and "6 rounds, stopped max-repeats" in f["until_decided"]
     cells = [json.loads(p.read_text()) for p in out.glob("ans/*/cell.json")]
     assert {c["params"]["epochs"] for c in cells} == {2}  # the same work on both platforms
     v = _cli("orchestrate.py", "verify", str(out), "--allow-unbaselined", env=ANS)

@@ -102,3 +102,48 @@ def test_a_slow_cpu_cell_does_not_pace_the_same_study_s_gpu_cells():
         eta.stepped(cpu.key)
     eta.ended(cpu.key)
     assert eta.cost_of(gpu.key) == pytest.approx(gpu_alone, rel=0.05)
+
+
+def _cpu_cell(study: str = "cifar-opt", variant: str = "int8"):
+    from bench.core.registry import get_study
+
+    s = get_study(study)
+    return next(c for c in s.matrix("cpu", "answer") if c.variant == variant)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    open_s=st.floats(0.0, 500.0),
+    steps=st.integers(0, 50),
+    step_s=st.floats(0.0, 50.0),
+    share=st.floats(0.0, 1.5),
+    speed=st.floats(1.0, 3.7),
+)
+def test_a_cpu_cells_serial_seconds_are_not_divided_by_the_cores(open_s, steps, step_s, share, speed):
+    """On a host SPEED times the reference's cores, a CPU cell's estimate is its serial part (a compile,
+    at most the whole) plus the rest over SPEED: more cores never shorten a compile in the ETA."""
+    from bench.core.registry import get_study
+    from bench.run import eta
+
+    cell = _cpu_cell()
+    total = open_s + steps * step_s
+    serial = share * total
+    from unittest import mock
+
+    with mock.patch.object(type(get_study("cifar-opt")), "estimate", lambda self, c: Estimate(steps, open_s, step_s, serial)):
+        got = eta.estimate_s(cell, speed)
+    kept = min(serial, total)
+    assert got == pytest.approx(kept + (total - kept) / speed, rel=1e-9, abs=1e-9)
+
+
+def test_cifar_opts_cpu_int8_estimate_keeps_its_compile_whole_on_many_cores():
+    from bench.run import eta
+
+    cell = _cpu_cell()
+    one, many = eta.estimate_s(cell, 1.0), eta.estimate_s(cell, 3.7)
+    serial = eta.estimate_here(cell, 3.7).serial_s
+    assert serial > 10 and many >= serial and many > one / 3.7  # the compile is not divided by 3.7

@@ -263,3 +263,54 @@ def test_swap_keeps_the_fixed_n_figure_where_a_side_cannot_make_a_ratio(tmp_path
         both = sorted(set(a) & set(b))
         assert both and all(a[r] > 0 and b[r] > 0 and math.isfinite(a[r]) and math.isfinite(b[r]) for r in both)
         assert got.value.kind == "cs"
+
+
+@pytest.mark.slow
+def test_fixed_rounds_give_every_comparison_its_rounds_and_the_report_the_fixed_n_interval(tmp_path):
+    """--fixed-rounds (a GPU host's answer): 6 rounds for each comparison, the clear one too (the
+    sequence would have stopped it at 10, decided), judged by the 95% bootstrap of 6 repeats."""
+    out = tmp_path / "x"
+    r = _cli("-m", "bench", "matrix", "seq", "--set", "steps=2", "--repeats", "1", "--until-decided", "--fixed-rounds",
+             "--max-repeats", "6", "--budget", "10m", "--out", str(out), env=SEQ_ENV)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = _record(out)
+    assert rec["fixed"] is True and "fixed number of rounds" in rec["method"]
+    assert {c["claim"]: (c["stopped"], c["verdict"], c["rounds"]) for c in rec["comparisons"]} == {
+        "fast-over-slow": ("max-repeats", "holds", 6),
+        "fast-near-slow": ("max-repeats", "does not hold", 6),
+    }
+    assert len(list((out / "seq").iterdir())) == 2 * 6
+    rep = _cli("orchestrate.py", "report", str(out), "--out", str(tmp_path / "rep"), env=SEQ_ENV)
+    assert rep.returncode == 0, rep.stderr
+    f = next(c for c in json.loads((tmp_path / "rep" / "report.json").read_text())["claims"] if c["id"] == "fast-over-slow")
+    f = f["findings"][0]
+    assert f["interval"] == "ci" and "bootstrap" in f["method"] and "6 rounds, stopped max-repeats" in f["until_decided"]
+
+
+def test_fixed_rounds_with_a_target_width_or_without_until_decided_is_one_line():
+    with pytest.raises(UsageError, match="--fixed-rounds only applies with --until-decided"):
+        until_options(False, None, None, None, fixed=True)
+    with pytest.raises(UsageError, match="--target-width does not apply"):
+        until_options(True, 6, None, 0.05, fixed=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ratios=st.lists(st.floats(0.05, 20.0), min_size=1, max_size=12),
+    rounds=st.integers(2, 12),
+)
+def test_fixed_rounds_never_stop_a_comparison_on_its_verdict(ratios, rounds):
+    """Whatever the rounds measured, a --fixed-rounds comparison is open below its rounds and stopped
+    at them, with the fixed-n figure of its repeats; the sequence's decided stop never applies."""
+    from bench.core import stats
+    from bench.core.claims import FASTER
+    from bench.run.sequential import Comparison, Sequential
+
+    s = Sequential(cells=[], out=Path("."), opts=Options(max_repeats=rounds, fixed=True), run_round=lambda c: [], echo=print)
+    comp = Comparison("seq", None, "", FASTER, ("a", "b"), ("a", "b"))  # type: ignore[arg-type]
+    comp.value = stats.ratio({i: r for i, r in enumerate(ratios)}, {i: 1.0 for i in range(len(ratios))})
+    comp.verdict, _ = decide(comp.value, FASTER)
+    s.comparisons = [comp]
+    s._settle()
+    assert comp.stopped == ("max-repeats" if len(ratios) >= rounds else "open")
+    assert s._ahead(comp) == max(1, rounds - len(ratios))

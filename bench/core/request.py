@@ -54,6 +54,9 @@ class Until:
     budget_s: float | None = None  # seconds for the rounds added after the first ones; None: no limit
     target_width: float | None = None  # stop at (hi - lo) / median <= this; None: only a decision stops
     whole: bool = False  # the budget is the whole run's (counted from the matrix's start, first rounds included)
+    # every comparison gets rounds to max_repeats, whatever its verdict on the way (no look at the data decides a
+    # stop, so the fixed-n 95% bootstrap is valid at the end: stats.MIN_CI_REPEATS), not the confidence sequence
+    fixed: bool = False
 
 
 def parse_budget(text: str, flag: str = "--budget") -> float:
@@ -81,13 +84,18 @@ def effective_profile(profile: str, platforms: tuple[str, ...] | list[str]) -> s
 
 
 def until_options(
-    on: bool, max_repeats: int | None, budget: str | None, target_width: float | None, whole: bool = False
+    on: bool,
+    max_repeats: int | None,
+    budget: str | None,
+    target_width: float | None,
+    whole: bool = False,
+    fixed: bool = False,
 ) -> Until | None:
     """The CLI's --until-decided options as Until (None: off); UsageError (one line) for a bad
-    one, or for --max-repeats, --budget or --target-width without --until-decided."""
+    one, or for --max-repeats, --budget, --target-width or --fixed-rounds without --until-decided."""
     given = [
         n for n, v in (("--max-repeats", max_repeats), ("--budget", budget), ("--target-width", target_width)) if v is not None
-    ]
+    ] + (["--fixed-rounds"] if fixed else [])
     if not on:
         if given:
             raise UsageError(f"{', '.join(given)} only applies with --until-decided")
@@ -97,7 +105,10 @@ def until_options(
         None if budget is None else parse_budget(budget),
         target_width,
         whole,
+        fixed,
     )
+    if fixed and target_width is not None:
+        raise UsageError("--fixed-rounds gives every comparison its --max-repeats rounds: --target-width does not apply")
     check_until(opts, 1, MAX_REPEATS)
     return opts
 
@@ -152,6 +163,9 @@ class RunRequest:
     budget: str | None = None  # --until-decided: as typed (15m, 900s)
     target_width: float | None = None  # --until-decided: (hi - lo) / median to stop at
     budget_whole: bool = False  # --until-decided: --budget is the whole run's time, first rounds included (`all`)
+    fixed_rounds: bool = (
+        False  # --until-decided: rounds to --max-repeats for every comparison, no stop on its verdict (Until.fixed)
+    )
     after_round: tuple[str, ...] = ()  # argv run after the first rounds and after every added round (`all`: the report)
     stop_after: str | None = None  # start no cell or round that would end past this time from the start (15m, 540s)
     devices: tuple[str, ...] = ()  # per-device schedule: GPU slots; empty: every visible GPU
@@ -166,7 +180,7 @@ class RunRequest:
             _choice("platform", p, PLATFORMS)
         fix("profile", _choice("profile", self.profile, tuple(p.value for p in Profile)))
         fix("schedule", _choice("schedule", self.schedule, tuple(s.value for s in Schedule)))
-        until_options(self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole)
+        self.until()
         if self.stop_after is not None:
             fix("stop_after", str(self.stop_after))
             parse_budget(self.stop_after, "--stop-after")
@@ -203,7 +217,9 @@ class RunRequest:
 
     def until(self) -> Until | None:
         """The --until-decided settings, parsed (None: off)."""
-        return until_options(self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole)
+        return until_options(
+            self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole, self.fixed_rounds
+        )
 
     @property
     def stop_after_s(self) -> float | None:
@@ -244,6 +260,8 @@ class RunRequest:
                     a += [flag, str(v)]
             if self.budget_whole:
                 a.append("--budget-whole")
+            if self.fixed_rounds:
+                a.append("--fixed-rounds")
         for arg in self.after_round:
             a += ["--after-round", arg]
         if self.stop_after is not None:

@@ -55,6 +55,10 @@ METHOD = (
     "95% confidence sequence of the median per-round ratio (Howard & Ramdas 2022, ville.QuantileCS): "
     "valid at every round, whenever the run stopped"
 )
+FIXED_METHOD = (
+    "a fixed number of rounds a comparison (--fixed-rounds: no verdict stopped one early), then the fixed-n figure: "
+    "95% percentile bootstrap from 6 rounds (scipy.stats.bootstrap), the range below"
+)
 RECORD = "sequential.json"  # in a results dir: what --until-decided planned and why each comparison stopped
 
 
@@ -134,8 +138,10 @@ def pair_figure(a: dict[int, float], b: dict[int, float], sequential: bool) -> S
 
 
 def sequential_root(root: Path) -> bool:
-    """Whether results dir ROOT is a sequential run's (a sequential.json the kit can trust)."""
-    return record_of(root) is not None
+    """Whether results dir ROOT is a sequential run's (a sequential.json the kit can trust, of the
+    confidence sequence: a --fixed-rounds run's figures are the fixed-n ones)."""
+    got = _record(root)
+    return got is not None and not got[0]
 
 
 def min_rounds() -> int:
@@ -172,6 +178,7 @@ def _model() -> Any:
     class Record(BaseModel):
         model_config = ConfigDict(extra="ignore")
         method: str = Field(max_length=1000)
+        fixed: bool = False  # --fixed-rounds: the fixed-n figure stands (no sequence to swap in)
         confidence: float = Field(gt=0, lt=1)
         comparisons: list[Stop] = Field(max_length=10_000)
 
@@ -187,6 +194,12 @@ def record_of(root: Path) -> dict[tuple[str, str, str, tuple[str, ...]], dict] |
     """(study, claim id, what, side names) -> that comparison's stop, from ROOT/sequential.json; None when ROOT
     holds none (a fixed-n run) or one that cannot be trusted (then the fixed-n interval stands,
     which is what a reader of the rows alone would compute)."""
+    got = _record(root)
+    return None if got is None else got[1]
+
+
+def _record(root: Path) -> tuple[bool, dict[tuple[str, str, str, tuple[str, ...]], dict]] | None:
+    """(whether the run gave fixed rounds, record_of's map) from ROOT/sequential.json; None as record_of."""
     from bench.core.resultset import json_file
 
     raw = json_file(root / RECORD)
@@ -196,7 +209,7 @@ def record_of(root: Path) -> dict[tuple[str, str, str, tuple[str, ...]], dict] |
         rec = _model().model_validate(raw)
     except Exception:  # noqa: BLE001 - pydantic's ValidationError: an untrusted file that is not ours
         return None
-    return {(c.study, c.claim, c.what, tuple(c.cells)): c.model_dump() for c in rec.comparisons}
+    return rec.fixed, {(c.study, c.claim, c.what, tuple(c.cells)): c.model_dump() for c in rec.comparisons}
 
 
 def _root(finding: Finding) -> Path | None:
@@ -207,20 +220,24 @@ def _root(finding: Finding) -> Path | None:
 def swap(study: str, claim_id: str, found: list[Finding]) -> list[Finding]:
     """FOUND with the anytime-valid interval for every same-run ratio finding of a sequential run
     (a results dir holding sequential.json), and that comparison's stop on it."""
-    records: dict[Path, dict | None] = {}
+    records: dict[Path, tuple[bool, dict] | None] = {}
     for f in found:
         if not f.of_ratio or f.rank != 0 or len(f.sides) != 2:
             continue
         root = _root(f)
         if root is not None and root not in records:
-            records[root] = record_of(root)
-        rec = records.get(root) if root is not None else None
-        if rec is None:
+            records[root] = _record(root)
+        got = records.get(root) if root is not None else None
+        if got is None:
             continue
-        try:
-            f.value = paired(f.sides[0].per, f.sides[1].per)
-        except ValueError:  # a side measured 0 (an accuracy of nothing learned), or no round both ran: the fixed-n figure stays
-            continue
+        fixed, rec = got
+        if not fixed:  # --fixed-rounds: the fixed-n figure already is this comparison's one
+            try:
+                f.value = paired(f.sides[0].per, f.sides[1].per)
+            except (
+                ValueError
+            ):  # a side measured 0 (an accuracy of nothing learned), or no round both ran: the fixed-n figure stays
+                continue
         stop = rec.get((study, claim_id, f.what, side_names(f)))
         f.stop = stop_text(stop) if stop else "not planned by the sequential run (its repeats came with the others')"
     return found
@@ -243,6 +260,7 @@ def stop_text(stop: dict) -> str:
 __all__ = [
     "ALPHA",
     "CS_MIN_ROUNDS",
+    "FIXED_METHOD",
     "METHOD",
     "RECORD",
     "T_OPT",

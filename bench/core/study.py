@@ -117,6 +117,9 @@ class Estimate:
     steps: int  # step() calls it will take
     open_s: float  # process start, imports, data, model, warm-up
     step_s: float  # one step, on average
+    # of open_s + steps x step_s, the seconds more cores do not shorten (a compile: one host's 16 cores
+    # compiled cifar-opt's CPU forms no faster than the reference's 2): the ETA scales the rest only
+    serial_s: float = 0.0
 
 
 @dataclass

@@ -246,7 +246,8 @@ def estimate_here(cell: Any, speed: float | None = None) -> Estimate:
     speed = cpu_speedup() if speed is None else speed
     if speed == 1.0 or study.platform_of(cell) != "cpu":
         return e
-    return Estimate(steps=e.steps, open_s=e.open_s / speed, step_s=e.step_s / speed)
+    serial = min(max(e.serial_s, 0.0), e.open_s + e.steps * e.step_s)  # kept whole: the cores do not shorten it
+    return Estimate(steps=e.steps, open_s=e.open_s / speed + serial * (1 - 1 / speed), step_s=e.step_s / speed, serial_s=serial)
 
 
 def estimate_s(cell: Any, speed: float | None = None) -> float:

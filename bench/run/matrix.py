@@ -170,14 +170,19 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                 sched.stop_at = None if stop_s is None else started + stop_s
                 kept: list = []  # outcomes of the parts done, for a pause in a later one
                 try:
+                    late: list[Cell] = []  # the compiled cells, after the added rounds (their time kept in the budget)
                     if hook is not None:
                         # the answer first, in parts with the report written after each (answer_parts)
                         parts = answer_parts(cells)
+                        if until is not None:
+                            late = [c for c in cells if not _early(c)]
+                            parts = [p for p in ([c for c in part if _early(c)] for part in parts) if p]
+                        later_s = sum(estimate_s(c) for c in late)
                         for i, part in enumerate(parts):
-                            sched.then_s = sum(estimate_s(c) for later in parts[i + 1 :] for c in later)
+                            sched.then_s = sum(estimate_s(c) for later in parts[i + 1 :] for c in later) + later_s
                             kept += sched.run(part, schedule)
                             hook()
-                        sched.then_s = 0.0
+                        sched.then_s = later_s
                     else:
                         kept = sched.run(cells, schedule)
                     outcomes = kept
@@ -186,10 +191,20 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                         # the two sides of a comparison share the machine's state within a round: the round
                         # is the unit the sequence pairs
                         again = schedule if schedule == "per-device" else "interleaved"
+                        first = [c for c in cells if id(c) not in {id(x) for x in late}]
                         seq = Sequential(
-                            cells, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
+                            first, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
                         )
-                        outcomes = kept + seq.run(kept)
+                        seq.reserve_s = sched.then_s
+                        kept = kept + seq.run(kept)
+                        outcomes = kept
+                        if (
+                            late and hook is not None
+                        ):  # the compiled cells: once, after the rounds (their comparisons keep one repeat)
+                            sched.then_s = 0.0
+                            kept = kept + sched.run(late, schedule)
+                            outcomes = kept
+                            hook()
                 except Paused as p:  # --stop-after: what finished is kept; the same command resumes
                     paused = p
                     outcomes = kept + p.outcomes

@@ -20,6 +20,12 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
               comparison see the same machine within a round; per-device keeps its GPU slots);
               cells no open comparison needs keep their repeats
 
+--fixed-rounds (Until.fixed; a GPU host's answer, `reference gpu`): no verdict stops a comparison;
+each gets rounds to --max-repeats (6: stats.MIN_CI_REPEATS, where the fixed-n 95 % bootstrap
+starts), cheapest first within the budget, and is judged by that fixed-n figure. Since no look at
+the data decides how many rounds it gets, the fixed-n interval keeps its meaning; the confidence
+sequence would need 10 rounds (stats.CS_MIN_ROUNDS) before it bounds anything.
+
 Round r runs repeat r of each cell in it, so repeat i of A and of B always ran in one round:
 the sequence pairs them. The budget is the time granted to the added rounds, counted from the
 end of the first ones (those are the matrix as asked, and always run whole); a round is started
@@ -38,7 +44,7 @@ from pathlib import Path
 
 from bench.core import answers as A
 from bench.core import claims as C
-from bench.core import seqstats
+from bench.core import seqstats, stats
 from bench.core.cell import Cell
 from bench.core.registry import get_study
 from bench.core.request import DEFAULT_MAX_REPEATS, parse_budget, until_options
@@ -48,6 +54,7 @@ from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.core.stats import CS_MIN_ROUNDS, Summary
 from bench.core.text import short
+from bench.run.eta import estimate_s
 from bench.run.schedule import Paused
 
 
@@ -106,6 +113,7 @@ class Sequential:
     after_round: Callable[[], None] | None = None  # run after every added round (`all`: the report, rewritten)
     fits: Callable[[float], bool] = lambda _s: True  # whether a round of these seconds ends before --stop-after
     added_from: float = 0.0  # when the first rounds ended: the budget counts from here
+    reserve_s: float = 0.0  # seconds of the budget kept for cells that run after the rounds (`all`: the compiled ones)
     comparisons: list[Comparison] = field(default_factory=list)
     _spent: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds of each repeat run here
     _reused_s: float = 0.0  # seconds earlier calls spent on the cells this one reused (a whole budget counts them)
@@ -155,7 +163,10 @@ class Sequential:
             if f is None:
                 continue
             try:
-                comp.value = seqstats.paired(f.sides[0].per, f.sides[1].per)
+                if self.opts.fixed:
+                    comp.value = stats.ratio(f.sides[0].per, f.sides[1].per)
+                else:
+                    comp.value = seqstats.paired(f.sides[0].per, f.sides[1].per)
             except ValueError:
                 continue
             comp.verdict, _ = C.decide(comp.value, comp.expect)
@@ -167,7 +178,10 @@ class Sequential:
             if comp.stopped != "open" or comp.value is None:
                 continue
             w = seqstats.width(comp.value)
-            if comp.verdict in C.DECIDED:
+            if self.opts.fixed:
+                if comp.value.n >= self.opts.max_repeats:
+                    comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at its {comp.value.n} fixed rounds"
+            elif comp.verdict in C.DECIDED:
                 comp.stopped, comp.why = "decided", comp.verdict
             elif self.opts.target_width is not None and w is not None and w <= self.opts.target_width:
                 comp.stopped, comp.why = "width", f"{w:.1%} <= {self.opts.target_width:.1%}; {comp.verdict}"
@@ -182,7 +196,8 @@ class Sequential:
         write_json(
             self.out / seqstats.RECORD,
             {
-                "method": seqstats.METHOD,
+                "method": seqstats.FIXED_METHOD if self.opts.fixed else seqstats.METHOD,
+                "fixed": self.opts.fixed,
                 "confidence": 1 - seqstats.ALPHA,
                 "options": {
                     "max_repeats": self.opts.max_repeats,
@@ -224,13 +239,14 @@ class Sequential:
             if v:
                 total += sum(v) / len(v)
             else:
-                est = get_study(c.study).estimate(c)
-                total += est.open_s + est.steps * est.step_s
+                total += estimate_s(c)  # this host's (a CPU cell's scaled by its cores)
         return total
 
     def _ahead(self, comp: Comparison) -> int:
-        """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one."""
-        return max(1, CS_MIN_ROUNDS - (comp.value.n if comp.value else 0))
+        """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one
+        (--fixed-rounds: to its last)."""
+        n = comp.value.n if comp.value else 0
+        return max(1, (self.opts.max_repeats if self.opts.fixed else CS_MIN_ROUNDS) - n)
 
     def _admit(
         self, open_: list[Comparison], base: dict[str, Cell], left: float | None
@@ -282,7 +298,7 @@ class Sequential:
                 spent = (
                     time.monotonic() - self.started + self._reused_s if self.opts.whole else time.monotonic() - self.added_from
                 )
-                left = None if self.opts.budget_s is None else self.opts.budget_s - spent
+                left = None if self.opts.budget_s is None else self.opts.budget_s - spent - self.reserve_s
                 admitted, need, over = self._admit(open_, base, left)
                 for comp in over:
                     per = self._estimate([base[k] for k in comp.keys if k in base])
@@ -348,7 +364,7 @@ class Sequential:
         out = [
             "",
             f"== until decided: {len(self.comparisons)} comparison(s); the run took {total:.0f} s, its added rounds {added:.0f} s "
-            f"({seqstats.METHOD}; record: {self.out / seqstats.RECORD})",
+            f"({seqstats.FIXED_METHOD if self.opts.fixed else seqstats.METHOD}; record: {self.out / seqstats.RECORD})",
         ]
         for c in self.comparisons:
             v = c.value

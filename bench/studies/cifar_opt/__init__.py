@@ -238,8 +238,8 @@ class CifarOpt(Study):
     def estimate(self, cell: Cell) -> Estimate:
         from bench.studies.cifar_opt.config import cost, settings
 
-        steps, open_s, step_s = cost(settings(cell))
-        return Estimate(steps, open_s, step_s)
+        steps, open_s, step_s, serial_s = cost(settings(cell))
+        return Estimate(steps, open_s, step_s, serial_s)
 
     # ---- what compare, verify and the answer engine read
     claims = CLAIMS  # claims.py: every claim of seed 002 that a measurement can check

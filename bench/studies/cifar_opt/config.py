@@ -338,18 +338,25 @@ def wall_s(cfg: Settings, host: Host = EPYC2, pick: int | None = None) -> dict[s
     epochs = cfg.epochs * (epoch_open + (cfg.n_train * img_ms * batch_cost + cfg.n_test * eval_ms) / 1e3)
     calls = (cfg.latency_calls + cfg.latency_warmup) * sum(calls_ms) / 1e3
     scoring = len(calls_ms) * (cfg.n_test + 10 * cfg.infer_batch) * eval_ms / 1e3  # accuracy and batched throughput
-    prep = 0.0
-    if not gpu and (kind == "int8" or "compile" in opts):
-        fp32, int8 = CPU_PREP_S.get(cfg.model, (COMPILE_S["cpu"], COMPILE_S["cpu"]))
-        prep = (fp32 + (int8 if kind == "int8" else 0.0)) / host.compile
+    prep = prep_s(cfg, host)
     open_s = OPEN_S[cfg.device] / host.open
     if "compile" in opts:
         open_s += COMPILE_S[cfg.device] / host.compile
     return {"open": open_s, "trials": trials, "epochs": epochs, "inference": calls + scoring + prep}
 
 
-def cost(cfg: Settings) -> tuple[int, float, float]:
-    """(steps, open s, mean step s) of a cell with CFG on the constants' machine (the run's ETA)."""
+def prep_s(cfg: Settings, host: Host = EPYC2) -> float:
+    """Seconds a CPU cell with CFG spends compiling its deployment forms (fp32 inductor, PT2E int8)."""
+    kind, opts = variant_kind(cfg.variant), parse_variant(cfg.variant)
+    if cfg.device != "cpu" or not (kind == "int8" or "compile" in opts):
+        return 0.0
+    fp32, int8 = CPU_PREP_S.get(cfg.model, (COMPILE_S["cpu"], COMPILE_S["cpu"]))
+    return (fp32 + (int8 if kind == "int8" else 0.0)) / host.compile
+
+
+def cost(cfg: Settings) -> tuple[int, float, float, float]:
+    """(steps, open s, mean step s, serial s) of a cell with CFG on the constants' machine (the run's
+    ETA); serial: the CPU forms' compile, which more cores do not shorten (Estimate.serial_s)."""
     parts = wall_s(cfg)
     steps = (cfg.trials if variant_kind(cfg.variant) == "optuna" else 0) + cfg.epochs + 1
-    return steps, parts["open"], (parts["trials"] + parts["epochs"] + parts["inference"]) / steps
+    return steps, parts["open"], (parts["trials"] + parts["epochs"] + parts["inference"]) / steps, prep_s(cfg)
