@@ -226,7 +226,8 @@ def test_a_first_round_cell_costs_the_time_it_was_busy_not_the_interleaved_span(
     s.note([Outcome(Cell(), "ok", 500.0, active_s=120.0)])  # type: ignore[arg-type]
     s.note([Outcome(Cell(), "ok", 60.0)])  # no busy time known: its own seconds
     s.note([Outcome(Cell(), "ok", 500.0, active_s=120.0)], share=40.0)  # an added round: its share of the round
-    assert s._spent == {"k": [120.0, 60.0, 40.0]}
+    s.note([Outcome(Cell(), "ok", 95.0, active_s=70.0)], serial=True)  # a sequential first round: its wall time
+    assert s._spent == {"k": [120.0, 60.0, 40.0, 95.0]}
 
 
 _READING = st.one_of(
@@ -314,3 +315,60 @@ def test_fixed_rounds_never_stop_a_comparison_on_its_verdict(ratios, rounds):
     s._settle()
     assert comp.stopped == ("max-repeats" if len(ratios) >= rounds else "open")
     assert s._ahead(comp) == max(1, rounds - len(ratios))
+
+
+class _FakeCell:
+    def __init__(self, name: str):
+        self.name, self.key = name, name
+
+    def dir(self, out: Path) -> Path:
+        return out / self.name
+
+    def replace(self, **kw):
+        return self
+
+
+def _reused(tmp: Path, spans: list[tuple[float, float]]) -> list:
+    from bench.run.schedule import Outcome
+
+    out = []
+    for i, (t0, t1) in enumerate(spans):
+        d = tmp / f"c{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "cell.json").write_text("{}")
+        (d / "rows.jsonl").write_text("")
+        os.utime(d / "cell.json", (t0, t0))
+        os.utime(d / "rows.jsonl", (t1, t1))
+        out.append(Outcome(_FakeCell(f"c{i}"), "reused", 0.0))  # type: ignore[arg-type]
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 300)), min_size=1, max_size=25))
+def test_a_resumed_run_counts_the_time_its_reused_cells_covered_once(tmp_path_factory, raw):
+    """A resume counts what earlier calls spent from the cells' files: the union of their spans (cells of
+    an interleaved round ran side by side), and each cell costs its share of the group it ran in."""
+    from bench.run.sequential import Sequential
+
+    tmp = tmp_path_factory.mktemp("reused")
+    base = 1_700_000_000
+    spans = [(base + a, base + a + d) for a, d in raw]
+    s = Sequential(cells=[], out=tmp, opts=Options(budget_s=1e9, whole=True), run_round=lambda c: [], echo=lambda x: None)
+    s.note(_reused(tmp, spans))
+    covered = set()
+    for t0, t1 in spans:
+        covered.update(range(int(t0), int(t1)))
+    assert s._reused_s == pytest.approx(len(covered))
+    assert sum(sum(v) for v in s._spent.values()) == pytest.approx(len(covered))  # the shares add up to the union
+
+
+def test_a_resumed_interleaved_round_is_its_wall_time_not_the_sum_of_its_cells(tmp_path):
+    """The H200 reference's third call (2026-11-29): 21 cells of round 2 had run side by side for about
+    185 s, each file spanning 100-183 s; summed, they spent the whole 25-minute budget."""
+    from bench.run.sequential import Sequential
+
+    t = 1_700_000_000
+    spans = [(t + i, t + 185 - (i % 5)) for i in range(21)]
+    s = Sequential(cells=[], out=tmp_path, opts=Options(budget_s=1500, whole=True), run_round=lambda c: [], echo=lambda x: None)
+    s.note(_reused(tmp_path, spans))
+    assert s._reused_s == pytest.approx(185)

@@ -196,6 +196,7 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                             first, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
                         )
                         seq.reserve_s = sched.then_s
+                        seq.first_serial = schedule == "sequential"
                         kept = kept + seq.run(kept)
                         outcomes = kept
                         if (

@@ -37,10 +37,12 @@ which method made each interval (bench.core.seqstats.swap).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.core import answers as A
 from bench.core import claims as C
@@ -117,6 +119,8 @@ class Sequential:
     comparisons: list[Comparison] = field(default_factory=list)
     _spent: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds of each repeat run here
     _reused_s: float = 0.0  # seconds earlier calls spent on the cells this one reused (a whole budget counts them)
+    _reused_spans: list[tuple[float, float]] = field(default_factory=list)  # their start-end spans, by the files
+    first_serial: bool = False  # the first rounds ran one cell after another (a cell's wall time is its cost)
 
     # ---- the plan and the judging
     def _findings(self, cells: list[Cell]) -> list[tuple[A.Study, C.Claim, A.Finding]]:
@@ -211,25 +215,41 @@ class Sequential:
         )
 
     # ---- the rounds
-    def note(self, outcomes: list, share: float | None = None) -> None:
+    def note(self, outcomes: list, share: float | None = None, serial: bool = False) -> None:
         """Each outcome's seconds: SHARE (an added round's wall time over its cells: their steps
-        interleave, so each cell's own seconds span the whole round), else the time the cell itself
-        was busy (its warm-up and steps: in interleaved first rounds a cell's start-to-end spans
-        every other cell's steps too, which made a slow cell's rounds look 4x dearer than they ran),
-        else its own seconds; a reused cell's from its files (cell.json is written as it starts,
-        rows.jsonl as it ends), so a resumed run still counts what its cells took."""
+        interleave, so each cell's own seconds span the whole round), else its own wall time where the
+        cells ran one after another (SERIAL: a sequential first round, process start included), else the
+        time the cell itself was busy (its warm-up and steps: in interleaved first rounds a cell's
+        start-to-end spans every other cell's steps too, which made a slow cell's rounds look 4x dearer
+        than they ran). A reused cell's come from its files (cell.json is written as it starts,
+        rows.jsonl as it ends), so a resumed run still counts what its cells took: cells whose spans
+        overlap ran side by side (an interleaved round), so each costs its share of their union, and the
+        whole budget counts the union once (summed, a resumed round of 21 cells counted 45 minutes for
+        its 3 and left no budget)."""
+        spans: list[tuple[float, float, Any]] = []
         for o in outcomes:
-            secs = share if share is not None else float(getattr(o, "active_s", None) or o.seconds)
             if o.status == "reused":
                 d = o.cell.dir(self.out)
                 try:
-                    secs = (d / "rows.jsonl").stat().st_mtime - (d / "cell.json").stat().st_mtime
+                    t0, t1 = (d / "cell.json").stat().st_mtime, (d / "rows.jsonl").stat().st_mtime
                 except OSError:
                     continue
-                if not 0 < secs < 30 * 86400:
-                    continue
-                self._reused_s += secs
+                if 0 < t1 - t0 < 30 * 86400:
+                    spans.append((t0, t1, o))
+                continue
+            if share is not None:
+                secs = share
+            elif serial:
+                secs = float(o.seconds)
+            else:
+                secs = float(getattr(o, "active_s", None) or o.seconds)
             self._spent.setdefault(_config(o.cell), []).append(secs)
+        for group in _side_by_side(sorted(spans, key=lambda s: s[0])):
+            length = max(t1 for _, t1, _ in group) - min(t0 for t0, _, _ in group)
+            for _, _, o in group:
+                self._spent.setdefault(_config(o.cell), []).append(length / len(group))
+            self._reused_spans.append((min(t0 for t0, _, _ in group), max(t1 for _, t1, _ in group)))
+        self._reused_s = _union(self._reused_spans)
 
     def _estimate(self, round_cells: list[Cell]) -> float:
         """Seconds the round should take: each cell's mean over its repeats run here, else its study's estimate."""
@@ -272,7 +292,7 @@ class Sequential:
 
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
-        self.note(first)
+        self.note(first, serial=self.first_serial)
         self.added_from = time.monotonic()
         cells = list(self.cells)
         self.plan(cells)
@@ -377,6 +397,30 @@ class Sequential:
                 + (f" ({c.why})" if c.why and c.stopped != "decided" else "")
             )
         return out
+
+
+def _side_by_side(spans: list) -> list[list]:
+    """SPANS (start, end, ...), sorted by start, in groups whose spans overlap (cells that ran together)."""
+    groups: list[list] = []
+    end = -math.inf
+    for span in spans:
+        if not groups or span[0] >= end:
+            groups.append([span])
+            end = span[1]
+        else:
+            groups[-1].append(span)
+            end = max(end, span[1])
+    return groups
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The seconds SPANS cover, each second once."""
+    total, end = 0.0, -math.inf
+    for t0, t1 in sorted(spans):
+        if t1 > end:
+            total += t1 - max(t0, end)
+            end = t1
+    return total
 
 
 def stopped_ok(comparisons: list[Comparison]) -> bool:
