@@ -332,7 +332,8 @@ def details(a: A.Answer, note: bool = True, here: bool = False) -> str:
         if differs:
             bits.append("what differs: " + "; ".join(differs))
         if f.stop:
-            bits.append(f"until decided: {f.stop}; the interval is the median per-round ratio's 95% confidence sequence")
+            how = f"; the interval: {f.value.method}" if f.value is not None else ""  # a --fixed-rounds run's is the fixed-n one
+            bits.append(f"until decided: {f.stop}{how}")
     if a.value is not None and a.claim.seed is not None:
         bits.append("against the seed: " + C.versus_seed(a.value, a.claim.seed))
     if a.why:

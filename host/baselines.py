@@ -82,6 +82,15 @@ CROSS_CLASS_K = 2.0
 # anywhere from 1e-6 to 1.9e-4, 0.34 % of epoch 1's 0.056 (a 187x spread). Across classes, a point
 # where the cell and the entry have both converged passes, and counts in no measured gap.
 CONVERGED = 0.01
+# A final accuracy counted on N test images moves by about sqrt(p(1 - p) / N) between two runs whose
+# models differ in a few predictions (GPU nondeterminism, another machine of the class): the band is
+# at least ACC_RESOLUTION_K times that, however tight the runs it was made from. Measured: three H200
+# machines (sets H200, 2026-11-29) ended cifar-opt's GPU ResNet-18 at 0.344-0.392 on 500 images for
+# one seed (sd 0.021 at p = 0.37), where a band made from two of them missed the third by 0.002-0.014.
+ACC_RESOLUTION_K = 2.0
+# Below this many test images a final accuracy is not held at all: profile's answer evaluates one
+# batch of 64 after four steps, at chance, where one machine read 0.0 and another 0.45 for one seed.
+MIN_TEST_IMAGES = 100
 
 Pos = Annotated[float, Field(gt=0)]
 Point = tuple[float, float]
@@ -344,6 +353,16 @@ def other_seed(cell: ResultCell, e: dict) -> bool:
     return not any(f.min_repeat > 0 for f in fixes.missing(cell))
 
 
+def test_images(cell: ResultCell) -> int | None:
+    """How many test images CELL's final accuracy was counted on (its rows' n_test, else its n_test
+    parameter); None where neither says (mnist-cnn's 10,000: no row records it)."""
+    got = [r.get("n_test") for r in cell.ok_rows]
+    spec = getattr(cell, "spec", None)
+    got += [(spec.get("params") or {}).get("n_test")] if isinstance(spec, dict) else []
+    ns = [int(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e9]
+    return max(ns) if ns else None
+
+
 def check_accuracy(
     cell: ResultCell, part: str, e: dict, cross: str | bool = False, cc: CrossClass | None = None
 ) -> tuple[list[str], list[str]]:
@@ -353,7 +372,8 @@ def check_accuracy(
     loss point inside the range of E's seeds' curves widened by it)."""
     why, info = [], []
     tag = f"[{e['set']}]"
-    if cross != "class" and other_seed(cell, e):
+    other = cross != "class" and other_seed(cell, e)
+    if other:
         # the cell trained from a seed whose curve the entry does not hold (a repeat of a study whose
         # repeat is its seed, against an entry made when every repeat trained from one seed, or that
         # kept none): another trajectory, as another class's is: held the same way, and said so
@@ -368,8 +388,17 @@ def check_accuracy(
     else:
         margin = CROSS_ENV_ACC_MARGIN if cross else 0.0
     acc = final_accuracy(cell, part)
-    if e.get("acc_band"):  # an entry of a cell that scores nothing (synthetic-gpu: no evaluation) has only a curve
+    n_test = test_images(cell)
+    if e.get("acc_band") and acc is not None and n_test is not None and n_test < MIN_TEST_IMAGES:
+        info.append(f"{acc[0]} {acc[1]:.4g} on {n_test} test images: too few to hold to a band {tag}")
+    elif e.get("acc_band"):  # an entry of a cell that scores nothing (synthetic-gpu: no evaluation) has only a curve
         lo, hi = e["acc_band"]
+        if acc is not None and n_test:
+            p = max(v * (1 - v) for v in (acc[1], (lo + hi) / 2) if 0 <= v <= 1) if 0 <= acc[1] <= 1 else 0.25
+            res = ACC_RESOLUTION_K * (p / n_test) ** 0.5
+            if res > margin:
+                margin = res
+                info.append(f"band +-{res:.3g}: {ACC_RESOLUTION_K:g} x the resolution of {n_test} test images {tag}")
         lo, hi = max(lo - margin, 0.0), min(hi + margin, 1.0)
         if acc is None:
             why.append(f"no final accuracy to check against baseline {tag}")
@@ -380,7 +409,11 @@ def check_accuracy(
     curve = loss_curve(cell, part)
     seeds = max(1, len({seed_of(k) for k in e.get("curves") or {}}))
     own = [cv for k, cv in (e.get("curves") or {}).items() if seed_of(k) == str(cell.repeat)]  # this repeat's seed's runs
-    if e.get("curve"):
+    if e.get("curve") and other and seeds < 2:
+        # one seed's curves say nothing of where another seed goes (cifar-opt's Optuna picked another
+        # learning rate for seed 1: 2.35 where seed 0 read 3.73 at epoch 1, on one machine)
+        info.append(f"{e['curve_y']} not compared: the baseline holds one seed's curves, not repeat {cell.repeat}'s {tag}")
+    elif e.get("curve"):
         got = dict(curve[2]) if curve else {}
         xk, yk = e["curve_x"], e["curve_y"]
         rtol = float(e["loss_rtol"])
@@ -420,7 +453,9 @@ def check_accuracy(
         mc = speed.machine_class_or_none(cell)
         theirs = speed.class_label(e.get("machine_class") or {}) if e.get("machine_class") else "an unrecorded machine class"
         where = (
-            f"not this cell's {'GPU' if mc.get('gpu') else 'CPU'}"
+            "this cell's class, another seed"
+            if other and same_class(mc, e.get("machine_class"))
+            else f"not this cell's {'GPU' if mc.get('gpu') else 'CPU'}"
             if mc
             else "and this cell's machine class is unknown (system.json lacks cpu_model or cpu_affinity)"
         )
