@@ -23,7 +23,8 @@ bench.core.seqstats, which stays valid whenever the run stopped):
     does not hold      the whole interval outside it
     undecided          the interval straddles the region's edge (a range of 3 holds the true
                        median with probability 75 %: more repeats decide it)
-    too few repeats    one repeat on a side: no interval, so no verdict
+    too few repeats    one repeat on a side: no interval, so no verdict; or a range from two (it
+                       holds the true median half the time: a coin's toss is no verdict)
     not comparable     the seed's quantity is not one we measure (the claim says why), or an absolute
                        figure of the seed's hardware measured on other hardware: ours beside the seed's
     needs the seed's hardware
@@ -70,6 +71,8 @@ if TYPE_CHECKING:
     from bench.core.resultset import ResultCell
     from bench.core.study import Study
 
+# a range of repeats decides from this many a side (75 %: 1 - 2^(1-n)); below, "too few repeats"
+MIN_DECIDING_RANGE = 3
 HOLDS = "holds"
 FAILS = "does not hold"
 UNDECIDED = "undecided"
@@ -315,6 +318,11 @@ def decide(value: Summary, expect: Expect, exact: bool = False) -> tuple[str, st
         return UNDECIDED, f"{value.n} rounds: the 95% confidence sequence is unbounded below {CS_MIN_ROUNDS} rounds"
     elif value.lo is None or value.hi is None:
         return FEW, f"n={value.n}: one repeat a side gives no interval; rerun with --repeats 3"
+    elif value.kind == "range" and min(value.sides_n or (value.n,)) < MIN_DECIDING_RANGE:
+        return FEW, (
+            f"n={min(value.sides_n or (value.n,))} a side: a range of fewer than {MIN_DECIDING_RANGE} repeats holds the true "
+            f"median at most half the time; rerun with --repeats {MIN_DECIDING_RANGE} or more"
+        )
     else:
         lo, hi = value.lo, value.hi
     where = expect.place(lo, hi)
