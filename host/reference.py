@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.core.errors import KitError
 from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
+from bench.core.provenance import machine_identity
 
 
 def studies_with_reference_data() -> tuple[str, ...]:
@@ -128,6 +129,7 @@ def check_resume(dest: Path) -> None:
     env = environment_label()
     cpu = cpu_model()
     gpus = sorted({str(g["name"]) for g in nvidia_smi_gpus() if g.get("name")})
+    me = machine_identity().get("machine_id")
     for c in load_cells(dirs):
         theirs = str(c.spec.get("env") or "")
         if theirs and theirs != env:
@@ -142,6 +144,14 @@ def check_resume(dest: Path) -> None:
             raise KitError(
                 f"{dest} holds cells of another machine ({c.dir.name}: {s_cpu}, {s_gpu or 'no GPU'}; here: {cpu}, "
                 f"{', '.join(gpus) or 'no GPU'}): a reference is one host; pass --out for this one"
+            )
+        theirs_id = c.system.get("machine_id")
+        if me and isinstance(theirs_id, str) and theirs_id and theirs_id != me:
+            # one class, two machines (each lent GPU host is another): their numbers differ by a few
+            # percent to 1.9x on the CPU side (the three H200 machines of set H200), so one reference is one machine
+            raise KitError(
+                f"{dest} holds cells of another machine of this class ({c.dir.name}: machine {theirs_id}; here: {me}): "
+                "a reference is one host; pass --out for this one"
             )
 
 

@@ -31,7 +31,7 @@ def test_the_gpu_preset_is_the_main_jobs_answer_on_both_platforms_within_a_budge
     assert PRESETS["gpu-full"].profile == "full"
 
 
-def _made_here(dest, tmp_path, env: str | None = None, cpu: str | None = None):
+def _made_here(dest, tmp_path, env: str | None = None, cpu: str | None = None, machine: str | None = None):
     """A reference dir holding one finished cell of this machine and environment (ENV, CPU: another's)."""
     import json
     import subprocess
@@ -49,10 +49,13 @@ def _made_here(dest, tmp_path, env: str | None = None, cpu: str | None = None):
         spec = json.loads(cj.read_text())
         spec["env"] = env
         cj.write_text(json.dumps(spec))
-    if cpu is not None:
+    if cpu is not None or machine is not None:
         sj = cj.parent / "system.json"
         system = json.loads(sj.read_text())
-        system["cpu_model"] = cpu
+        if cpu is not None:
+            system["cpu_model"] = cpu
+        if machine is not None:
+            system["machine_id"] = machine
         sj.write_text(json.dumps(system))
 
 
@@ -69,6 +72,7 @@ def test_a_resume_refuses_a_dir_of_another_environment_or_machine_in_one_line(tm
     for name, kw, says in (
         ("env", {"env": "native-torch0.0-00000000"}, "another environment"),
         ("cpu", {"cpu": "Other CPU 9000"}, "another machine"),
+        ("id", {"machine": "0123456789ab"}, "another machine of this class"),  # one class, another lent machine
     ):
         d = tmp_path / name
         _made_here(d, tmp_path, **kw)
