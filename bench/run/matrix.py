@@ -199,9 +199,8 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                         seq.first_serial = schedule == "sequential"
                         kept = kept + seq.run(kept)
                         outcomes = kept
-                        if (
-                            late and hook is not None
-                        ):  # the compiled cells: once, after the rounds (their comparisons keep one repeat)
+                        # the compiled cells: once, after the rounds (their comparisons keep one repeat)
+                        if late and hook is not None:
                             sched.then_s = 0.0
                             kept = kept + sched.run(late, schedule)
                             outcomes = kept
