@@ -817,7 +817,7 @@ def reference(
     if p.until_decided:
         how = f"rounds to {answer_plan.ROUNDS} for each comparison" if p.profile == "auto" else "until decided"
         seq = f" then {how} (at most {p.max_repeats} rounds, budget {p.budget})"
-    smaller = f"; smaller than the seeds' (both sides): {', '.join(p.smaller)}" if p.smaller else ""
+    smaller = f"; smaller than the seeds' (both sides): {', '.join(p.smaller_sets)}" if p.smaller_sets else ""
     typer.echo(
         f"reference {preset.value}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native{smaller} -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")

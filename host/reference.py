@@ -29,6 +29,13 @@ def studies_with_reference_data() -> tuple[str, ...]:
     return tuple(name for name, s in sorted(studies().items()) if s.reference_sets)
 
 
+def study_gpu_reference_sets() -> tuple[str, ...]:
+    """Every study's smaller amounts for the one-GPU reference (Study.gpu_reference_sets), as STUDY.KEY=VALUE."""
+    from bench.core.registry import studies
+
+    return tuple(f"{name}.{kv}" for name, s in sorted(studies().items()) for kv in s.gpu_reference_sets)
+
+
 def study_reference_sets() -> tuple[str, ...]:
     """Every study's own reference --set values (Study.reference_sets), as STUDY.KEY=VALUE."""
     from bench.core.registry import studies
@@ -51,10 +58,15 @@ class Preset:
     # smaller amounts than the seeds' where the first round would not leave the budget any rounds
     # (both sides the same; every row records its amount): STUDY.KEY=VALUE, after `sets`
     smaller: tuple[str, ...] = ()
+    gpu_smaller: bool = False  # also each study's own (Study.gpu_reference_sets)
+
+    @property
+    def smaller_sets(self) -> tuple[str, ...]:
+        return (*self.smaller, *(study_gpu_reference_sets() if self.gpu_smaller else ()))
 
     @property
     def all_sets(self) -> tuple[str, ...]:
-        return (*self.sets, *self.smaller)
+        return (*self.sets, *self.smaller_sets)
 
 
 PRESETS = {
@@ -89,9 +101,7 @@ PRESETS = {
         until_decided=True,
         max_repeats=6,
         budget="25m",  # issue 54: the whole one-GPU reference in 25 minutes of GPU machine time
-        # real MNIST at the seed's 10 epochs made mnist-cnn's first round 4.5 min on an H200 host (its seed
-        # pipeline: 91 s a CPU cell, 79 s a GPU one), a fifth of the budget before any round: 2 epochs
-        smaller=("mnist-cnn.epochs=2",),
+        gpu_smaller=True,  # mnist-cnn at 2 epochs (its gpu_reference_sets says why)
     ),
     "gpu-full": Preset(("cpu", "cuda"), "full", "a GPU host: every cell of both platforms, full profile (extra GPU variants)"),
     "gpu-cuda": Preset(("cuda",), "full", "a GPU host's cuda cells only (when one run must fit a time limit)"),

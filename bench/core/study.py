@@ -301,6 +301,9 @@ class Study:
     # the --set values a reference of this study runs with (`orchestrate.py reference`: real data
     # where the study has a real set the kit can read, e.g. ("dataset=mnist",)); () = its defaults
     reference_sets: ClassVar[tuple[str, ...]] = ()
+    # KEY=VALUE the one-GPU reference (`reference gpu`) sets on top: a smaller amount than the seed's where
+    # the study's first round would leave that run's budget no rounds (both sides the same; rows record it)
+    gpu_reference_sets: ClassVar[tuple[str, ...]] = ()
     # every claim its seed makes that a measurement can check (bench.core.claims), judged by
     # bench.core.answers; those marked `headline` open the report
     claims: ClassVar[tuple[Claim, ...]] = ()
