@@ -123,6 +123,14 @@ def matrix(
             "never stopping on its verdict (a fixed-n 95% bootstrap from 6 rounds instead of the confidence sequence)",
         ),
     ] = False,
+    rounds_first: Annotated[
+        bool,
+        typer.Option(
+            "--rounds-first",
+            help="--until-decided: run the compiled cells (one repeat each, after the rounds) only in the budget the "
+            "rounds leave, instead of keeping their time out of the rounds' budget",
+        ),
+    ] = False,
     stop_after: Annotated[
         str | None,
         typer.Option(
@@ -156,6 +164,7 @@ def matrix(
             target_width=target_width,
             budget_whole=budget_whole,
             fixed_rounds=fixed_rounds,
+            rounds_first=rounds_first,
             stop_after=stop_after,
             after_round=tuple(after_round or ()),
             devices=tuple(d for d in (devices or "").split(",") if d),

@@ -77,11 +77,16 @@ def _seconds(cells: list) -> float:
 
 
 def plan(
-    req: RunRequest, todo: list[str], containers: bool, report: tuple[str, ...], budget: str | None = None
+    req: RunRequest,
+    todo: list[str],
+    containers: bool,
+    report: tuple[str, ...],
+    budget: str | None = None,
+    rounds_first: bool = False,
 ) -> AnswerPlan | None:
     """The answer's run request for REQ on the platforms TODO (None where REQ is not the answer:
     a profile named, or no GPU platform here). A bad --budget, or one shorter than round 1, is one
-    UsageError line."""
+    UsageError line. ROUNDS_FIRST: the compiled cells only in the budget the rounds leave."""
     if req.profile != "auto" or effective_profile(req.profile, todo) != "answer":
         return None
     from bench.run.matrix import first_part
@@ -111,6 +116,7 @@ def plan(
         until_decided=True,
         max_repeats=ROUNDS,
         fixed_rounds=True,
+        rounds_first=rounds_first,
         budget=budget,
         budget_whole=True,
         after_round=report,
@@ -132,7 +138,8 @@ def lines(p: AnswerPlan) -> list[str]:
         head + f"; the first report after each study's GPU-over-CPU pair ({p.pair_cells} cells, ~{_mins(p.pair_s)}), "
         "again after the rest of them;",
         f"then rounds to {ROUNDS} for each comparison (its 95% bootstrap interval), cheapest first, the compiled cells "
-        f"last, within --budget {p.request.budget} for the whole run; the report is rewritten after every round "
+        + ("last in what the rounds leave of" if p.request.rounds_first else "last, within")
+        + f" --budget {p.request.budget} for the whole run; the report is rewritten after every round "
         "(Ctrl-C keeps it). The seeds' own setups: --profile default.",
     ]
 

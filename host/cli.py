@@ -837,7 +837,7 @@ def reference(
     where = dest / "report"
 
     def answer_first(r: RunRequest, todo: list[str], containers: bool) -> RunRequest:
-        got = answer_plan.plan(r, todo, containers, answer_plan.report_argv(dest, where, []), p.budget)
+        got = answer_plan.plan(r, todo, containers, answer_plan.report_argv(dest, where, []), p.budget, p.rounds_first)
         if got is None:
             raise KitError(f"reference {preset.value} pairs a GPU with this host's CPU: here only {', '.join(todo)} runs")
         for line in answer_plan.lines(got):

@@ -384,10 +384,11 @@ def test_the_default_budget_grows_to_cover_a_slow_hosts_first_round_and_a_given_
     from bench.core.request import RunRequest
     from host import answer_plan
 
-    monkeypatch.setattr(answer_plan, "first_round_s", lambda req: (39, 1800.0))  # 30 minutes
+    # every cell 60 s: round 1 is about 39 minutes, above the default budget
+    monkeypatch.setattr(answer_plan, "_seconds", lambda cells: 60.0 * len(cells))
     req = RunRequest(platforms=("cpu", "cuda"))
     got = answer_plan.plan(req, ["cpu", "cuda"], False, ())
-    assert got is not None and got.budget_s is not None and got.budget_s >= 1800 * 4 / 3
+    assert got is not None and got.budget_s is not None and got.budget_s >= got.first_s * 4 / 3 > 20 * 60
     assert got.request.until_decided and got.request.budget_whole and got.request.repeats == 1
     with pytest.raises(UsageError, match="shorter than the answer's first round"):
         answer_plan.plan(req, ["cpu", "cuda"], False, (), "20m")
@@ -443,3 +444,53 @@ def test_no_pair_on_one_platform_means_an_empty_first_part(name):
 
     cells = studies()[name].matrix("cpu", "answer")
     assert first_part(cells) == [] and sorted(c.key for p in answer_parts(cells) for c in p) == sorted(c.key for c in cells)
+
+
+# ---- --rounds-first (`reference gpu`): the compiled cells only in what the rounds leave -----------
+@settings(max_examples=80, deadline=None)
+@given(
+    costs=st.lists(st.floats(1.0, 500.0), min_size=0, max_size=6),
+    left=st.one_of(st.none(), st.floats(-100.0, 1500.0)),
+)
+def test_rounds_first_keeps_the_compiled_cells_that_fit_in_order_and_names_the_rest(costs, left):
+    from bench.core.cell import Cell
+    from bench.run import matrix
+
+    cells = [Cell(study="mnist-cnn", backend="torch-cuda", variant="tuned", seed=i) for i in range(len(costs))]
+    cost = {c.seed: s for c, s in zip(cells, costs)}
+    said: list[str] = []
+    orig = matrix.estimate_s
+    matrix.estimate_s = lambda c, *a: cost[c.seed]  # type: ignore[assignment]
+    try:
+        kept = matrix._fitting(cells, left, said.append)
+    finally:
+        matrix.estimate_s = orig  # type: ignore[assignment]
+    if left is None:
+        assert kept == cells and not said
+        return
+    assert not kept or sum(cost[c.seed] for c in kept) <= left + 1e-9
+    assert [c.seed for c in kept] == sorted(c.seed for c in kept)  # in the order given
+    assert len(said) == len(cells) - len(kept) and all(s.startswith("not run: ") and "--rounds-first" in s for s in said)
+    used = 0.0
+    for c in cells:  # each one left out did not fit beside the ones before it
+        if c in kept:
+            used += cost[c.seed]
+        else:
+            assert used + cost[c.seed] > left
+
+
+def test_the_gpu_reference_runs_its_rounds_first_and_says_so_in_its_plan(monkeypatch):
+    from bench.core.request import RunRequest
+    from host import answer_plan
+    from host.reference import PRESETS
+
+    monkeypatch.setattr(answer_plan, "_seconds", lambda cells: 10.0 * len(cells))  # a GPU host's 16 cores, not these 2
+
+    assert PRESETS["gpu"].rounds_first and not PRESETS["cpu"].rounds_first
+    req = RunRequest(platforms=("cpu", "cuda"))
+    got = answer_plan.plan(req, ["cpu", "cuda"], False, (), "25m", rounds_first=True)
+    assert got is not None and got.request.until().rounds_first and "--rounds-first" in got.request.matrix_argv()
+    assert "last in what the rounds leave of --budget 25m" in " ".join(answer_plan.lines(got))
+    plain = answer_plan.plan(req, ["cpu", "cuda"], False, (), "25m")  # `all`: their time kept in the budget
+    assert plain is not None and "--rounds-first" not in plain.request.matrix_argv()
+    assert "the compiled cells last, within --budget" in " ".join(answer_plan.lines(plain))

@@ -372,3 +372,33 @@ def test_a_resumed_interleaved_round_is_its_wall_time_not_the_sum_of_its_cells(t
     s = Sequential(cells=[], out=tmp_path, opts=Options(budget_s=1500, whole=True), run_round=lambda c: [], echo=lambda x: None)
     s.note(_reused(tmp_path, spans))
     assert s._reused_s == pytest.approx(185)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    costs=st.lists(st.floats(1.0, 300.0), min_size=1, max_size=8),
+    left=st.one_of(st.none(), st.floats(0.0, 3000.0)),
+    fixed=st.booleans(),
+)
+def test_fixed_rounds_admit_or_stop_every_comparison_at_once(costs, left, fixed):
+    """--fixed-rounds numbers its rounds from the first, so a comparison left waiting could never reach
+    its last: each one is admitted (its remaining rounds fit beside the cheaper ones) or stopped now.
+    Without it, one that fits alone waits for a later round."""
+    from bench.core.claims import FASTER
+    from bench.run.sequential import Comparison, Sequential
+
+    s = Sequential(cells=[], out=Path("."), opts=Options(max_repeats=6, fixed=fixed), run_round=lambda c: [], echo=print)
+    comps = [Comparison("seq", None, "", FASTER, (f"a{i}", f"b{i}"), ("a", "b")) for i in range(len(costs))]  # type: ignore[arg-type]
+    cost = {f"{side}{i}": c / 2 for i, c in enumerate(costs) for side in "ab"}
+    s._estimate = lambda cells: sum(cost[c] for c in cells)  # type: ignore[method-assign]
+    base = {k: k for k in cost}
+    admitted, need, stopped = s._admit(comps, base, left)  # type: ignore[arg-type]
+    ahead = 6 if fixed else 10  # no rounds yet: to the last (fixed) or to the sequence's first bound
+    assert need == pytest.approx(sum(costs[comps.index(c)] for c in admitted))
+    assert left is None or not admitted or need * max(s._ahead(c) for c in admitted) <= left + 1e-6
+    if left is None:
+        assert {id(c) for c in admitted} == {id(c) for c in comps} and not stopped  # cheapest first
+    elif fixed:
+        assert {id(c) for c in admitted} | {id(c) for c in stopped} == {id(c) for c in comps}
+    else:
+        assert all(costs[comps.index(c)] * ahead > left for c in stopped)

@@ -57,6 +57,9 @@ class Until:
     # every comparison gets rounds to max_repeats, whatever its verdict on the way (no look at the data decides a
     # stop, so the fixed-n 95% bootstrap is valid at the end: stats.MIN_CI_REPEATS), not the confidence sequence
     fixed: bool = False
+    # the compiled cells (Study.deferred) only in what budget the rounds leave, instead of keeping their
+    # estimated time out of the rounds' budget (`reference gpu`: the rounds decide; the compiled cells are one repeat)
+    rounds_first: bool = False
 
 
 def parse_budget(text: str, flag: str = "--budget") -> float:
@@ -90,12 +93,15 @@ def until_options(
     target_width: float | None,
     whole: bool = False,
     fixed: bool = False,
+    rounds_first: bool = False,
 ) -> Until | None:
     """The CLI's --until-decided options as Until (None: off); UsageError (one line) for a bad
     one, or for --max-repeats, --budget, --target-width or --fixed-rounds without --until-decided."""
-    given = [
-        n for n, v in (("--max-repeats", max_repeats), ("--budget", budget), ("--target-width", target_width)) if v is not None
-    ] + (["--fixed-rounds"] if fixed else [])
+    given = (
+        [n for n, v in (("--max-repeats", max_repeats), ("--budget", budget), ("--target-width", target_width)) if v is not None]
+        + (["--fixed-rounds"] if fixed else [])
+        + (["--rounds-first"] if rounds_first else [])
+    )
     if not on:
         if given:
             raise UsageError(f"{', '.join(given)} only applies with --until-decided")
@@ -106,6 +112,7 @@ def until_options(
         target_width,
         whole,
         fixed,
+        rounds_first,
     )
     if fixed and target_width is not None:
         raise UsageError("--fixed-rounds gives every comparison its --max-repeats rounds: --target-width does not apply")
@@ -166,6 +173,7 @@ class RunRequest:
     fixed_rounds: bool = (
         False  # --until-decided: rounds to --max-repeats for every comparison, no stop on its verdict (Until.fixed)
     )
+    rounds_first: bool = False  # --until-decided: the compiled cells only in the budget the rounds leave (Until.rounds_first)
     after_round: tuple[str, ...] = ()  # argv run after the first rounds and after every added round (`all`: the report)
     stop_after: str | None = None  # start no cell or round that would end past this time from the start (15m, 540s)
     devices: tuple[str, ...] = ()  # per-device schedule: GPU slots; empty: every visible GPU
@@ -218,7 +226,13 @@ class RunRequest:
     def until(self) -> Until | None:
         """The --until-decided settings, parsed (None: off)."""
         return until_options(
-            self.until_decided, self.max_repeats, self.budget, self.target_width, self.budget_whole, self.fixed_rounds
+            self.until_decided,
+            self.max_repeats,
+            self.budget,
+            self.target_width,
+            self.budget_whole,
+            self.fixed_rounds,
+            self.rounds_first,
         )
 
     @property
@@ -262,6 +276,8 @@ class RunRequest:
                 a.append("--budget-whole")
             if self.fixed_rounds:
                 a.append("--fixed-rounds")
+            if self.rounds_first:
+                a.append("--rounds-first")
         for arg in self.after_round:
             a += ["--after-round", arg]
         if self.stop_after is not None:

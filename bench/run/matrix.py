@@ -195,11 +195,13 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                         seq = Sequential(
                             first, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
                         )
-                        seq.reserve_s = sched.then_s
+                        seq.reserve_s = 0.0 if until.rounds_first else sched.then_s
                         seq.first_serial = schedule == "sequential"
                         kept = kept + seq.run(kept)
                         outcomes = kept
                         # the compiled cells: once, after the rounds (their comparisons keep one repeat)
+                        if late and until.rounds_first:
+                            late = _fitting(late, seq.left_s(), say or echo)
                         if late and hook is not None:
                             sched.then_s = 0.0
                             kept = kept + sched.run(late, schedule)
@@ -244,6 +246,24 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
         )
         return PAUSED
     return 0
+
+
+def _fitting(late: list[Cell], left: float | None, echo: Callable[[str], None]) -> list[Cell]:
+    """--rounds-first: the compiled cells, in order, while their estimates fit in LEFT (None: all); one
+    line for those left out."""
+    fit: list[Cell] = []
+    used = 0.0
+    for c in late:
+        need = estimate_s(c)
+        if left is None or used + need <= left:
+            fit.append(c)
+            used += need
+        else:
+            echo(
+                f"not run: {get_study(c.study).label(c)} (a compiled cell, ~{need:.0f} s; {max(left - used, 0):.0f} s of the budget left "
+                "after the rounds: --rounds-first)"
+            )
+    return fit
 
 
 def answer_parts(cells: list[Cell]) -> list[list[Cell]]:

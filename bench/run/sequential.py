@@ -262,6 +262,16 @@ class Sequential:
                 total += estimate_s(c)  # this host's (a CPU cell's scaled by its cores)
         return total
 
+    def left_s(self) -> float | None:
+        """Seconds of --budget left for rounds (None: no budget), less what is kept for the cells after them.
+        A whole budget counts the run from its start, and what earlier calls spent on the cells this one
+        resumed from (their files' times); else only the rounds added here."""
+        if self.opts.budget_s is None:
+            return None
+        now = time.monotonic()
+        spent = now - self.started + self._reused_s if self.opts.whole else now - self.added_from
+        return self.opts.budget_s - spent - self.reserve_s
+
     def _ahead(self, comp: Comparison) -> int:
         """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one
         (--fixed-rounds: to its last)."""
@@ -274,7 +284,8 @@ class Sequential:
         """The open comparisons the next round runs, cheapest first, while the rounds each still needs
         before it can be decided fit in LEFT (None: all); the round's estimated seconds; and those
         the budget stops now: the ones whose own rounds do not fit in LEFT even alone (a comparison
-        that fits alone but not beside the cheaper ones waits for a later round, when they are done).
+        that fits alone but not beside the cheaper ones waits for a later round, when they are done;
+        under --fixed-rounds it stops too: its rounds could not all come before the last one).
         The cheap ones are the ones that get decided."""
         cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
         admitted: list[Comparison] = []
@@ -286,7 +297,8 @@ class Sequential:
             per = self._estimate([base[k] for k in keys if k in base])
             if left is None or per * max(self._ahead(c) for c in trial) <= left:
                 admitted, need = trial, per
-            elif cost[id(comp)] * self._ahead(comp) > left:
+            elif self.opts.fixed or cost[id(comp)] * self._ahead(comp) > left:
+                # --fixed-rounds: rounds are numbered from the first, so one that waits now could not reach its last
                 stopped.append(comp)
         return admitted, need, stopped
 
@@ -313,20 +325,16 @@ class Sequential:
                     for comp in open_:
                         comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
                     break
-                # a whole budget counts the run from its start, and what earlier calls spent on the cells this
-                # one resumed from (their files' times); else only the rounds added here
-                spent = (
-                    time.monotonic() - self.started + self._reused_s if self.opts.whole else time.monotonic() - self.added_from
-                )
-                left = None if self.opts.budget_s is None else self.opts.budget_s - spent - self.reserve_s
+                left = self.left_s()
                 admitted, need, over = self._admit(open_, base, left)
                 for comp in over:
                     per = self._estimate([base[k] for k in comp.keys if k in base])
                     ahead = self._ahead(comp)
                     comp.stopped = "budget"
+                    beside = " beside the cheaper comparisons' rounds" if admitted else ""
                     comp.why = (
-                        f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget left; "
-                        f"{comp.verdict}"
+                        f"its next {ahead} round(s) need ~{per * ahead:.0f} s, {max(left or 0, 0):.0f} s of the budget "
+                        f"left{beside}; {comp.verdict}"
                     )
                 if not admitted:
                     break

@@ -9,7 +9,10 @@ PROFILE_PARAMS = {
     "smoke": {"iterations": 100, "plain_runs": 2, "breakdown_iterations": 20},  # wiring check
     "default": {},  # the seed's 500 iterations
     "full": {},
-    "answer": {},  # the seed's 500 iterations on both platforms (the CuPy cell times NumPy beside it)
+    # the seed's 500 iterations on both platforms (the CuPy cell times NumPy beside it), one timed run a
+    # cell: the answer's repeats are its fresh-process rounds (a float64 NumPy run is ~20 s on the H200
+    # host's 16 cores, so three in-process runs cost a round about a minute more)
+    "answer": {"plain_runs": 1},
 }
 # The dtypes each profile runs, one labelled cell each. float64 is NumPy's default, so the
 # seed's `np.random.rand(...) - 0.5` weights and `/ 255.` pixels most likely trained in
