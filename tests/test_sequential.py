@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,67 @@ def test_fixed_rounds_admit_or_stop_every_comparison_at_once(costs, left, fixed)
         assert {id(c) for c in admitted} | {id(c) for c in stopped} == {id(c) for c in comps}
     else:
         assert all(costs[comps.index(c)] * ahead > left for c in stopped)
+
+
+# ---- the calls' journal and the round's shares (the H200-rounds-first reference, 2026-11-29) ---------
+def test_a_resumed_run_counts_its_earlier_calls_wall_time_not_only_its_cells_files(tmp_path):
+    """Three calls on one reference: the cells' files spanned 420 s of the first two calls' 1,024 s
+    (process starts, reports and data checks fall outside them), so the third call saw 959 s of a
+    1,380 s budget left and ran past it. The calls' journal counts what they took."""
+    from bench.run.sequential import Sequential, calls_s, record_call
+
+    t = time.monotonic()
+    record_call(tmp_path, "one", t - 525.0)
+    record_call(tmp_path, "two", t - 499.0)
+    record_call(tmp_path, "two", t - 499.5)  # a call rewrites its own entry as it goes
+    assert calls_s(tmp_path) == pytest.approx(1024.5, abs=0.2)
+    s = Sequential(cells=[], out=tmp_path, opts=Options(budget_s=1380, whole=True), run_round=lambda c: [], echo=lambda x: None)
+    s.earlier_calls_s = calls_s(tmp_path)
+    spans = [(1_700_000_000 + 20 * i, 1_700_000_000 + 20 * i + 12) for i in range(35)]  # 420 s of files
+    s.note(_reused(tmp_path / "cells", spans))
+    assert s._reused_s == pytest.approx(1024.5, abs=0.2)
+    left = s.left_s()
+    assert left is not None and left < 1380 - 1024
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    doc=st.recursive(
+        st.none() | st.booleans() | st.floats(allow_nan=True) | st.integers() | st.text(max_size=8),
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.sampled_from(["calls", "call", "s", "x"]), kids, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_an_untrusted_call_journal_counts_a_finite_time_or_nothing(tmp_path_factory, doc):
+    """Anything in calls.json: calls_s is a finite number of seconds >= 0 (0 where the file is not a
+    journal), and record_call still writes a journal whose own entry counts."""
+    from bench.run.sequential import CALLS, calls_s, record_call
+
+    out = tmp_path_factory.mktemp("journal")
+    (out / CALLS).write_text(json.dumps(doc, allow_nan=True))
+    got = calls_s(out)
+    assert math.isfinite(got) and got >= 0
+    record_call(out, "mine", time.monotonic() - 7.0)
+    assert calls_s(out) == pytest.approx(got + 7.0, abs=0.2) or calls_s(out) == pytest.approx(7.0, abs=0.2)
+
+
+class _Ran:
+    def __init__(self, name: str, busy: float | None):
+        self.cell, self.status, self.seconds, self.active_s = _FakeCell(name), "ok", 999.0, busy
+
+
+@settings(max_examples=100, deadline=None)
+@given(busy=st.lists(st.floats(0.1, 60.0), min_size=1, max_size=20), wall=st.floats(1.0, 400.0))
+def test_an_interleaved_rounds_time_is_shared_by_the_time_each_cell_was_busy(busy, wall):
+    """A round of a 49 s cell and several 5 s ones: an equal split gave the small cells the big one's
+    cost (the next round's estimate came out 40 % short for the small ones' comparisons). Each cell's
+    part is its busy time's share of the round's wall time; the parts add up to the wall time."""
+    from bench.run.sequential import Sequential, _config
+
+    s = Sequential(cells=[], out=Path("."), opts=Options(budget_s=1e9), run_round=lambda c: [], echo=lambda x: None)
+    got = [_Ran(f"c{i}", b) for i, b in enumerate(busy)]
+    s.note(got, wall / len(got))
+    parts = [s._spent[_config(o.cell)][0] for o in got]  # type: ignore[arg-type]
+    assert sum(parts) == pytest.approx(wall)
+    for p, b in zip(parts, busy):
+        assert p == pytest.approx(wall * b / sum(busy))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from bench.core.rows import write_json
 from bench.run import speedline
 from bench.run.eta import estimate_s
 from bench.run.schedule import Interrupted, Paused, Scheduler
-from bench.run.sequential import Sequential, check
+from bench.run.sequential import Sequential, calls_s, check, record_call
 
 
 def resolve(req: RunRequest, resolve_data: bool = True, allow_empty: bool = False) -> list[Cell]:
@@ -161,8 +162,17 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
         echo(matrix_line(repeated=any(c.repeat for c in cells), platforms=platforms))
     seq: Sequential | None = None
     paused: Paused | None = None
-    hook = _after_round(req, echo, started)
+    report = _after_round(req, echo, started)
     with results_lock(out):  # one writer per results dir: a second run refuses with one line
+        earlier_s = calls_s(Path(out))  # what the earlier calls on OUT took (a whole --budget counts it)
+        call = uuid.uuid4().hex[:12]
+
+        def mark() -> None:  # this call's time so far into OUT's journal, then the report
+            record_call(Path(out), call, started)
+            if report is not None:
+                report()
+
+        hook = None if report is None else mark
         try:
             with _bar(bar) as (say, progress):
                 sched = Scheduler(paths, req.cell_timeout_s, req.rerun, echo=say, devices=list(req.devices), progress=progress)
@@ -196,6 +206,7 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                             first, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
                         )
                         seq.reserve_s = 0.0 if until.rounds_first else sched.then_s
+                        seq.earlier_calls_s = earlier_s
                         seq.first_serial = schedule == "sequential"
                         kept = kept + seq.run(kept)
                         outcomes = kept
@@ -219,6 +230,8 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                 f"interrupted; run the same command again to resume",
                 exit_code=130,
             ) from None
+        finally:
+            record_call(Path(out), call, started)
     for name in dict.fromkeys(c.study for c in cells):
         study = get_study(name)
         done = load_cells([o.cell.dir(out) for o in outcomes if o.cell.study == name])

@@ -52,7 +52,7 @@ from bench.core.registry import get_study
 from bench.core.request import DEFAULT_MAX_REPEATS, parse_budget, until_options
 from bench.core.request import Until as Options
 from bench.core.request import check_until as check
-from bench.core.resultset import load_cells
+from bench.core.resultset import json_file, load_cells
 from bench.core.rows import write_json
 from bench.core.stats import CS_MIN_ROUNDS, Summary
 from bench.core.text import short
@@ -121,6 +121,7 @@ class Sequential:
     _reused_s: float = 0.0  # seconds earlier calls spent on the cells this one reused (a whole budget counts them)
     _reused_spans: list[tuple[float, float]] = field(default_factory=list)  # their start-end spans, by the files
     first_serial: bool = False  # the first rounds ran one cell after another (a cell's wall time is its cost)
+    earlier_calls_s: float = 0.0  # the earlier calls' wall time on this results dir (calls_s: their journal)
 
     # ---- the plan and the judging
     def _findings(self, cells: list[Cell]) -> list[tuple[A.Study, C.Claim, A.Finding]]:
@@ -216,8 +217,10 @@ class Sequential:
 
     # ---- the rounds
     def note(self, outcomes: list, share: float | None = None, serial: bool = False) -> None:
-        """Each outcome's seconds: SHARE (an added round's wall time over its cells: their steps
-        interleave, so each cell's own seconds span the whole round), else its own wall time where the
+        """Each outcome's seconds: SHARE (an added round's wall time over the cells that ran in it: their
+        steps interleave, so each cell's own seconds span the whole round), each cell's part weighted by
+        the time it was busy (an equal split gave a 5 s cell a 49 s cell's cost, and the next rounds'
+        estimates came out 40 % short), else its own wall time where the
         cells ran one after another (SERIAL: a sequential first round, process start included), else the
         time the cell itself was busy (its warm-up and steps: in interleaved first rounds a cell's
         start-to-end spans every other cell's steps too, which made a slow cell's rounds look 4x dearer
@@ -227,6 +230,7 @@ class Sequential:
         whole budget counts the union once (summed, a resumed round of 21 cells counted 45 minutes for
         its 3 and left no budget)."""
         spans: list[tuple[float, float, Any]] = []
+        weight = _weights(outcomes)
         for o in outcomes:
             if o.status == "reused":
                 d = o.cell.dir(self.out)
@@ -238,7 +242,7 @@ class Sequential:
                     spans.append((t0, t1, o))
                 continue
             if share is not None:
-                secs = share
+                secs = share * weight.get(id(o), 1.0)
             elif serial:
                 secs = float(o.seconds)
             else:
@@ -249,7 +253,9 @@ class Sequential:
             for _, _, o in group:
                 self._spent.setdefault(_config(o.cell), []).append(length / len(group))
             self._reused_spans.append((min(t0 for t0, _, _ in group), max(t1 for _, t1, _ in group)))
-        self._reused_s = _union(self._reused_spans)
+        # the earlier calls' journal counts what the cells' files leave out (process starts, reports,
+        # gaps): the files alone counted 420 s for two calls of 1,024 s, and a third call went over budget
+        self._reused_s = max(_union(self._reused_spans), self.earlier_calls_s)
 
     def _estimate(self, round_cells: list[Cell]) -> float:
         """Seconds the round should take: each cell's mean over its repeats run here, else its study's estimate."""
@@ -349,7 +355,8 @@ class Sequential:
                 )
                 t0 = time.monotonic()
                 got = self.run_round(round_cells)
-                self.note(got, (time.monotonic() - t0) / max(len(round_cells), 1))
+                ran = sum(o.status != "reused" for o in got)  # a resumed round's reused cells took no time here
+                self.note(got, (time.monotonic() - t0) / max(ran, 1))
                 added += got
                 cells += round_cells
                 failed = {_config(o.cell): o for o in got if o.status not in ("ok", "reused", "skipped")}
@@ -405,6 +412,60 @@ class Sequential:
                 + (f" ({c.why})" if c.why and c.stopped != "decided" else "")
             )
         return out
+
+
+CALLS = "calls.json"  # the calls that made a results dir: each one's wall time, rewritten as it goes
+
+
+def _journal(out: Path) -> list[dict]:
+    """OUT's call journal as a list of {call, s}; [] where there is none or it cannot be trusted (a
+    symlink, too big, not JSON, or not a list of calls with finite seconds from 0 to 30 days)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class Call(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        call: str = Field(max_length=64)
+        s: float = Field(ge=0, le=30 * 86400, allow_inf_nan=False)
+
+    class Journal(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        calls: list[Call] = Field(max_length=10_000)
+
+    raw = json_file(Path(out) / CALLS)
+    if not raw:
+        return []
+    try:
+        return [c.model_dump() for c in Journal.model_validate(raw).calls]
+    except Exception:  # noqa: BLE001 - pydantic's ValidationError: an untrusted file that is not ours
+        return []
+
+
+def calls_s(out: Path) -> float:
+    """Seconds the earlier calls of the matrix spent on OUT, by its journal (0.0 where there is none,
+    or none to trust)."""
+    return float(sum(c["s"] for c in _journal(out)))
+
+
+def record_call(out: Path, token: str, started: float) -> None:
+    """This call's wall time so far (from STARTED, monotonic) into OUT's journal, under TOKEN (its
+    entry is replaced, the others kept; one that cannot be trusted starts again)."""
+    calls = [c for c in _journal(out) if c["call"] != token]
+    calls.append({"call": token, "s": round(time.monotonic() - started, 1)})
+    write_json(
+        Path(out) / CALLS, {"about": "each call's wall time on this results dir (a whole --budget counts them)", "calls": calls}
+    )
+
+
+def _weights(outcomes: list) -> dict[int, float]:
+    """id(outcome) -> its part of an interleaved round's time, over the outcomes that ran: its busy
+    seconds (warm-up and steps) over their mean, so the parts sum to the number of cells; 1.0 each where
+    a busy time is missing."""
+    ran = [o for o in outcomes if o.status != "reused"]
+    busy = [getattr(o, "active_s", None) for o in ran]
+    if not ran or any(not isinstance(b, (int, float)) or not b > 0 for b in busy):
+        return {}
+    mean = sum(busy) / len(busy)  # type: ignore[arg-type]
+    return {id(o): float(b) / mean for o, b in zip(ran, busy)}  # type: ignore[arg-type]
 
 
 def _side_by_side(spans: list) -> list[list]:
