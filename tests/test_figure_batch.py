@@ -107,3 +107,19 @@ def test_a_legend_below_the_axes_lies_inside_the_grown_figure_and_under_every_la
     for thing in (ax.xaxis.label, *ax.get_xticklabels()):
         assert box.y1 <= thing.get_window_extent(renderer).y0, thing
     plt.close(fig)
+
+
+def test_the_pages_copy_of_a_wide_figure_is_scaled_to_the_inline_width_and_a_narrow_one_keeps_its_size():
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from host.figures import INLINE_MAX_PX, small_png
+
+    for width in (3211, 900):
+        im = Image.new("RGB", (width, 400), "white")
+        ImageDraw.Draw(im).line([(0, 0), (width - 1, 399)], fill="red", width=3)
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+        with Image.open(io.BytesIO(small_png(buf.getvalue()))) as got:
+            assert got.width == min(width, INLINE_MAX_PX) and abs(got.height - 400 * got.width / width) <= 1
