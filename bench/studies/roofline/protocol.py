@@ -115,6 +115,8 @@ class CellRun:
             "bytes_counter": self.counts["bytes2"].counter,
             "roofs_device_id": self.roofs.device_id,
             "roofs_from_cache": self.roofs.from_cache,
+            # measured while the 1-minute load was above the logical CPUs: other work hid part of the peak
+            "roofs_measured_busy": _busy(self.roofs.conditions),
             "roof_sizes": cfg.roof_sizes,
             "roof_compute_name": c.name if c else None,
             "roof_compute_flop_per_s": c.value if c else None,
@@ -431,3 +433,9 @@ def validity_flags(rows: list[dict]) -> list[str]:
 
 def median(vals: list[float]) -> float | None:
     return statistics.median(vals) if vals else None
+
+
+def _busy(conditions: dict) -> bool:
+    from bench.measure.roofs import busy
+
+    return busy(conditions or {})

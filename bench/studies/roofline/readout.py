@@ -722,9 +722,18 @@ def loss_curve(rows: list[dict], part: str):
     return curve([r for p in (TRAIN, SWEEP) for r in phase_rows(rows, p, part)], BATCH, LOSS)
 
 
-def above_roof(rows: list[dict]) -> list[tuple[str, float]]:
-    """(phase, roof fraction) of every point above its measured roof, in the cell's order."""
-    return [(str(r.get("phase")), f) for r in points(rows) if (f := number(r.get(ROOF_FRACTION))) is not None and f > 1.0]
+ROOFS_BUSY = "roofs_measured_busy"  # the roofs were measured while other work loaded the machine
+
+
+def above_roof(rows: list[dict], busy: bool = False) -> list[tuple[str, float]]:
+    """(phase, roof fraction) of every point above its measured roof, in the cell's order: of the
+    points whose roofs were measured on a quiet machine, or (BUSY) on a busy one (a low roof: a point
+    above it says how loaded the machine was, not that a count is wrong)."""
+    return [
+        (str(r.get("phase")), f)
+        for r in points(rows)
+        if (f := number(r.get(ROOF_FRACTION))) is not None and f > 1.0 and (r.get(ROOFS_BUSY) is True) == busy
+    ]
 
 
 def flops_off(rows: list[dict]) -> list[tuple[str, object]]:
