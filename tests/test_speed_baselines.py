@@ -102,7 +102,9 @@ def test_every_committed_set_made_from_repeats_has_speed_entries():
         for name, s in obj["sets"].items():
             for e in s["entries"]:
                 sweep = e["config"].get("variant") == "sweep" or "sweep" in e["label"]
-                single = all(why.endswith("one repeat of one timed step, no spread") for why in e.get("speed_note", "").split("; "))
+                single = all(
+                    why.endswith("one repeat of one timed step, no spread") for why in e.get("speed_note", "").split("; ")
+                )
                 assert e["speed"] or sweep or (e.get("speed_note") and single), (p.name, name, e["label"])
                 for m in e["speed"].values():
                     assert m["tolerance"] >= 1.3 and len(m["values"]) >= 1 and m["spread"] >= 0
