@@ -467,3 +467,14 @@ def test_an_interleaved_rounds_time_is_shared_by_the_time_each_cell_was_busy(bus
     assert sum(parts) == pytest.approx(wall)
     for p, b in zip(parts, busy):
         assert p == pytest.approx(wall * b / sum(busy))
+
+
+def test_a_journal_that_cannot_be_written_never_ends_the_run(tmp_path):
+    """The journal is best effort: a results dir it cannot write (here a file in its place) costs the
+    next call its count, and this call goes on."""
+    from bench.run.sequential import calls_s, record_call
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("x")
+    record_call(blocked, "mine", time.monotonic() - 3.0)  # no exception
+    assert calls_s(blocked) == 0.0

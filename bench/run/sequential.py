@@ -48,6 +48,7 @@ from bench.core import answers as A
 from bench.core import claims as C
 from bench.core import seqstats, stats
 from bench.core.cell import Cell
+from bench.core.errors import KitError
 from bench.core.registry import get_study
 from bench.core.request import DEFAULT_MAX_REPEATS, parse_budget, until_options
 from bench.core.request import Until as Options
@@ -270,8 +271,8 @@ class Sequential:
 
     def left_s(self) -> float | None:
         """Seconds of --budget left for rounds (None: no budget), less what is kept for the cells after them.
-        A whole budget counts the run from its start, and what earlier calls spent on the cells this one
-        resumed from (their files' times); else only the rounds added here."""
+        A whole budget counts the run from its start and what earlier calls on this results dir took (their
+        journal, calls.json; at least the resumed cells' files' times); else only the rounds added here."""
         if self.opts.budget_s is None:
             return None
         now = time.monotonic()
@@ -451,6 +452,13 @@ def record_call(out: Path, token: str, started: float) -> None:
     entry is replaced, the others kept; one that cannot be trusted starts again)."""
     calls = [c for c in _journal(out) if c["call"] != token]
     calls.append({"call": token, "s": round(time.monotonic() - started, 1)})
+    try:  # best effort: a journal that cannot be written costs the next call its count, never this run
+        _write_journal(out, calls)
+    except (OSError, KitError):
+        pass
+
+
+def _write_journal(out: Path, calls: list[dict]) -> None:
     write_json(
         Path(out) / CALLS, {"about": "each call's wall time on this results dir (a whole --budget counts them)", "calls": calls}
     )
