@@ -176,7 +176,10 @@ def matrix(
     if req.label is not None:
         os.environ[RUN_LABEL_ENV] = req.label  # every cell process inherits it
     check_writable(req.paths.out)
-    for name in ("SIGTERM", "SIGHUP"):  # `docker stop`, `timeout`, a CI cancel, a closed SSH session: as Ctrl-C
+    # `docker stop`, `timeout`, a CI cancel, a closed SSH session: as Ctrl-C. SIGINT too: a run started
+    # as a background job of a script inherits it ignored (POSIX shells do that), and Python then leaves
+    # it ignored, so a `kill -INT` never stopped the run (its forked cells and forkserver lived on)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.default_int_handler)
     try:

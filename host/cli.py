@@ -1280,6 +1280,10 @@ style(app)  # click's help conventions: TEXT, PATH, INTEGER, [a|b] (bench/core/c
 def start(args: list[str] | None = None, prog_name: str | None = None) -> None:
     """Run the app (ARGS: sys.argv's); a KitError that slipped past a command is one `error:` line
     and host_exit_code's status, as a command's own would be."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a script's background job inherits it ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # `kill -INT` stops the run as Ctrl-C does
     try:
         app(args=args, prog_name=prog_name)
     except KitError as err:

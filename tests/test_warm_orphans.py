@@ -145,7 +145,16 @@ def test_a_stopped_run_leaves_no_forkserver_and_no_forked_cell(tmp_path: Path, s
     argv = [sys.executable, "-m", "bench", "matrix", "warm-orphan", "-p", "cpu", "--repeats", "1", "--out", str(out)]
     with open(log, "w") as f:  # its own session: nothing the test's terminal sends reaches the run
         proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # as a script's background job starts it: SIGINT ignored (POSIX shells do that, and a CI
+            # runner may); the run must still stop on it (it did not: CI failed here twice)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
     try:
         server, cell = _wait_for_warm_cell(proc, mark, probe, log)
@@ -168,3 +177,17 @@ def test_a_stopped_run_leaves_no_forkserver_and_no_forked_cell(tmp_path: Path, s
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+
+
+def test_the_host_cli_takes_sigint_even_when_started_with_it_ignored() -> None:
+    """orchestrate.py started as a background job inherits SIGINT ignored: its entry point puts
+    Ctrl-C's handler back, so `kill -INT` stops a run there as it does in a terminal."""
+    code = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "from host.cli import start\n"
+        "try:\n    start(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip().splitlines()[-1] == "True", r.stdout + r.stderr
