@@ -93,15 +93,15 @@ def test_two_runs_of_one_seed_hold_a_cell_to_their_range(a, gap, where):
 
 
 def test_the_committed_h200_set_holds_every_h200_runs_curve_of_each_seed():
-    """The H200 set is made from four H200 machines' runs (results/reference/H200, H200-main,
-    H200-rounds and H200-rounds-first): where each ran a configuration, the entry keeps each run's
-    curve of seed 0."""
+    """The H200 set is made from five H200 machines' runs (results/reference/H200, H200-main,
+    H200-rounds, H200-rounds-first and H200-fixed-rounds): where each ran a configuration, the entry
+    keeps each run's curve of seed 0."""
     import json as _json
 
     root = Path(__file__).resolve().parent.parent / "results" / "reference" / "baselines"
     entries = _json.loads((root / "profile.json").read_text())["sets"]["H200"]["entries"]
     gpu = [e for e in entries if e["label"].startswith("torch-cuda finetune loader b64")]
-    assert gpu and set(gpu[0]["curves"]) == {"0", "0#1", "0#2", "0#3"} and gpu[0]["repeats"] == 4
+    assert gpu and set(gpu[0]["curves"]) == {"0", "0#1", "0#2", "0#3", "0#4"} and gpu[0]["repeats"] == 5
 
 
 def _held(acc: float, n_test: int | None, band: tuple[float, float], repeat: int = 0, curves=None, loss: float = 1.0):
