@@ -405,6 +405,50 @@ def test_fixed_rounds_admit_or_stop_every_comparison_at_once(costs, left, fixed)
         assert all(costs[comps.index(c)] * ahead > left for c in stopped)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    costs=st.lists(st.tuples(st.floats(1.0, 300.0), st.booleans()), min_size=1, max_size=8),
+    left=st.floats(0.0, 3000.0),
+    fixed=st.booleans(),
+)
+def test_other_comparisons_never_crowd_out_a_gpu_vs_cpu_one(costs, left, fixed):
+    """The kit's question is this GPU against this machine's CPU: H200-fixed-rounds gave 6 rounds to
+    AMP over default and 2 to mnist-cnn's kit GPU-over-CPU pairs, all admitted cheapest first. Now
+    the GPU-vs-CPU comparisons (`across`) a round admits are the ones it would admit if there were
+    no others; the others take what is left."""
+    from bench.core.claims import FASTER
+    from bench.run.sequential import Comparison, Sequential
+
+    def admit(pick):
+        s = Sequential(cells=[], out=Path("."), opts=Options(max_repeats=6, fixed=fixed), run_round=lambda c: [], echo=print)
+        s._estimate = lambda cells: sum(cost[c] for c in cells)  # type: ignore[method-assign]
+        comps = [
+            Comparison("seq", None, "", FASTER, (f"a{i}", f"b{i}"), ("a", "b"), across=x)  # type: ignore[arg-type]
+            for i, (_, x) in enumerate(costs)
+            if pick(x)
+        ]
+        names = {id(c): c.keys for c in comps}
+        admitted, _, _ = s._admit(comps, {k: k for k in cost}, left)
+        return {names[id(c)] for c in admitted if c.across}
+
+    cost = {f"{side}{i}": c / 2 for i, (c, _) in enumerate(costs) for side in "ab"}
+    assert admit(lambda x: True) == admit(lambda x: x)
+
+
+def test_a_side_s_platform_is_its_backend_s_and_a_pair_of_cpu_and_gpu_is_across():
+    from bench.core.answers import Side
+    from bench.core.registry import studies
+    from bench.run.sequential import _platform
+
+    reg = studies()
+    side = lambda part: Side(run="r", part=part, workload={}, facets={})  # noqa: E731
+    assert _platform(reg["mnist-cnn"], side("torch-cuda")) == "cuda"
+    assert _platform(reg["mnist-cnn"], side("numba-cpu")) == "cpu"
+    assert _platform(reg["mlp-scratch"], side("cupy")) == "cuda"  # a part of a combined cell
+    assert _platform(reg["mlp-scratch"], side("numpy")) == "cpu"
+    assert _platform(reg["roofline"], side("no-such-backend")) == ""  # unknown: never put first
+
+
 # ---- the calls' journal and the round's shares (the H200-rounds-first reference, 2026-11-29) ---------
 def test_a_resumed_run_counts_its_earlier_calls_wall_time_not_only_its_cells_files(tmp_path):
     """Three calls on one reference: the cells' files spanned 420 s of the first two calls' 1,024 s

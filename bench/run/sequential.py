@@ -13,8 +13,9 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
               failed         a cell of it failed in a round (its earlier rounds are kept)
               budget         the rounds it still needs before it can be decided (to its first
                              bounded round, then one) do not fit in what is left of --budget;
-                             comparisons are admitted cheapest first, so the cheap ones are
-                             the ones the budget decides
+                             comparisons of the CPU against an accelerator are admitted first,
+                             then the others, cheapest first within each, so the cheap GPU-vs-CPU
+                             ones are the ones the budget decides
     run       one more round (repeat index r for every cell an open comparison needs, its cells'
               steps interleaved: step i of each before step i+1 of any, so both sides of a
               comparison see the same machine within a round; per-device keeps its GPU slots);
@@ -22,7 +23,7 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
 
 --fixed-rounds (Until.fixed; a GPU host's answer, `reference gpu`): no verdict stops a comparison;
 each gets rounds to --max-repeats (6: stats.MIN_CI_REPEATS, where the fixed-n 95 % bootstrap
-starts), cheapest first within the budget, and is judged by that fixed-n figure. Since no look at
+starts), GPU-vs-CPU comparisons first and cheapest first within the budget, and is judged by that fixed-n figure. Since no look at
 the data decides how many rounds it gets, the fixed-n interval keeps its meaning; the confidence
 sequence would need 10 rounds (stats.CS_MIN_ROUNDS) before it bounds anything.
 
@@ -42,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.core import answers as A
 from bench.core import claims as C
@@ -60,6 +61,9 @@ from bench.core.text import short
 from bench.run.eta import estimate_s
 from bench.run.schedule import Paused
 
+if TYPE_CHECKING:
+    from bench.core.study import Study
+
 
 @dataclass
 class Comparison:
@@ -75,6 +79,7 @@ class Comparison:
     verdict: str = ""
     seconds: float = 0.0  # its cells' share of the run's time, every round (an added round's wall time split over its cells)
     at_s: float | None = None  # seconds from the matrix's start to its stop: the time it took
+    across: bool = False  # its sides ran on the CPU and on an accelerator: the question the kit answers, admitted first
 
     @property
     def label(self) -> str:
@@ -125,7 +130,7 @@ class Sequential:
     earlier_calls_s: float = 0.0  # the earlier calls' wall time on this results dir (calls_s: their journal)
 
     # ---- the plan and the judging
-    def _findings(self, cells: list[Cell]) -> list[tuple[A.Study, C.Claim, A.Finding]]:
+    def _findings(self, cells: list[Cell]) -> list[tuple[Study, C.Claim, A.Finding]]:
         done = load_cells([c.dir(self.out) for c in cells])
         out = []
         for name in dict.fromkeys(c.study for c in cells):
@@ -158,7 +163,11 @@ class Sequential:
                 continue
             seen.add(ident)
             names = seqstats.side_names(f)
-            self.comparisons.append(Comparison(study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1])))
+            plats = {_platform(study, side) for side in f.sides}
+            across = len(plats) == 2 and "cpu" in plats and "" not in plats
+            self.comparisons.append(
+                Comparison(study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1]), across=across)
+            )
         return self.comparisons
 
     def judge(self, cells: list[Cell]) -> None:
@@ -288,7 +297,9 @@ class Sequential:
     def _admit(
         self, open_: list[Comparison], base: dict[str, Cell], left: float | None
     ) -> tuple[list[Comparison], float, list[Comparison]]:
-        """The open comparisons the next round runs, cheapest first, while the rounds each still needs
+        """The open comparisons the next round runs, GPU-vs-CPU ones first (`across`: the kit's question;
+        H200-fixed-rounds gave 6 rounds to AMP over default and 2 to mnist-cnn's kit GPU-over-CPU pairs),
+        cheapest first within each, while the rounds each still needs
         before it can be decided fit in LEFT (None: all); the round's estimated seconds; and those
         the budget stops now: the ones whose own rounds do not fit in LEFT even alone (a comparison
         that fits alone but not beside the cheaper ones waits for a later round, when they are done;
@@ -298,7 +309,7 @@ class Sequential:
         admitted: list[Comparison] = []
         stopped: list[Comparison] = []
         need = 0.0
-        for comp in sorted(open_, key=lambda c: cost[id(c)]):
+        for comp in sorted(open_, key=lambda c: (not c.across, cost[id(c)])):
             trial = admitted + [comp]
             keys = list(dict.fromkeys(k for c in trial for k in c.keys))
             per = self._estimate([base[k] for k in keys if k in base])
@@ -416,6 +427,17 @@ class Sequential:
 
 
 CALLS = "calls.json"  # the calls that made a results dir: each one's wall time, rewritten as it goes
+
+
+def _platform(study: Study, side: A.Side) -> str:
+    """The platform a comparison's side measured on (cpu, cuda, mps, ...): its row backend's, else its
+    cell's backend's (a side read from untrusted files); "" where neither is a backend of the study."""
+    backends = getattr(study, "backends", {})
+    first = side.cells[0].spec.get("backend") if side.cells and isinstance(side.cells[0].spec, dict) else None
+    for name in (side.part, first):
+        if isinstance(name, str) and name in backends:
+            return str(backends[name].platform)
+    return ""
 
 
 def _journal(out: Path) -> list[dict]:
