@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.core.claims import NOT_COMPARABLE
 from bench.core.resultset import json_file
 from bench.core.text import short, term
+from host.answers import THIS
 
 MAX_LINES = 8  # the rest is on the page
 
@@ -27,7 +28,21 @@ def line(c: dict) -> str:
     tag = c.get("coverage_tag")
     if tag and verdict in ("holds", "does not hold"):
         verdict += f" ({tag})"
-    return term(f"  {c.get('study')}: {c.get('text')}{fig}, {verdict}, on {c.get('scope')}")
+    return term(f"  {c.get('study')}: {c.get('text')}{fig}, {verdict}, on {scope(c)}")
+
+
+def scope(c: dict) -> str:
+    """The hosts a report.json answer C ran on, this machine's named so: 'H200 host (16-core Intel Xeon) /
+    this machine (2-core AMD EPYC)' (a 2-core EPYC laptop read its own side as the committed 2-core EPYC
+    reference's); the answer's `scope` where its findings name no sides."""
+    names = [
+        f"{THIS} ({s.get('host')})" if s.get("this_machine") is True else str(s.get("host"))
+        for f in c.get("findings") or []
+        if isinstance(f, dict)
+        for s in f.get("sides") or []
+        if isinstance(s, dict) and s.get("host")
+    ]
+    return " / ".join(dict.fromkeys(names)) if names else str(c.get("scope"))
 
 
 def _count(n: float) -> str:
@@ -109,4 +124,4 @@ def lines(report_dir: Path) -> list[str]:
     return out
 
 
-__all__ = ["MAX_LINES", "line", "lines"]
+__all__ = ["MAX_LINES", "line", "lines", "scope"]

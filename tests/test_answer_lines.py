@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from host.answer_lines import MAX_LINES, lines
 
@@ -32,6 +34,9 @@ def test_the_answer_lines_are_this_machines_headline_rows(tmp_path):
     assert 1 <= len([x for x in body if not x.startswith("    worth it:")]) <= MAX_LINES
     assert all(x.startswith("  mnist-cnn: ") or x.startswith("  mlp-scratch: ") or ": " in x for x in body)
     assert any("x [" in x and ("holds" in x or "does not hold" in x) for x in body)
+    # this machine's side is named so (a 2-core EPYC laptop read its side as the committed EPYC's)
+    rows = [x for x in body if not x.startswith("    worth it:")]
+    assert all(" this machine (" in x or ", on this machine (" in x for x in rows), rows
     # the worth line under a row: when the GPU finishes first, energy, cost
     assert any(x.startswith("    worth it: the GPU ") and "energy: " in x and "cost: " in x for x in body)
     # `report --context` prints the same lines where it ends
@@ -60,3 +65,23 @@ def test_rows_over_different_work_are_not_given_as_the_answer(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps({"claims": [row, good]}))
     got = lines(tmp_path)
     assert len(got) == 2 and got[1].startswith("  mnist-cnn: ") and "3x [2.5-3.5], holds" in got[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sides=st.lists(
+        st.tuples(st.sampled_from(["2-core AMD EPYC", "H200 host (16-core Intel Xeon)", "M2 Max", "a/b (c)"]), st.booleans()),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_row_names_each_host_once_and_this_machines_as_this_machine(sides):
+    """The terminal's answer row names the hosts its sides ran on in order, each once, this machine's
+    as "this machine (<host>)"; a row whose findings name no sides keeps its scope."""
+    from host.answer_lines import scope
+
+    c = {"scope": "kept", "findings": [{"sides": [{"host": h, "this_machine": m} for h, m in sides]}]}
+    want = list(dict.fromkeys(f"this machine ({h})" if m else h for h, m in sides))
+    assert scope(c) == " / ".join(want)
+    assert scope({"scope": "kept", "findings": []}) == "kept"
+    assert scope({"scope": "kept", "findings": [{"sides": "not a list"}, 3]}) == "kept"
