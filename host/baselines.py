@@ -19,7 +19,7 @@ A cell's accuracy and loss curve are held, per configuration and part, to the en
      tolerance (`cross_class_tolerances`): the band widened by the study's cross-class margin, and
      each loss point inside the range of the entry's seeds' curves at that point (each repeat of a
      study whose repeat is its seed keeps its own curve) widened by the study's cross-class
-     tolerance. The tolerance is measured, not chosen: twice the largest gap between two machine
+     tolerance or by the seeds' own spread there (the range's width), whichever is wider. The tolerance is measured, not chosen: twice the largest gap between two machine
      classes' entries of one configuration in the study's baseline file (the file it is checked
      against, so it grows with the classes a set holds), never below CROSS_CLASS_LOSS_RTOL and
      CROSS_CLASS_ACC_MARGIN, the largest gaps measured between two devices anywhere.
@@ -436,13 +436,18 @@ def check_accuracy(
             lo, hi = min(vals), max(vals)
             if max(abs(v), abs(lo), abs(hi)) < floor:
                 continue
-            if not lo - rtol * abs(lo) - 1e-12 <= v <= hi + rtol * abs(hi) + 1e-12:
+            # another trajectory (class or seed) lies as far outside its seeds' range as they lie apart:
+            # a fifth draw falls outside the range of four with probability 2/5 (the fifth H200's seed 4
+            # of mnist-cnn read 0.842 at epoch 1 where seeds 0-3 read 0.902-1.061 on four machines)
+            spread = hi - lo if cross == "class" else 0.0
+            if not lo - max(rtol * abs(lo), spread) - 1e-12 <= v <= hi + max(rtol * abs(hi), spread) + 1e-12:
                 off = f"{lo:.5g}" if lo == hi else f"its {seeds} seeds' range {lo:.5g}-{hi:.5g}"
                 kind = " (cross-class)" if cross == "class" else ""
-                why.append(f"{yk} {v:.5g} at {xk} {x:g} off baseline {off} by more than {rtol:.2%}{kind} {tag}")
+                by = f"{rtol:.2%}" + (f" or their spread {spread:.4g}" if spread > 0 else "")
+                why.append(f"{yk} {v:.5g} at {xk} {x:g} off baseline {off} by more than {by}{kind} {tag}")
                 break
         else:
-            around = f" of its {seeds} seeds' range" if cross == "class" and seeds > 1 else ""
+            around = f" (or their spread) of its {seeds} seeds' range" if cross == "class" and seeds > 1 else ""
             info.append(f"{yk} within {rtol:.2%}{around} at {len(e['curve'])} points")
     if cross == "env":
         info.append(
