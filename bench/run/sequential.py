@@ -38,6 +38,7 @@ which method made each interval (bench.core.seqstats.swap).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -440,9 +441,9 @@ def _platform(study: Study, side: A.Side) -> str:
     return ""
 
 
-def _journal(out: Path) -> list[dict]:
-    """OUT's call journal as a list of {call, s}; [] where there is none or it cannot be trusted (a
-    symlink, too big, not JSON, or not a list of calls with finite seconds from 0 to 30 days)."""
+@functools.cache
+def _journal_model() -> Any:
+    """The calls journal's pydantic model, built once (bench.core.seqstats._model's pattern)."""
     from pydantic import BaseModel, ConfigDict, Field
 
     class Call(BaseModel):
@@ -454,11 +455,17 @@ def _journal(out: Path) -> list[dict]:
         model_config = ConfigDict(extra="ignore")
         calls: list[Call] = Field(max_length=10_000)
 
+    return Journal
+
+
+def _journal(out: Path) -> list[dict]:
+    """OUT's call journal as a list of {call, s}; [] where there is none or it cannot be trusted (a
+    symlink, too big, not JSON, or not a list of calls with finite seconds from 0 to 30 days)."""
     raw = json_file(Path(out) / CALLS)
     if not raw:
         return []
     try:
-        return [c.model_dump() for c in Journal.model_validate(raw).calls]
+        return [c.model_dump() for c in _journal_model().model_validate(raw).calls]
     except Exception:  # noqa: BLE001 - pydantic's ValidationError: an untrusted file that is not ours
         return []
 
