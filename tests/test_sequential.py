@@ -435,18 +435,25 @@ def test_other_comparisons_never_crowd_out_a_gpu_vs_cpu_one(costs, left, fixed):
     assert admit(lambda x: True) == admit(lambda x: x)
 
 
-def test_a_side_s_platform_is_its_backend_s_and_a_pair_of_cpu_and_gpu_is_across():
-    from bench.core.answers import Side
+def test_a_pair_of_cpu_and_gpu_sides_is_across_by_their_platform_facets():
+    from bench.core.answers import Side, planned_facets
+    from bench.core.cell import Cell
     from bench.core.registry import studies
-    from bench.run.sequential import _platform
+    from bench.run.sequential import across
 
     reg = studies()
-    side = lambda part: Side(run="r", part=part, workload={}, facets={})  # noqa: E731
-    assert _platform(reg["mnist-cnn"], side("torch-cuda")) == "cuda"
-    assert _platform(reg["mnist-cnn"], side("numba-cpu")) == "cpu"
-    assert _platform(reg["mlp-scratch"], side("cupy")) == "cuda"  # a part of a combined cell
-    assert _platform(reg["mlp-scratch"], side("numpy")) == "cpu"
-    assert _platform(reg["roofline"], side("no-such-backend")) == ""  # unknown: never put first
+
+    def side(study, backend, part):
+        facets = planned_facets(reg[study], Cell(study, backend), part)
+        return Side(run="r", part=part, workload={}, facets=facets)
+
+    assert across((side("mnist-cnn", "torch-cuda", "torch-cuda"), side("mnist-cnn", "numba-cpu", "numba-cpu")))
+    assert not across((side("mnist-cnn", "torch-cuda", "torch-cuda"), side("mnist-cnn", "numba-cuda", "numba-cuda")))
+    whole = "numpy+cupy+cupy-tuned"  # parts of one combined cell: NumPy is the CPU side
+    assert across((side("mlp-scratch", whole, "cupy"), side("mlp-scratch", whole, "numpy")))
+    assert not across((side("mlp-scratch", whole, "cupy"), side("mlp-scratch", whole, "cupy-tuned")))
+    unknown = side("roofline", "no-such-backend", "no-such-backend")  # "?": never put first
+    assert not across((unknown, side("roofline", "torch-cpu", "torch-cpu")))
 
 
 # ---- the calls' journal and the round's shares (the H200-rounds-first reference, 2026-11-29) ---------

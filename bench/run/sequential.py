@@ -164,10 +164,10 @@ class Sequential:
                 continue
             seen.add(ident)
             names = seqstats.side_names(f)
-            plats = {_platform(study, side) for side in f.sides}
-            across = len(plats) == 2 and "cpu" in plats and "" not in plats
             self.comparisons.append(
-                Comparison(study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1]), across=across)
+                Comparison(
+                    study.name, claim, f.what, f.expect or claim.region, keys, (names[0], names[1]), across=across(f.sides)
+                )
             )
         return self.comparisons
 
@@ -430,15 +430,11 @@ class Sequential:
 CALLS = "calls.json"  # the calls that made a results dir: each one's wall time, rewritten as it goes
 
 
-def _platform(study: Study, side: A.Side) -> str:
-    """The platform a comparison's side measured on (cpu, cuda, mps, ...): its row backend's, else its
-    cell's backend's (a side read from untrusted files); "" where neither is a backend of the study."""
-    backends = getattr(study, "backends", {})
-    first = side.cells[0].spec.get("backend") if side.cells and isinstance(side.cells[0].spec, dict) else None
-    for name in (side.part, first):
-        if isinstance(name, str) and name in backends:
-            return str(backends[name].platform)
-    return ""
+def across(sides: tuple) -> bool:
+    """Whether a comparison's two SIDES ran on the CPU and on an accelerator: their `platform` facets
+    (answers.facets: the row backend's, "?" for a backend the study does not know)."""
+    plats = {side.facets.get("platform") for side in sides}
+    return len(plats) == 2 and "cpu" in plats and all(isinstance(p, str) and p not in ("", "?") for p in plats)
 
 
 @functools.cache
