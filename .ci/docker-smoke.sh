@@ -118,8 +118,13 @@ disk_room() {  # the cpu and cuda images take about 9 GB, their build cache as m
   free_gb=$(free_gb_under "$root")
   echo "$free_gb GB free under $root"
   if [ "$free_gb" -lt 24 ]; then
-    # the build cache and untagged images are remade by the next build; tagged images stay
-    echo "under 24 GB: pruning the engine's build cache and dangling images (a slower, cold build follows)"
+    # The build cache, untagged images and this kit's cpu/cuda images are remade by the builds
+    # that follow; the base stays (debootstrap is the slow part). The kit's images go with the
+    # cache: a cpu image kept across a pruned cache would not share its venv layer with the
+    # cuda image rebuilt from the new one (tests/test_docker.py checks that they share it).
+    echo "under 24 GB: pruning the engine's build cache, dangling images and this kit's cpu/cuda images (a slower, cold build follows)"
+    docker images --format '{{.Repository}}:{{.Tag}}' | grep -E '^cnn-bench/(cpu|cuda)[^/:]*:' \
+      | xargs -r docker rmi >/dev/null || true
     docker builder prune -af >/dev/null || true
     docker image prune -f >/dev/null || true
     free_gb=$(free_gb_under "$root")
