@@ -794,19 +794,25 @@ def reference(
     repeats: RepeatsOpt = None,
     allow_dirty: Annotated[bool, typer.Option(help="run from an unclean tree (the reports mark it; not for committing)")] = False,
     stop_after: StopAfterOpt = None,
+    study: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--study", "-s", help="only this study's part of the preset (repeatable), into <out>-<study>: a reference of its own"
+        ),
+    ] = None,
 ) -> None:
     """Remake a reference result set the one way it is made: fixed preset, real data, native; the gpu
     preset is the GPU host's answer (host/reference.py)."""
     from bench.core.request import parse_budget
     from host import answer_plan, plan
-    from host.reference import PRESETS, check_clean, check_resume, out_dir
+    from host.reference import PRESETS, check_clean, check_resume, out_dir, part
 
-    p = PRESETS[preset.value]
     try:
+        p = part(PRESETS[preset.value], study)
         if stop_after is not None:
             parse_budget(stop_after, "--stop-after")
         sha = None if allow_dirty else check_clean()
-        dest = out_dir(preset.value, out)
+        dest = out_dir(preset.value, out, study)
         check_resume(dest)
     except KitError as err:
         fail(err)
@@ -819,7 +825,7 @@ def reference(
         seq = f" then {how} (at most {p.max_repeats} rounds, budget {p.budget})"
     smaller = f"; smaller than the seeds' (both sides): {', '.join(p.smaller_sets)}" if p.smaller_sets else ""
     typer.echo(
-        f"reference {preset.value}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native{smaller} -> {dest}"
+        f"reference {preset.value}{''.join(f' --study {x}' for x in p.studies or ()) if study else ''}: {p.about}; {n} repeat{'s' if n != 1 else ''}{seq}, {p.schedule}, native{smaller} -> {dest}"
         + (f" (commit {sha[:12]})" if sha else "")
     )
     opts = RunOptions(

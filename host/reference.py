@@ -13,7 +13,8 @@ do not belong in results/reference/.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.core.errors import KitError
@@ -185,8 +186,29 @@ def check_clean() -> str:
     return str(st.get("sha"))
 
 
-def out_dir(preset: str, out: Path | None) -> Path:
-    return out or Path("results") / "reference" / label(preset)
+def part(p: Preset, studies: Sequence[str] | None) -> Preset:
+    """P limited to STUDIES (its other studies' --set values dropped); P itself for None or none.
+    KitError (one line) naming a study P does not run."""
+    from bench.core.registry import studies as registry
+
+    if not studies:
+        return p
+    known = p.studies if p.studies is not None else tuple(sorted(registry()))
+    unknown = [s for s in studies if s not in known]
+    if unknown:
+        raise KitError(f"--study {', '.join(unknown)}: this preset runs {', '.join(known)}")
+    chosen = tuple(s for s in known if s in studies)
+    keep = tuple(kv for kv in p.sets if kv.split(".", 1)[0] in chosen)
+    smaller = tuple(kv for kv in p.smaller_sets if kv.split(".", 1)[0] in chosen)
+    return replace(p, studies=chosen, sets=keep, smaller=smaller, gpu_smaller=False)
 
 
-__all__ = ["PRESETS", "Preset", "check_clean", "check_resume", "label", "out_dir", "studies_with_reference_data"]
+def out_dir(preset: str, out: Path | None, studies: Sequence[str] | None = None) -> Path:
+    """OUT, else results/reference/<label>, with -<study>... for a part of the preset (--study)."""
+    if out is not None:
+        return out
+    tail = "".join(f"-{s}" for s in sorted(set(studies or ())))
+    return Path("results") / "reference" / (label(preset) + tail)
+
+
+__all__ = ["PRESETS", "Preset", "check_clean", "check_resume", "label", "out_dir", "part", "studies_with_reference_data"]

@@ -15,7 +15,8 @@
 #                   against its MANIFEST.sha256 before it is unpacked; a half-copied one stops here)
 # Out: $OUT/reference.tar.gz (results/reference/<GPU>/ with a MANIFEST.sha256), $OUT/reference.log,
 #      $OUT/status (done | paused | failed)
-# DEST (reference mode; default results/reference/<GPU>): the folder to make or resume.
+# DEST (reference mode; default results/reference/<GPU>[-<STUDY>]): the folder to make or resume.
+# STUDY (reference mode): only that study's part of the preset (`reference gpu --study STUDY`).
 # STOP (default 8m): this call's --stop-after. Exit: 0 done, 75 paused (call again), else failed.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -31,7 +32,7 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
 MODE=${MODE:-reference}
 case $MODE in
-  reference) dest=${DEST:-results/reference/$gpu} ;;  # DEST: a new folder where one of this GPU class is committed
+  reference) dest=${DEST:-results/reference/$gpu${STUDY:+-$STUDY}} ;;  # DEST: a new folder where one of this GPU class is committed
   main) dest=results/main-$gpu ;;
   *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
 esac
@@ -55,7 +56,7 @@ if [ "$MODE" = main ]; then
   empty=$(mktemp -d)  # no datasets: the README's main job on its embedded default
   KIT_DATA_DIR=$empty python3 orchestrate.py all --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 else
-  python3 orchestrate.py reference gpu --data-dir .data --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+  python3 orchestrate.py reference gpu ${STUDY:+--study "$STUDY"} --data-dir .data --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 fi
 rc=${PIPESTATUS[0]}
 echo "reference exit code $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/reference.log"

@@ -79,3 +79,41 @@ def test_a_resume_refuses_a_dir_of_another_environment_or_machine_in_one_line(tm
         with pytest.raises(KitError) as err:
             check_resume(d)
         assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_part_of_a_preset_keeps_its_studies_sets_only_and_gets_its_own_dir():
+    """`reference gpu --study S`: the preset's own amounts for S, none of another study's --set
+    values, into results/reference/<label>-<S> (another reference, never the whole one's dir)."""
+    import pytest
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from bench.core.errors import KitError
+    from host import reference
+
+    names = sorted(studies())
+
+    @given(st.sampled_from(list(PRESETS)), st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    def check(preset: str, chosen: list[str]) -> None:
+        whole = PRESETS[preset]
+        known = whole.studies if whole.studies is not None else tuple(names)
+        if not set(chosen) <= set(known):
+            with pytest.raises(KitError, match="this preset runs"):
+                reference.part(whole, chosen)
+            return
+        got = reference.part(whole, chosen)
+        assert set(got.studies or ()) == set(chosen)
+        assert all(kv.split(".", 1)[0] in chosen for kv in got.all_sets)
+        assert {kv for kv in whole.all_sets if kv.split(".", 1)[0] in chosen} == set(got.all_sets)
+        assert (got.platforms, got.profile, got.budget, got.max_repeats) == (
+            whole.platforms,
+            whole.profile,
+            whole.budget,
+            whole.max_repeats,
+        )
+
+    check()
+    assert reference.part(PRESETS["gpu"], None) is PRESETS["gpu"]
+    here = reference.out_dir("cpu", None, ["profile", "cifar-opt"])
+    assert here.name == reference.label("cpu") + "-cifar-opt-profile"
+    assert reference.out_dir("cpu", None).name == reference.label("cpu")
