@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from references import kit_studies, reference
 
 from bench.core import answers as A
@@ -51,6 +53,22 @@ def test_one_repeat_gives_no_verdict_and_a_range_says_what_would_decide_it():
     assert verdict == C.UNDECIDED and "range of 3" in why and f"{stats.MIN_CI_REPEATS} repeats" in why
     verdict, why = C.decide(_summary(0.9, 1.2, n=8, kind="ci"), C.FASTER)
     assert verdict == C.UNDECIDED and "95% interval" in why
+
+
+@given(st.floats(0.5, 2.0, allow_nan=False), st.sampled_from([C.FASTER, C.below(1.0, "1x"), C.above(1.0)]))
+def test_an_exact_ratio_within_one_percent_of_1x_is_no_effect_for_a_claim_about_1x(value, expect):
+    """A count over a count (model bytes) at 0.9998x does not 'shrink the model': within
+    EXACT_NO_EFFECT of 1x the claim does not hold, whichever side of 1x it lies; elsewhere the
+    value decides alone."""
+    one = stats.Summary(value, None, None, value, value, value, value, 1, "none")
+    verdict, why = C.decide(one, expect, exact=True)
+    if abs(value - 1.0) < C.EXACT_NO_EFFECT:
+        assert verdict == C.FAILS and "no effect" in why
+    else:
+        assert verdict == (C.HOLDS if expect.place(value, value) == "in" else C.FAILS)
+    band = C.between(0.5, 2.0)  # a band whose edges are not 1x: the value decides alone
+    assert C.decide(one, band, exact=True)[0] in (C.HOLDS, C.FAILS)
+    assert C.decide(one, band, exact=True)[0] == (C.HOLDS if 0.5 < value < 2.0 else C.FAILS)
 
 
 def test_a_band_holds_inside_and_fails_outside():
