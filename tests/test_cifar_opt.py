@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.core.errors import KitError
 from bench.core.registry import get_study
@@ -226,10 +228,25 @@ def test_int8_pt2e_is_smaller_and_agrees_with_fp32(study, tiny):
     assert [f.name for f in forms] == ["fp32-compiled", "int8-pt2e"]
     rows = {r["form"]: r for r in inference.measure(forms, t, calls=30, warmup=3, infer_batch=16)}
     assert rows["int8-pt2e"]["model_size_mb"] <= 0.3 * rows["fp32-compiled"]["model_size_mb"]
+    assert "NOT folded" not in forms[1].path, forms[1].path  # this torch folds the weights to int8
     with torch.no_grad():
         x = t.x_eval[:16]
         agree = (forms[0].fn(x).argmax(1) == forms[1].fn(x).argmax(1)).float().mean().item()
     assert agree >= 0.8, agree
+
+
+@given(st.lists(st.tuples(st.sampled_from(["int8", "uint8", "float32", "int32"]), st.integers(0, 64)), max_size=6))
+def test_int8_share_is_the_int8_bytes_over_all_bytes(parts):
+    """inference.int8_share: what says whether a PT2E model's weights were folded to int8 (a
+    model that kept fp32 weights reads near 0 and its row says so)."""
+    from bench.studies.cifar_opt import inference
+
+    state = {f"t{i}": torch.zeros(n, dtype=getattr(torch, dt)) for i, (dt, n) in enumerate(parts)}
+    size = {"int8": 1, "uint8": 1, "float32": 4, "int32": 4}
+    total = sum(size[dt] * n for dt, n in parts)
+    want = sum(size[dt] * n for dt, n in parts if dt in ("int8", "uint8")) / total if total else 0.0
+    assert inference.int8_share(state) == pytest.approx(want)
+    assert 0.0 <= inference.int8_share(state) <= 1.0
 
 
 # ---- Optuna ---------------------------------------------------------------------------------
