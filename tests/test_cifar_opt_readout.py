@@ -400,3 +400,38 @@ def test_the_readers_read_rows_through_the_readout():
             for n in ast.walk(tree)
         )
         assert uses, f"{name} does not import bench.studies.cifar_opt.readout"
+
+
+@FEW
+@given(st.lists(st.floats(0.05, 1.2), min_size=1, max_size=4), st.floats(5.0, 50.0))
+def test_a_pt2e_int8_model_that_kept_fp32_weights_is_named_in_the_report_and_fails_its_invariant(shares, fp32_mb):
+    """int8-pt2e at PT2E_FOLDED_MAX or more of the fp32 model's bytes kept its weights fp32 (the H200
+    host's torch 2.11 + torchao 0.18 stored 0.998x): the readout names it, the report flags it
+    beside the inference table, and the cell's invariant (verify) fails with the reason; a folded
+    model (0.25x) passes and goes unflagged."""
+    from hypothesis import assume
+
+    assume(all(abs(x - readout.PT2E_FOLDED_MAX) > 1e-6 for x in shares))  # not on the edge, where rounding decides
+    group = [
+        _cell(
+            [
+                {"phase": "inference", "form": "fp32-compiled", "model_size_mb": fp32_mb, "latency_p50_ms": 1.0},
+                {"phase": "inference", "form": "int8-pt2e", "model_size_mb": share * fp32_mb, "latency_p50_ms": 1.0},
+            ],
+            repeat=i,
+        )
+        for i, share in enumerate(shares)
+    ]
+    import statistics
+
+    unfolded = statistics.median(shares) >= readout.PT2E_FOLDED_MAX
+    got = readout.unfolded_pt2e(group)
+    assert (got is not None) == unfolded
+    if got is not None:
+        assert got == pytest.approx(statistics.median(shares), rel=1e-6)
+    with tempfile.TemporaryDirectory() as d:
+        text = "\n".join(report.section(group, Path(d)))
+    assert ("kept its weights fp32" in text) == unfolded
+    for c, share in zip(group, shares, strict=True):
+        [(what, fault)] = [x for x in STUDY.invariants(c.rows) if x[0].startswith("int8-pt2e")]
+        assert (fault is None) == (share <= readout.PT2E_FOLDED_MAX), (what, fault)

@@ -647,6 +647,21 @@ def int8_sizes(rs: list[dict]) -> list[tuple[str, str, float | None, float | Non
     return [(f, fp32, _float(fm[f], SIZE), _float(fm[fp32], SIZE)) for f in ("int8-pt2e", "int8-dynamic") if f in fm]
 
 
+# A PT2E int8 model stores its convolutions' and Linear layers' weights as int8: about a quarter of
+# the fp32 bytes (0.25x on torch 2.14.1). At or above this share its weights stayed fp32 (the H200
+# host's torch 2.11 with torchao 0.18: 0.998x ResNet-18, 0.97x MobileNetV2), and its latency is not
+# int8 kernels'. The seed's quantize_dynamic (Linear only) is not held to it.
+PT2E_FOLDED_MAX = 0.5
+
+
+def unfolded_pt2e(group: list[Cell]) -> float | None:
+    """GROUP's median int8-pt2e / fp32 size where at least PT2E_FOLDED_MAX (weights not folded to
+    int8), else None."""
+    a, b = (per_repeat(group, "inference", SIZE, form=f) for f in ("int8-pt2e", "fp32-compiled"))
+    r = ratio(a, b) if a and b else None
+    return r.median if r is not None and r.median >= PT2E_FOLDED_MAX else None
+
+
 def latency_percentiles(rs: list[dict]) -> dict[str, tuple[float, float, float]]:
     """Form -> its batch-1 (p50, p90, p99) ms, the forms with all three."""
     out = {}

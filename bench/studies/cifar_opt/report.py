@@ -438,6 +438,15 @@ def section(cells: list[Cell], out: Path) -> list[str]:
         ]
     md += ["#### Training (the seed's Figs. 1-3 as numbers)", "", markdown(training_table(groups), TRAIN_COLS), ""]
     md += ["#### Inference (the seed's Fig. 4 as numbers)", "", markdown(inference_table(groups), INFER_COLS), ""]
+    unfolded = [(g[0], x) for g in groups if (x := R.unfolded_pt2e(g)) is not None]
+    if unfolded:
+        md += [
+            "⚑ int8-pt2e kept its weights fp32 (the converted model stores "
+            + "; ".join(f"{md_text(_where(c))} {md_text(c.first.get('model'))}: {x:.3g}x" for c, x in unfolded)
+            + " the fp32 model's bytes; where this torch and torchao fold them, 0.25-0.28x): this torch and torchao "
+            "quantize at run time, so these int8 latencies are not int8 kernels' and the model did not shrink.",
+            "",
+        ]
     rat = ratios(groups)
     if rat:
         md += ["#### Same-host ratios", "", markdown(rat, RATIO_COLS), ""]
