@@ -577,7 +577,7 @@ def worth(
     here = bool(mine_dirs and beside)
     p = _prices(price, prices, kwh_price)
     if p is not None:
-        p.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
+        p = p.for_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
         for line in p.problems:
             typer.echo(f"warning: {term(line)}", err=True)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -91,18 +91,20 @@ class Prices:
         hits = [p for p in self.entries if p.match.lower() in name.lower()]
         return max(hits, key=lambda p: len(p.match)) if hits else None
 
-    def check_devices(self, names: set[str]) -> None:
-        """Leave out (with a line) every price that matches none of NAMES, the devices cells ran on."""
-        keep = []
+    def for_devices(self, names: set[str]) -> Prices:
+        """These prices less (with a line each in problems) every one that matches none of NAMES,
+        the devices cells ran on: a new Prices, this one unchanged (one Prices serves several
+        reports, each with its own devices: `reference-reports`)."""
+        keep, left = [], []
         for p in self.entries:
             if any(p.match.lower() in n.lower() for n in names):
                 keep.append(p)
             else:
-                self.problems.append(
+                left.append(
                     f"price for {p.match!r} ({p.usd_per_hour:g} USD/h) matches no device a cell ran on "
                     f"({', '.join(sorted(names)) or 'none'}): not used"
                 )
-        self.entries = keep
+        return replace(self, entries=keep, problems=[*self.problems, *left])
 
     def describe(self) -> dict:
         return {

@@ -213,7 +213,7 @@ def _sections(
         ok = [c for c in mine if c.status == "ok"]
         own[name] = study.report_section(ok, stage) if ok else ["_no finished cells_", ""]
         shown.append((name, study, mine))
-    answers, judged, worths = _answers(rs, registry, context, prices, say)
+    answers, judged, worths, prices = _answers(rs, registry, context, prices, say)
     md += answers
     from host import answers as ans
     from host import worth as hw
@@ -276,9 +276,10 @@ def _preamble(dirs: list[Path], cells: list[ResultCell]) -> list[str]:
     return md
 
 
-def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, say: Any) -> tuple[list[str], list, list]:
+def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, say: Any) -> tuple[list[str], list, list, Any]:
     """Every claim judged once (with CONTEXT's cells beside) and every GPU-over-CPU answer's worth:
-    (the headline, its worth table, what to trust and the tallies; the judged answers; the worths)."""
+    (the headline, its worth table, what to trust and the tallies; the judged answers; the worths;
+    PRICES narrowed to the devices these cells ran on, PRICES itself untouched)."""
     from bench.core.answers import judge_all
     from bench.core.worth import cell_device_name, worth_all
     from host import answers as ans
@@ -289,7 +290,7 @@ def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, sa
     beside = context_cells(context, cells) if context else []
     judged = judge_all(registry, cells + beside)
     if prices is not None:
-        prices.check_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
+        prices = prices.for_devices({cell_device_name(c, _platform(registry, c)) for c in cells + beside})
     worths = worth_all(registry, judged, prices)
     head = [w for w in worths if w.answer.claim.headline]
     # with context (the main job's references), the report's own cells are "this machine": named so,
@@ -304,7 +305,7 @@ def _answers(rs: ResultSet, registry: dict, context: list[Path], prices: Any, sa
     if rs.skipped:
         md += ["> " + "; ".join(md_text(line) for line in rs.skipped), ""]
     md += ans.trust(judged, cells, rs.notes, here) + ans.tallies(judged, registry)
-    return md, judged, worths
+    return md, judged, worths, prices
 
 
 def _study_section(

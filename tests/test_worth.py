@@ -192,8 +192,12 @@ def test_prices_from_the_command_line_and_a_file_and_the_bad_ones_each_one_line(
     assert len(p.problems) == 4 and all("\n" not in x for x in p.problems)
     assert any("device entry 2" in x and "greater than or equal to 0" in x for x in p.problems)
     assert any("'abc' is not a number" in x for x in p.problems) and any("cannot be negative" in x for x in p.problems)
-    p.check_devices({"NVIDIA H100 80GB HBM3"})
-    assert any("'2-core AMD EPYC'" in x and "matches no device" in x for x in p.problems)
+    before = dataclasses.replace(p, entries=list(p.entries), problems=list(p.problems))
+    h100 = p.for_devices({"NVIDIA H100 80GB HBM3"})
+    assert any("'2-core AMD EPYC'" in x and "matches no device" in x for x in h100.problems)
+    assert h100.for_device("2-core AMD EPYC") is None and h100.for_device("NVIDIA H100 80GB HBM3") is not None
+    assert p == before  # one Prices serves several reports (reference-reports): narrowing one leaves it whole
+    assert p.for_devices({"2-core AMD EPYC"}).for_device("2-core AMD EPYC").usd_per_hour == 0.1
     assert P.load(None, None, None) is None  # no price given: no cost, never a default
     (tmp_path / "bad.toml").write_text("this is [not toml")
     bad = P.load(None, tmp_path / "bad.toml")
@@ -355,3 +359,16 @@ def test_the_worth_table_puts_break_even_beside_time_and_its_figure_is_legible(t
             f"_Figures for the first {HW.MAX_FIGURES} rows; the table gives the other {len(drawn) - HW.MAX_FIGURES} "
             in "\n".join(md)
         )
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 0, 2)])
+def test_each_report_of_several_gets_every_price_of_its_own_devices(order):
+    """Prices.for_devices, as `reference-reports` uses one Prices for every report: whatever order
+    the reports come in, each keeps the prices matching its devices (the second report on from
+    H200 used to find the H100 and H200 prices gone, left out by the first, a 2-core EPYC's)."""
+    p = P.load(None, ROOT / "docs" / "prices-example.toml")
+    assert p is not None
+    hosts = [{"2-core AMD EPYC"}, {"NVIDIA H100 80GB HBM3"}, {"NVIDIA H200", "Intel(R) Xeon(R) Processor"}]
+    alone = [p.for_devices(h).entries for h in hosts]
+    for i in order:
+        assert p.for_devices(hosts[i]).entries == alone[i]
