@@ -68,3 +68,37 @@ def test_a_decided_verdict_carries_what_it_rests_on_and_the_tally_counts_them_ap
     counts, cov = A.tally([a, b]), A.tally_coverage([a, b])
     assert counts == {"s": {"judged": 2}} and cov == {"s": {"95%": 1, "range": 1}}
     assert H.tally_line(counts["s"], cov["s"]) == "2 claims: 2 judged (1 at 95%, 1 from a range below 95%)"
+
+
+def _summary_of(values_a: list[float], values_b: list[float]) -> stats.Summary:
+    return stats.ratio(dict(enumerate(values_a)), dict(enumerate(values_b)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(3, 8), st.floats(0.3, 3.0)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_does_not_hold_rests_on_its_strongest_failing_finding_and_holds_on_its_weakest(parts):
+    """A claim of several findings fails when any one fails: its coverage is the strongest failing
+    finding's, not a weaker one's beside it (roofline's 'does not hold (range of 2: 50%)' was decided
+    by SqueezeNet's 95 % interval); it holds only when all hold: the weakest one's."""
+    claim = C.Claim("x", "a claim", "Table I", C.Ratio({"backend": "a"}, {"backend": "b"}))
+    findings = []
+    for fails, n, spread in parts:
+        mid = 0.5 if fails else 2.0  # below 1x: fails the claim's "above 1x"; above: holds
+        a = [mid * (1 + spread * 0.01 * k) for k in range(n)]
+        findings.append(A.Finding(value=_summary_of(a, [1.0] * n), sides=(), rank=0))
+    own = [C.decide(f.value, claim.region)[0] for f in findings]
+    verdict = C.combine(own)
+    answer = A.Answer("s", claim, verdict, findings=findings)
+    covs = [f.value.coverage or 0.0 for f in findings]
+    if verdict == C.FAILS:
+        failing = [c for c, v in zip(covs, own, strict=True) if v == C.FAILS]
+        assert answer.coverage == max(failing)
+        assert answer.deciding == [max((f for f, v in zip(findings, own, strict=True) if v == C.FAILS), key=A._finding_coverage)]
+    elif verdict == C.HOLDS:
+        assert answer.coverage == min(covs) and answer.deciding == findings

@@ -590,6 +590,11 @@ def conditions(
 
 
 # ---- answers -------------------------------------------------------------------------------
+def _finding_coverage(f: Finding) -> float:
+    """F's interval's coverage (1.0 for an exact count, 0.0 with no interval)."""
+    return 1.0 if f.exact else (f.value.coverage or 0.0)
+
+
 @dataclass
 class Answer:
     """A claim's verdict for one workload in one scope (a host, or a pair of hosts)."""
@@ -622,11 +627,26 @@ class Answer:
         return all(len(f.scope) == 1 and f.rank != RANKS.index("same machine class") for f in self.findings)
 
     @property
+    def deciding(self) -> list[Finding]:
+        """The findings its verdict rests on: every one for "holds" (all must hold) and for a verdict
+        not reached; for "does not hold", the one failing finding with the strongest interval (any
+        one decides it: ResNet-18's 95 % interval, not another model's range of 2 beside it)."""
+        if self.verdict == C.FAILS:
+            fails = [
+                f
+                for f in self.findings
+                if not one_seed_sides(f) and C.decide(f.value, f.expect or self.claim.region, f.exact)[0] == C.FAILS
+            ]
+            if fails:
+                return [max(fails, key=_finding_coverage)]
+        return self.findings
+
+    @property
     def coverage(self) -> float | None:
-        """The confidence its verdict rests on: the weakest of its findings' intervals (0.95 for a 95%
-        interval or confidence sequence, 1 - 2^(1-n) for a range of n repeats, 1.0 for an exact count
-        or the bounds a count allows; None: no interval)."""
-        got = [1.0 if f.exact else f.value.coverage for f in self.findings]
+        """The confidence its verdict rests on: the weakest interval of the findings deciding it (0.95
+        for a 95% interval or confidence sequence, 1 - 2^(1-n) for a range of n repeats, 1.0 for an
+        exact count or the bounds a count allows; None: no interval)."""
+        got = [1.0 if f.exact else f.value.coverage for f in self.deciding]
         if not got or any(c is None for c in got):
             return None
         return min(c for c in got if c is not None)
@@ -636,7 +656,7 @@ class Answer:
         """What the verdict rests on, for the page: '95% CI', 'range of 3: 75%', '95% CS', 'exact'."""
         if not self.findings:
             return ""
-        weakest = min(self.findings, key=lambda f: 1.0 if f.exact else (f.value.coverage or 0.0))
+        weakest = min(self.deciding, key=_finding_coverage)
         return "exact" if weakest.exact else weakest.value.tag
 
     @property
