@@ -41,10 +41,21 @@ def _side(run: str, cls: str, machine: str | None, boot: str = "b1") -> A.Side:
 ids = st.sampled_from([None, "aaaaaaaaaaaa", "bbbbbbbbbbbb"])
 
 
-@given(ca=st.sampled_from(["Xeon", "EPYC"]), cb=st.sampled_from(["Xeon", "EPYC"]), ma=ids, mb=ids, same_run=st.booleans())
-def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb, same_run):
-    a = _side("r1", ca, ma)
-    b = _side("r1" if same_run else "r2", cb, mb)
+@given(
+    ca=st.sampled_from(["Xeon", "EPYC"]),
+    cb=st.sampled_from(["Xeon", "EPYC"]),
+    ma=ids,
+    mb=ids,
+    ba=st.sampled_from(["", "b1", "b2"]),
+    bb=st.sampled_from(["", "b1", "b2"]),
+    same_run=st.booleans(),
+)
+def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb, ba, bb, same_run):
+    """Machine ids decide where both sides recorded one; where a side recorded none, two recorded
+    boots are two machines or one rebooted (the lent GPU hosts: no machine id, a boot each) and rank
+    as "same machine class", one boot is one machine."""
+    a = _side("r1", ca, ma, ba)
+    b = _side("r1" if same_run else "r2", cb, mb, bb)
     f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
     if same_run:
         assert f.pairing == "same run"
@@ -54,9 +65,36 @@ def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb
         assert f.pairing == f"same machine class (machines {ma} / {mb})"
         assert not A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
     elif ma and mb:
-        assert f.pairing == f"same host and environment (machine {ma})"
+        assert f.pairing.startswith(f"same host and environment (machine {ma}")
+    elif ba and bb and ba != bb:
+        assert f.pairing == f"same machine class (machine not recorded; boots {ba} / {bb})"
+        assert not A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
+    elif ba and ba == bb:
+        assert f.pairing == f"same host and environment (machine not recorded; one boot, {ba})"
     else:
         assert f.pairing == "same host and environment (machine not recorded)"
+
+
+def test_a_host_with_no_readable_id_takes_its_gpus_uuids(monkeypatch, tmp_path):
+    """Neither /sys's product_uuid nor /etc/machine-id readable (a lent GPU host recorded none): the
+    GPUs' UUIDs from nvidia-smi, hashed; with no nvidia-smi either, none."""
+    import os
+
+    monkeypatch.delenv(provenance.MACHINE_ENV, raising=False)
+    monkeypatch.setattr(
+        provenance, "MACHINE_SOURCES", (("product_uuid", str(tmp_path / "no1")), ("machine-id", str(tmp_path / "no2")))
+    )
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho GPU-7b3c2a10-0000-1111-2222-333344445555\necho not-a-uuid\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    got = provenance.machine_identity()
+    assert got["machine_id_source"] == "gpu-uuid" and re.fullmatch(r"[0-9a-f]{12}", got["machine_id"])
+    assert got["machine_id"] == provenance._hashed("GPU-7b3c2a10-0000-1111-2222-333344445555")  # hashed, never the serial
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert provenance.machine_identity()["machine_id"] is None
 
 
 def test_two_boots_of_one_machine_say_so():

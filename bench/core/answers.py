@@ -11,14 +11,16 @@ workload (the params both share, besides the claim's free ones), and the candida
     0 same run              the repeats were interleaved: paired by repeat
     1 same host and environment (another run)
     2 same host             another environment (library versions, runtime, image)
-    3 same machine class    two machines of one class (their machine ids differ)
+    3 same machine class    two machines of one class (their machine ids differ), or, where a side
+                            recorded no machine id, two boots (a machine rebooted or two machines)
     4 across hosts
 
 Hosts are told apart by what they are (CPU model and cores, GPU model and count), never by
 hostname: every VM calls itself `vm`. Within a class, the machine id each cell records
 (provenance.machine_identity: a hash of the board's UUID or the OS install's id) tells two
-machines apart; a cell that predates it (or could read neither) is "machine not recorded", and
-two such sides of one class read as one host, as they always did. A claim may span hosts only where its sides run on
+machines apart (or, where neither is readable, the GPUs' UUIDs); a cell that predates it (or could
+read none) is "machine not recorded", and two such sides of one class read as one host only where
+they recorded one boot (or none): the lent GPU hosts recorded no machine id and a boot each. A claim may span hosts only where its sides run on
 different platforms (GPU over CPU: "this GPU against that CPU"); a comparison on one device
 (a framework over a kernel, AMP over fp32) stays on one host. Each (host, host) scope gets
 its best pair (rank, then fewer cells predating a fix that changes numbers, more repeats,
@@ -382,11 +384,14 @@ class Finding:
         if self.rank in (0, 4):  # one run is one machine; across hosts names both in `differs`
             return text
         ids = list(dict.fromkeys(s.host.machine or "" for s in self.sides[:2]))
+        boots = list(dict.fromkeys(s.host.boot for s in self.sides[:2]))
+        if self.rank == 3 and "" in ids:
+            return f"{text} (machine not recorded; boots {' / '.join(boots)})"
         if self.rank == 3:
             return f"{text} (machines {' / '.join(ids)})"
         if ids == [""] or "" in ids:
-            return f"{text} (machine not recorded)"
-        boots = {s.host.boot for s in self.sides[:2]}
+            one = f"; one boot, {boots[0]}" if len(boots) == 1 and boots[0] else ""
+            return f"{text} (machine not recorded{one})"
         return f"{text} (machine {ids[0]}" + (", two boots of it)" if len(boots) > 1 else ")")
 
     @property
@@ -539,6 +544,10 @@ def _rank(a: Side, b: Side) -> int:
         return 4
     ma, mb = a.host.machine, b.host.machine
     if ma and mb and ma != mb:  # one class, two machines: never "the same host"
+        return 3
+    if not (ma and mb) and a.host.boot and b.host.boot and a.host.boot != b.host.boot:
+        # no machine id on a side, two boots: two machines or one rebooted, nothing tells which (each
+        # lent GPU host recorded no machine id, one boot each); one boot is one machine
         return 3
     return 1 if a.env == b.env else 2
 

@@ -100,6 +100,20 @@ MACHINE_SOURCES = (("product_uuid", "/sys/class/dmi/id/product_uuid"), ("machine
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
+def gpu_uuids() -> list[str]:
+    """The NVIDIA GPUs' UUIDs (nvidia-smi), sorted; [] without nvidia-smi or a GPU. A GPU's UUID is
+    its board's serial: the machine's where neither the board's nor the OS install's id is readable."""
+    try:
+        q = subprocess.run(
+            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if q.returncode != 0:
+        return []
+    return sorted(u for line in q.stdout.splitlines() if re.fullmatch(r"GPU-[0-9A-Fa-f-]{8,64}", u := line.strip()))
+
+
 def _hashed(text: str, n: int = 12) -> str:
     import hashlib
 
@@ -125,6 +139,10 @@ def machine_identity() -> dict:
             if text:
                 out.update(machine_id=_hashed(text), machine_id_source=name)
                 break
+        else:  # neither readable (a container, a lent GPU host): the GPUs' own serial UUIDs, if any
+            uuids = gpu_uuids()
+            if uuids:
+                out.update(machine_id=_hashed(" ".join(uuids)), machine_id_source="gpu-uuid")
     try:
         boot = Path(BOOT_ID).read_text().strip()
         out["boot_id"] = _hashed(boot, 8) if boot else None
