@@ -269,9 +269,13 @@ class Side:
         return all(getattr(c, "context", False) for c in self.cells)
 
     def describe(self, keys: dict, device: bool = True) -> str:
-        """'torch-cuda default on NVIDIA H100 80GB HBM3 [run, n=3]' (without the device where the
-        reader already has it: the answer names its hosts)."""
+        """'torch-cuda default loader on NVIDIA H100 80GB HBM3 [run, n=3]' (without the device where the
+        reader already has it: the answer names its hosts; the data path where the rows record one:
+        loader, synthetic-gpu, resident)."""
         bits = [self.part, str(self.first.first.get("variant"))]
+        pipe = self.first.first.get("pipeline")
+        if isinstance(pipe, str) and pipe and "pipeline" not in keys:
+            bits.append(pipe)
         bits += [f"{k}={v}" for k, v in keys.items() if k not in ("backend", "variant", "platform")]
         where = f" on {self.device}" if device else ""
         return f"{' '.join(bits)}{where} [{self.run}, n={len(self.per)}]"

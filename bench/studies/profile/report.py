@@ -144,6 +144,15 @@ def cpu_vs_gpu(cells: list[Cell]) -> list[str]:
     ]
 
 
+def _data_path(c: Cell) -> str:
+    """'loader, 4 workers' / 'synthetic-gpu': how C's batches came (the two sides of a pair may feed
+    them differently: the CPU's loader at 4 workers beside the GPU's at 8 is in the ratio)."""
+    pipe, workers = c.first.get("pipeline"), c.first.get("num_workers")
+    if pipe == "loader" and isinstance(workers, int) and not isinstance(workers, bool):
+        return f"loader, {workers} worker{'s' if workers != 1 else ''}"
+    return str(pipe or "pipeline not recorded")
+
+
 def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
     """Per CPU/GPU pair: both projected to the seed's run, the time ratio, and the energy ratio
     where both sides measured energy."""
@@ -159,8 +168,8 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
             {
                 "what": f"{cpu.first.get('variant')}, b{cpu.first.get('batch_size')}, "
                 + (cpu.run_label if cpu.run_label == gpu.run_label else f"{cpu.run_label} / {gpu.run_label}"),
-                "cpu": f"{cpu.device} ({a['protocol']})",
-                "gpu": f"{gpu.device} ({gpu.first.get('pipeline')}; {b['protocol']})",
+                "cpu": f"{cpu.device} ({_data_path(cpu)}; {a['protocol']})",
+                "gpu": f"{gpu.device} ({_data_path(gpu)}; {b['protocol']})",
                 "cpu_h": a["hours"],
                 "gpu_h": b["hours"],
                 "ratio": f"{hours:,.1f}x" if hours is not None else "not measured",

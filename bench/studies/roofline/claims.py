@@ -179,7 +179,10 @@ FINDINGS = (
         measured(*(rule(m, speedup(GPU, CPU, m)) for m in MODELS)),
         between(*GPU_CPU, "10-50x"),
         seed_text="10-50x (its own Table 8: 14.2-35.5x)",
-        note="the size of a GPU/CPU ratio belongs to the two devices: an H100 over 2 EPYC cores is not a T4 over 4 vCPUs",
+        note=(
+            "the size of a GPU/CPU ratio belongs to the two devices: an H100 over 2 EPYC cores is not a T4 over 4 vCPUs; "
+            + LOADER_NOTE
+        ),
     ),
     Claim(
         "heavy-gains-most",
@@ -188,7 +191,11 @@ FINDINGS = (
         measured(*_gains_over(GPU, CPU, [("resnet50", m) for m in MODELS if m != "resnet50"] + [("resnet18", m) for m in LIGHT])),
         ONE_ABOVE,
         seed_text="its own Table 8 ranks ResNet18 (35.5x) above ResNet50 (29.2x)",
-        note="each value is one model's GPU/CPU speedup over another's (per repeat, the GPU's model-over-model img/s over the CPU's)",
+        note=(
+            "each value is one model's GPU/CPU speedup over another's (per repeat, the GPU's model-over-model img/s over "
+            "the CPU's); through the loader the light models' GPU rate is capped by decoding, so 'compute-heavy gains "
+            "most' is partly the loader's: " + LOADER_NOTE
+        ),
     ),
     Claim(
         "m3-between",
