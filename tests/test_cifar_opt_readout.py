@@ -404,11 +404,12 @@ def test_the_readers_read_rows_through_the_readout():
 
 @FEW
 @given(st.lists(st.floats(0.05, 1.2), min_size=1, max_size=4), st.floats(5.0, 50.0))
-def test_a_pt2e_int8_model_that_kept_fp32_weights_is_named_in_the_report_and_fails_its_invariant(shares, fp32_mb):
+def test_a_pt2e_int8_model_that_kept_fp32_weights_is_named_in_the_report(shares, fp32_mb):
     """int8-pt2e at PT2E_FOLDED_MAX or more of the fp32 model's bytes kept its weights fp32 (the H200
-    host's torch 2.11 + torchao 0.18 stored 0.998x): the readout names it, the report flags it
-    beside the inference table, and the cell's invariant (verify) fails with the reason; a folded
-    model (0.25x) passes and goes unflagged."""
+    host's torch 2.11 + torchao 0.18 stored 0.998x, the images' torch 2.10 + torchao 0.16 too): the
+    readout names it and the report flags it beside the inference table; a folded model (0.25x) goes
+    unflagged. The cell's invariant (verify) asks only that int8 be smaller than fp32: an
+    environment that does not fold is not a broken cell."""
     from hypothesis import assume
 
     assume(all(abs(x - readout.PT2E_FOLDED_MAX) > 1e-6 for x in shares))  # not on the edge, where rounding decides
@@ -434,4 +435,4 @@ def test_a_pt2e_int8_model_that_kept_fp32_weights_is_named_in_the_report_and_fai
     assert ("kept its weights fp32" in text) == unfolded
     for c, share in zip(group, shares, strict=True):
         [(what, fault)] = [x for x in STUDY.invariants(c.rows) if x[0].startswith("int8-pt2e")]
-        assert (fault is None) == (share <= readout.PT2E_FOLDED_MAX), (what, fault)
+        assert (fault is None) == (share < 1.0), (what, fault)

@@ -116,7 +116,7 @@ def int8_pt2e(model: torch.nn.Module, calib: list[torch.Tensor], shapes: list[to
     if share < 0.5:  # the size is then fp32's: say so on the row, where the size and latency are read
         path += (
             f"; weights NOT folded to int8 ({share:.0%} of the stored bytes are int8: torch {torch.__version__} with "
-            f"torchao {torchao.__version__} kept fp32 weights, quantized at run time)"
+            f"torchao {torchao.__version__} kept fp32 weights and quantize ops in the graph)"
         )
     return fn, _state_mb(state), path
 

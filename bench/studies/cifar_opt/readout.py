@@ -647,10 +647,12 @@ def int8_sizes(rs: list[dict]) -> list[tuple[str, str, float | None, float | Non
     return [(f, fp32, _float(fm[f], SIZE), _float(fm[fp32], SIZE)) for f in ("int8-pt2e", "int8-dynamic") if f in fm]
 
 
-# A PT2E int8 model stores its convolutions' and Linear layers' weights as int8: about a quarter of
-# the fp32 bytes (0.25x on torch 2.14.1). At or above this share its weights stayed fp32 (the H200
-# host's torch 2.11 with torchao 0.18: 0.998x ResNet-18, 0.97x MobileNetV2), and its latency is not
-# int8 kernels'. The seed's quantize_dynamic (Linear only) is not held to it.
+# A PT2E int8 model whose weights convert_pt2e folded stores its convolutions' and Linear layers'
+# weights as int8: about a quarter of the fp32 bytes (0.25x on torch 2.14.1 with torchao 0.18). At or
+# above this share they stayed fp32 in the converted model, quantized by ops in its graph (torch 2.10
+# with torchao 0.16, the images'; torch 2.11 with torchao 0.18, the H200 host's: 0.998x ResNet-18,
+# 0.97x MobileNetV2): the stored size is fp32's, whatever inductor's freezing makes of them when it
+# compiles. The seed's quantize_dynamic (Linear only) is not held to it.
 PT2E_FOLDED_MAX = 0.5
 
 
