@@ -5,8 +5,10 @@
 #   bash .ci/speed-gate.sh [RESULTS_DIR]        (default results/ci-container)
 #
 # 1. each cell's speed against ci-smoke's entries for this machine class (results/reference/README.md,
-#    ci-smoke): every cell must have one. A cell that ran beside other work (its cpu-shared flag)
-#    is not judged, and its line says so.
+#    ci-smoke), or, on a CPU class with no entry of its own (CI's VMs come in more than one type),
+#    against the slowest of the other classes' entries at the tolerance times the gap measured
+#    between them (host/speed.py, held cross-class): every cell must be held one way or the other.
+#    A cell that ran beside other work (its cpu-shared flag) is not judged, and its line says so.
 # 2. where a cell is slower than its entry by more than the tolerance, the recheck: its study's
 #    smoke runs twice more, each in a fresh container and results dir (the same cells: studies
 #    whose repeats change the seed would not match the entry's loss curve), each checked on its own,

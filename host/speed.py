@@ -223,7 +223,7 @@ def check(
         e for e in entries if e.get("speed") and key(e.get("machine_class")) == key(mc) and key(e.get("environment")) == key(env)
     ]
     if not mine:
-        return [], [f"no speed baseline for this class ({class_label(mc)}; {env_label(env)})"]
+        return _cross_class(mc, env, have, of, entries)
     why, info = [], []
     for e in mine:
         tag = f"[{e['set']}]"
@@ -240,6 +240,56 @@ def check(
                 info.append(f"{what}: {1 / f:.2f}x faster, beyond the tolerance {tol:.2f}x (a stale baseline?) {tag}")
             else:
                 info.append(f"{name} {1 / f:.2f}x the baseline's speed{of} (tolerance {tol:.2f}x)")
+    return why, info
+
+
+def _cross_class(mc: dict, env: dict, have: dict[str, Speed], of: str, entries: list[dict]) -> tuple[list[str], list[str]]:
+    """A class with no speed entry of its own (CI landed on a VM type no baseline was made on) held
+    to the entries of the other CPU classes of its configuration (same cores, no GPU, same
+    environment): each metric to the slowest class's median, at that entry's tolerance times the
+    gap measured between the classes (the largest median over the smallest: 1.13-2.04x between a
+    2-core EPYC and a 2-core Xeon in ci-smoke), so a machine as far from the slowest class as the
+    classes are from each other passes, and one slower by more fails. Needs two classes: one alone
+    measures no gap."""
+    none = [f"no speed baseline for this class ({class_label(mc)}; {env_label(env)})"]
+    if mc.get("gpu"):
+        return [], none
+    peers = [
+        e
+        for e in entries
+        if e.get("speed")
+        and isinstance(e.get("machine_class"), dict)
+        and not e["machine_class"].get("gpu")
+        and e["machine_class"].get("cores") == mc.get("cores")
+        and key(e.get("environment")) == key(env)
+    ]
+    classes = {key(e["machine_class"]) for e in peers}
+    if len(classes) < 2:
+        return [], none
+    why, info = [], []
+    for name, sp in sorted(have.items()):
+        recs = [(e, e["speed"][name]) for e in peers if isinstance(e["speed"].get(name), dict)]
+        if len({key(e["machine_class"]) for e, _ in recs}) < 2:
+            info.append(f"{name}: {none[0]}: fewer than two other classes hold it")
+            continue
+        meds = [float(r["median"]) for _, r in recs]
+        if min(meds) <= 0:
+            info.append(f"{name}: {none[0]}: another class's median is not above 0")
+            continue
+        higher = recs[0][1].get("higher_is_better", True)
+        e, rec = (min if higher else max)(recs, key=lambda er: float(er[1]["median"]))  # the slowest class's
+        gap = max(meds) / min(meds)
+        tol = float(rec["tolerance"]) * gap
+        f = slower_by(sp.value, rec)
+        what = (
+            f"{name} {_fmt(sp.value)} {rec['unit']}{of} held cross-class (no entry for {class_label(mc)}) to the slowest "
+            f"of {len({key(x['machine_class']) for x, _ in recs})} classes, {class_label(e['machine_class'])} "
+            f"{_fmt(float(rec['median']))}, at its tolerance x the gap between the classes {gap:.2f}x = {tol:.2f}x [{e['set']}]"
+        )
+        if f > tol:
+            why.append(f"{what}: {f:.2f}x slower")
+        else:
+            info.append(f"{what}: {1 / f:.2f}x its speed")
     return why, info
 
 

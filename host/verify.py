@@ -389,6 +389,7 @@ def verify(
         counts["FAIL"] += 1
     cross_noted = sum(any("(cross-class:" in i for i in v.info) for v in verdicts if v.status == "ok")
     no_speed = sum(any("no speed baseline for this class" in i for i in v.info) for v in verdicts if v.status == "ok")
+    cross_speed = sum(any("held cross-class" in i for i in v.info + v.why) for v in verdicts if v.status in ("ok", "FAIL"))
     busy = sum(any(i.startswith("speed not judged:") for i in v.info) for v in verdicts if v.status == "ok")
     return {
         "dir": str(d),
@@ -402,6 +403,7 @@ def verify(
         f"{counts['no baseline']} without a baseline, {counts['skipped']} skipped"
         + (f" (baseline set {only})" if only else "")
         + (f"; {no_speed} ok cell(s) with no speed baseline for their class" if no_speed else "")
+        + (f"; {cross_speed} cell(s) whose speed was held to other classes' entries (no entry for theirs)" if cross_speed else "")
         + (f"; {busy} ok cell(s) whose speed was not judged (cpu-shared)" if busy else "")
         + (f"; {cross_noted} ok cell(s) held to another machine class's baseline (cross-class)" if cross_noted else "")
         + ("" if with_speed else "; speed not checked (--speed off)")

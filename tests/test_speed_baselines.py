@@ -281,3 +281,52 @@ def test_a_set_holds_an_entry_per_cpu_and_each_cell_is_held_to_its_own(tmp_path)
     )
     assert r.returncode != 0 and "make the new class's entries with the same" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _entry(cpu: str, median: float, higher: bool = True, cores: int = 2, env: dict | None = None) -> dict:
+    return {
+        "set": "ci-smoke",
+        "machine_class": {"cpu": cpu, "cores": cores, "gpu": None, "gpus": 0},
+        "environment": env or {"runtime": "container", "libraries": {"torch": "2.10.0"}},
+        "speed": {"throughput": {"median": median, "tolerance": 1.6, "unit": "img/s", "higher_is_better": higher}},
+    }
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(
+    st.floats(10.0, 1000.0),
+    st.floats(10.0, 1000.0),
+    st.floats(1.0, 2000.0),
+    st.booleans(),
+)
+def test_a_class_with_no_entry_is_held_to_the_slowest_other_class_at_the_gap_between_them(a, b, value, higher):
+    """CI on a VM type no speed baseline was made on ('Intel(R) Xeon(R) Processor @ 2.80GHz' beside
+    entries for a 2-core EPYC and a 2-core 'Intel(R) Xeon(R) Processor'): each metric is held to the
+    slowest class's median at its tolerance times the gap between the classes, and the line says
+    so; with one other class (no gap measured), a GPU, or another core count, 'no speed baseline'."""
+    from bench.core.study import Speed
+    from host import speed as S
+
+    mc = {"cpu": "Intel(R) Xeon(R) Processor @ 2.80GHz", "cores": 2, "gpu": None, "gpus": 0}
+    env = {"runtime": "container", "libraries": {"torch": "2.10.0"}}
+    have = {"throughput": Speed(value, "img/s", higher)}
+    entries = [_entry("AMD EPYC", a, higher), _entry("Intel(R) Xeon(R) Processor", b, higher)]
+    why, info = S._cross_class(mc, env, have, "", entries)
+    slowest = min(a, b) if higher else max(a, b)
+    tol = 1.6 * max(a, b) / min(a, b)
+    slower = slowest / value if higher else value / slowest
+    assert (why != []) == (slower > tol)
+    assert all("held cross-class" in x for x in why + info) and len(why + info) == 1
+    # nothing to measure a gap from, or not a like machine: no verdict, the gate's own line
+    for others in (
+        [entries[0]],
+        [_entry("AMD EPYC", a, higher, cores=4), entries[1]],
+        [_entry("AMD EPYC", a, higher, env={"runtime": "native"}), entries[1]],
+    ):
+        why, info = S._cross_class(mc, env, have, "", others)
+        assert why == [] and len(info) == 1 and "no speed baseline for this class" in info[0]
+    why, info = S._cross_class({**mc, "gpu": "NVIDIA H200", "gpus": 1}, env, have, "", entries)
+    assert why == [] and "no speed baseline for this class" in info[0]
