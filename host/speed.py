@@ -287,7 +287,7 @@ def _cross_class(mc: dict, env: dict, have: dict[str, Speed], of: str, entries: 
             f"{_fmt(float(rec['median']))}, at its tolerance x the gap between the classes {gap:.2f}x = {tol:.2f}x [{e['set']}]"
         )
         if f > tol:
-            why.append(f"{what}: {f:.2f}x slower")
+            why.append(f"{what}: {f:.2f}x slower, beyond the tolerance {tol:.2f}x")  # the gate's recheck reads this
         else:
             info.append(f"{what}: {1 / f:.2f}x its speed")
     return why, info
