@@ -277,13 +277,17 @@ def _num(v: float, unit: str) -> str:
 
 
 def value_text(a: A.Answer) -> str:
-    """'4.53x [4.32–4.53, range of 3]', or the conditions' values joined."""
+    """'4.53x [4.32–4.53, range of 3]', or the conditions' values joined; an accuracy over repeats
+    that trained from one seed prints no bracket (its zero-width range would read as certainty)."""
     if not a.findings:
         return "–"
     parts = []
     for f in a.findings:
         v = f.value
-        if v.kind == "cs" and (v.lo is None or v.hi is None):
+        one_seed = A.one_seed_sides(f)
+        if one_seed:  # repeats of one seed: their accuracies agree by construction, not a spread
+            bracket = f" ({v.n} repeats of one seed: no spread)" if v.n > 1 else " (one seed: no spread)"
+        elif v.kind == "cs" and (v.lo is None or v.hi is None):
             bracket = f" [unbounded, 95% CS of {v.n} rounds]"
         elif f.exact or v.lo is None or v.hi is None:
             bracket = ""

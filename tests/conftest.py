@@ -82,15 +82,39 @@ def pytest_addoption(parser):
     )
 
 
+# ---- two workers (.ci/run: pytest -n 2 --dist loadgroup -m "not quiet", then -m quiet) ----
+# Under pytest-xdist each test module is one group (a worker takes a module whole, so its
+# module fixtures are built once), except that every test touching the one Docker engine or the
+# one Slurm is in the group "engines" (a single worker: orphan reaping, image tags, the Slurm
+# queue and its daemons are shared). Tests marked `quiet` time things or read the load: CI runs
+# them in a second, serial pass, since a group does not keep the other worker's load away.
+ENGINE_FILES = {"test_docker.py", "test_compose.py", "test_container_signals.py", "test_cluster.py", "test_readme.py"}
+FIRST = ("test_numba_cuda_sim_fresh.py",)  # one long test: start it first, so it is not the tail
+
+
 def pytest_configure(config):
     for name, why in GATED.items():
         config.addinivalue_line("markers", f"{name}: {why}; runs only with --all")
+    config.addinivalue_line(
+        "markers", "quiet: asserts timings or reads the load average; .ci/run runs these in a serial pass (-m quiet)"
+    )
 
 
+def xdist_group(item) -> str:
+    """The worker group of ITEM: 'engines' for a test of the Docker engine or the Slurm, else its module."""
+    name = item.fspath.basename
+    if name in ENGINE_FILES or item.get_closest_marker("docker") or "slurm_cluster" in getattr(item, "fixturenames", ()):
+        return "engines"
+    return name.removesuffix(".py")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:  # tests that run a built image need the engine (and its images): Docker tests
         if item.fspath.basename == "test_docker.py" and "image" in item.name:
             item.add_marker(pytest.mark.docker)
+        item.add_marker(pytest.mark.xdist_group(name=xdist_group(item)))
+    items.sort(key=lambda item: item.fspath.basename not in FIRST)  # stable: the rest keep their order
     if config.getoption("--all") or os.environ.get("KIT_TESTS") == "all":
         return
     for item in items:

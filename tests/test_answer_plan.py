@@ -268,6 +268,7 @@ def test_a_ratio_whose_lower_side_measured_zero_is_no_pair_and_says_so(ans_study
     assert A.ratio_findings(ans_study, cells, zero) == []
 
 
+@pytest.mark.quiet
 # ---- the whole flow on a host with a (fake) GPU --------------------------------------------------
 @pytest.mark.slow
 def test_all_on_a_gpu_host_answers_first_then_adds_fixed_rounds_then_the_compiled_cells(tmp_path, fake_gpu):
@@ -299,6 +300,7 @@ def test_all_on_a_gpu_host_answers_first_then_adds_fixed_rounds_then_the_compile
     assert v.returncode == 0, v.stdout[-2000:]
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_a_sigterm_mid_run_leaves_a_report_and_verify_names_the_interrupted_cell(tmp_path, fake_gpu):
     out, rep = tmp_path / "run", tmp_path / "rep"
@@ -417,6 +419,7 @@ def test_a_ratio_of_any_readings_is_a_summary_or_one_value_error_never_a_divisio
     assert s.lo is None or s.lo <= s.hi
 
 
+@pytest.mark.quiet
 def test_all_takes_stop_after_ends_cleanly_and_resumes(tmp_path, fake_gpu):
     """The README's main job ends a call at --stop-after like `reference gpu` (exit 75, the report
     of what finished) and the same command goes on; a bad value is one line before any cell."""

@@ -142,19 +142,26 @@ def test_host_side_imports_no_torch_numba_or_sklearn(tmp_path):
     assert (tmp_path / "REPORT.md").is_file()
 
 
-def test_the_image_holds_bench_only_and_host_edits_leave_it_fresh():
+def test_the_image_holds_bench_only_and_host_edits_leave_it_fresh(tmp_path, monkeypatch):
+    import shutil
+
     from host import images
 
     text = (ROOT / "docker" / "Dockerfile").read_text()
     copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY ") and "--from" not in line]
     assert "bench" in copies and not any(c in ("host", "orchestrate.py", "lab", "tests") for c in copies), copies
+    # on a copy of the image's inputs and host/, never the checkout (tests run concurrently under xdist)
+    skip = shutil.ignore_patterns("__pycache__", ".iid-*")
+    for d in ("bench", "docker", "host"):
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=skip)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    monkeypatch.setattr(images, "REPO", tmp_path)
+    monkeypatch.setattr(images, "DOCKERFILE", tmp_path / "docker" / "Dockerfile")
     h = images.source_hash()
-    probe = ROOT / "host" / "_probe_edit.py"
-    probe.write_text("# a host-side edit\n")
-    try:
-        assert images.source_hash() == h, "editing host code must not mark images stale"
-    finally:
-        probe.unlink()
+    (tmp_path / "host" / "_probe_edit.py").write_text("# a host-side edit\n")
+    assert images.source_hash() == h, "editing host code must not mark images stale"
+    (tmp_path / "bench" / "_probe_edit.py").write_text("# an edit to what the image holds\n")
+    assert images.source_hash() != h, "editing bench/ must mark images stale"
 
 
 def test_an_unclean_tree_is_recorded(tmp_path):

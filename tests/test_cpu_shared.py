@@ -13,10 +13,13 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from bench.core import noise
 from bench.core.rows import read_rows
 from bench.measure.telemetry import CpuShare
+
+pytestmark = pytest.mark.quiet  # timings and the load average: the serial pass of .ci/run
 
 ROOT = Path(__file__).resolve().parents[1]
 HOG = "while True: pass"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 
 import psutil
+import pytest
 
 
+@pytest.mark.quiet
 def test_rss_reading_is_psutils() -> None:
     from bench.measure import memory
 

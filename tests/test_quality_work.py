@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from bench.core import answers as A
 from bench.core import claims as C
 from bench.core.registry import studies
+from host import answers as H
 
 
 def _side(run: str, work: dict) -> A.Side:
@@ -90,5 +91,7 @@ def test_an_accuracy_over_repeats_of_one_seed_is_not_decided():
         [a] = [x for x in A.judge(st_, cells, claim) if x.primary]
         assert a.verdict == C.UNDECIDED and "trained from one seed" in a.why and A.ONE_SEED_FIX in a.why
         assert a.findings[0].sides[0].facets["epochs"] == 10  # the seed's amount of training, pinned
+        text = H.value_text(a)  # no zero-width '98.6 % [98.6–98.6]' on the page either
+        assert "[" not in text and "repeats of one seed: no spread" in text, text
     speed = next(c for c in st_.claims if c.id == "kit-cpu-numba-vs-torch")  # a rate is not touched
     assert all(x.verdict == C.HOLDS for x in A.judge(st_, cells, speed) if x.primary)

@@ -15,6 +15,8 @@ import pytest
 
 from bench.measure.sampler import CPU_FIELDS, TelemetrySampler, _Rapl, idle_baseline
 
+pytestmark = pytest.mark.quiet  # timings and the load average: the serial pass of .ci/run
+
 HZ = 20.0
 HAS_NVML = importlib.util.find_spec("pynvml") is not None
 

@@ -118,6 +118,7 @@ def _record(out: Path) -> dict:
     return json.loads((out / seqstats.RECORD).read_text())
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_rounds_are_added_until_decided_and_the_report_says_how_many_and_why(tmp_path):
     out = tmp_path / "r"

@@ -47,6 +47,7 @@ def test_phase_timer_accumulates_and_calls_sync_around_each_phase():
     assert set(t.as_fields()) == {"forward_s", "step_s"}
 
 
+@pytest.mark.quiet
 def test_rss_sampler_sees_a_transient_peak():
     import numpy as np
 
