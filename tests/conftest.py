@@ -83,13 +83,50 @@ def pytest_addoption(parser):
 
 
 # ---- two workers (.ci/run: pytest -n 2 --dist loadgroup -m "not quiet", then -m quiet) ----
-# Under pytest-xdist each test module is one group (a worker takes a module whole, so its
-# module fixtures are built once), except that every test touching the one Docker engine or the
-# one Slurm is in the group "engines" (a single worker: orphan reaping, image tags, the Slurm
-# queue and its daemons are shared). Tests marked `quiet` time things or read the load: CI runs
-# them in a second, serial pass, since a group does not keep the other worker's load away.
-ENGINE_FILES = {"test_docker.py", "test_compose.py", "test_container_signals.py", "test_cluster.py", "test_readme.py"}
+# Under pytest-xdist a worker takes a whole group: each test module is one (its module fixtures
+# are built once), except the tests of the one Docker engine (group "docker": orphan reaping,
+# image tags and the build cache are shared) and those of the one Slurm (group "slurm": its
+# daemons and its queue). The groups come from the node id (`group_of`, through the scheduler
+# below): xdist's own `xdist_group` marks rename node ids, which pytest 9 ignores (Node.nodeid is
+# derived from Node._id now), so under pytest 9.2 + xdist 3.8 they group nothing. Tests marked
+# `quiet` time things or read the load: CI runs them in a second, serial pass, since a group
+# does not keep the other worker's load away.
+DOCKER_FILES = {"test_docker.py", "test_compose.py", "test_container_signals.py", "test_cluster.py", "test_readme.py"}
+# the tests that take the session's `slurm_cluster` (checked at collection: the list stays true)
+SLURM_TESTS = {
+    "test_a_partition_that_does_not_exist_is_one_line_and_nothing_submitted",
+    "test_a_job_array_records_its_job_task_and_node_and_a_rerun_submits_nothing",
+    "test_a_task_cancelled_before_it_ran_becomes_an_error_row_and_the_rerun_runs_only_it",
+    "test_a_cell_of_two_nodes_runs_its_ranks_on_both",
+    "test_the_readme_slurm_commands_run_as_written",
+    "test_the_readme_apptainer_commands_run_as_far_as_this_host_allows",
+}
 FIRST = ("test_numba_cuda_sim_fresh.py",)  # one long test: start it first, so it is not the tail
+
+
+def group_of(nodeid: str) -> str:
+    """The worker group of a test: 'slurm', 'docker', or its module's path."""
+    path = nodeid.split("::", 1)[0]
+    func = nodeid.split("[", 1)[0].split("::")[-1]  # parameters may hold '::' themselves
+    if func in SLURM_TESTS:
+        return "slurm"
+    if Path(path).name in DOCKER_FILES:
+        return "docker"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup, grouped by `group_of` (whole groups to a worker, in collection order)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class KitGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return KitGroups(config, log)
 
 
 def pytest_configure(config):
@@ -100,24 +137,23 @@ def pytest_configure(config):
     )
 
 
-def xdist_group(item) -> str:
-    """The worker group of ITEM: 'engines' for a test of the Docker engine or the Slurm, else its module."""
-    name = item.fspath.basename
-    if name in ENGINE_FILES or item.get_closest_marker("docker") or "slurm_cluster" in getattr(item, "fixturenames", ()):
-        return "engines"
-    return name.removesuffix(".py")
-
-
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
+    """Around every other plugin's hook: the docker marks and the order are in place before any
+    other plugin reads them."""
     for item in items:  # tests that run a built image need the engine (and its images): Docker tests
         if item.fspath.basename == "test_docker.py" and "image" in item.name:
             item.add_marker(pytest.mark.docker)
-        item.add_marker(pytest.mark.xdist_group(name=xdist_group(item)))
+    slurm = {getattr(item, "originalname", item.name) for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())}
+    listed = {getattr(item, "originalname", item.name) for item in items} & SLURM_TESTS
+    if slurm != listed:
+        raise pytest.UsageError(
+            f"tests/conftest.py SLURM_TESTS is out of date: uses slurm_cluster {sorted(slurm)}, listed {sorted(listed)}"
+        )
     items.sort(key=lambda item: item.fspath.basename not in FIRST)  # stable: the rest keep their order
-    if config.getoption("--all") or os.environ.get("KIT_TESTS") == "all":
-        return
-    for item in items:
-        gated = [m for m in GATED if item.get_closest_marker(m)]
-        if gated:
-            item.add_marker(pytest.mark.skip(reason=f"{'/'.join(gated)} test: runs with `pytest --all` (CI does)"))
+    if not (config.getoption("--all") or os.environ.get("KIT_TESTS") == "all"):
+        for item in items:
+            gated = [m for m in GATED if item.get_closest_marker(m)]
+            if gated:
+                item.add_marker(pytest.mark.skip(reason=f"{'/'.join(gated)} test: runs with `pytest --all` (CI does)"))
+    return (yield)
