@@ -101,6 +101,8 @@ SLURM_TESTS = {
     "test_the_readme_slurm_commands_run_as_written",
     "test_the_readme_apptainer_commands_run_as_far_as_this_host_allows",
 }
+# tests of an engine file that hide the engine (DOCKER_HOST to no socket): grouped with their module
+ENGINE_FREE = {"test_main_command_on_the_embedded_default"}
 FIRST = ("test_numba_cuda_sim_fresh.py",)  # one long test: start it first, so it is not the tail
 
 
@@ -110,6 +112,8 @@ def group_of(nodeid: str) -> str:
     func = nodeid.split("[", 1)[0].split("::")[-1]  # parameters may hold '::' themselves
     if func in SLURM_TESTS:
         return "slurm"
+    if func in ENGINE_FREE:
+        return path
     if Path(path).name in DOCKER_FILES:
         return "docker"
     return path

@@ -61,15 +61,16 @@ def lines(text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- the tolerance, measured
 def test_the_committed_cross_class_tolerance_is_twice_the_largest_measured_gap_per_study():
-    """profile's file holds the CPU fine-tune smoke on two CPUs 7.2 % apart at epoch 2: its
+    """profile's file holds the CPU fine-tune smoke on an EPYC and Xeons 7.2 % apart at epoch 2: its
     cross-class tolerance is twice that; every other study's gap is under the floor."""
     b = load_baselines()
     tol = cross_class_tolerances(b)
     ci = [e for e in entries(b, "ci-smoke") if e["study"] == "profile" and e["label"].startswith("torch-cpu finetune")]
     (epyc,) = [e for e in ci if e["machine_class"]["cpu"] == "AMD EPYC"]
-    (xeon,) = [e for e in ci if e["machine_class"]["cpu"].startswith("Intel")]
-    a, x = dict(map(tuple, epyc["curve"]))[2.0], dict(map(tuple, xeon["curve"]))[2.0]
-    gap = abs(a - x) / min(a, x)
+    xeons = [e for e in ci if e["machine_class"]["cpu"].startswith("Intel")]  # two Xeon VM types: one loss
+    a = dict(map(tuple, epyc["curve"]))[2.0]
+    gap = max(abs(a - x) / min(a, x) for x in (dict(map(tuple, e["curve"]))[2.0] for e in xeons))
+    assert len(xeons) >= 1
     assert 0.07 < gap < 0.075
     assert tol["profile"].loss_rtol == pytest.approx(CROSS_CLASS_K * gap)
     assert "7.18%" in tol["profile"].why and "AMD EPYC" in tol["profile"].why and "Intel(R) Xeon(R)" in tol["profile"].why

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import DOCKER_FILES, SLURM_TESTS, group_of
+from conftest import DOCKER_FILES, ENGINE_FREE, SLURM_TESTS, group_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,7 +20,7 @@ param = st.one_of(st.just(""), st.from_regex(r"\[[A-Za-z0-9_.:\-/ ]{0,20}\]", fu
 def test_a_test_outside_the_engine_files_is_grouped_with_its_module(module, cls, func, p):
     path = f"tests/test_{module}.py"
     nodeid = f"{path}::{cls + '::' if cls else ''}test_{func}{p}"
-    want = "docker" if Path(path).name in DOCKER_FILES else path
+    want = "docker" if Path(path).name in DOCKER_FILES and f"test_{func}" not in ENGINE_FREE else path
     if f"test_{func}" in SLURM_TESTS:
         want = "slurm"
     assert group_of(nodeid) == want
@@ -28,7 +28,18 @@ def test_a_test_outside_the_engine_files_is_grouped_with_its_module(module, cls,
 
 @given(f=st.sampled_from(sorted(DOCKER_FILES)), func=name, p=param)
 def test_every_test_of_an_engine_file_is_docker_unless_it_takes_the_slurm(f, func, p):
-    assert group_of(f"tests/{f}::test_{func}{p}") == ("slurm" if f"test_{func}" in SLURM_TESTS else "docker")
+    want = "slurm" if f"test_{func}" in SLURM_TESTS else f"tests/{f}" if f"test_{func}" in ENGINE_FREE else "docker"
+    assert group_of(f"tests/{f}::test_{func}{p}") == want
+
+
+def test_the_readme_main_command_hides_the_engine_and_leaves_the_docker_group():
+    """It runs `all` with DOCKER_HOST at no socket (the native path), so it may run beside Docker tests."""
+    import test_readme
+
+    assert "test_main_command_on_the_embedded_default" in ENGINE_FREE
+    assert group_of("tests/test_readme.py::test_main_command_on_the_embedded_default") == "tests/test_readme.py"
+    assert group_of("tests/test_readme.py::test_the_readme_container_commands_run_as_written") == "docker"
+    assert test_readme.NO_ENGINE.startswith("unix:///nonexistent/")
 
 
 @given(func=st.sampled_from(sorted(SLURM_TESTS)), p=param)
