@@ -126,6 +126,10 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    # keep the collection's order of groups (the longest two first, see the sort below): xdist's
+    # default reorders scopes by their number of tests, which sent the one-test simulator file last
+    config.option.loadscopereorder = False
+
     class KitGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
