@@ -101,10 +101,7 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
 @pytest.mark.slow
 def test_main_command_on_the_embedded_default(tmp_path):
     """`orchestrate.py all` as the README runs it, in a clean copy of the repo with no data."""
-    work = tmp_path / "clone"
-    top = {".venv", "results", "data", ".git", ".whl", *CACHES}
-    shutil.copytree(ROOT, work, ignore=lambda d, names: [n for n in names if _transient(n) or (Path(d) == ROOT and n in top)])
-    shutil.copytree(ROOT / "results" / "reference", work / "results" / "reference")  # committed: a clone has them
+    work = _copy_checkout(tmp_path, {".venv", "results", "data", ".git", ".whl"})
     # where no Docker engine answers (a laptop, the GPU hosts), `all` runs natively: that path here,
     # with the engine hidden (test_the_readme_container_commands_run_as_written runs the images),
     # so this test never shares the engine with the Docker tests on the other worker
@@ -202,17 +199,24 @@ NO_ENGINE = "unix:///nonexistent/docker.sock"  # DOCKER_HOST where no engine ans
 CACHES = {".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
-def _transient(name: str) -> bool:
-    return name == "__pycache__" or name.startswith(".iid-")
+def _copy_checkout(tmp_path: Path, top: set[str]) -> Path:
+    """The checkout copied to TMP_PATH/clone without TOP's entries, tool caches, build ids and
+    bytecode, plus the committed references (a clone has them)."""
+    work = tmp_path / "clone"
+    skip = top | CACHES
+
+    def ignore(d: str, names: list[str]) -> list[str]:
+        return [n for n in names if n == "__pycache__" or n.startswith(".iid-") or (Path(d) == ROOT and n in skip)]
+
+    shutil.copytree(ROOT, work, ignore=ignore)
+    shutil.copytree(ROOT / "results" / "reference", work / "results" / "reference")
+    return work
 
 
 def _clone(tmp_path: Path) -> Path:
     """A copy of the checkout as a user's clone holds it (its .git too: rows record the sha):
     no venv, no results but the committed references, data/ with its README only."""
-    work = tmp_path / "clone"
-    skip = {".venv", ".whl", ".data", "results", "data", *CACHES}
-    shutil.copytree(ROOT, work, ignore=lambda d, names: [n for n in names if _transient(n) or (Path(d) == ROOT and n in skip)])
-    shutil.copytree(ROOT / "results" / "reference", work / "results" / "reference")
+    work = _copy_checkout(tmp_path, {".venv", ".whl", ".data", "results", "data"})
     (work / "data").mkdir()
     shutil.copy2(ROOT / "data" / "README.md", work / "data" / "README.md")
     return work
