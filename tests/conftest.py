@@ -158,6 +158,9 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             f"tests/conftest.py SLURM_TESTS is out of date: uses slurm_cluster {sorted(slurm)}, listed {sorted(listed)}"
         )
+    strays = sorted({item.fspath.basename for item in items if item.get_closest_marker("docker")} - DOCKER_FILES)
+    if strays:  # the scheduler sees node ids only: a Docker test outside DOCKER_FILES would run beside the others
+        raise pytest.UsageError(f"tests/conftest.py DOCKER_FILES is out of date: Docker tests in {strays}")
     # the two longest groups first (the simulator's file, then the Docker group), so the two workers
     # start on them together and the other groups fill in around them; stable: the rest keep their order
     items.sort(key=lambda item: 0 if item.fspath.basename in FIRST else 1 if group_of(item.nodeid) == "docker" else 2)

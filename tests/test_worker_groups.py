@@ -5,6 +5,7 @@ test of the local Slurm ("slurm"), which must never run beside another of their 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import DOCKER_FILES, ENGINE_FREE, SLURM_TESTS, group_of
@@ -56,3 +57,11 @@ def test_the_slurm_list_names_exactly_the_tests_that_take_the_slurm_fixture():
             if isinstance(node, ast.FunctionDef) and any(a.arg == "slurm_cluster" for a in node.args.args):
                 takers.add(node.name)
     assert takers == SLURM_TESTS
+
+
+def test_every_file_with_a_docker_test_is_in_the_docker_group():
+    """Read from the sources: a `pytest.mark.docker` anywhere outside DOCKER_FILES would put a
+    Docker test beside the Docker group (collection refuses it too, for what it collects)."""
+    used = re.compile(r"^\s*@pytest\.mark\.docker\b|^pytestmark\s*=.*\bmark\.docker\b", re.M)
+    marked = {p.name for p in TESTS.glob("test_*.py") if used.search(p.read_text())}
+    assert marked <= DOCKER_FILES, marked - DOCKER_FILES
