@@ -241,7 +241,8 @@ def test_the_readme_commands_run_as_written(tmp_path):
             for side in ("hostA", "hostB"):
                 shutil.copytree(work / "results" / host_label(), work / "results" / side)
         r = _sh(line, work)
-        assert r.returncode == 0, (line, r.stdout[-1500:], r.stderr[-1500:])
+        fails = [ln for ln in r.stdout.splitlines() if "FAIL" in ln]  # verify's verdicts: the tail cuts them
+        assert r.returncode == 0, (line, fails[:20], r.stdout[-1500:], r.stderr[-1500:])
         if "report results/mine results/reference/*" in line:
             assert "skipped: results/reference/README.md is not a directory" in r.stderr
     assert (work / "results" / "merged" / "tidy.parquet").is_file()
