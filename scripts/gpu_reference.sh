@@ -16,7 +16,8 @@
 # Out: $OUT/reference.tar.gz (results/reference/<GPU>/ with a MANIFEST.sha256), $OUT/reference.log,
 #      $OUT/status (done | paused | failed)
 # DEST (reference mode; default results/reference/<GPU>[-<STUDY>]): the folder to make or resume.
-# STUDY (reference mode): only that study's part of the preset (`reference gpu --study STUDY`).
+# STUDY (reference mode): only those studies' part of the preset, space-separated
+#                   (`reference gpu --study S1 --study S2`); the default DEST ends in -S1-S2.
 # STOP (default 8m): this call's --stop-after. Exit: 0 done, 75 paused (call again), else failed.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -32,7 +33,7 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
 MODE=${MODE:-reference}
 case $MODE in
-  reference) dest=${DEST:-results/reference/$gpu${STUDY:+-$STUDY}} ;;  # DEST: a new folder where one of this GPU class is committed
+  reference) dest=${DEST:-results/reference/$gpu$(for s in $STUDY; do printf -- '-%s' "$s"; done)} ;;  # DEST: a new folder where one of this GPU class is committed
   main) dest=results/main-$gpu ;;
   *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
 esac
@@ -56,7 +57,9 @@ if [ "$MODE" = main ]; then
   empty=$(mktemp -d)  # no datasets: the README's main job on its embedded default
   KIT_DATA_DIR=$empty python3 orchestrate.py all --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 else
-  python3 orchestrate.py reference gpu ${STUDY:+--study "$STUDY"} --data-dir .data --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
+  study_args=()
+  for s in ${STUDY:-}; do study_args+=(--study "$s"); done
+  python3 orchestrate.py reference gpu "${study_args[@]}" --data-dir .data --out "$dest" --stop-after "$STOP" 2>&1 | tee "$OUT/reference.log"
 fi
 rc=${PIPESTATUS[0]}
 echo "reference exit code $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/reference.log"
