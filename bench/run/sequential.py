@@ -23,7 +23,9 @@ made of (`answers.conditions`), whose two sides ran in this run. Then, round aft
 
 --fixed-rounds (Until.fixed; a GPU host's answer, `reference gpu`): no verdict stops a comparison;
 each gets rounds to --max-repeats (6: stats.MIN_CI_REPEATS, where the fixed-n 95 % bootstrap
-starts), GPU-vs-CPU comparisons first and cheapest first within the budget, and is judged by that fixed-n figure. Since no look at
+starts), GPU-vs-CPU comparisons first and cheapest first within the budget (one whose last round does
+not fit beside the cheaper ones gets rounds to claims.MIN_DECIDING_RANGE, then one more while they fit),
+and is judged by that fixed-n figure, else by the range of its rounds. Since no look at
 the data decides how many rounds it gets, the fixed-n interval keeps its meaning; the confidence
 sequence would need 10 rounds (stats.CS_MIN_ROUNDS) before it bounds anything.
 
@@ -129,6 +131,7 @@ class Sequential:
     _reused_spans: list[tuple[float, float]] = field(default_factory=list)  # their start-end spans, by the files
     first_serial: bool = False  # the first rounds ran one cell after another (a cell's wall time is its cost)
     earlier_calls_s: float = 0.0  # the earlier calls' wall time on this results dir (calls_s: their journal)
+    planned: dict[int, int] = field(default_factory=dict)  # the last _admit: id(comparison) -> rounds planned for it
 
     # ---- the plan and the judging
     def _findings(self, cells: list[Cell]) -> list[tuple[Study, C.Claim, A.Finding]]:
@@ -295,6 +298,24 @@ class Sequential:
         n = comp.value.n if comp.value else 0
         return max(1, (self.opts.max_repeats if self.opts.fixed else CS_MIN_ROUNDS) - n)
 
+    def _short(self, comp: Comparison) -> int:
+        """Under --fixed-rounds, the rounds COMP needs to be judged at all when its last round does not fit:
+        to claims.MIN_DECIDING_RANGE, then one more at a time (H200-mlp-scratch-profile's first call: the
+        profile's GPU-vs-CPU pair, 126 s a round, was stopped at one repeat with 1,065 s of the budget
+        left, because its five rounds did not fit beside the cheaper ones' four)."""
+        n = comp.value.n if comp.value else 0
+        return max(1, C.MIN_DECIDING_RANGE - n)
+
+    def plan_s(self, trial: list[Comparison], ahead: dict[int, int], base: dict[str, Cell]) -> float:
+        """Seconds the rounds TRIAL still needs: each cell's cost times the most rounds a comparison of
+        TRIAL that uses it still needs (AHEAD, by id; a cell shared by two comparisons runs once a round)."""
+        rounds: dict[str, int] = {}
+        for c in trial:
+            for k in c.keys:
+                if k in base:
+                    rounds[k] = max(rounds.get(k, 0), ahead[id(c)])
+        return sum(self._estimate([base[k]]) * n for k, n in rounds.items())
+
     def _admit(
         self, open_: list[Comparison], base: dict[str, Cell], left: float | None
     ) -> tuple[list[Comparison], float, list[Comparison]]:
@@ -303,23 +324,27 @@ class Sequential:
         cheapest first within each, while the rounds each still needs
         before it can be decided fit in LEFT (None: all); the round's estimated seconds; and those
         the budget stops now: the ones whose own rounds do not fit in LEFT even alone (a comparison
-        that fits alone but not beside the cheaper ones waits for a later round, when they are done;
-        under --fixed-rounds it stops too: its rounds could not all come before the last one).
+        that fits alone but not beside the cheaper ones waits for a later round, when they are done).
+        Under --fixed-rounds a waiting one could not reach its last round (rounds are numbered from the
+        first), so one whose last round does not fit beside the cheaper ones is admitted short, when the
+        rounds to be judged at all (`_short`) fit, and stopped otherwise.
         The cheap ones are the ones that get decided."""
         cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
         admitted: list[Comparison] = []
+        ahead: dict[int, int] = {}
         stopped: list[Comparison] = []
-        need = 0.0
         for comp in sorted(open_, key=lambda c: (not c.across, cost[id(c)])):
             trial = admitted + [comp]
-            keys = list(dict.fromkeys(k for c in trial for k in c.keys))
-            per = self._estimate([base[k] for k in keys if k in base])
-            if left is None or per * max(self._ahead(c) for c in trial) <= left:
-                admitted, need = trial, per
-            elif self.opts.fixed or cost[id(comp)] * self._ahead(comp) > left:
-                # --fixed-rounds: rounds are numbered from the first, so one that waits now could not reach its last
+            fits = left is None or self.plan_s(trial, ahead | {id(comp): self._ahead(comp)}, base) <= left
+            if fits:
+                admitted, ahead[id(comp)] = trial, self._ahead(comp)
+            elif self.opts.fixed and self.plan_s(trial, ahead | {id(comp): self._short(comp)}, base) <= (left or 0):
+                admitted, ahead[id(comp)] = trial, self._short(comp)
+            elif self.opts.fixed or cost[id(comp)] * self._ahead(comp) > (left or 0):
                 stopped.append(comp)
-        return admitted, need, stopped
+        self.planned = ahead
+        keys = list(dict.fromkeys(k for c in admitted for k in c.keys))
+        return admitted, self._estimate([base[k] for k in keys if k in base]), stopped
 
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
