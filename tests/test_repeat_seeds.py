@@ -104,7 +104,9 @@ def test_the_committed_h200_set_holds_every_h200_runs_curve_of_each_seed():
     assert gpu and set(gpu[0]["curves"]) == {"0", "0#1", "0#2", "0#3", "0#4"} and gpu[0]["repeats"] == 5
 
 
-def _held(acc: float, n_test: int | None, band: tuple[float, float], repeat: int = 0, curves=None, loss: float = 1.0):
+def _held(
+    acc: float, n_test: int | None, band: tuple[float, float], repeat: int = 0, curves=None, loss: float = 1.0, cross=False
+):
     """check_accuracy of a cell with final accuracy ACC on N_TEST images against an entry of BAND."""
     from types import SimpleNamespace
 
@@ -118,7 +120,7 @@ def _held(acc: float, n_test: int | None, band: tuple[float, float], repeat: int
     B.final_accuracy = lambda c, p: ("test_acc", acc)
     B.loss_curve = lambda c, p: ("epoch", "train_loss", [(1.0, loss)])
     try:
-        return B.check_accuracy(cell, "torch-cuda", e)  # type: ignore[arg-type]
+        return B.check_accuracy(cell, "torch-cuda", e, cross)  # type: ignore[arg-type]
     finally:
         B.final_accuracy, B.loss_curve = real_acc, real_loss
 
@@ -159,6 +161,9 @@ def test_another_seeds_curve_is_not_compared_to_one_seed_of_the_baseline():
         assert not why and any("not compared" in x for x in info)
         why, info = _held(0.4, 500, (0.38, 0.42), repeat=2, loss=9.0, curves={"0": [[1.0, 3.73]], "1": [[1.0, 2.35]]})
         assert why and "train_loss" in why[0]  # two seeds' range, widened: 9.0 is outside it
+        for cross in ("class", "env"):  # another machine class's one-seed entry says no more of another seed
+            why, info = _held(0.4, 500, (0.38, 0.42), repeat=1, loss=2.35, curves={"0": [[1.0, 3.73]]}, cross=cross)
+            assert not why and any("not compared" in x for x in info), cross
     finally:
         B.other_seed, B.speed.machine_class_or_none = real, real_mc
 
