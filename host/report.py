@@ -453,24 +453,45 @@ def _html_body(md: str) -> str:
     return "".join(parts) + "</div>\n" * divs + "</details>\n" * depth
 
 
-def _inline_figures(body: str, out: Path, small: dict[str, bytes]) -> str:
+# The most bytes REPORT.html's body holds with its figures inlined: past it a figure stays a link to
+# its file beside the page, in the page's order (the first ones, under the headline, are inlined).
+# The merged references' page grew by ~0.1-0.3 MB a reference folder (4.59 MB with the 30th,
+# H200-quant-dynamic-mbv2, 3.1 MB of it figures); a page a browser opens at once stays under ~4 MB.
+PAGE_INLINE_MAX = 4_000_000
+
+
+def _inline_figures(body: str, out: Path, small: dict[str, bytes], most: int = PAGE_INLINE_MAX) -> str:
     """BODY with each PNG beside it under OUT inlined as a data URI at its first use (SMALL's
-    form where given); a second use, a path with a folder or a link stays a link."""
+    form where given), while the body stays within MOST bytes; a second use, a path with a folder,
+    a link, or a figure past MOST stays a link (a note at the end counts those)."""
     import base64
     import html
 
     inlined: set[str] = set()
+    room = most - len(body.encode())
+    linked: list[str] = []
 
     def inline(m: re.Match) -> str:
+        nonlocal room
         name = html.unescape(m.group(1))
         path = out / name
         if "/" in name or not path.is_file() or path.is_symlink() or name in inlined:
             return m.group(0)  # a second use of one figure links the file beside the page
+        uri = f"data:image/png;base64,{base64.b64encode(small.get(name) or small_png(path.read_bytes())).decode()}"
+        if len(uri) - len(m.group(1)) > room:
+            linked.append(name)  # past the page's budget: the file beside it
+            return m.group(0)
+        room -= len(uri) - len(m.group(1))
         inlined.add(name)
-        png = small.get(name) or small_png(path.read_bytes())
-        return f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
+        return f'src="{uri}"'
 
-    return re.sub(r'src="([^"]+\.png)"', inline, body)
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    if linked:
+        body += (
+            f"<p><em>{len(linked)} figure(s) past the page's {most / 1e6:g} MB are links to the PNG files beside "
+            "this page, not inlined: open it in its folder to see them.</em></p>\n"
+        )
+    return body
 
 
 def _anchors(body: str) -> tuple[str, str]:

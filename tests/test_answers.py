@@ -306,7 +306,8 @@ def test_the_merged_page_has_a_table_of_contents_and_stays_small(merged):
     # README's main job on a GPU host, whose embedded-default cells draw their own figures; 4.10 MB
     # with the 26th, H200-rounds: the one-GPU reference's second round, mnist-cnn at 2 epochs; 4.58 MB
     # with the 27th, H200-rounds-first, until the page's copy of a figure wider than 2,000 px was scaled down;
-    # 4.68 MB with the 28th, H200-fixed-rounds, and 4.36 MB with the page's copies at most 1,400 px wide)
+    # 4.68 MB with the 28th, H200-fixed-rounds, and 4.36 MB with the page's copies at most 1,400 px wide;
+    # 4.59 MB with the 30th, H200-quant-dynamic-mbv2: since then figures past report.PAGE_INLINE_MAX are links)
     assert len(html.encode()) < 4_500_000, "the merged references' page must stay under 4.5 MB"
     inlined = re.findall(r'src="data:image/png;base64,', html)
     assert len(inlined) == len(list(merged.glob("*.png")))  # each figure once

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 
 def test_figures_from_the_embedded_default_say_not_mnist(tmp_path):
     from bench.core.resultset import ResultCell
@@ -110,3 +115,41 @@ def test_the_html_report_is_one_self_contained_page(tmp_path):
     (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
     page = render_html("# r\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n![a](a.png)\n", tmp_path)
     assert "<table>" in page and 'src="data:image/png;base64,' in page and 'src="a.png"' not in page
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40_000), min_size=1, max_size=12),
+    text=st.integers(0, 30_000),
+    most=st.integers(1_000, 200_000),
+)
+def test_the_page_inlines_figures_in_order_while_it_stays_within_its_budget_and_links_the_rest(sizes, text, most):
+    """The merged references' page grew past 4.5 MB with its 30th folder (3.1 MB of it figures): past the
+    page's budget a figure stays a link to its file beside the page, never dropped, and a note says so."""
+    import base64
+    import re
+    import tempfile
+
+    from host.report import _inline_figures
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d)
+        small = {}
+        for i, n in enumerate(sizes):
+            (out / f"f{i}.png").write_bytes(b"png")
+            small[f"f{i}.png"] = bytes(n)
+        body = "x" * text + "".join(f'<img src="f{i}.png" alt="f{i}">' for i in range(len(sizes)))
+        page = _inline_figures(body, out, small, most=most)
+    srcs = re.findall(r'src="([^"]+)"', page)
+    assert len(srcs) == len(sizes)  # every figure is on the page, inlined or linked
+    inlined = [s for s in srcs if s.startswith("data:")]
+    linked = [s for s in srcs if not s.startswith("data:")]
+    assert all(len(base64.b64decode(s.split(",", 1)[1])) == sizes[int(re.search(r'alt="f(\d+)"', m).group(1))]
+               for s, m in zip(srcs, re.findall(r"<img [^>]+>", page)) if s.startswith("data:"))  # fmt: skip
+    assert linked == [f"f{i}.png" for i, s in enumerate(srcs) if not s.startswith("data:")]
+    note = "past the page's" in page
+    assert note == bool(linked)
+    body_only = page.split("<p><em>")[0] if note else page
+    assert len(body_only.encode()) <= max(most, len(body.encode()))
+    grow = [len("data:image/png;base64,") + len(base64.b64encode(bytes(n))) - len(f"f{i}.png") for i, n in enumerate(sizes)]
+    assert inlined or all(len(body.encode()) + g > most for g in grow)  # none inlined: none fitted alone
