@@ -344,3 +344,27 @@ def test_the_readout_imports_not_its_own_package():
     assert "bench.studies.profile" not in names
     assert not {"bench.studies.profile.report", "bench.studies.profile.multigpu", "bench.studies.profile.claims"} & names
     assert claims.of is readout.of and claims.final_acc_pct is readout.final_acc_pct  # the claims' metrics are the readout's
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_each_cpu_configuration_of_a_run_pairs_once_per_gpu_and_with_its_own_runs_gpu_first(data):
+    """H200-mlp-scratch-profile's three CPU repeats printed three rows of one label in the projection
+    table (75.2x, 67.3x, 54.8x), and a CPU paired with another run's H200 where its own run had one.
+    Whatever subset of the committed profile runs a report merges, in any order: one row per (CPU run and
+    configuration, GPU model), the CPU's own run's GPU where it has one."""
+    names = ["H200-mlp-scratch-profile", "H200-fixed-rounds", "H100-80GB-HBM3-profile", "H200"]
+    chosen = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
+    cells = [c for n in chosen for c in _cells(ROOT / "results" / "reference" / n / "profile")]
+    cells = data.draw(st.permutations(cells))
+    pairs = readout.cpu_gpu_pairs(cells)
+
+    def key(c):
+        return (c.first.get("variant"), c.first.get("batch_size"))
+
+    rows = [(a.run_label, key(a), a.first.get("pipeline"), b.device) for a, b in pairs]
+    assert len(rows) == len(set(rows)), rows
+    for a, b in pairs:
+        own = [g for g in cells if readout.is_backend(g, "torch-cuda") and g.run_label == a.run_label and g.device == b.device]
+        if any(key(g) == key(a) and readout.cpu_vs_gpu(a, g) is not None for g in own):
+            assert b.run_label == a.run_label, (a.dir, b.dir)
