@@ -177,13 +177,24 @@ def test_a_smoke_made_2x_slower_fails_its_speed_check(study, tmp_path):
     cells = [d for d in sorted((root / study).iterdir()) if (d / "rows.jsonl").is_file() and _sees_2x(d)]
     if not cells:
         pytest.skip(f"no {study} cell of this smoke made 2x slower lies beyond its ci-smoke tolerance (its spread on CI's VM)")
+
+    def verify_fails() -> tuple[int, list[str]]:
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"],
+            capture_output=True,
+            text=True,
+        )
+        return r.returncode, [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+
+    # a cell this smoke ran slow already (.ci/speed-gate.sh passed it on fresh repeats, a busy VM's r0
+    # stays slow: a local run beside another build failed 4 of these tests on cifar-opt's int8 r0, 1.88x)
+    _, before = verify_fails()
+    others = [x for x in before if not any(d.name in x for d in cells)]
     for d in cells:
         slow_down(d)
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "orchestrate.py"), "verify", root, "--baseline", "ci-smoke"], capture_output=True, text=True
-    )
-    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
-    assert r.returncode == 1 and len(fails) == len(cells), r.stdout
+    rc, after = verify_fails()
+    fails = [x for x in after if x not in others]
+    assert rc == 1 and len(fails) == len(cells), after
     for d in cells:
         line = next(x for x in fails if d.name in x)
         assert line.split()[1] == study and "x slower, beyond the tolerance" in line, line
