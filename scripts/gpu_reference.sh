@@ -33,7 +33,7 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/[^A-Za-z0-9._-]/-/g')
 MODE=${MODE:-reference}
 case $MODE in
-  reference) dest=${DEST:-results/reference/$gpu$(for s in $STUDY; do printf -- '-%s' "$s"; done)} ;;  # DEST: a new folder where one of this GPU class is committed
+  reference) dest=${DEST:-results/reference/$gpu$(for s in ${STUDY:-}; do printf -- '-%s' "$s"; done)} ;;  # DEST: a new folder where one of this GPU class is committed
   main) dest=results/main-$gpu ;;
   *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
 esac
