@@ -200,3 +200,26 @@ def test_another_seed_is_held_as_far_outside_the_seeds_range_as_they_spread(seed
     if edge > 1e-6:
         assert (not why) == inside, (seeds, v, why)
     assert any("another seed's trajectory" in x for x in info)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(
+    cross=st.sampled_from([False, "env", "class"]),
+    seed0=st.floats(0.1, 5.0),
+    loss=st.floats(0.01, 50.0),
+    repeat=st.integers(1, 9),
+)
+def test_a_one_seed_entry_never_fails_another_seeds_loss_whatever_the_class(cross, seed0, loss, repeat):
+    """The one place (baselines.check_accuracy) holds the rule for every cross mode: an entry with one
+    seed's curve says nothing of another seed's loss, on this class, another environment or another class."""
+    import host.baselines as B
+
+    real, real_mc = B.other_seed, B.speed.machine_class_or_none
+    B.other_seed = lambda cell, e: str(cell.repeat) not in {B.seed_of(k) for k in e.get("curves") or {}}
+    B.speed.machine_class_or_none = lambda cell: {"cpu": "X", "cores": 2, "gpu": None, "gpus": 0}
+    try:
+        why, info = _held(0.4, 500, (0.0, 1.0), repeat=repeat, loss=loss, curves={"0": [[1.0, seed0]]}, cross=cross)
+    finally:
+        B.other_seed, B.speed.machine_class_or_none = real, real_mc
+    assert not any("train_loss" in w for w in why), why
+    assert any("not compared" in x for x in info)
