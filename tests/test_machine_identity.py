@@ -57,8 +57,8 @@ def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb
     a = _side("r1", ca, ma, ba)
     b = _side("r1" if same_run else "r2", cb, mb, bb)
     f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
-    if same_run:
-        assert f.pairing == "same run"
+    if same_run:  # one run is one machine: named where it recorded one
+        assert f.pairing == (f"same run, machine {ma}" if ma else "same run")
     elif ca != cb:
         assert f.pairing == "across hosts"
     elif ma and mb and ma != mb:

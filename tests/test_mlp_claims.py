@@ -67,7 +67,7 @@ def test_the_references_answer_every_claim_per_dtype():
         assert all(a.verdict in C.VERDICTS for a in found), cid
     head = got["cupy-over-numpy"]
     assert [a.split for a in head] == [{"dtype": "float32"}, {"dtype": "float64"}] and all(a.verdict == C.HOLDS for a in head)
-    assert all(f.pairing == "same run" for a in head for f in a.findings)
+    assert all(f.pairing.startswith("same run") for a in head for f in a.findings)
     params = got["t5-params"]  # 7,960 parameters: 0.03 MB at float32, 0.06 at float64; the seed printed 7.9
     assert [a.split for a in params] == [{"dtype": "float32"}, {"dtype": "float64"}] and all(a.verdict == C.FAILS for a in params)
     assert [[(f.what, round(f.value.median, 4), f.exact) for f in a.findings] for a in params] == [

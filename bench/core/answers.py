@@ -381,11 +381,16 @@ class Finding:
     @property
     def pairing(self) -> str:
         """How the sides pair, and on which machine: 'same host and environment (machine ab44…)',
-        'same machine class (machines ab44… / 9f01…)', 'same host (machine not recorded)'."""
+        'same machine class (machines ab44… / 9f01…)', 'same host (machine not recorded)', 'same run,
+        machine ab44…' ('same run' where the run recorded none)."""
         if len(self.sides) < 2:
             return "one side"
         text = RANKS[self.rank]
-        if self.rank in (0, 4):  # one run is one machine; across hosts names both in `differs`
+        if self.rank == 0:  # one run is one machine: which one, where it was recorded (two H200 runs of
+            # one class were two lent machines, and read the same without it)
+            mine = self.sides[0].host.machine
+            return f"{text}, machine {mine}" if mine else text
+        if self.rank == 4:  # across hosts names both in `differs`
             return text
         ids = list(dict.fromkeys(s.host.machine or "" for s in self.sides[:2]))
         boots = list(dict.fromkeys(s.host.boot for s in self.sides[:2]))
