@@ -146,7 +146,7 @@ def _run(root: Path, args: list[str], env_extra: dict | None = None) -> subproce
 def test_compose_run_cpu_bench_records_host_git_sha_and_image(tmp_path: Path) -> None:
     image_env = _cpu_image_or_skip()
     root = _fresh_copy(tmp_path)
-    proc = _run(root, ["matrix", "--platform", "cpu", "--profile", "smoke"])
+    proc = _run(root, ["matrix", "mnist-cnn", "--platform", "cpu", "--profile", "smoke"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows_files = sorted((root / "results").rglob("rows.jsonl"))
     assert rows_files, proc.stdout[-2000:]
