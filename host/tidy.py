@@ -17,6 +17,11 @@ a row stores as a fraction (`test_acc`, `val_acc`, ...) becomes `<name>_pct` (x1
 A name with no unit suffix is a count (`epoch`, `samples`, `iteration`), a label, or
 dimensionless (`train_loss`).
 
+One change to what a row holds: an energy per sample (`energy_j_per_sample`, the profile's
+`j_per_img`) from a window the kit's rule rejects (bench.measure.energy.window_check: shorter than
+1 s, not from the counter, or above the power limit) is left empty, and `energy_figure_withheld`
+says why; the window's raw fields (joules, its length) stay.
+
 Written by `orchestrate.py report` as `<report>/tidy.csv` and (when pyarrow is installed)
 `<report>/tidy.parquet`. tidy.csv holds every string as bench.core.text.csv_cell shows it (one
 line, control characters as escapes, a leading `=`, `+`, `-` or `@` behind a `'`: never a
@@ -38,6 +43,7 @@ from typing import Any
 from bench.core.resultset import ResultCell
 from bench.core.rows import COMMON_KEYS, atomic_write_text
 from bench.core.text import csv_cell
+from bench.measure import energy as E
 
 # library versions (system.json "libraries") that get their own column: <name>_version
 LIBRARIES = {
@@ -203,6 +209,25 @@ def _column(k: str, number: bool) -> tuple[str, bool]:
     return name, acc
 
 
+WITHHELD = "energy_figure_withheld"  # why a row's energy per sample is left out (energy.window_check)
+
+
+def energy_withheld(cell: ResultCell, row: dict) -> str | None:
+    """Why ROW's energy per sample (a number it carries) is no figure under the kit's one rule for a
+    window (bench.measure.energy.row_energy: a counter, 1 s or more, within the power limit), or None.
+    Rows written before the rule, or by a study's own sampler, carry figures the rule rejects."""
+    if not any(isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool) for k in E.PER_SAMPLE_KEYS):
+        return None
+    dev = f"{row.get('device') or ''} {row.get('backend') or ''}".lower()
+    platform = "cuda" if any(t in dev for t in ("cuda", "cupy", "nvidia")) else "mps" if "mps" in dev else "cpu"
+    devices = _spec(cell).get("devices")
+    gpus = len(devices) if isinstance(devices, list) and devices else 1
+    got = E.row_energy(row, cell.system, gpus, platform)
+    if got.j_per_sample is not None:
+        return None
+    return got.why or "no figure"
+
+
 def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
     """(records, column order): one record per row of every cell (a cell with no rows: one
     record saying why). Row values win over the cell's where both have a key (a row of a
@@ -232,6 +257,14 @@ def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
                 name, acc = got
                 rec[name] = 100 * v if acc else v
                 metrics[name] = None
+            why = energy_withheld(cell, row)
+            if why:  # the one rule for a window's figure: never a number from a window it rejects
+                for k in E.PER_SAMPLE_KEYS:
+                    name = columns.get((k, True), (k, False))[0]
+                    if name in rec:
+                        rec[name] = None
+                rec[WITHHELD] = why
+                metrics[WITHHELD] = None
             if cell.state:  # corrupt / interrupted: the cell's state, whatever its rows say
                 rec["status"], rec["reason"] = cell.status, cell.reason
             rec.setdefault("command", row.get("command") or None)

@@ -332,3 +332,43 @@ def test_a_bundle_of_one_dir_unpacks_to_that_dirs_name_and_says_what_it_does(tmp
     assert any(line.startswith("export: report: mlp-scratch: tables and plots") for line in said), r.stderr
     n = len(files) - 1  # every member but the manifest, written last
     assert said[-1].startswith(f"export: compressing files into the bundle {n:,}/{n:,} ("), said
+
+
+# ---- energy per sample: only from a window the kit's one rule accepts ---------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from bench.core.resultset import ResultCell  # noqa: E402
+from bench.measure import energy as E  # noqa: E402
+from host.tidy import WITHHELD, tidy_records  # noqa: E402
+
+_num = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**6), st.text(max_size=4))
+
+
+@given(
+    per_sample=st.one_of(st.floats(1e-6, 1e3), st.integers(1, 100)),
+    key=st.sampled_from(E.PER_SAMPLE_KEYS),
+    window=_num,
+    gross=_num,
+    limit=_num,
+    source=st.sampled_from(["", "GPU (NVML energy counter)", "GPU (NVML power samples: 10 Hz)", "CPU (RAPL)"]),
+    device=st.sampled_from(["cuda:0", "cpu", "NVIDIA H200", "mps"]),
+)
+def test_a_tidy_row_holds_an_energy_figure_only_where_the_window_rule_gives_one(
+    per_sample, key, window, gross, limit, source, device
+):
+    row = {"study": "profile", "backend": "torch", "device": device, "status": "ok", key: per_sample}
+    for k, v in (("energy_window_s", window), ("energy_gross_j", gross), ("energy_limit_w", limit), ("energy_source", source)):
+        if v is not None:
+            row[k] = v
+    cell = ResultCell(dir=Path("/nonexistent/profile/c0"), rows=[row], system={"gpu": {"power_limit_w": 700}})
+    [rec], _ = tidy_records([cell])
+    platform = "cuda" if "cuda" in device or "NVIDIA" in device else "mps" if device == "mps" else "cpu"
+    rule = E.row_energy(row, cell.system, 1, platform)
+    if rule.j_per_sample is None:
+        assert rec[key] is None and rec[WITHHELD] == (rule.why or "no figure"), (rec, rule)
+    else:
+        assert rec[key] == per_sample and WITHHELD not in rec
+    # a window under a second never gives a figure, whatever else the row says
+    if isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < E.MIN_WINDOW_S:
+        assert rec[key] is None and rec[WITHHELD]
