@@ -58,6 +58,36 @@ def slurm_cluster():
     subprocess.run(["bash", str(ROOT / ".ci" / "slurm.sh"), "down"], capture_output=True, timeout=120)
 
 
+# ---- the merged report of every committed reference, built once per test run --------------
+@pytest.fixture(scope="session")
+def merged_references(tmp_path_factory) -> Path:
+    """The README's merge of the committed references, `orchestrate.py report results/reference/*
+    --out DIR --prices docs/prices-example.toml`, built once per test run: under pytest-xdist the
+    first worker to ask builds it (into a scratch dir, renamed when whole) while the other waits on
+    a lock. Tests read it; none may write into it."""
+    import fcntl
+    import shutil
+
+    ref = ROOT / "results" / "reference"
+    if not ref.is_dir():
+        pytest.skip("no committed references here")
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = root / "merged-references"
+    with open(root / "merged-references.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "report.json").is_file():
+            part = root / "merged-references.part"
+            shutil.rmtree(part, ignore_errors=True)
+            # exactly the README's command (with the example prices): the glob names README.md,
+            # baselines/ and report folders too
+            cmd = [sys.executable, "orchestrate.py", "report", *sorted(map(str, ref.glob("*"))), "--out", str(part)]
+            r = subprocess.run([*cmd, "--prices", "docs/prices-example.toml"], capture_output=True, text=True, cwd=ROOT)
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+            part.rename(out)
+    return out
+
+
 @pytest.fixture
 def golden():
     import numpy as np

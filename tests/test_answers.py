@@ -218,26 +218,8 @@ def test_every_claim_is_well_formed(name):
 
 
 @pytest.fixture(scope="module")
-def merged(tmp_path_factory):
-    out = tmp_path_factory.mktemp("merged")
-    # exactly the README's command (with the example prices): the glob names README.md, baselines/ and report folders too
-    r = subprocess.run(
-        [
-            sys.executable,
-            "orchestrate.py",
-            "report",
-            *sorted(map(str, REF.glob("*"))),
-            "--out",
-            str(out),
-            "--prices",
-            "docs/prices-example.toml",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
+def merged(merged_references):
+    return merged_references
 
 
 def test_every_claim_of_every_study_renders_with_a_verdict_of_the_vocabulary(merged):
@@ -517,3 +499,16 @@ def test_the_merged_pages_first_screen_is_the_headline(merged):
     head = md[: md.index("## Headline")]
     assert re.search(r"<summary>Generated \S+ from \d+ result dirs</summary>", head)
     assert len(head.splitlines()) <= 14  # title, the folded list, one line of unclean box at most
+
+
+def test_every_headline_row_of_roofline_and_profile_names_its_pipeline(merged):
+    """Issue 55 item 12: a ratio through the loader of synthetic JPEGs is the loader's as much as the
+    model's, one on a fixed batch on the device the model's alone; each headline row says which
+    (Study.named_params: the Config field marked {"named": True}), even where all rows share it."""
+    rows = re.findall(r"^\| \d+ \| ((?:roofline|profile): [^|]*) \|", (merged / "REPORT.md").read_text(), re.M)
+    assert rows, "no roofline or profile row in the merged references' headline"
+    # named by the label (pipeline=...) or by the claim's own text (roofline's "(fp32, scenario A, loader)")
+    unnamed = [r for r in rows if not re.search(r"\b(loader|synthetic-gpu)\b", r)]
+    assert not unnamed, unnamed[:5]
+    for name in ("roofline", "profile", "cifar-opt"):
+        assert studies()[name].named_params() == ("pipeline",), name

@@ -86,7 +86,11 @@ def newcomer_cases(kit: Path, env: dict) -> list[str]:
 def test_a_newcomers_study_and_backend_pass_the_generated_tests_untouched(tmp_path):
     kit = kit_copy(tmp_path / "kit")
     plant(kit)
-    env = {k: v for k, v in os.environ.items() if k not in ("KIT_DATA_DIR", "KIT_TESTS", "KIT_STUDY_MODULES", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KIT_DATA_DIR", "KIT_TESTS", "KIT_STUDY_MODULES", "PYTHONPATH", "PYTEST_ADDOPTS")
+    }
     env["KIT_CACHE_DIR"] = str(tmp_path / "cache")
     listed = subprocess.run([sys.executable, "-m", "bench", "list"], cwd=kit, env=env, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr[-2000:]

@@ -95,3 +95,36 @@ def test_an_accuracy_over_repeats_of_one_seed_is_not_decided():
         assert "[" not in text and "repeats of one seed: no spread" in text, text
     speed = next(c for c in st_.claims if c.id == "kit-cpu-numba-vs-torch")  # a rate is not touched
     assert all(x.verdict == C.HOLDS for x in A.judge(st_, cells, speed) if x.primary)
+
+
+# ---- loader workers and threads as each side ran them (issue 55 item 12) -------------------------
+from types import SimpleNamespace  # noqa: E402
+
+from bench.core import stats  # noqa: E402
+
+_asked = st.one_of(st.none(), st.sampled_from([-1, 0, 2, 4, 8]))
+_ran = st.one_of(st.none(), st.integers(0, 64), st.text(max_size=2), st.booleans())
+
+
+@given(key=st.sampled_from(["num_workers", "threads"]), asked_a=_asked, asked_b=_asked, ran_a=_ran, ran_b=_ran)
+def test_a_pair_names_the_workers_or_threads_its_sides_ran_with(key, asked_a, asked_b, ran_a, ran_b):
+    """A side's count is what its rows recorded (cifar-opt resolves num_workers=-1 to 8 on a CPU and
+    4 on a GPU), else the param as asked; a pair whose counts differ names both."""
+
+    def side(run, asked, ran):
+        row = {"status": "ok", "backend": "x"} | ({key: ran} if ran is not None else {})
+        facets = {"platform": "cpu"} | ({key: asked} if asked is not None else {})
+        s = A.Side(run=run, part="x", workload={}, facets=facets)
+        s.cells.append(SimpleNamespace(system={}, first=row, rows=[row], ok_rows=[row], spec={}, dir=None))
+        s.per[0] = 1.0
+        return s
+
+    a, b = side("r", asked_a, ran_a), side("r", asked_b, ran_b)
+    f = A.Finding(value=stats.summarize([1.0]), sides=(a, b), rank=1)
+    got = [d for d in f.differs if d.startswith(f"{key}:")]
+
+    def count(asked, ran):
+        return ran if isinstance(ran, int) and not isinstance(ran, bool) else asked
+
+    va, vb = count(asked_a, ran_a), count(asked_b, ran_b)
+    assert got == ([f"{key}: {va} / {vb}"] if va != vb and va is not None and vb is not None else [])

@@ -227,6 +227,17 @@ class Side:
     def host(self) -> Host:
         return _once(("host", id(self.first)), lambda: host_of(self.first))
 
+    def ran_with(self, key: str) -> Any:
+        """KEY as this side's rows recorded it where they did (an int: the loader workers a
+        cifar-opt cell resolved from num_workers=-1, 8 on a CPU and 4 on a GPU, capped at the
+        cores), else its facet (the param as asked)."""
+        for c in self.cells:
+            for r in c.ok_rows:
+                v = r.get(key)
+                if isinstance(v, int) and not isinstance(v, bool) and str(r.get("backend")) in (self.part, "None"):
+                    return v
+        return self.facets.get(key)
+
     @property
     def device(self) -> str:
         """What this side ran on: a CPU part of a GPU cell (mlp-scratch's NumPy beside CuPy) ran on the CPU."""
@@ -423,7 +434,7 @@ class Finding:
         for k in self.work_differs:
             out.append(f"{k}: {a.facets.get(k)} / {b.facets.get(k)}")
         for k in C.ALWAYS_FREE:  # free for a pair, but a reader should know (loader workers, threads)
-            va, vb = a.facets.get(k), b.facets.get(k)
+            va, vb = a.ran_with(k), b.ran_with(k)
             if va != vb and k in ("num_workers", "threads") and va is not None and vb is not None:
                 out.append(f"{k}: {va} / {vb}")
         return out
@@ -625,10 +636,11 @@ class Answer:
     split: dict = field(default_factory=dict)  # the workload params that tell this answer apart (model=resnet18)
     primary: bool = True  # the claim's first answer for this workload
     others: list[tuple[float, str]] = field(default_factory=list)  # (value, where) of the same scope's other runs
+    named: dict = field(default_factory=dict)  # its study's named params (Study.named_params) that split leaves out
 
     @property
     def label(self) -> str:
-        split = ", ".join(f"{k}={v}" for k, v in self.split.items())
+        split = ", ".join(f"{k}={v}" for k, v in {**self.split, **self.named}.items())
         return f"{self.claim.text} ({split})" if split else self.claim.text
 
     @property
@@ -736,7 +748,8 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
         if lacking and verdict != C.FAILS:
             verdict = C.combine([verdict, C.NOT_HERE]) if verdict == C.HOLDS else verdict
             why = "; ".join(x for x in (why, f"not measured here: {', '.join(lacking)}") if x)
-        answers.append(Answer(study.name, claim, verdict, why, best, dict(best[0].split), others=others))
+        named = _named(study, best[0])
+        answers.append(Answer(study.name, claim, verdict, why, best, dict(best[0].split), others=others, named=named))
     # per workload: an answer whose data can judge the claim before one that says it needs real data
     # (a same-host run on the embedded digits never hides a real-MNIST answer), then same host first
     answers.sort(
@@ -753,6 +766,26 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
         a.primary = k not in seen
         seen.add(k)
     return answers
+
+
+def _named(study: Study, f: Finding) -> dict:
+    """STUDY's named params (Study.named_params) for an answer resting on F, beyond its split: the
+    workload's value, else the sides' own (one value where they agree, 'a / b' where a claim lets
+    them differ); nothing for a Measured claim's findings, which name their own."""
+    work = f.work
+    if work is None:
+        return {}
+    out = {}
+    for k in study.named_params():
+        if k in f.split:
+            continue
+        if k in work:
+            out[k] = work[k]
+            continue
+        vals = [s.facets.get(k) for s in f.sides]
+        if all(v is not None for v in vals):
+            out[k] = vals[0] if len(set(map(str, vals))) == 1 else " / ".join(map(str, vals))
+    return out
 
 
 def _name_splits(found: list[Finding]) -> None:

@@ -60,6 +60,9 @@ ANSWER_PROFILES = (*PROFILES, ANSWER)
 # {"free": False} as well is work that no claim lets differ (mnist-cnn's limit_train, a smoke run's
 # cut of the training set).
 WORK_KINDS = ("amount", "trained")
+# A field marked {"named": True} is named in every answer's label whose workload holds it, even where
+# all of a claim's answers share it (the data pipeline: a ratio through a loader of synthetic JPEGs is
+# the loader's as much as the model's, one on a fixed batch on the device the model's alone).
 
 
 def work_params(config: type, kind: str | None = None) -> tuple[str, ...]:
@@ -437,6 +440,13 @@ class Study:
         one says so (bench.core.answers)."""
         config = getattr(self, "Config", None)
         return free_work(config) if config is not None else ()
+
+    def named_params(self) -> tuple[str, ...]:
+        """The params every answer's label names (its Config's fields marked {"named": True})."""
+        config = getattr(self, "Config", None)
+        if config is None or not dataclasses.is_dataclass(config):
+            return ()
+        return tuple(f.name for f in dataclasses.fields(config) if f.metadata.get("named") is True)
 
     def trained_params(self) -> tuple[str, ...]:
         """The params of the work a cell trains: its Config's fields marked {"work": "trained"}."""

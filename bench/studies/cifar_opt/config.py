@@ -73,7 +73,8 @@ class CifarOptConfig:
     n_train: int = field(default=5000, metadata={"work": "trained"})  # stratified training subsample (the seed's 5,000)
     n_test: int = field(default=1000, metadata={"work": "amount"})  # stratified test subsample (the seed's 1,000)
     subsample_seed: int = 42  # fixes which images are in the subsample (the seed's fixed seed)
-    pipeline: str = "loader"  # loader (the seed's DataLoader) | resident (uint8 on the device) | synthetic-gpu
+    # loader (the seed's DataLoader) | resident (uint8 on the device) | synthetic-gpu
+    pipeline: str = field(default="loader", metadata={"named": True})
     num_workers: int = -1  # DataLoader workers; -1 = the seed's (8 on CPU, 4 on GPU) capped at this process's cores
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     dataset: str = "auto"  # auto | cifar10 | cifar10-synthetic (resolved by the matrix)

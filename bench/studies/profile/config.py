@@ -72,7 +72,8 @@ class ProfileConfig:
     # test batches per evaluation at most (0: the whole val split)
     max_eval_batches: int = field(default=0, metadata={"work": "amount"})
     image_size: int = 224  # px, square: shorter side resized, centre crop (the seed's 224)
-    pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
+    # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
+    pipeline: str = field(default="loader", metadata={"named": True})
     num_workers: int = 4  # DataLoader worker processes
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     # untimed training steps first (cuDNN autotune, allocator); weights restored after

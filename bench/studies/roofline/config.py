@@ -60,7 +60,8 @@ class RooflineConfig:
     lr: float = 0.01  # SGD learning rate, every model and device (the seed: "same optimizer and learning rate")
     momentum: float = 0.9  # SGD momentum
     step: str = "eager"  # eager | cuda-graph (CUDA, one device: the training step captured and replayed)
-    pipeline: str = "loader"  # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
+    # loader (JPEG tree through a DataLoader) | synthetic-gpu (a fixed batch on the device)
+    pipeline: str = field(default="loader", metadata={"named": True})
     num_workers: int = 4  # DataLoader worker processes (the seed's 4, whatever the core count; recorded)
     threads: int = 0  # torch intra-op threads; 0 = every core this process may use
     sweep_min_batch: int = field(default=16, metadata={"work": "amount"})  # B: first batch size (images)
