@@ -179,3 +179,26 @@ def test_the_report_seed_table_claims_and_plots_read_rows_through_the_readout():
             for n in ast.walk(tree)
         )
         assert uses, f"{name} does not import bench.studies.mnist_cnn.readout"
+
+
+# ---- the throughput-ratio table names the interval it prints (issue 55 items 8, 12) -------------
+@settings(max_examples=80)
+@given(
+    a=st.dictionaries(st.integers(0, 9), st.floats(1.0, 1e6), min_size=1, max_size=7),
+    b=st.dictionaries(st.integers(0, 9), st.floats(1.0, 1e6), min_size=1, max_size=7),
+)
+def test_the_ratio_table_marks_each_interval_as_the_claims_tag_it(a, b):
+    """An unpaired range (sides of different repeats) is never marked as the paired range of the
+    table's header: the row carries the figure's own tag, as the claims print it."""
+    from bench.core import seqstats
+
+    r = seqstats.pair_figure(a, b, False)
+    row = {"host": "h", "numerator": "x", "denominator": "y", "ratio": r.median, "ci_lo": r.lo, "ci_hi": r.hi}
+    row |= {"ci_kind": r.kind, "ci_tag": r.tag, "min": r.min, "max": r.max, "repeats": r.n}
+    [line] = [ln for ln in report.ratio_lines([row]) if ln.startswith("| h |")]
+    if r.lo is None:
+        assert "| n=1 |" in line
+    elif r.kind == "range":
+        assert f"({r.tag})" in line and ("unpaired" in line) == bool(r.sides_n), line
+    else:
+        assert "range" not in line.split("|")[4], line

@@ -284,6 +284,7 @@ def ratios_ci(cells: list[ResultCell]) -> list[dict]:
                         "ci_lo": r.lo,
                         "ci_hi": r.hi,
                         "ci_kind": r.kind,
+                        "ci_tag": r.tag,  # 'range of 3: 75%', 'unpaired ranges of 2 / 6: at least 37%', '95% CS'
                         "min": r.min,
                         "max": r.max,
                         "repeats": r.n,
@@ -394,7 +395,9 @@ def ratio_lines(rat: list[dict]) -> list[str]:
         "### Throughput ratios (cells of one host, paired by repeat)",
         "",
         "The interval is a 95% bootstrap CI from 6 repeats; with fewer it is the range of the paired per-repeat "
-        "ratios, marked *(range)*, which holds the true ratio with probability 1 - 2^(1-n) (75% at 3); with one "
+        "ratios, marked *(range of n)* with the probability 1 - 2^(1-n) that it holds the true ratio (75% at 3), or, "
+        "where the two sides ran different numbers of repeats, the unpaired ranges' min(A)/max(B) to max(A)/min(B), "
+        "marked *(unpaired ranges)* with at least the product of each side's; with one "
         "repeat there is none; a run that added rounds until decided gives the median per-round ratio with its "
         "95% confidence sequence, marked *(95% CS)*: the same figure its claims read. The kit's targets for three of these ratios are judged with the seed's claims "
         "(below), by the kit's one verdict policy.",
@@ -404,7 +407,7 @@ def ratio_lines(rat: list[dict]) -> list[str]:
     ]
     for r in rat:
         interval = (
-            (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + {"range": " (range)", "cs": " (95% CS)"}.get(str(r.get("ci_kind")), ""))
+            (f"{r['ci_lo']:.2f}-{r['ci_hi']:.2f}" + (f" ({r.get('ci_tag')})" if r.get("ci_kind") in ("range", "cs") else ""))
             if r["ci_lo"] is not None
             else "n=1"
         )
