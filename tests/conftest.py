@@ -133,7 +133,7 @@ SLURM_TESTS = {
 }
 # tests of an engine file that hide the engine (DOCKER_HOST to no socket): grouped with their module
 ENGINE_FREE = {"test_main_command_on_the_embedded_default"}
-FIRST = ("test_numba_cuda_sim_fresh.py",)  # one long test (11-18 min here): start it first, so it is not the tail
+FIRST = ("test_numba_cuda_sim_fresh.py",)  # one long test (about 11 min here): start it first, so it is not the tail
 
 
 def group_of(nodeid: str) -> str:

@@ -35,7 +35,7 @@ def test_simulator_checks_run_in_a_fresh_process():
         env=env,
         capture_output=True,
         text=True,
-        timeout=2700,  # the file takes 13-18 min on a 2-core VM beside other tests (8 variants, 1 to 3.5 min each)
+        timeout=2700,  # the file took 690 s on a 2-core VM beside other tests (8 variants at 2 rows, 25-145 s each)
     )
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
