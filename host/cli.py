@@ -774,7 +774,7 @@ def reference_reports(
         if write:
             path = rr.write_tallies({k: v for k, v in got.items() if "error" not in v})
             typer.echo(f"wrote {path}")
-        problems = rr.check(got, rr.read_tallies())
+        problems = rr.check(got, rr.read_tallies(), named=rr.named_outs() if only is None else None)
     except KitError as err:
         fail(err)
     for out, entry in got.items():

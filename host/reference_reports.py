@@ -185,21 +185,36 @@ def read_tallies(root: Path = REFERENCES) -> dict:
     return raw["reports"]
 
 
+def named_outs(root: Path = REFERENCES) -> set[str]:
+    """The report outs ROOT/reports.toml names: a tally for any other out is stale."""
+    return {r.out for r in recipes(root)[0]}
+
+
 def write_tallies(got: dict, root: Path = REFERENCES) -> Path:
+    """Record GOT's tallies beside the others; a tally whose report reports.toml no longer names
+    is dropped (a removed reference leaves no verdicts behind)."""
     from bench.core.rows import atomic_write_text
 
     path = root / TALLIES
-    old = read_tallies(root)
-    merged = {**old, **got}
+    named = named_outs(root)
+    merged = {k: v for k, v in read_tallies(root).items() if k in named} | got
     atomic_write_text(
         path, json.dumps({"format": FORMAT, "reports": dict(sorted(merged.items()))}, indent=1, sort_keys=True) + "\n"
     )
     return path
 
 
-def check(got: dict, recorded: dict) -> list[str]:
-    """One line per problem of GOT (render's result) against RECORDED (tallies.json's reports)."""
-    problems = []
+def check(got: dict, recorded: dict, named: set[str] | None = None) -> list[str]:
+    """One line per problem of GOT (render's result) against RECORDED (tallies.json's reports); with
+    NAMED (reports.toml's outs), also each recorded tally whose report is named no more."""
+    problems = (
+        [
+            f"{out}: in {TALLIES}, but {RECIPES} names no such report (rewrite it with `orchestrate.py reference-reports --write`)"
+            for out in sorted(set(recorded) - named)
+        ]
+        if named is not None
+        else []
+    )
     for out, entry in got.items():
         if "error" in entry:
             problems.append(f"{out}: does not render: {entry['error']}")
@@ -226,4 +241,4 @@ def check(got: dict, recorded: dict) -> list[str]:
     return problems
 
 
-__all__ = ["Recipe", "check", "digest", "recipes", "render", "read_tallies", "tally", "write_tallies"]
+__all__ = ["Recipe", "check", "digest", "named_outs", "recipes", "render", "read_tallies", "tally", "write_tallies"]

@@ -77,6 +77,21 @@ def test_a_changed_reference_needs_its_tally_rewritten(small):
     assert rr.check(rr.render(small, say=lambda *_: None), rr.read_tallies(small)) == []
 
 
+def test_a_removed_reference_leaves_no_tally_behind(small):
+    """A folder replaced by another (H200-quant-dynamic-mbv2 by its 3-repeat remake) left its old
+    tally in tallies.json after `--write`: the check names such a tally, and `--write` drops it."""
+    tallies = json.loads((small / rr.TALLIES).read_text())
+    tallies["reports"]["gone/report"] = tallies["reports"][f"{SMALL}/report"]
+    (small / rr.TALLIES).write_text(json.dumps(tallies))
+    got = rr.render(small, say=lambda *_: None)
+    [line] = rr.check(got, rr.read_tallies(small), named=rr.named_outs(small))
+    assert line.startswith("gone/report: in tallies.json, but reports.toml names no such report") and "--write" in line
+    assert rr.check(got, rr.read_tallies(small)) == []  # a partial render (--only) judges only what it rendered
+    rr.write_tallies(got, small)
+    assert set(rr.read_tallies(small)) == {f"{SMALL}/report"}
+    assert rr.check(got, rr.read_tallies(small), named=rr.named_outs(small)) == []
+
+
 def test_a_report_that_no_longer_renders_fails_in_one_line(small):
     (small / SMALL / "report" / "REPORT.md").write_text("a report the kit did not write\n")
     [line] = rr.check(rr.render(small, say=lambda *_: None), rr.read_tallies(small))
