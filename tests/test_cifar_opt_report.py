@@ -40,7 +40,7 @@ def test_cross_device_pairs_by_seed_only_within_one_run(monkeypatch):
     rows = crossdevice.cross_device(groups(gpu, cpu_same_run))
     row = next(r for r in rows if r["pair"] == "Default / Default")
     assert seen == [None, None] and "paired by seed (one run)" in row["note"]
-    assert row["train_ratio"].median == pytest.approx(5.0) and row["train"].startswith("5.00x [")
+    assert row["train_ratio"].median == pytest.approx(5.0) and row["train"].startswith("5x [")
     assert row["latency_ratio"].median == pytest.approx(3.0) and "(eager-fp32 vs fp32-eager)" in row["latency"]
     assert row["cpu"] == f"{CPU} (one)" and row["n"] == "3"
     seen.clear()

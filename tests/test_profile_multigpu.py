@@ -17,6 +17,7 @@ import pytest
 
 from bench.core import palette
 from bench.core.resultset import ResultCell, collect
+from bench.core.text import short
 from bench.studies.profile import labfiles, multigpu, report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +100,7 @@ def test_one_row_per_configuration_and_efficiency_paired_by_repeat(built):
     bf_off = [r for r in vs if r[0].startswith("GPU finetune+bf16-cl") and r[1].endswith("benchmark off")]
     assert [r[3] for r in bf_off] == ["not run here"]
     fp_off = next(r for r in vs if r[0].endswith("ddp x2") and "bf16" not in r[0] and r[1].endswith("off"))
-    assert fp_off[5] == f"{statistics.median(DDP2) / 610.0:,.1f}x" and fp_off[4] == "3 / 3"
+    assert fp_off[5] == f"{short(statistics.median(DDP2) / 610.0)}x" and fp_off[4] == "3 / 3"
     assert not any(VERDICTS.search(x) for r in rows + vs for x in r)
 
 

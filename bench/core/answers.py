@@ -834,17 +834,28 @@ def one_seed_sides(f: Finding) -> list[str]:
     return [s.run for s in f.sides if len(s.per) > 1 and any(fx.min_repeat > 0 for fx in s.stale)]
 
 
+MISSING_SHOWN = 4  # missing sides a "not measured here" names before it counts the rest
+
+
 def missing(study: Study, cells: list[ResultCell], claim: C.Claim) -> str:
     """Why no finding formed: which side has no finished cell, or that their workloads differ."""
     rule = claim.rule
     need = f" (needs {claim.needs.gpus} GPUs)" if claim.needs.gpus else ""
     need += f" (needs {claim.needs.what})" if claim.needs.what else ""
-    wants = [rule.a, rule.b] if isinstance(rule, C.Ratio) else [rule.side] if isinstance(rule, C.Level) else []
+    wants = (
+        [rule.a, rule.b]
+        if isinstance(rule, C.Ratio)
+        else [rule.side]
+        if isinstance(rule, C.Level)
+        else list({json.dumps(w, sort_keys=True): w for w in rule.sides}.values())
+    )
     ok = [c for c in cells if c.status == "ok"]
     why = []
     for want in wants:
         if not any(all(facets(study, c, p).get(k) == v for k, v in want.items()) for c in ok for p in _parts(c)):
             why.append("no finished cell with " + _text(want))
+    if len(why) > MISSING_SHOWN:
+        why = [*why[:MISSING_SHOWN], f"and {len(why) - MISSING_SHOWN} more such side(s)"]
     if not why and isinstance(rule, C.Ratio):
         why += _not_alike(study, cells, rule)
     if not why:

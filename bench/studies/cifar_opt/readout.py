@@ -51,6 +51,7 @@ from bench.core.claims import Metric, quality
 from bench.core.resultset import ResultCell as Cell
 from bench.core.study import curve as _xy_curve
 from bench.core.tables import finite, num, nums, quotient, real
+from bench.core.text import short
 
 SEED_N_TRAIN = 5000  # the seed's training subsample (images per epoch)
 PLATFORM = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}
@@ -247,11 +248,12 @@ def ci(d: dict[int, float], f: str = "{:.2f}", scale: float = 1.0) -> str:
     return f"{f.format(s.median)} [{s.interval(f)}]" if s.lo is not None else f.format(s.median)
 
 
-def ratio_text(r: stats.Summary, f: str = "{:.2f}") -> str:
-    """'12.30x [11.02–13.40]' (a 95% CI), '12.30x [11.02–13.40, range of 3]', or '12.30x (one seed: no interval)'."""
+def ratio_text(r: stats.Summary) -> str:
+    """'12.3x [11–13.4]' (a 95% CI), '12.3x [11–13.4, range of 3]', or '12.3x (one seed: no interval)': the
+    headline's number format (`short`), so one comparison prints one figure wherever it appears."""
     if r.lo is None or r.hi is None:
-        return f"{f.format(r.median)}x (one seed: no interval)"
-    return f"{f.format(r.median)}x{r.bracket(f)}"
+        return f"{short(r.median)}x (one seed: no interval)"
+    return f"{short(r.median)}x{r.bracket(short)}"
 
 
 def n_train(g: list[Cell]) -> int | None:

@@ -31,7 +31,7 @@ from bench.core.resultset import group_repeats
 from bench.core.stats import INTERVAL_TEXT, Summary
 from bench.core.tables import markdown
 from bench.core.text import md as md_text
-from bench.core.text import md_alt, md_reason, one_line, plot_text, sig
+from bench.core.text import md_alt, md_reason, one_line, plot_text, short, sig
 from bench.studies.profile import readout
 from bench.studies.profile.readout import gpus as _gpus
 from bench.studies.profile.readout import label as _label
@@ -208,7 +208,7 @@ def versus_dp_table(every: list[Config]) -> list[str]:
             else:
                 r = readout.paired(d.ips, match[0].ips)
                 row |= {"dp_ips": sig(readout.median_over(match[0].ips.values()), 4), "n": f"{len(d.ips)} / {len(match[0].ips)}"}
-                row |= {"x": f"{r.median:,.1f}x", "ci": r.interval("{:,.1f}")}
+                row |= {"x": f"{short(r.median)}x", "ci": r.interval(short)}  # the claims' format: one figure
             out.append(row)
     if not out:
         return []

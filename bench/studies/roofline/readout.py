@@ -577,11 +577,14 @@ def measured(*parts: Part, required: tuple[str, ...] | None = None) -> Measured:
         return [f for p in parts for f in p(study, cells)]
 
     names = tuple(dict.fromkeys(getattr(p, "what", "") for p in parts)) if required is None else required
-    return Measured(measure, tuple(n for n in names if n))
+    sides = tuple(s for p in parts for s in getattr(p, "sides", ()))  # "not measured here" names the missing ones
+    return Measured(measure, tuple(n for n in names if n), sides)
 
 
-def _named(what: str, fn: Part) -> Part:
+def _named(what: str, fn: Part, *rules: Ratio | Level) -> Part:
+    """FN named WHAT, with the kinds of cell its RULES read (`measured` collects them)."""
     fn.what = what  # type: ignore[attr-defined]
+    fn.sides = tuple(s for r in rules for s in ((r.a, r.b) if isinstance(r, Ratio) else (r.side,)))  # type: ignore[attr-defined]
     return fn
 
 
@@ -595,7 +598,7 @@ def rule(what: str, r: Ratio | Level, expect: Expect | None = None, exact: bool 
             f.what, f.expect, f.exact, f.split = what, expect, exact, on(*f.sides) if per_device else {}
         return got
 
-    return _named(what, part)
+    return _named(what, part, r)
 
 
 def gain(what: str, r1: Ratio, r2: Ratio, expect: Expect | None = None) -> Part:
@@ -622,7 +625,7 @@ def gain(what: str, r1: Ratio, r2: Ratio, expect: Expect | None = None) -> Part:
                     )
         return out
 
-    return _named(what, part)
+    return _named(what, part, r1, r2)
 
 
 def nan_count(what: str, side: dict[str, Any], expect: Expect) -> Part:
