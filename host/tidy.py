@@ -258,8 +258,8 @@ def tidy_records(cells: list[ResultCell]) -> tuple[list[dict], list[str]]:
                 rec[name] = 100 * v if acc else v
                 metrics[name] = None
             why = energy_withheld(cell, row)
-            if why:  # the one rule for a window's figure: never a number from a window it rejects
-                for k in E.PER_SAMPLE_KEYS:
+            if why:  # the one rule for a window's figure: never a number from a window it rejects, in any column
+                for k in E.per_sample_keys(row):
                     name = columns.get((k, True), (k, False))[0]
                     if name in rec:
                         rec[name] = None

@@ -51,28 +51,30 @@ ids = st.sampled_from([None, "aaaaaaaaaaaa", "bbbbbbbbbbbb"])
     same_run=st.booleans(),
 )
 def test_same_host_means_the_same_machine_where_both_recorded_one(ca, cb, ma, mb, ba, bb, same_run):
-    """Machine ids decide where both sides recorded one; where a side recorded none, two recorded
-    boots are two machines or one rebooted (the lent GPU hosts: no machine id, a boot each) and rank
-    as "same machine class", one boot is one machine."""
+    """Machine ids decide where both sides recorded one; where a side recorded none, one recorded boot
+    is one machine, and anything else (two boots: two machines or one rebooted; a boot missing: nothing
+    tells) ranks as "same machine class", never "same host" (issue 55 item 10: two H100 runs 33 h apart
+    that recorded neither read as one host)."""
     a = _side("r1", ca, ma, ba)
     b = _side("r1" if same_run else "r2", cb, mb, bb)
     f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
-    if same_run:  # one run is one machine: named where it recorded one
-        assert f.pairing == (f"same run, machine {ma}" if ma else "same run")
+    same_host = A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
+    if same_run:  # one run is one machine: named where it recorded one, else its boot
+        assert f.pairing == (f"same run, machine {ma}" if ma else f"same run, boot {ba}" if ba else "same run")
     elif ca != cb:
         assert f.pairing == "across hosts"
     elif ma and mb and ma != mb:
-        assert f.pairing == f"same machine class (machines {ma} / {mb})"
-        assert not A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
+        assert f.pairing == f"same machine class (machines {ma} / {mb})" and not same_host
     elif ma and mb:
-        assert f.pairing.startswith(f"same host and environment (machine {ma}")
-    elif ba and bb and ba != bb:
-        assert f.pairing == f"same machine class (machine not recorded; boots {ba} / {bb})"
-        assert not A.Answer("s", None, "holds", findings=[f]).same_host  # type: ignore[arg-type]
+        assert f.pairing.startswith(f"same host and environment (machine {ma}") and same_host
     elif ba and ba == bb:
-        assert f.pairing == f"same host and environment (machine not recorded; one boot, {ba})"
+        assert f.pairing == f"same host and environment (machine not recorded; one boot, {ba})" and same_host
+    elif ba and bb:
+        assert f.pairing == f"same machine class (machine not recorded; boots {ba} / {bb}: two machines or one rebooted)"
+        assert not same_host
     else:
-        assert f.pairing == "same host and environment (machine not recorded)"
+        assert f.pairing == "same machine class (machine not recorded: one machine or two, nothing tells which)"
+        assert not same_host
 
 
 def test_a_host_with_no_readable_id_takes_its_gpus_uuids(monkeypatch, tmp_path):

@@ -353,11 +353,15 @@ _num = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.i
     limit=_num,
     source=st.sampled_from(["", "GPU (NVML energy counter)", "GPU (NVML power samples: 10 Hz)", "CPU (RAPL)"]),
     device=st.sampled_from(["cuda:0", "cpu", "NVIDIA H200", "mps"]),
+    derived=st.lists(st.sampled_from(["img_per_j", "gpu0_j_per_img", "gpu1_j_per_img", "gpu3_img_per_j"]), unique=True),
 )
 def test_a_tidy_row_holds_an_energy_figure_only_where_the_window_rule_gives_one(
-    per_sample, key, window, gross, limit, source, device
+    per_sample, key, window, gross, limit, source, device, derived
 ):
+    """Every per-sample figure of the window follows its rule: the profile's per-GPU J / image and
+    images per J were exported from 0.11-0.73 s windows whose energy_j_per_sample tidy withheld."""
     row = {"study": "profile", "backend": "torch", "device": device, "status": "ok", key: per_sample}
+    row |= {k: 0.25 for k in derived}
     for k, v in (("energy_window_s", window), ("energy_gross_j", gross), ("energy_limit_w", limit), ("energy_source", source)):
         if v is not None:
             row[k] = v
@@ -367,8 +371,10 @@ def test_a_tidy_row_holds_an_energy_figure_only_where_the_window_rule_gives_one(
     rule = E.row_energy(row, cell.system, 1, platform)
     if rule.j_per_sample is None:
         assert rec[key] is None and rec[WITHHELD] == (rule.why or "no figure"), (rec, rule)
+        assert all(rec[k] is None for k in derived), rec
     else:
         assert rec[key] == per_sample and WITHHELD not in rec
+        assert all(rec[k] == 0.25 for k in derived), rec
     # a window under a second never gives a figure, whatever else the row says
     if isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < E.MIN_WINDOW_S:
         assert rec[key] is None and rec[WITHHELD]

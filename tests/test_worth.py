@@ -372,3 +372,26 @@ def test_each_report_of_several_gets_every_price_of_its_own_devices(order):
     alone = [p.for_devices(h).entries for h in hosts]
     for i in order:
         assert p.for_devices(hosts[i]).entries == alone[i]
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.sampled_from(["", "its own numpy cell's process", "one process shared with cupy"]), max_size=8))
+def test_what_each_repeat_said_of_its_start_up_reads_once_and_never_contradicts(texts):
+    """Issue 55's audit: an MLP side said 'one process shared with ... (no numpy cell of its own in this
+    run)' and 'its own numpy cell's process' in one breath, two repeats' facts joined. Each now says
+    how many repeats it holds for, where they differ."""
+    from bench.core.worth import _per_repeats
+
+    got = _per_repeats(texts)
+    kinds = list(dict.fromkeys(t for t in texts if t))
+    assert all(got.count(k) == 1 for k in kinds)
+    if len(kinds) == 1:
+        assert got == kinds[0]
+    elif kinds:
+        counts = [int(x.split(" of ")[0].rsplit("(", 1)[1]) for x in got.split("; ")]
+        assert sum(counts) == len([t for t in texts if t]) and f"of {len(texts)} repeats)" in got
+    else:
+        assert got == ""

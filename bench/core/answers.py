@@ -398,15 +398,18 @@ class Finding:
             return "one side"
         text = RANKS[self.rank]
         if self.rank == 0:  # one run is one machine: which one, where it was recorded (two H200 runs of
-            # one class were two lent machines, and read the same without it)
-            mine = self.sides[0].host.machine
-            return f"{text}, machine {mine}" if mine else text
+            # one class were two lent machines, and read the same without it), else which boot of it
+            h = self.sides[0].host
+            return f"{text}, machine {h.machine}" if h.machine else f"{text}, boot {h.boot[:8]}" if h.boot else text
         if self.rank == 4:  # across hosts names both in `differs`
             return text
         ids = list(dict.fromkeys(s.host.machine or "" for s in self.sides[:2]))
         boots = list(dict.fromkeys(s.host.boot for s in self.sides[:2]))
         if self.rank == 3 and "" in ids:
-            return f"{text} (machine not recorded; boots {' / '.join(boots)})"
+            seen = [b[:8] for b in boots if b]
+            if len(seen) == 2:
+                return f"{text} (machine not recorded; boots {' / '.join(seen)}: two machines or one rebooted)"
+            return f"{text} (machine not recorded: one machine or two, nothing tells which)"
         if self.rank == 3:
             return f"{text} (machines {' / '.join(ids)})"
         if ids == [""] or "" in ids:
@@ -565,9 +568,10 @@ def _rank(a: Side, b: Side) -> int:
     ma, mb = a.host.machine, b.host.machine
     if ma and mb and ma != mb:  # one class, two machines: never "the same host"
         return 3
-    if not (ma and mb) and a.host.boot and b.host.boot and a.host.boot != b.host.boot:
-        # no machine id on a side, two boots: two machines or one rebooted, nothing tells which (each
-        # lent GPU host recorded no machine id, one boot each); one boot is one machine
+    if not (ma and mb) and not (a.host.boot and a.host.boot == b.host.boot):
+        # no machine id on a side and not one recorded boot: two machines or one, nothing tells which
+        # (two H100 runs 33 h apart, lent machines that recorded neither, read as one host); one boot
+        # is one machine
         return 3
     return 1 if a.env == b.env else 2
 
@@ -922,20 +926,27 @@ def judge_all(registry: dict[str, Study], cells: list[ResultCell]) -> list[Answe
     return out
 
 
-def claim_verdicts(answers: list[Answer]) -> dict[tuple[str, str], str]:
-    """(study, claim id) -> the claim's one verdict: its primary answers' (one per workload) combined.
-    A workload whose data cannot judge the claim ("needs real data": the embedded digits) drops out
+def claim_answers(answers: list[Answer]) -> dict[tuple[str, str], list[Answer]]:
+    """(study, claim id) -> the primary answers (one per workload) the claim's one verdict combines:
+    the one place that choice is made (the verdict, the tallies and their coverage all read it). A
+    workload whose data cannot judge the claim ("needs real data": the embedded digits) drops out
     where another workload's data can: the claim was judged there (a merge of the H200 main job's
     digits run with real-MNIST references counted 19 judged claims as needing real data)."""
-    per: dict[tuple[str, str], list[str]] = {}
+    per: dict[tuple[str, str], list[Answer]] = {}
     for a in answers:
         if a.primary and not a.claim.kit:
-            per.setdefault((a.study, a.claim.id), []).append(a.verdict)
-    out = {}
-    for key, verdicts in per.items():
-        verdicts = [v for v in verdicts if v != C.NEEDS_REAL] or verdicts
-        out[key] = C.combine(verdicts) if len(verdicts) > 1 else verdicts[0]
-    return out
+            per.setdefault((a.study, a.claim.id), []).append(a)
+    return {key: [a for a in got if a.verdict != C.NEEDS_REAL] or got for key, got in per.items()}
+
+
+def combined(got: list[Answer]) -> str:
+    """The one verdict of a claim's answers GOT (claim_answers)."""
+    return C.combine([a.verdict for a in got]) if len(got) > 1 else got[0].verdict
+
+
+def claim_verdicts(answers: list[Answer]) -> dict[tuple[str, str], str]:
+    """(study, claim id) -> the claim's one verdict: its answers' (claim_answers) combined."""
+    return {key: combined(got) for key, got in claim_answers(answers).items()}
 
 
 def tally(answers: list[Answer]) -> dict[str, dict[str, int]]:
@@ -950,16 +961,11 @@ def tally(answers: list[Answer]) -> dict[str, dict[str, int]]:
 
 def tally_coverage(answers: list[Answer]) -> dict[str, dict[str, int]]:
     """study -> {"95%": claims judged at 95% or more, "range": claims judged from a range below it}:
-    the judged claims of `tally`, counted apart by the coverage their primary answers rest on (the
-    weakest of them)."""
-    per: dict[tuple[str, str], list[Answer]] = {}
-    for a in answers:
-        if a.primary and not a.claim.kit:
-            per.setdefault((a.study, a.claim.id), []).append(a)
+    the judged claims of `tally`, counted apart by the coverage their answers rest on (the weakest of
+    them), over the same answers as the verdict (claim_answers): every judged claim in one bucket."""
     out: dict[str, dict[str, int]] = {}
-    for (study, _), got in per.items():
-        verdict = C.combine([a.verdict for a in got]) if len(got) > 1 else got[0].verdict
-        if C.TALLY.get(verdict) != "judged":
+    for (study, _), got in claim_answers(answers).items():
+        if C.TALLY.get(combined(got)) != "judged":
             continue
         covs = [a.coverage for a in got if a.verdict in C.DECIDED]
         key = "95%" if covs and all(c is not None and c >= stats.CONFIDENCE for c in covs) else "range"
@@ -975,6 +981,8 @@ __all__ = [
     "Finding",
     "Host",
     "Side",
+    "claim_answers",
+    "combined",
     "env_of",
     "facets",
     "findings_of",

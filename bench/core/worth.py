@@ -273,6 +273,16 @@ def one_offs(c: ResultCell, part: str) -> tuple[dict[str, float], str]:
     return got, why
 
 
+def _per_repeats(texts: list[str]) -> str:
+    """One text for what each repeat said: where they differ (a part's own cell in some repeats, none in
+    others), each with how many repeats it holds for, so two never read as one contradicting the other."""
+    said = [t for t in texts if t]
+    kinds = list(dict.fromkeys(said))
+    if len(kinds) < 2:
+        return kinds[0] if kinds else ""
+    return "; ".join(f"{k} ({said.count(k)} of {len(texts)} repeats)" for k in kinds)
+
+
 def facts(study: Study, side: Side) -> Facts:
     rate: dict[int, float] = {}
     fixed: dict[int, float] = {}
@@ -282,6 +292,7 @@ def facts(study: Study, side: Side) -> Facts:
     fixed_notes: list[str] = []
     notes_rate: list[str] = []
     shared: list[str] = []
+    unread: list[E.RowEnergy] = []  # the windows of repeats that gave no energy figure
     what = "total_s"
     domain = ""
     gpus = side.facets.get("gpus")
@@ -319,11 +330,12 @@ def facts(study: Study, side: Side) -> Facts:
             energy[c.repeat] = statistics.median(e.j_per_sample for e in got if e.j_per_sample is not None)
         elif odd:
             notes.append(f"{odd[0]:g} J/sample is outside {ENERGY[0]:g}..{ENERGY[1]:g} J: not a measurement")
+        elif not any(e.carried for e in read):
+            notes.append("its rows carry no energy figure (made before the kit measured energy per sample)")
         else:
-            notes.append(
-                E.why_none([e for e in read if e.carried])
-                or "its rows carry no energy figure (made before the kit measured energy per sample)"
-            )
+            unread += [e for e in read if e.carried]
+    if unread:  # every repeat's windows in one clause (four 'too short' lines read as one: 4 windows of 0.61-0.86 s)
+        notes.append(E.why_none(unread) or "no figure recorded")
     return Facts(
         side=side,
         platform=platform,
@@ -336,7 +348,7 @@ def facts(study: Study, side: Side) -> Facts:
         devices=devices,
         epoch=study.epoch_samples(side.first),
         fixed_parts=parts,
-        fixed_shared="; ".join(dict.fromkeys(x for x in shared if x)),
+        fixed_shared=_per_repeats(shared),
         fixed_why="; ".join(dict.fromkeys(fixed_notes)),
         rate_why="; ".join(dict.fromkeys(notes_rate)),
     )

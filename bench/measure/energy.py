@@ -288,6 +288,16 @@ def window_check(window_s: Any, joules: Any, limit_w: Any) -> str | None:
 # Where rows keep one window's energy, first match wins: the kit's fields (Meter.window), then the
 # profile study's own sampler's, whose rows before the kit's fields carried only these.
 PER_SAMPLE_KEYS = ("energy_j_per_sample", "j_per_img")  # J per sample, net of the idle baseline
+# every figure a row derives per sample from one window's energy: the above, samples per J, and the
+# profile's per GPU ("gpu0_j_per_img"): where the window gives no figure, none of them is one
+DERIVED_PER_SAMPLE = re.compile(r"(energy_j_per_sample|j_per_img|img_per_j|gpu\d{1,3}_(j_per_img|img_per_j))")
+
+
+def per_sample_keys(row: dict) -> list[str]:
+    """ROW's keys that hold a per-sample energy figure of its window (DERIVED_PER_SAMPLE)."""
+    return [k for k in row if isinstance(k, str) and DERIVED_PER_SAMPLE.fullmatch(k)]
+
+
 WINDOW_KEYS = ("energy_window_s", "telemetry_window_s")  # s
 GROSS_KEYS = {"gpu": ("energy_gross_j", "gpu_energy_j"), "cpu": ("energy_gross_j", "cpu_energy_j"), "soc": ("energy_gross_j",)}
 NET_KEYS = ("energy_net_j",)

@@ -175,7 +175,7 @@ def cpu_vs_gpu_rows(cells: list[Cell]) -> list[dict]:
                 "ratio": f"{hours:,.1f}x" if hours is not None else "not measured",
                 "seed": f"{seed_ratio:.1f}x" if seed_ratio else "",
                 "cpu_j": cj if cj is not None else ea.get("note") or "not available",
-                "gpu_j": gj if gj is not None else eb.get("note") or "not available",
+                "gpu_j": gj if gj is not None else eb.get("jpi_note") or eb.get("note") or "not available",
                 "eratio": f"{joules:,.1f}x" if joules is not None else "needs energy on both sides",
             }
         )
@@ -254,7 +254,7 @@ def energy_table(cells: list[Cell]) -> list[str]:
                 "idle": g["idle_w"] if g else None,
                 "gross": g["j"] if g else None,
                 "net": g["net"] if g else None,
-                "jpi": g["jpi"] if g else None,
+                "jpi": (g["jpi"] if g["jpi"] is not None else g.get("jpi_note")) if g else None,
                 "csrc": cpu["source"] or cpu["note"],
                 "cgross": cpu["j"],
                 "cnet": cpu["net"],
@@ -268,7 +268,8 @@ def energy_table(cells: list[Cell]) -> list[str]:
         "",
         "Each source on its own: the GPU's from NVML (its energy counter; where a window has no counter reading after "
         "its end, its power samples: their mean x the window, said so), the CPU packages' from RAPL, which VMs and most "
-        "containers lack. One missing never hides the other.",
+        "containers lack. One missing never hides the other. GPU J / image comes from the counter's windows of 1 s or "
+        "more only (polled power under-counts a burst), else the reason.",
         "",
         markdown(
             out,
