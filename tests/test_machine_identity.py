@@ -103,3 +103,13 @@ def test_two_boots_of_one_machine_say_so():
     a, b = _side("r1", "Xeon", "aaaaaaaaaaaa", "b1"), _side("r2", "Xeon", "aaaaaaaaaaaa", "b2")
     f = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
     assert f.pairing == "same host and environment (machine aaaaaaaaaaaa, two boots of it)"
+
+
+def test_an_other_run_listed_beside_an_answer_says_how_its_sides_pair():
+    """The audit's "other runs" lines paired two H200 machines (H200-rounds / H200-rounds-first) with
+    nothing to say so; a pair from one run needs no label."""
+    a, b = _side("r1", "Xeon", None, "b1"), _side("r2", "Xeon", None, "b2")
+    two = A.Finding(value=None, sides=(a, b), rank=A._rank(a, b))  # type: ignore[arg-type]
+    assert A._where(two).endswith("; same machine class (machine not recorded; boots b1 / b2: two machines or one rebooted)")
+    one = A.Finding(value=None, sides=(a, _side("r1", "Xeon", None, "b1")), rank=0)  # type: ignore[arg-type]
+    assert "same" not in A._where(one)

@@ -746,7 +746,7 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
             cands.sort(key=Finding.order)
             best.append(cands[0])
             if not measured:
-                others += [(f.value.median, " / ".join(s.describe({}, device=False) for s in f.sides)) for f in cands[1:]]
+                others += [(f.value.median, _where(f)) for f in cands[1:]]
         verdict, why = verdict_of(claim, best)
         lacking = [w for w in getattr(claim.rule, "conditions", ()) if w not in conditions]
         if lacking and verdict != C.FAILS:
@@ -770,6 +770,13 @@ def judge(study: Study, cells: list[ResultCell], claim: C.Claim) -> list[Answer]
         a.primary = k not in seen
         seen.add(k)
     return answers
+
+
+def _where(f: Finding) -> str:
+    """An other run's finding, for the 'other runs' list: its sides, and how they pair where that is
+    not one run (two machines of one class read alike without it)."""
+    sides = " / ".join(s.describe({}, device=False) for s in f.sides)
+    return sides if f.rank == 0 or len(f.sides) < 2 else f"{sides}; {f.pairing}"
 
 
 def _named(study: Study, f: Finding) -> dict:
