@@ -76,9 +76,11 @@ def worth_line(w: dict) -> str:
     return term(f"    worth it: {first}; energy: {energy}; cost: {cost}")
 
 
-def lines(report_dir: Path) -> list[str]:
+def lines(report_dir: Path, all_mine: bool = False) -> list[str]:
     """What `all` prints after its report: this machine's headline answers (at most MAX_LINES), or why
-    there are none; [] where the report holds no readable report.json."""
+    there are none; [] where the report holds no readable report.json. ALL_MINE: the report holds this
+    machine's cells alone (`all --no-references`), so every row is its own, though the page, with no
+    reference beside, names none "this machine"."""
     got = json_file(report_dir / "report.json")
     claims = got.get("claims")
     if not isinstance(claims, list):
@@ -86,7 +88,11 @@ def lines(report_dir: Path) -> list[str]:
     mine = [
         c
         for c in claims
-        if isinstance(c, dict) and c.get("headline") and c.get("primary") and c.get("this_machine") and c.get("value") is not None
+        if isinstance(c, dict)
+        and c.get("headline")
+        and c.get("primary")
+        and (all_mine or c.get("this_machine"))
+        and c.get("value") is not None
     ]
     page = report_dir / "REPORT.md"
     # a row that is not comparable (the sides ran different work, or the claim's quantity is not one

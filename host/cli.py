@@ -684,7 +684,8 @@ def all_cmd(
     _settle(out, notes, where, context)
     from host.answer_lines import lines as answer_lines
 
-    for text in answer_lines(where):  # the answer where the run ends, not only on the page
+    # the answer where the run ends, not only on the page; with no references beside, every row is this run's
+    for text in answer_lines(where, all_mine=not context):
         typer.echo(text)
     raise typer.Exit(code)
 

@@ -52,6 +52,19 @@ def test_no_comparison_of_its_own_says_so_and_no_report_says_nothing(tmp_path):
     assert lines(tmp_path) == []
 
 
+def test_a_run_with_no_references_beside_answers_from_its_own_rows(tmp_path):
+    """`all --no-references` on an H200 (H200-roofline-r50-mbv2) formed both GPU-over-CPU rows, 95 % CIs,
+    and ended saying 'no comparison formed on this machine's own cells': with no reference beside, the
+    page names no side 'this machine', and every row is the run's own."""
+    row = {"headline": True, "primary": True, "this_machine": False, "value": 18.1, "lo": 17.3, "hi": 18.5,
+           "study": "roofline", "text": "GPU over CPU, resnet50", "verdict": "holds", "interval": "ci",
+           "scope": "H200 host (16-core Intel Xeon)", "findings": []}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps({"claims": [row]}))
+    assert lines(tmp_path)[0].startswith("the answer: no comparison formed")  # a report beside references
+    got = lines(tmp_path, all_mine=True)
+    assert got[0].startswith("the answer (this machine") and "roofline" in got[1] and "18.1x" in got[1], got
+
+
 def test_rows_over_different_work_are_not_given_as_the_answer(tmp_path):
     row = {"headline": True, "primary": True, "this_machine": True, "value": 3.0, "study": "cifar-opt",
            "text": "GPU Default over CPU Default", "scope": "this machine", "verdict": "not comparable", "why": "the sides trained 320 and 5,000 images"}  # fmt: skip
