@@ -200,5 +200,7 @@ def test_the_ratio_table_marks_each_interval_as_the_claims_tag_it(a, b):
         assert "| n=1 |" in line
     elif r.kind == "range":
         assert f"({r.tag})" in line and ("unpaired" in line) == bool(r.sides_n), line
+        # the min-max column: per-repeat ratios where the sides pair, never one value posing as a range
+        assert (line.split("|")[5].strip() == "– (unpaired)") == bool(r.sides_n), line
     else:
         assert "range" not in line.split("|")[4], line

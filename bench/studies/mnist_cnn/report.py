@@ -418,7 +418,8 @@ def ratio_lines(rat: list[dict]) -> list[str]:
                     f"{r['numerator']} / {r['denominator']}",
                     f"{r['ratio']:.2f}x",
                     interval,
-                    f"{r['min']:.2f}-{r['max']:.2f}",
+                    # unpaired sides (different repeats) have no per-repeat ratios: their range is the interval
+                    "– (unpaired)" if str(r.get("ci_tag") or "").startswith("unpaired") else f"{r['min']:.2f}-{r['max']:.2f}",
                 ]
             )
         )
