@@ -126,9 +126,14 @@ def test_the_primary_pair_is_same_host_where_one_exists():
     cells = _cells("H100-80GB-HBM3", "H100-80GB-HBM3-seed-setups", "cpu-2core-epyc", "h100-seed-variants")
     got = _answers("mnist-cnn", cells, "cpu-numba-over-torch")
     first = got[0]
-    assert first.primary and first.same_host and first.findings[0].value.lo is not None
+    assert first.primary and first.same_host and first.findings[0].pairing == "same run"
     assert 24 <= first.findings[0].value.median <= 31
     assert all(x.same_host for x in got)  # CPU over CPU: never across hosts
+    # the 28.3x [24-30] of two H100 runs (seed-setups' numba-cpu, the reference's torch-cpu) is gone: those
+    # lent machines, 33 h apart, recorded neither a machine id nor a boot, so nothing says they were one
+    # host (issue 55 item 10): the answer is the one run's pair, one repeat a side
+    assert not any(s.run == "H100-80GB-HBM3-seed-setups" for x in got for f in x.findings for s in f.sides)
+    assert first.verdict == "too few repeats"
 
 
 def test_two_cells_of_one_run_on_one_side_are_an_error_of_the_declaration():
