@@ -52,7 +52,8 @@ def _copy(src: Path, prefix: str, dest: Path, run: str, repeats: int = 3, cpu: s
         s = json.loads((out / "system.json").read_text())
         s["run_label"] = run
         if cpu is not None:
-            s.update(cpu_model=cpu, cpu_logical_cores=2, cpu_affinity=2, gpu=None, gpu_count=None)
+            # one machine, recorded (same host needs a recorded machine or boot: issue 55 item 10)
+            s.update(cpu_model=cpu, cpu_logical_cores=2, cpu_affinity=2, gpu=None, gpu_count=None, machine_id="0e9c0e9c0e9c")
         (out / "system.json").write_text(json.dumps(s))
         if synthetic:
             rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
