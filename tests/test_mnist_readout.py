@@ -194,7 +194,7 @@ def test_the_ratio_table_marks_each_interval_as_the_claims_tag_it(a, b):
 
     r = seqstats.pair_figure(a, b, False)
     row = {"host": "h", "numerator": "x", "denominator": "y", "ratio": r.median, "ci_lo": r.lo, "ci_hi": r.hi}
-    row |= {"ci_kind": r.kind, "ci_tag": r.tag, "min": r.min, "max": r.max, "repeats": r.n}
+    row |= {"ci_kind": r.kind, "ci_tag": r.tag, "unpaired": bool(r.sides_n), "min": r.min, "max": r.max, "repeats": r.n}
     [line] = [ln for ln in report.ratio_lines([row]) if ln.startswith("| h |")]
     if r.lo is None:
         assert "| n=1 |" in line

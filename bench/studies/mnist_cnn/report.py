@@ -285,6 +285,7 @@ def ratios_ci(cells: list[ResultCell]) -> list[dict]:
                         "ci_hi": r.hi,
                         "ci_kind": r.kind,
                         "ci_tag": r.tag,  # 'range of 3: 75%', 'unpaired ranges of 2 / 6: at least 37%', '95% CS'
+                        "unpaired": bool(r.sides_n),  # sides of different repeats: no per-repeat ratios
                         "min": r.min,
                         "max": r.max,
                         "repeats": r.n,
@@ -419,7 +420,7 @@ def ratio_lines(rat: list[dict]) -> list[str]:
                     f"{r['ratio']:.2f}x",
                     interval,
                     # unpaired sides (different repeats) have no per-repeat ratios: their range is the interval
-                    "– (unpaired)" if str(r.get("ci_tag") or "").startswith("unpaired") else f"{r['min']:.2f}-{r['max']:.2f}",
+                    "– (unpaired)" if r.get("unpaired") else f"{r['min']:.2f}-{r['max']:.2f}",
                 ]
             )
         )

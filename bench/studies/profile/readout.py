@@ -304,7 +304,7 @@ def energy(c: Cell) -> dict:
     srcs: list[str] = []
     limit = E.power_limit_w(c.system)
     short: list[str] = []
-    withheld: list[tuple[float | None, str]] = []  # (window s, why) an epoch's GPU J / image is no figure
+    withheld: list[E.RowEnergy] = []  # the epochs whose GPU J / image is no figure, with why
     for r in epochs(c):
         s = _window_energy(r, g)
         n = _get(r, SAMPLES) or 0
@@ -323,13 +323,13 @@ def energy(c: Cell) -> dict:
                 f[f"{side}_j_per_img"] = None
                 f[f"{side}_energy_j"] = f[f"{side}_energy_net_j"] = None
                 short.append(why)
-                withheld += [(_get(s, "window_s"), why)] if side == "gpu" else []
+                withheld += [E.RowEnergy(None, why, window_s=_get(s, "window_s"), carried=True)] if side == "gpu" else []
         epoch_srcs = [str(s.get(f"gpu{i}_energy_source") or "") for i in g]
         polled = [x for x in epoch_srcs if x and not x.startswith("counter")]
         if polled and f["gpu_j_per_img"] is not None:  # energy per image only from the counter (E.row_energy)
             how = next((name for start, name in GPU_SOURCES if polled[0].startswith(start)), polled[0][:80])
             f["gpu_j_per_img"] = None
-            withheld.append((None, f"not from the energy counter ({how}): polled power under-counts a burst"))
+            withheld.append(E.RowEnergy(None, f"not from the energy counter ({how}): polled power under-counts a burst"))
         per.append(f)
         srcs += epoch_srcs
     kinds: dict[str, int] = {}
@@ -367,15 +367,12 @@ def energy(c: Cell) -> dict:
     }
 
 
-def _withheld_note(withheld: list[tuple[float | None, str]], epochs: int) -> str | None:
-    """Why a cell's GPU J / image is no figure: its epochs' reasons (window s, why), each once, the too-short
-    ones as one clause with their window lengths (E.short_text); None where no epoch had one."""
+def _withheld_note(withheld: list[E.RowEnergy], epochs: int) -> str | None:
+    """Why a cell's GPU J / image is no figure: its epochs' reasons in one line (E.why_none: the too-short
+    windows as one clause with their lengths); None where no epoch had one."""
     if not withheld:
         return None
-    short = sorted(w for w, why in withheld if why.startswith(E.TOO_SHORT) and w is not None)
-    rest = [why for w, why in withheld if not (why.startswith(E.TOO_SHORT) and w is not None)]
-    parts = [E.short_text(short[0], short[-1], len(short))] if short else []
-    return "no figure: " + "; ".join(dict.fromkeys(parts + rest)) + f" ({len(withheld)} of {epochs} epoch windows)"
+    return f"no figure: {E.why_none(withheld)} ({len(withheld)} of {epochs} epoch windows)"
 
 
 def energy_per_image(rs: list[dict], part: str) -> float | None:
