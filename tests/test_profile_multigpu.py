@@ -36,8 +36,10 @@ def _cells(tmp: Path, name: str, ips: list[float], *, parallel: str = "none", gp
         d = tmp / run / "profile" / f"{name}-r{r}"
         d.mkdir(parents=True, exist_ok=True)
         per_gpu = {f"gpu{i}_{k}": f(i) for i in range(gpus) for k, f in (
-            ("mem_used_mb_max", lambda i: 1000.0 + i), ("util_pct_mean", lambda i: 50.0 + i),
+            ("mem_used_mb_max", lambda i: 90000.0), ("util_pct_mean", lambda i: 50.0 + i),
             ("j_per_img", lambda i: 0.1 * (i + 1)))}  # fmt: skip
+        # the cell's own memory is torch's per GPU; NVML's device-wide reading (every process) is never read
+        per_gpu |= {f"gpu{i}_alloc_peak_mb_torch": 1000.0 + i for i in range(gpus)}
         base = {"study": "profile", "backend": "torch-cuda", "variant": variant, "repeat": r, "status": "ok",
                 "device": "NVIDIA H200", "host": "vm", "phase": "epoch", "parallel": parallel, "world_size": gpus,
                 "cudnn_benchmark": bench, "pipeline": "synthetic-gpu", "batch_size": 128, "global_batch": 128 * gpus,

@@ -212,14 +212,16 @@ def test_the_readouts_names_are_the_writers():
     per_gpu = {
         readout.GPU_UTIL,
         readout.GPU_MEM_UTIL,
-        readout.GPU_MEM,
         readout.GPU_TEMP,
         readout.GPU_POWER,
         readout.GPU_POWER_MAX,
     }
     assert per_gpu <= gpu_keys
+    # the cell's own GPU memory is derived from torch's figures (readout.own_gpu_mem), never written as such
+    assert readout.GPU_MEM not in gpu_keys and readout.TORCH_PEAK_ONE in keys
     phases = {readout.EPOCH_PHASE, readout.OVERHEAD_PHASE, readout.PROFILE_PHASE}
-    not_in_rows = {readout.DEVICE_MS, readout.CPU_MS, readout.KERNEL_COUNT, readout.SEED_IMAGE_SIZE, readout.NO_RAPL}
+    not_in_rows = {readout.DEVICE_MS, readout.CPU_MS, readout.KERNEL_COUNT, readout.SEED_IMAGE_SIZE, readout.NO_RAPL,
+                   readout.GPU_MEM, readout.TORCH_PEAK_POS, readout.OWN_MEM_MEANING}  # fmt: skip
     assert named - per_gpu - phases - not_in_rows <= keys, sorted(named - per_gpu - phases - not_in_rows - keys)
     assert {k for ks in readout.NEEDS.values() for k in ks} <= keys and set(readout.NEEDS) == phases
 
@@ -299,7 +301,7 @@ def test_only_the_readout_reads_a_measurement_from_a_row():
     assert set(mods) - WRITERS - {"readout.py"} == set(READERS), "a new module of the study: a reader or a writer?"
     keys, suffixes = _measured()
     assert {readout.EPOCH_S, readout.IPS, readout.TEST_ACC, readout.SAMPLER_COST, readout.KERNEL_COUNT} <= keys
-    assert {readout.GPU_UTIL, readout.GPU_MEM, readout.GPU_J_PER_IMG} <= suffixes
+    assert {readout.GPU_UTIL, readout.GPU_MEM_UTIL, readout.GPU_J_PER_IMG} <= suffixes
     named = _reads_of(mods["readout.py"], keys, suffixes)
     assert {readout.EPOCH_S, readout.IPS, readout.TEST_ACC, readout.GPU_UTIL, readout.DEVICE_MS} <= set(named)
     bad = {name: got for name in READERS if (got := _reads_of(mods[name], keys, suffixes))}
@@ -368,3 +370,28 @@ def test_each_cpu_configuration_of_a_run_pairs_once_per_gpu_and_with_its_own_run
         own = [g for g in cells if readout.is_backend(g, "torch-cuda") and g.run_label == a.run_label and g.device == b.device]
         if any(key(g) == key(a) and readout.cpu_vs_gpu(a, g) is not None for g in own):
             assert b.run_label == a.run_label, (a.dir, b.dir)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ids=st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True),
+    named=st.booleans(),
+    device_wide=st.floats(0, 1e6, allow_nan=False),
+    own=st.lists(st.one_of(st.none(), st.floats(1, 1e5, allow_nan=False)), min_size=4, max_size=4),
+    one=st.one_of(st.none(), st.floats(1, 1e5, allow_nan=False)),
+)
+def test_own_gpu_memory_comes_from_torch_by_position_never_from_nvmls_device_reading(ids, named, device_wide, own, one):
+    """readout.own_gpu_mem: GPU i of a cell (the k-th it names) reads torch's peak at position k, or the
+    one-GPU figure for a cell of one GPU; NVML's device-wide memory (every process) is never read."""
+    r = {"phase": "epoch", "devices": ",".join(map(str, ids)) if named else ""}
+    r |= {f"gpu{i}_mem_used_mb_max": device_wide for i in ids} | {f"gpu{i}_util_pct_mean": 50.0 for i in ids}
+    r |= {f"gpu{k}_alloc_peak_mb_torch": v for k, v in enumerate(own[: len(ids)]) if v is not None}
+    if one is not None:
+        r["gpu_alloc_peak_mb"] = one
+    got = readout.own_gpu_mem(r)
+    order = ids if named else sorted(ids)
+    for k, i in enumerate(order):
+        want = own[k] if k < len(own) and own[k] is not None else (one if len(ids) == 1 else None)
+        assert got.get(f"gpu{i}_{readout.GPU_MEM}") == want
+    assert {k: v for k, v in got.items() if not k.endswith(readout.GPU_MEM)} == r  # nothing else changes
+    assert readout.own_gpu_mem(got) == got  # a row that has it keeps it

@@ -392,6 +392,27 @@ def test_b128_over_b64_reads_every_repeat_not_the_last_one_seen(tmp_path):
     assert b.verdict == C.UNDECIDED and b.value is not None and b.value.median == pytest.approx(a.value.median)
 
 
+def test_gpu_memory_is_the_cells_own_not_every_process_on_the_gpu(tmp_path):
+    """An interleaved round keeps its other cells alive on the GPU: NVML's device-wide memory in use
+    read the same 41 GB for batch 64 and 128 (H200-profile-rounds6, rounds 2-6). The claim reads each
+    cell's own peak (torch's allocator), which doubles with the batch."""
+    p = {"pipeline": "synthetic-gpu"}
+
+    def rows(own: float):
+        return lambda i: [_epoch(1, 3.0, 1984, gpu0_mem_used_mb_max=41092.7, gpu_alloc_peak_mb=own + i)]
+
+    b64 = _repeats(tmp_path, "b64", "torch-cuda", 6, rows(8557.0), params={**p, "batch_size": 64})
+    b128 = _repeats(tmp_path, "b128", "torch-cuda", 6, rows(16969.0), params={**p, "batch_size": 128})
+    [a] = _judge(b64 + b128, "gpu-mem-grows-with-batch")
+    assert a.verdict == C.HOLDS and a.value is not None and a.value.median == pytest.approx(16969 / 8557, rel=1e-3)
+    for c in b64:
+        assert readout.gpu_median(c, 0, readout.GPU_MEM) == pytest.approx(8557.0 + c.rows[0]["repeat"])
+    # a row without torch's figure has no own memory: the claim says so, it never falls back to NVML's
+    bare = _repeats(tmp_path / "n", "b64", "torch-cuda", 3, lambda i: [_epoch(1, 3.0, 1984, gpu0_mem_used_mb_max=1.0)],
+                    params={**p, "batch_size": 64})  # fmt: skip
+    assert all(readout.gpu_median(c, 0, readout.GPU_MEM) is None for c in bare)
+
+
 def _dp(
     tmp: Path, batch: int, device: str, util, mem, power=(80.0, 23.0), temp=(59, 38), devices: str = "0,1"
 ) -> list[ResultCell]:
@@ -400,8 +421,8 @@ def _dp(
     def rows(i: int) -> list[dict]:
         per = {}
         for k, g in enumerate(ids):
-            per |= {f"gpu{g}_util_pct_mean": util[k], f"gpu{g}_mem_used_mb_max": mem[k], f"gpu{g}_power_w_mean": power[k],
-                    f"gpu{g}_temp_c_max": temp[k]}  # fmt: skip
+            per |= {f"gpu{g}_util_pct_mean": util[k], f"gpu{g}_mem_used_mb_max": 80000.0, f"gpu{g}_power_w_mean": power[k],
+                    f"gpu{g}_temp_c_max": temp[k], f"gpu{k}_alloc_peak_mb_torch": mem[k]}  # fmt: skip
         return [_epoch(1, 3.0, 1984, **per)]
 
     params = {"parallel": "dp", "batch_size": batch, "pipeline": "loader"}

@@ -180,7 +180,7 @@ def scaling_table(rows: list[tuple[Config, Summary, Summary | None]]) -> list[st
                 ("ci", "interval"),
                 ("eff", "scaling efficiency"),
                 ("eci", "interval"),
-                ("mem", "memory MB per GPU (max)"),
+                ("mem", "own memory MB per GPU (max, torch)"),
                 ("util", "util % per GPU (mean)"),
                 ("jpi", "J / image per GPU"),
             ],

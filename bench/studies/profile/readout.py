@@ -85,9 +85,17 @@ J_PER_IMG, ENERGY_NET = "j_per_img", "energy_net_j"  # the cell's own device's n
 CPU_SYSTEM, CPU_PROCESS, CPU_MHZ = "cpu_system_pct_mean", "cpu_process_pct_mean", "cpu_mhz_median"
 RSS_MAX, THREADS_MAX, PROCESSES_MAX, TELEMETRY_HZ = "rss_mb_max", "threads_max", "processes_system_max", "telemetry_hz"
 # per GPU i, the row's gpu<i>_<suffix>
-GPU_UTIL, GPU_MEM_UTIL, GPU_MEM = "util_pct_mean", "mem_util_pct_mean", "mem_used_mb_max"
+# GPU_MEM is the cell's own memory on GPU i (own_gpu_mem): never NVML's mem_used_mb_max, which counts
+# every process on the GPU (the other cells of an interleaved round wait there, alive, holding theirs)
+GPU_UTIL, GPU_MEM_UTIL, GPU_MEM = "util_pct_mean", "mem_util_pct_mean", "mem_own_mb_max"
 GPU_TEMP, GPU_POWER, GPU_POWER_MAX, GPU_J_PER_IMG = "temp_c_max", "power_w_mean", "power_w_max", "j_per_img"
-GPU_KEY = re.compile(r"gpu(\d+)_(?:util_pct_mean|mem_used_mb_max)")
+GPU_KEY = re.compile(r"gpu(\d+)_(?:util_pct_mean|mem_used_mb_max|mem_own_mb_max)")
+# torch's peak allocated memory: per GPU position k (multi-GPU cells), else of the cell's one GPU
+TORCH_PEAK_POS, TORCH_PEAK_ONE = "gpu{}_alloc_peak_mb_torch", "gpu_alloc_peak_mb"
+OWN_MEM_MEANING = (
+    "GPU memory is the cell's own: torch's peak allocated memory on that GPU during the epoch "
+    "(torch.cuda.max_memory_allocated), not NVML's memory in use, which counts every process on the GPU"
+)
 # the overhead row: the sampler's cost
 SAMPLER_COST, SAMPLER_PAIRS = "sampler_cost", "sampler_cost_pairs"
 STEP_ON, STEP_OFF = "step_ms_sampler_on", "step_ms_sampler_off"
@@ -124,14 +132,35 @@ def _float(r: Any, key: str) -> float | None:
     return number(r.get(key)) if isinstance(r, dict) else None
 
 
+def own_gpu_mem(r: dict) -> dict:
+    """Epoch row R with gpu<i>_mem_own_mb_max: the cell's own peak memory on each GPU it names, from
+    torch's allocator (per GPU position where the row has them, else the one GPU's figure). A row that
+    already carries the key keeps it; a row without torch's figures gets none (never NVML's
+    device-wide reading: an interleaved round keeps its other cells alive on the same GPU)."""
+    named = [d.strip() for d in str(r.get("devices") or "").split(",") if d.strip().isdigit()]
+    ids = named or sorted({m.group(1) for k in r if (m := GPU_KEY.fullmatch(k))}, key=int)
+    add: dict[str, float] = {}
+    for pos, i in enumerate(ids):
+        key = f"gpu{i}_{GPU_MEM}"
+        if _float(r, key) is not None:
+            continue
+        v = _float(r, TORCH_PEAK_POS.format(pos))
+        if v is None and len(ids) == 1:
+            v = _float(r, TORCH_PEAK_ONE)
+        if v is not None:
+            add[key] = v
+    return {**r, **add} if add else r
+
+
 def _by_epoch(rs: Iterable[dict]) -> list[dict]:
-    """RS ordered by their epoch number (none last; stable where two share one)."""
+    """RS ordered by their epoch number (none last; stable where two share one), each with the
+    cell's own GPU memory (own_gpu_mem): every reader of epoch rows comes through here."""
 
     def key(r: dict) -> tuple:
         e = _get(r, EPOCH)
         return (e is None, e or 0)
 
-    return sorted(rs, key=key)
+    return sorted((own_gpu_mem(r) for r in rs), key=key)
 
 
 def rows(c: Cell, phase: str) -> list[dict]:
@@ -853,7 +882,7 @@ def gpu0_over_gpu1(key: str, agg: Callable[[list[float]], float]) -> Metric:
 
 
 def gpu_mem_total_mb(rs: list[dict], part: str) -> float | None:
-    """Every GPU of the cell: the sum of their highest memory in use."""
+    """Every GPU of the cell: the sum of the cell's own peak memory on each (own_gpu_mem)."""
     ep = claim_epochs(rs, part)
     got = [gpu(GPU_MEM, i, max)(rs, part) for i in range(len(_gpu_ids(ep)))] if ep else []
     return sum(v for v in got if v is not None) if got and None not in got else None

@@ -187,7 +187,7 @@ TELEMETRY_COLS = [
     ("gpu", "GPU"),
     ("util", "util %"),
     ("memu", "mem util %"),
-    ("mem", "mem used MB (max)"),
+    ("mem", "own mem MB (max, torch)"),
     ("temp", "temp °C (max)"),
     ("pw", "power W (mean)"),
     ("pwmax", "power W (max)"),
@@ -212,7 +212,8 @@ def telemetry_table(cells: list[Cell]) -> list[str]:
         "#### Telemetry over the timed epochs (medians over epochs of each window's mean / max)",
         "",
         "GPU: NVML (nvidia-ml-py). Its utilisation is the share of time one or more kernels ran, not occupancy or a "
-        "fraction of peak; memory utilisation is the share of time the memory controller was busy. Power: the instant "
+        "fraction of peak; memory utilisation is the share of time the memory controller was busy. "
+        f"{readout.OWN_MEM_MEANING}. Power: the instant "
         "field where the driver has it, else the 1 s average (column 'power field'). CPU: psutil, primed (the first call "
         "reads a meaningless 0.0); process = this process and its children (DataLoader workers), as a share of every "
         "logical CPU of the host (100 % = every core busy) and as cores busy (psutil's 100 % = one core). "
@@ -517,7 +518,7 @@ def _series_figure(c: Cell, out: Path, name: str, title: str = "") -> tuple[str 
     colour = palette.colors([(i, "nvidia") for i in gpus])
     panels: list[tuple[str, list[tuple[str, str]]]] = []
     if gpus:  # every GPU of the cell in one row, a line each
-        panels.append(("GPU" + ("s" if len(gpus) > 1 else f" {gpus[0]}"), [("util_pct", "util %"), ("mem_used_mb", "memory MB"),
+        panels.append(("GPU" + ("s" if len(gpus) > 1 else f" {gpus[0]}"), [("util_pct", "util %"), ("mem_used_mb", "memory in use MB (all processes)"),
                        ("power_w", "power W"), ("temp_c", "temp °C")]))  # fmt: skip
     panels.append(
         ("CPU", [("cpu_system_pct", "system %"), ("cpu_process_share", proc_title), ("rss_mb", "RSS MB"), ("threads", "threads")])
