@@ -11,10 +11,14 @@
 # In:  .whl/        wheels the host lacks (pydantic, optuna, torchao, ville, pooch; numpy < 2.4 for
 #                   numba-cuda), installed into /tmp/site and put first on PYTHONPATH
 #      .data/       the datasets dir (mnist/: the real MNIST, SHA-256 checked by the kit)
-#      .refcarry/reference.tar.gz   the last call's $OUT/reference.tar.gz, if any (checked whole
-#                   against its MANIFEST.sha256 before it is unpacked; a half-copied one stops here)
-# Out: $OUT/reference.tar.gz (results/reference/<GPU>/ with a MANIFEST.sha256), $OUT/reference.log,
-#      $OUT/status (done | paused | failed)
+#      .refcarry/reference.tar.gz.part-*   the last call's $OUT/reference.tar.gz.part-* and
+#                   $OUT/reference.tar.gz.sha256, if any (joined, checked against that sha256 and then
+#                   against the dir's MANIFEST.sha256 before it is unpacked; a half-copied one stops here);
+#                   a whole .refcarry/reference.tar.gz (an older call's) is read the same way
+# Out: $OUT/reference.tar.gz.part-aa, -ab, ... (the archive of results/reference/<GPU>/ with a
+#      MANIFEST.sha256, cut in 15 MiB parts: the device brings back no file over 16 MiB, and one
+#      archive of profile cells with their traces passed that: 18 MB, lost), its .sha256,
+#      $OUT/reference.log, $OUT/status (done | paused | failed)
 # DEST (reference mode; default results/reference/<GPU>[-<STUDY>]): the folder to make or resume.
 # STUDY (reference mode): only those studies' part of the preset, space-separated
 #                   (`reference gpu --study S1 --study S2`); the default DEST ends in -S1-S2.
@@ -38,10 +42,21 @@ case $MODE in
   *) echo "error: MODE is reference or main, not $MODE" | tee "$OUT/reference.log"; echo failed > "$OUT/status"; exit 2 ;;
 esac
 name=$(basename "$dest")
-if [ -f .refcarry/reference.tar.gz ]; then
+carried=
+if ls .refcarry/reference.tar.gz.part-* >/dev/null 2>&1; then
+  carried=$(mktemp) && cat .refcarry/reference.tar.gz.part-* > "$carried"
+  want=$(cut -d' ' -f1 .refcarry/reference.tar.gz.sha256 2>/dev/null)
+  if [ -z "$want" ] || [ "$(sha256sum "$carried" | cut -d' ' -f1)" != "$want" ]; then
+    echo "error: .refcarry/reference.tar.gz.part-* do not join into the archive .refcarry/reference.tar.gz.sha256 names (a part missing or half-copied): bring back every part of the last call again" | tee "$OUT/reference.log"
+    echo "failed" > "$OUT/status"; exit 1
+  fi
+elif [ -f .refcarry/reference.tar.gz ]; then
+  carried=.refcarry/reference.tar.gz
+fi
+if [ -n "$carried" ]; then
   scratch=$(mktemp -d)
-  if ! tar -xzf .refcarry/reference.tar.gz -C "$scratch" 2>"$OUT/untar.err"; then
-    echo "error: .refcarry/reference.tar.gz is not a whole archive ($(head -1 "$OUT/untar.err")): bring back the last call's file again" | tee "$OUT/reference.log"
+  if ! tar -xzf "$carried" -C "$scratch" 2>"$OUT/untar.err"; then
+    echo "error: the carried archive is not a whole one ($(head -1 "$OUT/untar.err")): bring back the last call's files again" | tee "$OUT/reference.log"
     echo "failed" > "$OUT/status"; exit 1
   fi
   if ! (cd "$scratch/$name" && sha256sum -c --quiet MANIFEST.sha256) >"$OUT/manifest.err" 2>&1; then
@@ -74,6 +89,9 @@ if [ -d "$dest" ]; then
   (cd "$dest" && find . -type f ! -name MANIFEST.sha256 ! -path './report/*' -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
   tar -czf "$OUT/reference.tar.gz" --exclude="$name/report" -C "$(dirname "$dest")" "$name"
   rm -f "$dest/MANIFEST.sha256"
-  ls -la "$OUT/reference.tar.gz"
+  (cd "$OUT" && sha256sum reference.tar.gz > reference.tar.gz.sha256 && split -b 15M -a 2 reference.tar.gz reference.tar.gz.part- && rm reference.tar.gz)
+  ls -la "$OUT"/reference.tar.gz.*
+  total=$(cat "$OUT"/reference.tar.gz.part-* | wc -c)
+  [ "$total" -le $((56 * 1048576)) ] || echo "warning: the archive is $((total / 1048576)) MiB: over what the device brings back with the logs (64 MiB) or carries beside the wheels; drop the traces first (reference-reports --drop-traces)" | tee -a "$OUT/reference.log"
 fi
 exit "$rc"
