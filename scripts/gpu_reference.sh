@@ -43,8 +43,11 @@ case $MODE in
 esac
 name=$(basename "$dest")
 carried=
-if ls .refcarry/reference.tar.gz.part-* >/dev/null 2>&1; then
-  carried=$(mktemp) && cat .refcarry/reference.tar.gz.part-* > "$carried"
+if ls .refcarry/reference.tar.gz.part-* >/dev/null 2>&1 && [ -f .refcarry/reference.tar.gz ]; then
+  echo "error: .refcarry holds both parts (reference.tar.gz.part-*) and a whole reference.tar.gz: keep only the last call's files" | tee "$OUT/reference.log"
+  echo "failed" > "$OUT/status"; exit 1
+elif ls .refcarry/reference.tar.gz.part-* >/dev/null 2>&1; then
+  carried=$(mktemp) && trap 'rm -f "$carried"' EXIT && cat .refcarry/reference.tar.gz.part-* > "$carried"
   want=$(cut -d' ' -f1 .refcarry/reference.tar.gz.sha256 2>/dev/null)
   if [ -z "$want" ] || [ "$(sha256sum "$carried" | cut -d' ' -f1)" != "$want" ]; then
     echo "error: .refcarry/reference.tar.gz.part-* do not join into the archive .refcarry/reference.tar.gz.sha256 names (a part missing or half-copied): bring back every part of the last call again" | tee "$OUT/reference.log"
@@ -87,6 +90,7 @@ fi
 if [ -d "$dest" ]; then
   # the report is made again from the rows (here after every part, and by `orchestrate.py report`): not carried
   (cd "$dest" && find . -type f ! -name MANIFEST.sha256 ! -path './report/*' -print0 | sort -z | xargs -0 sha256sum > MANIFEST.sha256)
+  rm -f "$OUT"/reference.tar.gz.part-* "$OUT"/reference.tar.gz.sha256  # an earlier call's parts would join this one's
   tar -czf "$OUT/reference.tar.gz" --exclude="$name/report" -C "$(dirname "$dest")" "$name"
   rm -f "$dest/MANIFEST.sha256"
   (cd "$OUT" && sha256sum reference.tar.gz > reference.tar.gz.sha256 && split -b 15M -a 2 reference.tar.gz reference.tar.gz.part- && rm reference.tar.gz)

@@ -91,3 +91,30 @@ def test_a_missing_part_stops_the_next_call_in_one_line(tmp_path):
         "(a part missing or half-copied): bring back every part of the last call again"
     ]
     assert (tmp_path / "out2" / "status").read_text().strip() == "failed"
+
+
+def test_an_earlier_calls_parts_in_out_are_not_joined_to_this_ones(tmp_path):
+    """$OUT defaults to results/gpu-out in the tree: a longer archive's third part left there by an
+    earlier call must not be joined to this call's two."""
+    repo, env = _tree(tmp_path)
+    out = tmp_path / "out1"
+    out.mkdir()
+    (out / "reference.tar.gz.part-ac").write_bytes(b"stale")
+    first = subprocess.run(
+        ["bash", "scripts/gpu_reference.sh"], cwd=repo, env={**env, "OUT": str(out)}, capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 75, first.stdout + first.stderr
+    assert sorted(p.name for p in out.glob("reference.tar.gz.part-*")) == ["reference.tar.gz.part-aa", "reference.tar.gz.part-ab"]
+    shutil.rmtree(repo / "results")
+    _carry(repo, out)
+    assert _call(repo, env, tmp_path / "out2").returncode == 0
+
+
+def test_parts_beside_a_whole_archive_are_refused_in_one_line(tmp_path):
+    repo, env = _tree(tmp_path)
+    assert _call(repo, env, tmp_path / "out1").returncode == 75
+    _carry(repo, tmp_path / "out1")
+    (repo / ".refcarry" / "reference.tar.gz").write_bytes(b"an older call's archive")
+    got = _call(repo, env, tmp_path / "out2")
+    assert got.returncode == 1 and len(got.stdout.strip().splitlines()) == 1
+    assert "both parts" in got.stdout and (tmp_path / "out2" / "status").read_text().strip() == "failed"

@@ -28,7 +28,8 @@ VERDICTS = re.compile(r"\b(holds|does not hold|undecided|faster|slower|no clear 
 def _cells(tmp: Path, name: str, ips: list[float], *, parallel: str = "none", gpus: int = 1, bench: bool = True,
            variant: str = "finetune", run: str = "run", profile: dict | None = None) -> list[ResultCell]:  # fmt: skip
     """One configuration, a cell per repeat (IPS[i]: repeat i's img/s, every epoch), in run dir TMP/RUN;
-    GPU i of a cell: memory 1000 + i MB, utilisation 50 + i %, 0.1 x (i + 1) J/img."""
+    GPU i of a cell: own memory 1000 + 500 i MB (torch; NVML reads 90,000 in use), utilisation 50 + i %,
+    0.1 x (i + 1) J/img."""
     out = []
     devices = [str(i) for i in range(gpus)] if gpus > 1 else []
     params = {"parallel": parallel, "cudnn_benchmark": bench, "batch_size": 128, "pipeline": "synthetic-gpu"}
@@ -39,7 +40,7 @@ def _cells(tmp: Path, name: str, ips: list[float], *, parallel: str = "none", gp
             ("mem_used_mb_max", lambda i: 90000.0), ("util_pct_mean", lambda i: 50.0 + i),
             ("j_per_img", lambda i: 0.1 * (i + 1)))}  # fmt: skip
         # the cell's own memory is torch's per GPU; NVML's device-wide reading (every process) is never read
-        per_gpu |= {f"gpu{i}_alloc_peak_mb_torch": 1000.0 + i for i in range(gpus)}
+        per_gpu |= {f"gpu{i}_alloc_peak_mb_torch": 1000.0 + 500 * i for i in range(gpus)}
         base = {"study": "profile", "backend": "torch-cuda", "variant": variant, "repeat": r, "status": "ok",
                 "device": "NVIDIA H200", "host": "vm", "phase": "epoch", "parallel": parallel, "world_size": gpus,
                 "cudnn_benchmark": bench, "pipeline": "synthetic-gpu", "batch_size": 128, "global_batch": 128 * gpus,
@@ -92,7 +93,7 @@ def test_one_row_per_configuration_and_efficiency_paired_by_repeat(built):
     per = [a / (2 * b) for a, b in zip(DDP2, ONE, strict=True)]
     assert r2[6] == f"{statistics.median(DDP2) / (2 * statistics.median(ONE)):.3f}"
     assert r2[7] == f"{min(per):.3f}–{max(per):.3f} (range of 3)"
-    assert r2[8] == "1,000 · 1,000" and r2[9] == "50 · 51" and r2[10] == "0.100 · 0.200"
+    assert r2[8] == "1,000 · 1,500" and r2[9] == "50 · 51" and r2[10] == "0.100 · 0.200"
     r4 = by[("GPU finetune, synthetic-gpu, b128, ddp x4", "4")]
     assert r4[6] == f"{statistics.median(DDP4) / (4 * statistics.median(ONE)):.3f}" and r4[3] == "3"
     on = by[("GPU finetune, synthetic-gpu, b128, dp x2", "2")]

@@ -212,6 +212,7 @@ def test_the_readouts_names_are_the_writers():
     per_gpu = {
         readout.GPU_UTIL,
         readout.GPU_MEM_UTIL,
+        readout.GPU_MEM_IN_USE,
         readout.GPU_TEMP,
         readout.GPU_POWER,
         readout.GPU_POWER_MAX,
@@ -219,6 +220,8 @@ def test_the_readouts_names_are_the_writers():
     assert per_gpu <= gpu_keys
     # the cell's own GPU memory is derived from torch's figures (readout.own_gpu_mem), never written as such
     assert readout.GPU_MEM not in gpu_keys and readout.TORCH_PEAK_ONE in keys
+    # the per-position figure's name is the one protocol.py writes (a DataParallel or DDP cell's)
+    assert 'f"' + readout.TORCH_PEAK_POS.format("{k}") + '"' in (ROOT / "bench/studies/profile/protocol.py").read_text()
     phases = {readout.EPOCH_PHASE, readout.OVERHEAD_PHASE, readout.PROFILE_PHASE}
     not_in_rows = {readout.DEVICE_MS, readout.CPU_MS, readout.KERNEL_COUNT, readout.SEED_IMAGE_SIZE, readout.NO_RAPL,
                    readout.GPU_MEM, readout.TORCH_PEAK_POS, readout.OWN_MEM_MEANING}  # fmt: skip
@@ -395,3 +398,10 @@ def test_own_gpu_memory_comes_from_torch_by_position_never_from_nvmls_device_rea
         assert got.get(f"gpu{i}_{readout.GPU_MEM}") == want
     assert {k: v for k, v in got.items() if not k.endswith(readout.GPU_MEM)} == r  # nothing else changes
     assert readout.own_gpu_mem(got) == got  # a row that has it keeps it
+
+
+def test_a_cuda_cell_without_nvml_has_its_own_memory_on_device_0_and_a_cpu_cell_none():
+    cuda = {"phase": "epoch", "backend": "torch-cuda", "devices": "", readout.TORCH_PEAK_ONE: 812.5}
+    assert readout.own_gpu_mem(cuda)[f"gpu0_{readout.GPU_MEM}"] == 812.5
+    cpu = {"phase": "epoch", "backend": "torch-cpu", "devices": "", readout.TORCH_PEAK_ONE: None}
+    assert readout.own_gpu_mem(cpu) == cpu

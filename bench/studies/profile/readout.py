@@ -88,6 +88,9 @@ RSS_MAX, THREADS_MAX, PROCESSES_MAX, TELEMETRY_HZ = "rss_mb_max", "threads_max",
 # GPU_MEM is the cell's own memory on GPU i (own_gpu_mem): never NVML's mem_used_mb_max, which counts
 # every process on the GPU (the other cells of an interleaved round wait there, alive, holding theirs)
 GPU_UTIL, GPU_MEM_UTIL, GPU_MEM = "util_pct_mean", "mem_util_pct_mean", "mem_own_mb_max"
+# NVML's memory in use on GPU i, every process (what nvidia-smi shows): only the seed's own readings,
+# which were nvidia-smi's, are judged on it (a cell alone on its GPU reads its own there)
+GPU_MEM_IN_USE = "mem_used_mb_max"
 GPU_TEMP, GPU_POWER, GPU_POWER_MAX, GPU_J_PER_IMG = "temp_c_max", "power_w_mean", "power_w_max", "j_per_img"
 GPU_KEY = re.compile(r"gpu(\d+)_(?:util_pct_mean|mem_used_mb_max|mem_own_mb_max)")
 # torch's peak allocated memory: per GPU position k (multi-GPU cells), else of the cell's one GPU
@@ -139,6 +142,8 @@ def own_gpu_mem(r: dict) -> dict:
     device-wide reading: an interleaved round keeps its other cells alive on the same GPU)."""
     named = [d.strip() for d in str(r.get("devices") or "").split(",") if d.strip().isdigit()]
     ids = named or sorted({m.group(1) for k in r if (m := GPU_KEY.fullmatch(k))}, key=int)
+    if not ids and r.get("backend") == "torch-cuda":  # one GPU and no NVML: CUDA's device 0
+        ids = ["0"]
     add: dict[str, float] = {}
     for pos, i in enumerate(ids):
         key = f"gpu{i}_{GPU_MEM}"
