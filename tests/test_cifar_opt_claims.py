@@ -18,9 +18,9 @@ from bench.core import answers as A
 from bench.core import claims as C
 from bench.core.registry import studies
 from bench.core.resultset import collect
+from bench.core.stats import difference
 from bench.studies.cifar_opt import claims as K
 from bench.studies.cifar_opt import config
-from bench.studies.cifar_opt.readout import difference
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "results" / "reference"

@@ -370,7 +370,7 @@ def test_the_readers_read_rows_through_the_readout():
     """The report, the claims, the GPU-over-CPU table and the Study hooks import no per-value
     accessor of rows (bench.core.tables' num/nums/real/quotient/finite, bench.core.study's
     number/curve/medians/last/ok_rows) and no statistic of repeats beside the readout's (a ratio is
-    readout.ratio's, cross_ratios', difference's), and each imports the readout."""
+    readout.ratio's, cross_ratios'; a difference is answers.conditions(minus=True)'s), and each imports the readout."""
     accessors = {"num", "nums", "real", "quotient", "finite", "number", "curve", "medians", "last", "ok_rows"}
     mods = _modules()
     for name in READERS:

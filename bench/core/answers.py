@@ -594,24 +594,58 @@ def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list
 
 
 def conditions(
-    *items: tuple[str, C.Ratio | C.Level, C.Expect | None], per_workload: bool = False, exact: bool = False
+    *items: tuple[str, C.Ratio | C.Level, C.Expect | None],
+    per_workload: bool = False,
+    exact: bool = False,
+    by: tuple[str, ...] = (),
+    by_open: tuple[str, ...] = (),
+    need: bool = True,
+    minus: bool = False,
 ) -> C.Measured:
     """A claim that holds when every (what, rule, expect) does: "Numba CUDA > Numba CPU > PyTorch
-    CUDA", each a Ratio (or Level) with its own region (None: the claim's). By default each
-    condition takes its best finding wherever it ran (a ranking may span setups and hosts);
-    PER_WORKLOAD: one answer per workload (and host) instead, every condition read from that
-    workload's cells (a table row per dtype). EXACT: counts, whose value decides alone."""
+    CUDA", each a Ratio (or Level) with its own region (None: the claim's). The one rule language
+    of the studies' claims; how its answers split:
+    - by default each condition takes its best finding wherever it ran (a ranking may span setups
+      and hosts);
+    - PER_WORKLOAD: one answer per workload (and host) instead, every condition read from that
+      workload's cells (a table row per dtype);
+    - BY (e.g. ("model",)): one answer per value of those facets of the first side, and of every
+      facet of BY_OPEN that a condition's sides leave open (a side {"backend": "torch-cpu"} with
+      a metric that matches int8 and quant-dynamic cells: one answer per variant), and per host
+      ("on") where one such answer's conditions ran on several.
+    EXACT: counts, whose value decides alone. NEED False: the claim is judged on the conditions
+    that ran (the seed's "across Zaratan, P100 and Mac GPU"), not "not measured here" where one
+    did not. MINUS: a Ratio's two sides give a difference A - B (points, stats.difference), not
+    A / B."""
 
     def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
         out = []
         for what, rule, expect in items:
-            got = ratio_findings(study, cells, rule) if isinstance(rule, C.Ratio) else level_findings(study, cells, rule)
+            if isinstance(rule, C.Ratio):
+                got = ratio_findings(study, cells, rule)
+                pinned = set(rule.a) & set(rule.b)
+            else:
+                got = level_findings(study, cells, rule)
+                pinned = set(rule.side)
             for f in got:
                 f.what, f.expect, f.exact = what, expect, exact or f.exact
-                if not per_workload:
+                if by:
+                    f.split = {k: f.sides[0].facets.get(k) for k in by}
+                    f.split |= {k: f.sides[0].facets.get(k) for k in by_open if k not in pinned}
+                elif not per_workload:
                     f.split = {}
+                if minus:
+                    f.value = stats.difference(f.sides[0].per, f.sides[1].per, paired=f.rank == 0)
+                    f.unit = "pts"
             out += got
-        if per_workload:
+        if by:
+            scopes: dict[str, set] = {}
+            for f in out:
+                scopes.setdefault(_key(f.split), set()).add(f.scope)
+            for f in out:
+                if len(scopes[_key(f.split)]) > 1:
+                    f.split = {**f.split, "on": f.scope_label}
+        elif per_workload:
             keys = sorted({k for f in out for k in f.split})
             vary = [k for k in keys if len({_key({"v": f.split.get(k)}) for f in out}) > 1]
             hosts = len({f.scope for f in out}) > 1
@@ -619,7 +653,7 @@ def conditions(
                 f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
         return out
 
-    return C.Measured(measure, tuple(what for what, _, _ in items))
+    return C.Measured(measure, tuple(what for what, _, _ in items) if need else ())
 
 
 # ---- answers -------------------------------------------------------------------------------

@@ -207,6 +207,20 @@ def summarize(values: list[float]) -> Summary:
     return Summary(med, lo, hi, q1, q3, min(v), max(v), len(v), kind)
 
 
+def difference(a: dict[int, float], b: dict[int, float], paired: bool) -> Summary:
+    """median(A) - median(B) over repeats, or paired by repeat the median of the differences
+    (summarize: its interval or range); unpaired, the range min(A) - max(B) to
+    max(A) - min(B), whatever the repeats (no interval of an unpaired difference here)."""
+    if paired and sorted(a) == sorted(b):
+        return summarize([a[k] - b[k] for k in sorted(a)])
+    m = statistics.median(a.values()) - statistics.median(b.values())
+    n = min(len(a), len(b))
+    if n < 2:
+        return Summary(m, None, None, m, m, m, m, n, "none")
+    lo, hi = min(a.values()) - max(b.values()), max(a.values()) - min(b.values())
+    return Summary(m, lo, hi, m, m, lo, hi, n, "range")
+
+
 def ratio(a: dict[int, float], b: dict[int, float], paired: bool | None = None) -> Summary:
     """median(A) / median(B) with a 95 % interval (a range below MIN_CI_REPEATS on either side);
     A and B map repeat -> value (larger = faster for throughputs). Paired by repeat when both hold the same repeats, unless PAIRED is False

@@ -8,7 +8,7 @@ DataLoader; Mac GPU (`torch-mps`). Each repeat is one of the seed's 3 seeds; a f
 is read from its epoch rows (median epoch time, the highest epoch's test accuracy, peak memory)
 or its inference rows (batch-1 p50 latency per deployment form), then the median over repeats.
 Every per-repeat figure is readout.py's (the one place the rows become numbers); a claim of
-several conditions is answered per model (`per_model`, here).
+several conditions is answered per model (`answers.conditions(..., by=MODEL, by_open=OPEN)`).
 
 Which figures are judged where: bench.core.claims' one rule. A figure the seed measured on named
 hardware is judged only there (`seed_hw`), a band (32 % on the i7, 40 ms and 100 s on the i9, 10 %
@@ -40,15 +40,11 @@ Thresholds, each the reading of a word:
 
 from __future__ import annotations
 
-import json
-
 from bench.core import answers
-from bench.core.answers import Finding
 from bench.core.claims import (
     Claim,
     Expect,
     Level,
-    Measured,
     Metric,
     Needs,
     Ratio,
@@ -57,12 +53,10 @@ from bench.core.claims import (
     between,
     faster,
 )
-from bench.core.resultset import ResultCell
-from bench.core.study import Study, free_work
+from bench.core.study import free_work
 from bench.studies.cifar_opt.config import CifarOptConfig, chance_limit
 from bench.studies.cifar_opt.readout import (
     SEED_N_TRAIN,
-    difference,
     eager_ms,
     fastest_ms,
     final_acc_pct,
@@ -128,46 +122,11 @@ UNIVERSALLY = "universally outperformed CPUs"
 V_VII_ABS = "Sec. V, VII, abstract"
 
 
-# ---- claims made of several conditions, answered per model -------------------------------------
-Item = tuple[str, Ratio | Level, Expect | None]
-
-
-def per_model(*items: Item, need: bool = True, exact: bool = False, minus: bool = False) -> Measured:
-    """A claim of several conditions (as bench.core.answers.conditions), answered per model, per
-    configuration where an item's sides do not name the variant (a side {"backend": "torch-cpu"}
-    with a `quantized` metric: int8 and quant-dynamic), and per host where one model's
-    conditions ran on several. NEED: every condition is required (a missing one: not measured
-    here); else the claim is judged on those that ran (the seed's "across Zaratan, P100 and Mac
-    GPU"). EXACT: deterministic figures (a model's size). MINUS: a Ratio's two sides give a
-    difference A - B (points, readout.difference), not A / B."""
-
-    def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
-        out: list[Finding] = []
-        for what, rule, expect in items:
-            if isinstance(rule, Ratio):
-                got = answers.ratio_findings(study, cells, rule)
-                named = "variant" in rule.a and "variant" in rule.b
-            else:
-                got = answers.level_findings(study, cells, rule)
-                named = "variant" in rule.side
-            for f in got:
-                f.what, f.expect, f.exact = what, expect, exact
-                f.split = {"model": f.sides[0].facets.get("model")}
-                if not named:
-                    f.split["variant"] = f.sides[0].facets.get("variant")
-                if minus:
-                    f.value = difference(f.sides[0].per, f.sides[1].per, paired=f.rank == 0)
-                    f.unit = "pts"
-            out += got
-        scopes: dict[str, set] = {}
-        for f in out:
-            scopes.setdefault(json.dumps(f.split, sort_keys=True), set()).add(f.scope)
-        for f in out:
-            if len(scopes[json.dumps(f.split, sort_keys=True)]) > 1:
-                f.split = {**f.split, "on": f.scope_label}
-        return out
-
-    return Measured(measure, tuple(w for w, _, _ in items) if need else ())
+# ---- claims made of several conditions, answered per model (bench.core.answers.conditions): per
+# model, per configuration where a condition's sides leave the variant open (a side
+# {"backend": "torch-cpu"} with a `quantized` metric: int8 and quant-dynamic), per host where one
+# model's conditions ran on several
+MODEL, OPEN = ("model",), ("variant",)
 
 
 def _acc(a: dict, b: dict) -> Ratio:
@@ -311,7 +270,7 @@ CLAIMS: tuple[Claim, ...] = (
         "amp-keeps-accuracy",
         "GPU AMP keeps the accuracy of GPU Default (AMP - Default)",
         "Sec. V, VII",
-        per_model(("AMP - Default", _acc(GPU_A, GPU_D), None), minus=True),
+        answers.conditions(("AMP - Default", _acc(GPU_A, GPU_D), None), minus=True, by=MODEL, by_open=OPEN),
         above(-KEEP_PTS, f"-{KEEP_PTS:g} points"),
         seed_text="preserving accuracy",
         needs=Needs(real_data=True, what="GPU AMP and Default cells on one host"),
@@ -332,7 +291,9 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-tuned-best-acc",
         "GPU Tuned is the most accurate GPU configuration",
         "Sec. V, VII",
-        per_model(("Tuned / Default", _acc(GPU_T, GPU_D), None), ("Tuned / AMP", _acc(GPU_T, GPU_A), None)),
+        answers.conditions(
+            ("Tuned / Default", _acc(GPU_T, GPU_D), None), ("Tuned / AMP", _acc(GPU_T, GPU_A), None), by=MODEL, by_open=OPEN
+        ),
         above(1.0, "1x"),
         seed_text="best performer on all platforms",
         needs=Needs(real_data=True, what="GPU Tuned, Default and AMP cells on one host"),
@@ -341,10 +302,12 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-tuned-70pct",
         "GPU Tuned reaches 70 % accuracy (CUDA, Mac GPU)",
         "Sec. V",
-        per_model(
+        answers.conditions(
             ("CUDA", Level(GPU_T, final_acc_pct, "%"), None),
             ("Mac GPU", Level(MPS_T, final_acc_pct, "%"), None),
             need=False,
+            by=MODEL,
+            by_open=OPEN,
         ),
         between(TUNED_ACC - ACC_PTS, TUNED_ACC + ACC_PTS, f"{TUNED_ACC - ACC_PTS:g}-{TUNED_ACC + ACC_PTS:g} %"),
         TUNED_ACC,
@@ -355,7 +318,9 @@ CLAIMS: tuple[Claim, ...] = (
         "cputuned-acc-above",
         "CPU Tuned is more accurate than CPU Default and Quantized",
         "Sec. V, VII",
-        per_model(("Tuned / Default", _acc(CPU_T, CPU_D), None), ("Tuned / Quantized", _acc(CPU_T, CPU_Q), None)),
+        answers.conditions(
+            ("Tuned / Default", _acc(CPU_T, CPU_D), None), ("Tuned / Quantized", _acc(CPU_T, CPU_Q), None), by=MODEL, by_open=OPEN
+        ),
         above(1.0, "1x"),
         seed_text="improved accuracy on most devices",
         needs=Needs(real_data=True, what="CPU Tuned, Default and Quantized cells on one host"),
@@ -375,10 +340,12 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-more-accurate",
         "GPU configurations are more accurate than CPU ones (GPU / CPU)",
         "Abstract",
-        per_model(
+        answers.conditions(
             ("Default / Default", _acc(GPU_D, CPU_D), None),
             ("AMP / Default", _acc(GPU_A, CPU_D), None),
             ("Tuned / Tuned", _acc(GPU_T, CPU_T), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         above(1.0, "1x"),
         seed_text="outperforms CPU in accuracy",
@@ -389,11 +356,13 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-tuning-gain",
         "GPU tuning adds 3-6 points of accuracy (Tuned - Default)",
         "Abstract",
-        per_model(
+        answers.conditions(
             ("CUDA", _acc(GPU_T, GPU_D), None),
             ("Mac GPU", _acc(MPS_T, MPS_D), None),
             need=False,
             minus=True,
+            by=MODEL,
+            by_open=OPEN,
         ),
         between(*GAIN_PTS, f"{GAIN_PTS[0]:g}-{GAIN_PTS[1]:g} points"),
         GAIN_PTS,
@@ -405,11 +374,13 @@ CLAIMS: tuple[Claim, ...] = (
         "quant-145mb",
         "CPU Quantized uses about 145 MB",
         "Sec. V, VII",
-        per_model(
+        answers.conditions(
             ("peak RSS", Level(CPU, quantized(peak_rss_mb), "MB"), None),
             ("tracemalloc peak", Level(CPU, quantized(heap_mb), "MB"), None),
             ("int8 model", Level(CPU, int8_size_mb, "MB"), None),
             need=False,
+            by=MODEL,
+            by_open=OPEN,
         ),
         seed_text="around 145 MB",
         comparable=(
@@ -422,9 +393,11 @@ CLAIMS: tuple[Claim, ...] = (
         "quant-least-memory",
         "CPU Quantized uses the least memory (peak RSS, others / Quantized)",
         "Sec. V, VII",
-        per_model(
+        answers.conditions(
             ("Default / Quantized", _speed(CPU_D, CPU_Q, peak_rss_mb, SPEED_FREE), None),
             ("Tuned / Quantized", _speed(CPU_T, CPU_Q, peak_rss_mb), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         above(1.0, "1x"),
         seed_text="consumed the least memory",
@@ -436,9 +409,11 @@ CLAIMS: tuple[Claim, ...] = (
         "amp-less-memory",
         "GPU AMP uses less GPU memory than Default and Tuned (others / AMP)",
         "Sec. V",
-        per_model(
+        answers.conditions(
             ("Default / AMP", _speed(GPU_D, GPU_A, gpu_alloc_mb, SPEED_FREE), None),
             ("Tuned / AMP", _speed(GPU_T, GPU_A, gpu_alloc_mb), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         above(1.0, "1x"),
         seed_text="slightly less memory",
@@ -449,10 +424,12 @@ CLAIMS: tuple[Claim, ...] = (
         "p100-memory",
         "The P100 uses 300-600 MB of GPU memory",
         "Sec. V",
-        per_model(
+        answers.conditions(
             ("Default", Level(GPU_D, gpu_alloc_mb, "MB"), None),
             ("AMP", Level(GPU_A, gpu_alloc_mb, "MB"), None),
             ("Tuned", Level(GPU_T, gpu_alloc_mb, "MB"), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         between(300.0, 600.0, "300-600 MB"),
         seed_text="300-600 MB",
@@ -477,10 +454,12 @@ CLAIMS: tuple[Claim, ...] = (
         "cpu-latency-above-13",
         "Every CPU configuration takes above 13 ms (latency, fastest form; the i7, i9, M3 Pro)",
         "Sec. V, VII",
-        per_model(
+        answers.conditions(
             ("Default", Level(CPU_D, fastest_ms, "ms"), None),
             ("Quantized", Level(CPU_Q, fastest_ms, "ms"), None),
             ("Tuned", Level(CPU_T, fastest_ms, "ms"), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         above(13.0, "13 ms"),
         seed_text="above 13 ms in all cases",
@@ -502,10 +481,12 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-latency-below-5",
         "Every GPU configuration takes below 5 ms (latency; Zaratan's A100, the P100)",
         "Sec. V, VII",
-        per_model(
+        answers.conditions(
             ("Default", Level(GPU_D, slowest_ms, "ms"), None),
             ("AMP", Level(GPU_A, slowest_ms, "ms"), None),
             ("Tuned", Level(GPU_T, slowest_ms, "ms"), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         below(5.0, "5 ms"),
         seed_text="below 5 ms, all configurations",
@@ -517,7 +498,13 @@ CLAIMS: tuple[Claim, ...] = (
         "mps-latency-10-14",
         "The Mac GPU takes 10-14 ms (latency)",
         "Sec. V, VII",
-        per_model(("Default", Level(MPS_D, eager_ms, "ms"), None), ("Tuned", Level(MPS_T, eager_ms, "ms"), None), need=False),
+        answers.conditions(
+            ("Default", Level(MPS_D, eager_ms, "ms"), None),
+            ("Tuned", Level(MPS_T, eager_ms, "ms"), None),
+            need=False,
+            by=MODEL,
+            by_open=OPEN,
+        ),
         between(10.0, 14.0, "10-14 ms"),
         seed_text="10-14 ms",
         needs=Needs(what="Apple GPU (torch-mps) Default or Tuned cells"),
@@ -537,10 +524,12 @@ CLAIMS: tuple[Claim, ...] = (
         "gpu-latency-below-cpu",
         "GPU configurations have lower latency than CPU ones (CPU / GPU)",
         "Sec. VII",
-        per_model(
+        answers.conditions(
             ("Default / Default", _speed(CPU_D, GPU_D, eager_ms, SPEED_FREE), None),
             ("Default / AMP", _speed(CPU_D, GPU_A, eager_ms, SPEED_FREE), None),
             ("Tuned / Tuned", _speed(CPU_T, GPU_T, eager_ms), None),
+            by=MODEL,
+            by_open=OPEN,
         ),
         above(1.0, "1x"),
         seed_text="lower inference latency",
@@ -559,7 +548,7 @@ CLAIMS: tuple[Claim, ...] = (
         "quant-smaller-model",
         "CPU quantization shrinks the model (int8 / fp32 size)",
         "Abstract, Sec. V",
-        per_model(("", Level(CPU, int8_size_ratio, "x"), None), exact=True),
+        answers.conditions(("", Level(CPU, int8_size_ratio, "x"), None), exact=True, by=MODEL, by_open=OPEN),
         below(1.0, "1x"),
         seed_text="compact models",
         needs=Needs(what="a CPU Quantized cell"),

@@ -29,7 +29,6 @@ figures (tests/test_cifar_opt_readout.py).
                                    (Search)
     sizes(g)                       what a configuration ran: images, epochs, latency calls
     seed_epoch_s ... int8_speedup  the claims' per-repeat metrics (bench.core.claims.Metric)
-    difference(a, b, paired)       a claim's A - B over repeats (points)
     throughput / latencies / accuracy / loss_curve / epoch_images / int8_sizes /
     latency_percentiles / progress_line / NEEDS
                                    the Study hooks (compare, verify, speed baselines, invariants,
@@ -591,20 +590,6 @@ def quantized(metric: Metric) -> Metric:
         return metric(rs, part) if _quant_forms(rs, part) else None
 
     return only
-
-
-def difference(a: dict[int, float], b: dict[int, float], paired: bool) -> stats.Summary:
-    """median(A) - median(B) over repeats, or paired by repeat the median of the differences
-    (bench.core.stats.summarize: its interval or range); unpaired, the range min(A) - max(B) to
-    max(A) - min(B), whatever the repeats (bench.core.stats has no interval of a difference)."""
-    if paired and sorted(a) == sorted(b):
-        return stats.summarize([a[k] - b[k] for k in sorted(a)])
-    m = statistics.median(a.values()) - statistics.median(b.values())
-    n = min(len(a), len(b))
-    if n < 2:
-        return stats.Summary(m, None, None, m, m, m, m, n, "none")
-    lo, hi = min(a.values()) - max(b.values()), max(a.values()) - min(b.values())
-    return stats.Summary(m, lo, hi, m, m, lo, hi, n, "range")
 
 
 # ---- the Study hooks --------------------------------------------------------------------------------
