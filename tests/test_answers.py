@@ -517,3 +517,46 @@ def test_every_headline_row_of_roofline_and_profile_names_its_pipeline(merged):
     assert not unnamed, unnamed[:5]
     for name in ("roofline", "profile", "cifar-opt"):
         assert studies()[name].named_params() == ("pipeline",), name
+
+
+def test_conditions_names_what_it_needs_and_the_sides_it_reads_once():
+    """answers.conditions, the one rule language: its Measured needs every condition's `what` once
+    (a tuple's or a named part's; none with need=False, REQUIRED where given), and names every
+    side it reads, a tuple's rule's and a part's declared ones ("not measured here" lists them)."""
+    lv = C.Level({"backend": "x"}, lambda rs, part: 1.0, "u")
+    ra = C.Ratio({"backend": "y"}, {"backend": "z"})
+    part = A.named_part("gain", lambda study, cells: [], C.Ratio({"backend": "p"}, {"backend": "q"}))
+    anon = A.named_part("", lambda study, cells: [])
+    m = A.conditions(("a", lv, None), part, ("a", ra, None), anon, by_device=True)
+    assert m.conditions == ("a", "gain")
+    assert m.sides == ({"backend": "x"}, {"backend": "p"}, {"backend": "q"}, {"backend": "y"}, {"backend": "z"})
+    assert A.conditions(("a", lv, None), need=False).conditions == ()
+    assert A.conditions(part, required=()).conditions == ()
+    assert A.conditions(("a", lv, None), ("b", ra, None), required=("b",)).conditions == ("b",)
+
+
+def test_conditions_refuses_at_declaration_what_it_would_judge_wrongly():
+    """Options that would split a Part's own findings, two splits at once, tuples beside Parts on
+    another split (they would never group into one answer), need=False with a required list."""
+    lv = C.Level({"backend": "x"}, lambda rs, part: 1.0, "u")
+    part = A.named_part("p", lambda study, cells: [])
+    bad = [
+        dict(by=("model",), by_device=True),
+        dict(by=("model",), per_workload=True),
+        dict(per_workload=True, by_device=True),
+    ]
+    for kw in bad:
+        with pytest.raises(ValueError, match="name one"):
+            A.conditions(("a", lv, None), **kw)
+    for kw in (dict(by=("model",)), dict(per_workload=True), dict(exact=True), dict(minus=True)):
+        with pytest.raises(ValueError, match="Part makes its own"):
+            A.conditions(part, **kw)
+    with pytest.raises(ValueError, match="by_device=True"):
+        A.conditions(("a", lv, None), part)
+    with pytest.raises(ValueError, match="need=False"):
+        A.conditions(("a", lv, None), need=False, required=("a",))
+    assert A.conditions(("a", lv, None), part, by_device=True).conditions == ("a", "p")
+    # a Part is a value: naming one function twice makes two Parts, neither renamed
+    fn = lambda study, cells: []  # noqa: E731
+    one, two = A.named_part("one", fn), A.named_part("two", fn)
+    assert (one.what, two.what) == ("one", "two") and one.fn is two.fn

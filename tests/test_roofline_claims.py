@@ -373,3 +373,12 @@ def test_every_label_names_the_pipeline_its_sides_read(study):
     for c in study.claims:
         if c.headline:
             assert "loader" in c.text and "decode cost" in c.note, c.id
+
+
+def test_a_claim_of_conditions_whose_sides_ran_other_work_says_which_and_what_to_run(study):
+    """answers.conditions carries its Ratios: where every side ran but no pair formed, "not measured
+    here" names the work that differs and the command that makes a pair (the default runs: 100
+    training batches a pass on the H100, 10 on the 2-core EPYC)."""
+    a = one(study, _load("H100-80GB-HBM3-roofline", "cpu-2core-epyc-roofline"), "gpu-cpu-10-50x")
+    assert a.verdict == C.NOT_HERE and not a.findings
+    assert "not the same work: max_train_batches 100 / 10" in a.why and "--set max_train_batches=10" in a.why, a.why

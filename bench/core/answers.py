@@ -593,13 +593,45 @@ def level_findings(study: Study, cells: list[ResultCell], rule: C.Level) -> list
     ]
 
 
+# A part of a rule: a study's derived figure (roofline's gain of two speedups, a bar against a ridge):
+# FN(study, cells) -> findings of its own making, named `what` (a condition `conditions` requires; ""
+# none) and with the `sides` it reads ("not measured here" names the missing ones)
+Item = tuple[str, C.Ratio | C.Level, C.Expect | None]
+
+
+@dataclass(frozen=True)
+class Part:
+    what: str
+    fn: Callable[[Study, list[ResultCell]], list[Finding]]
+    sides: tuple[dict, ...] = ()
+
+    def __call__(self, study: Study, cells: list[ResultCell]) -> list[Finding]:
+        return self.fn(study, cells)
+
+
+def named_part(what: str, fn: Callable[[Study, list[ResultCell]], list[Finding]], *rules: C.Ratio | C.Level) -> Part:
+    """FN as a Part named WHAT, reading the kinds of cell of RULES."""
+    return Part(what, fn, _rule_sides(*rules))
+
+
+def _rule_sides(*rules: C.Ratio | C.Level) -> tuple[dict, ...]:
+    return tuple(s for r in rules for s in ((r.a, r.b) if isinstance(r, C.Ratio) else (r.side,)))
+
+
+def device_split(*sides: Side) -> dict[str, str]:
+    """The split that answers per device (or pair of devices): the devices its sides ran on."""
+    return {"device": " / ".join(dict.fromkeys(s.first.device for s in sides))}
+
+
 def conditions(
-    *items: tuple[str, C.Ratio | C.Level, C.Expect | None],
+    *items: Item | Part,
     per_workload: bool = False,
     exact: bool = False,
     by: tuple[str, ...] = (),
     by_open: tuple[str, ...] = (),
+    by_device: bool = False,
     need: bool = True,
+    required: tuple[str, ...] | None = None,
     minus: bool = False,
 ) -> C.Measured:
     """A claim that holds when every (what, rule, expect) does: "Numba CUDA > Numba CPU > PyTorch
@@ -612,15 +644,32 @@ def conditions(
     - BY (e.g. ("model",)): one answer per value of those facets of the first side, and of every
       facet of BY_OPEN that a condition's sides leave open (a side {"backend": "torch-cpu"} with
       a metric that matches int8 and quant-dynamic cells: one answer per variant), and per host
-      ("on") where one such answer's conditions ran on several.
+      ("on") where one such answer's conditions ran on several;
+    - BY_DEVICE: one answer per device (or pair of devices) its sides ran on.
+    An item may also be a Part (named_part): a study's derived figure, its findings as it made them.
     EXACT: counts, whose value decides alone. NEED False: the claim is judged on the conditions
     that ran (the seed's "across Zaratan, P100 and Mac GPU"), not "not measured here" where one
-    did not. MINUS: a Ratio's two sides give a difference A - B (points, stats.difference), not
-    A / B."""
+    did not; REQUIRED: the `what`s each answer needs, where not every condition's. MINUS: a
+    Ratio's two sides give a difference A - B (points, stats.difference), not A / B."""
+
+    parts = [i for i in items if isinstance(i, Part)]
+    tuples = [i for i in items if not isinstance(i, Part)]
+    if sum((bool(by), by_device, per_workload)) > 1:
+        raise ValueError("conditions: by, by_device and per_workload each split the answers: name one")
+    if parts and (by or by_open or per_workload or exact or minus):
+        raise ValueError("conditions: a Part makes its own findings: by, by_open, per_workload, exact and minus are for tuples")
+    if parts and tuples and not by_device:
+        raise ValueError("conditions: Parts split by device (device_split): tuples beside them need by_device=True")
+    if required is not None and not need:
+        raise ValueError("conditions: need=False needs none; required names what it needs")
 
     def measure(study: Study, cells: list[ResultCell]) -> list[Finding]:
         out = []
-        for what, rule, expect in items:
+        for item in items:
+            if isinstance(item, Part):
+                out += item(study, cells)
+                continue
+            what, rule, expect = item
             if isinstance(rule, C.Ratio):
                 got = ratio_findings(study, cells, rule)
                 pinned = set(rule.a) & set(rule.b)
@@ -632,6 +681,8 @@ def conditions(
                 if by:
                     f.split = {k: f.sides[0].facets.get(k) for k in by}
                     f.split |= {k: f.sides[0].facets.get(k) for k in by_open if k not in pinned}
+                elif by_device:
+                    f.split = device_split(*f.sides)
                 elif not per_workload:
                     f.split = {}
                 if minus:
@@ -653,7 +704,12 @@ def conditions(
                 f.split = {k: f.split.get(k) for k in vary} | ({"host": f.scope_label} if hosts else {})
         return out
 
-    return C.Measured(measure, tuple(what for what, _, _ in items) if need else ())
+    named = [item.what if isinstance(item, Part) else item[0] for item in items]
+    needed = tuple(n for n in dict.fromkeys(named if required is None else required) if n)
+    # the kinds of cell read ("not measured here" names those with no finished cell): a tuple's are its
+    # rule's, a Part declares its own (named_part); the tuples' rules, for why two sides formed no pair
+    sides = tuple(s for item in items for s in (item.sides if isinstance(item, Part) else _rule_sides(item[1])))
+    return C.Measured(measure, needed if need else (), sides, tuple(t[1] for t in tuples))
 
 
 # ---- answers -------------------------------------------------------------------------------
@@ -901,11 +957,16 @@ def missing(study: Study, cells: list[ResultCell], claim: C.Claim) -> str:
             why.append("no finished cell with " + _text(want))
     if len(why) > MISSING_SHOWN:
         why = [*why[:MISSING_SHOWN], f"and {len(why) - MISSING_SHOWN} more such side(s)"]
-    if not why and isinstance(rule, C.Ratio):
-        why += _not_alike(study, cells, rule)
-    if not why:
+    ratios = [rule] if isinstance(rule, C.Ratio) else [r for r in getattr(rule, "rules", ()) if isinstance(r, C.Ratio)]
+    for r in ratios if not why else []:
+        if got := _not_alike(study, cells, r):
+            why += got
+            break
+    if not why:  # every side ran: a Ratio's or Level's sides kept apart by their workloads; else its figure not formed
         why.append(
-            "the cells that ran do not form it" if not wants else "the sides never ran the same workload on hosts it may pair"
+            "the sides never ran the same workload on hosts it may pair"
+            if isinstance(rule, C.Ratio | C.Level)
+            else "the cells that ran do not form it"
         )
     return "; ".join(why) + need
 

@@ -224,6 +224,7 @@ class Measured:
     fn: Callable[[Study, list[ResultCell]], list[Finding]]
     conditions: tuple[str, ...] = ()  # the findings' `what`s it needs, all of them (a missing one: not measured here)
     sides: tuple[dict, ...] = ()  # the kinds of cell FN reads, where declared: "not measured here" names the missing
+    rules: tuple = ()  # its conditions' Ratios and Levels (answers.conditions): why two sides formed no pair
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,9 @@ from bench.studies.roofline.readout import (
     cpu_util,
     gain,
     gpu_util,
-    measured,
     nan_count,
     params_at,
     per_config,
-    rule,
     sweep_climb,
     sweep_gain,
     train_ips,
@@ -185,7 +183,7 @@ FINDINGS = (
         "gpu-cpu-10-50x",
         "GPUs outperform CPUs by 10-50x, from ~10x on light models up to ~50x on compute-heavy ones",
         "7.1 #1, 7.3, 8 #1",
-        measured(*(rule(m, speedup(GPU, CPU, m)) for m in MODELS)),
+        answers.conditions(*((m, speedup(GPU, CPU, m), None) for m in MODELS), by_device=True),
         between(*GPU_CPU, "10-50x"),
         seed_text="10-50x (its own Table 8: 14.2-35.5x)",
         note=(
@@ -197,7 +195,9 @@ FINDINGS = (
         "heavy-gains-most",
         "ResNet50 (compute-heavy) gains most from the GPU; MobileNetV2 and SqueezeNet (memory-bound) gain least",
         "7.1 #3, 7.3, 7.4, 8 #2",
-        measured(*_gains_over(GPU, CPU, [("resnet50", m) for m in MODELS if m != "resnet50"] + [("resnet18", m) for m in LIGHT])),
+        answers.conditions(
+            *_gains_over(GPU, CPU, [("resnet50", m) for m in MODELS if m != "resnet50"] + [("resnet18", m) for m in LIGHT])
+        ),
         ONE_ABOVE,
         seed_text="its own Table 8 ranks ResNet18 (35.5x) above ResNet50 (29.2x)",
         note=(
@@ -224,9 +224,10 @@ FINDINGS = (
         "m3-cpu-7-15x",
         "The M3 Pro accelerates training over the CPU by ~7-15x, more for deeper models",
         "7.3",
-        measured(
-            *(rule(m, speedup(MPS_B, CPU, m), between(*M3_CPU, "7-15x")) for m in MODELS),
+        answers.conditions(
+            *((m, speedup(MPS_B, CPU, m), between(*M3_CPU, "7-15x")) for m in MODELS),
             *_gains_over(MPS_B, CPU, [("resnet50", m) for m in LIGHT]),
+            by_device=True,
         ),
         ONE_ABOVE,
         seed_text="~7-15x (its Table 8: 7.3-15.0x, ResNet50 highest)",
@@ -236,7 +237,9 @@ FINDINGS = (
         "mbv2-lowest-ai",
         "MobileNetV2 has the lowest arithmetic intensity: the most memory-bound model",
         "3.2, 6.4",
-        measured(*(ai_order(f"mobilenet_v2 / {m}", "mobilenet_v2", m, ONE_BELOW) for m in MODELS if m != "mobilenet_v2")),
+        answers.conditions(
+            *(ai_order(f"mobilenet_v2 / {m}", "mobilenet_v2", m, ONE_BELOW) for m in MODELS if m != "mobilenet_v2")
+        ),
         ONE_BELOW,
         seed_text="AI 0.0240 against 0.0392-0.0423 (FLOPs over the model's size)",
         note=(
@@ -249,7 +252,7 @@ FINDINGS = (
         "resnet50-highest-ai",
         "ResNet50 has the highest arithmetic intensity and benefits most from GPU compute",
         "3.2",
-        measured(*(ai_order(f"resnet50 / {m}", "resnet50", m, ONE_ABOVE) for m in MODELS if m != "resnet50")),
+        answers.conditions(*(ai_order(f"resnet50 / {m}", "resnet50", m, ONE_ABOVE) for m in MODELS if m != "resnet50")),
         ONE_ABOVE,
         seed_text="AI 0.0423 against 0.0240-0.0408 (FLOPs over the model's size)",
         note="its intensities as mbv2-lowest-ai's; 'benefits most from GPU compute' is heavy-gains-most",
@@ -258,7 +261,7 @@ FINDINGS = (
         "cpu-memory-bound",
         "The cloud CPU is always memory-bound: every model on the bandwidth slope, even ResNet50",
         "6.4, 7.1 #5, 8 #5",
-        measured(*(bar(m, point("cpu", m), LEFT) for m in MODELS)),
+        answers.conditions(*(bar(m, point("cpu", m), LEFT) for m in MODELS)),
         LEFT,
         seed_text="all models far below the compute roof, on the bandwidth slope",
         note=(
@@ -270,7 +273,7 @@ FINDINGS = (
         "t4-bound-sides",
         "On the GPU, MobileNetV2 and SqueezeNet lie on the bandwidth slope; the ResNets reach the compute side",
         "6.4, 8 #5",
-        measured(
+        answers.conditions(
             *(bar(m, point("cuda", m), LEFT) for m in LIGHT),
             *(bar(m, point("cuda", m), RIGHT) for m in HEAVY),
         ),
@@ -281,7 +284,7 @@ FINDINGS = (
         "mps-mixed-bound",
         "On the M3 Pro, MobileNetV2 and SqueezeNet remain memory-bound (MPS is mixed-bound depending on model)",
         "6.4, 8 #5",
-        measured(*(bar(m, point("mps", m), LEFT) for m in LIGHT)),
+        answers.conditions(*(bar(m, point("mps", m), LEFT) for m in LIGHT)),
         LEFT,
         seed_text="small models memory-bound; ResNet50 closer to compute-bound",
         needs=MPS,
@@ -291,12 +294,13 @@ FINDINGS = (
         "resnet50-only-toward-roof",
         "ResNet50 is the only model that climbs significantly toward the compute roof on the GPU (synthetic-gpu)",
         "6.4",
-        measured(
+        answers.conditions(
             *(
-                rule(f"resnet50 / {m}", Ratio(on_device(GPU, "resnet50"), on_device(GPU, m), train_roof_pct, "x", FREE))
+                (f"resnet50 / {m}", Ratio(on_device(GPU, "resnet50"), on_device(GPU, m), train_roof_pct, "x", FREE), None)
                 for m in MODELS
                 if m != "resnet50"
-            )
+            ),
+            by_device=True,
         ),
         ONE_ABOVE,
         seed_text="ResNet50 at 16 % of the T4's peak",
@@ -322,7 +326,7 @@ FINDINGS = (
         "loader-dominates-light",
         "Memory bandwidth and input-pipeline time dominate for the lighter models",
         "7.3, 7.6",
-        measured(
+        answers.conditions(
             *(
                 gain(
                     f"{lt} / {h}",
@@ -352,7 +356,7 @@ BATCH = (
         "batch-toward-roof",
         "Larger batches raise achieved FLOP/s toward the compute roof, until memory pressure or instability",
         "1.2, 6.3, 7.1 #4, 7.5, 8 #4",
-        measured(per_config({"scenario": "B"}, sweep_climb, "x"), required=()),
+        answers.conditions(per_config({"scenario": "B"}, sweep_climb, "x"), required=()),
         above(1.0, "the sweep's peak above its smallest batch (above 1x)"),
         seed_text="SqueezeNet1.1: b32 ~50, b64 ~80 GFLOP/s",
         note="each value is a sweep's highest achieved FLOP/s over its smallest batch's (one batch kept on the device)",
@@ -361,9 +365,10 @@ BATCH = (
         "sweep-b32-b64",
         "SqueezeNet1.1's throughput and FLOP/s improve from batch 32 to 64 on the GPU",
         "Table 6",
-        measured(
-            rule("img/s b64 / b32", Level({**SQ_SWEEP, "platform": "cuda"}, sweep_gain(64, 32), "x")),
-            rule("img/s b64 / b32", Level({**SQ_SWEEP, "platform": "mps"}, sweep_gain(64, 32), "x")),
+        answers.conditions(
+            ("img/s b64 / b32", Level({**SQ_SWEEP, "platform": "cuda"}, sweep_gain(64, 32), "x"), None),
+            ("img/s b64 / b32", Level({**SQ_SWEEP, "platform": "mps"}, sweep_gain(64, 32), "x"), None),
+            by_device=True,
         ),
         above(1.0, "b64 faster than b32 (above 1x)"),
         300 / 160,
@@ -377,7 +382,7 @@ BATCH = (
         "squeezenet-nan-b128",
         "SqueezeNet1.1 gives NaNs at batch 128",
         "2.3, Table 6, 7.1 #4",
-        measured(
+        answers.conditions(
             nan_count(
                 "non-finite passes",
                 {"model": "squeezenet1_1", "variant": "fp32", "scenario": "A", "batch_size": 128},
@@ -395,9 +400,10 @@ BATCH = (
         "sweep-mps-128-256-512",
         "On the M3 Pro, SqueezeNet1.1 gains strongly from batch 128 to 256 and regresses at 512",
         "6.3",
-        measured(
-            rule("img/s b256 / b128", Level({**SQ_SWEEP, "backend": MPS_B}, sweep_gain(256, 128), "x"), ONE_ABOVE),
-            rule("img/s b512 / b256", Level({**SQ_SWEEP, "backend": MPS_B}, sweep_gain(512, 256), "x"), ONE_BELOW),
+        answers.conditions(
+            ("img/s b256 / b128", Level({**SQ_SWEEP, "backend": MPS_B}, sweep_gain(256, 128), "x"), ONE_ABOVE),
+            ("img/s b512 / b256", Level({**SQ_SWEEP, "backend": MPS_B}, sweep_gain(512, 256), "x"), ONE_BELOW),
+            by_device=True,
         ),
         seed_text="gain 128 to 256, drop at 512 (its 5.2 names CSVs of 128/256/512; Table 6 shows 32/64/128)",
         needs=MPS,
@@ -421,8 +427,9 @@ def _complexity() -> list[Claim]:
                 f"cx-{m}",
                 f"{m} has {p} M parameters (with the seed's 1,000-class head)",
                 "Tables 1-2",
-                measured(
-                    rule("parameters", Level({"model": m}, params_at(SEED_CLASSES), "params"), exact=True, per_device=False)
+                answers.conditions(
+                    ("parameters", Level({"model": m}, params_at(SEED_CLASSES), "params"), None),
+                    exact=True,  # a count that no device changes: one answer, wherever it ran
                 ),
                 between(n - PARAMS_TOL, n + PARAMS_TOL, f"{p} M to two decimals"),
                 seed_text=f"{p} M params; {g224} G 'FLOPs' (MACs) per 224-px image; {mb} MB; AI {ai}",
@@ -447,9 +454,10 @@ def _perf() -> list[Claim]:
                 f"t3-{m}-{dev.lower()}",
                 f"{m} on the seed's {dev}: training and validation img/s (loader)",
                 "Table 3",
-                measured(
-                    rule("train img/s", Level(s, train_ips, "img/s"), band(tr)),
-                    rule("val img/s", Level(s, val_ips, "img/s"), band(va)),
+                answers.conditions(
+                    ("train img/s", Level(s, train_ips, "img/s"), band(tr)),
+                    ("val img/s", Level(s, val_ips, "img/s"), band(va)),
+                    by_device=True,
                 ),
                 seed_text=f"{tr} / {va} img/s; {tf_tr} / {tf_va} TFLOP/s{mem_text}",
                 needs=Needs(real_data=True, what=what),
@@ -474,8 +482,8 @@ def _util() -> list[Claim]:
         for m in MODELS:
             s = side(backend, m)
             if dev == "T4":
-                items.append(rule(f"{m} GPU %", Level(s, gpu_util, "%")))
-            items.append(rule(f"{m} CPU %", Level(s, cpu_util, "%")))
+                items.append((f"{m} GPU %", Level(s, gpu_util, "%"), None))
+            items.append((f"{m} CPU %", Level(s, cpu_util, "%"), None))
         figs = "; ".join(
             f"{m} " + ("GPU N/A" if g is None else f"GPU {g}") + f", CPU {c} %"
             for (m, d), (g, c) in seed.UTIL.items()
@@ -486,7 +494,7 @@ def _util() -> list[Claim]:
                 f"t5-util-{dev.lower()}",
                 f"GPU and CPU utilisation on the seed's {dev}",
                 "Table 5",
-                measured(*items),
+                answers.conditions(*items, by_device=True),
                 seed_text=figs,
                 needs=Needs(what=what),
                 comparable=UTIL_NOTE,
@@ -506,13 +514,14 @@ def _peaks() -> list[Claim]:
                 f"t7-peaks-{'m3' if dev == 'MPS' else dev.lower()}",
                 f"{name}: peak fp32 {gf:,} GFLOP/s, memory {bw} GB/s",
                 "Table 7",
-                measured(
-                    rule(
+                answers.conditions(
+                    (
                         "fp32 GFLOP/s",
                         Level(s, compute_roof, "GFLOP/s"),
                         between(gf * lo, gf * hi, f"{lo:.0%}-{hi:.0%} of {gf:,}"),
                     ),
-                    rule("GB/s", Level(s, bw_roof, "GB/s"), between(bw * lo, bw * hi, f"{lo:.0%}-{hi:.0%} of {bw}")),
+                    ("GB/s", Level(s, bw_roof, "GB/s"), between(bw * lo, bw * hi, f"{lo:.0%}-{hi:.0%} of {bw}")),
+                    by_device=True,
                 ),
                 seed_text=f"{gf:,} GFLOP/s, {bw} GB/s",
                 needs=Needs(what=what),

@@ -31,9 +31,9 @@ cell's rows in any order read the same figures (tests/test_roofline_readout.py).
     row_roofs / plot_points / intensities
                                   what the roofline figures draw: a cell's roofs, its points, the x span
     train_ips ... nan_passes      the claims' per-repeat metrics ((rows, part) -> value)
-    rule / gain / bar / ai_order / nan_count / per_config / measured / on
-                                  the findings the claims rest on (bench.core.answers' sides and
-                                  pairs; never a verdict: bench.core.claims decides every one)
+    gain / bar / ai_order / nan_count / per_config
+                                  the derived findings the claims rest on (bench.core.answers'
+                                  Parts; never a verdict: bench.core.claims decides every one)
     throughput / accuracy / loss_curve / above_roof / flops_off / miscounted / progress / missing
                                   the Study hooks (compare, verify, invariants, the progress line, check_rows)
 
@@ -49,11 +49,11 @@ The claims' metrics, one value per repeat:
     sweep_climb             a sweep's highest achieved FLOP/s over its smallest batch's
     nan_passes              1 when the training pass's loss was not finite, else 0
 
-Findings, split by device (`on`: the claim answers for each device, or pair of devices, that
-ran it) unless said; every builder returns a callable `(study, cells) -> [Finding]` that
-`measured(...)` joins into a claim's rule:
+Findings, split by device (`answers.device_split`: the claim answers for each device, or pair of
+devices, that ran it) unless said. A claim's rule is `answers.conditions(...)` (the one rule
+language): its (what, Ratio | Level, expect) conditions with `by_device=True`, and these derived
+parts, each a callable `(study, cells) -> [Finding]` named by `answers.named_part`:
 
-    rule(what, Ratio | Level)   the engine's ratio or level findings, named WHAT (or one answer)
     gain(what, r1, r2)          ratio 1 over ratio 2 of the same runs (a ratio of speedups:
                                 per repeat A1/A2 over B1/B2, so the engine's interval carries)
     bar(what, side)             a training point's intensity over its device's ridge, as its
@@ -69,13 +69,13 @@ ran it) unless said; every builder returns a callable `(study, cells) -> [Findin
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.core import answers as A
 from bench.core import stats
-from bench.core.claims import Expect, Level, Measured, Metric, Ratio
+from bench.core.claims import Expect, Level, Metric, Ratio
 from bench.core.study import curve, last, number, numbers_missing
 from bench.core.tables import num, quotient
 from bench.studies.roofline.config import DEVICE
@@ -113,7 +113,7 @@ POINT_NEEDS = (IPS, FLOP_S, AI_LOW, AI_HIGH)  # what every point must hold as a 
 # system.json's measured roofs (bench.measure.roofs): compute per precision, bandwidth
 COMPUTE_ROOFS, BANDWIDTH_ROOFS = ("gemm", "conv"), ("copy", "triad")
 
-Part = Callable[["Study", "list[ResultCell]"], "list[A.Finding]"]
+Part = A.Part
 AI_BATCH = (
     128  # the batch the models' intensities are compared at (the seed's; SqueezeNet1.1's A cells run 64: its sweep has 128)
 )
@@ -564,43 +564,6 @@ def _ai(key: str, batch: int) -> Metric:
 
 
 # ---- findings -------------------------------------------------------------------------------
-def on(*sides: A.Side) -> dict[str, str]:
-    """The split that answers per device (or pair of devices): the devices its sides ran on."""
-    return {"device": " / ".join(dict.fromkeys(s.first.device for s in sides))}
-
-
-def measured(*parts: Part, required: tuple[str, ...] | None = None) -> Measured:
-    """A claim's rule: every PART's findings; REQUIRED: the `what`s each answer needs (None:
-    every part's, as they are named by `rule`, `gain`, `bar`, `ai_order`)."""
-
-    def measure(study: Study, cells: list[ResultCell]) -> list[A.Finding]:
-        return [f for p in parts for f in p(study, cells)]
-
-    names = tuple(dict.fromkeys(getattr(p, "what", "") for p in parts)) if required is None else required
-    sides = tuple(s for p in parts for s in getattr(p, "sides", ()))  # "not measured here" names the missing ones
-    return Measured(measure, tuple(n for n in names if n), sides)
-
-
-def _named(what: str, fn: Part, *rules: Ratio | Level) -> Part:
-    """FN named WHAT, with the kinds of cell its RULES read (`measured` collects them)."""
-    fn.what = what  # type: ignore[attr-defined]
-    fn.sides = tuple(s for r in rules for s in ((r.a, r.b) if isinstance(r, Ratio) else (r.side,)))  # type: ignore[attr-defined]
-    return fn
-
-
-def rule(what: str, r: Ratio | Level, expect: Expect | None = None, exact: bool = False, per_device: bool = True) -> Part:
-    """R's findings named WHAT, per device (PER_DEVICE False: one answer, the best finding
-    wherever it ran: a count that no device changes)."""
-
-    def part(study: Study, cells: list[ResultCell]) -> list[A.Finding]:
-        got = A.ratio_findings(study, cells, r) if isinstance(r, Ratio) else A.level_findings(study, cells, r)
-        for f in got:
-            f.what, f.expect, f.exact, f.split = what, expect, exact, on(*f.sides) if per_device else {}
-        return got
-
-    return _named(what, part, r)
-
-
 def gain(what: str, r1: Ratio, r2: Ratio, expect: Expect | None = None) -> Part:
     """R1's ratio over R2's, where both pair the same two runs and backends: per repeat A1/A2
     (one run: paired by repeat) over B1/B2, by bench.core.stats.ratio (paired by repeat only
@@ -621,11 +584,13 @@ def gain(what: str, r1: Ratio, r2: Ratio, expect: Expect | None = None) -> Part:
                 if x and y:
                     value = stats.ratio(x, y, paired=None if a1.run == b1.run else False)
                     out.append(
-                        A.Finding(value, (a1, b1, a2, b2), max(f1.rank, f2.rank), what, "x", expect=expect, split=on(a1, b1))
+                        A.Finding(
+                            value, (a1, b1, a2, b2), max(f1.rank, f2.rank), what, "x", expect=expect, split=A.device_split(a1, b1)
+                        )
                     )
         return out
 
-    return _named(what, part, r1, r2)
+    return A.named_part(what, part, r1, r2)
 
 
 def nan_count(what: str, side: dict[str, Any], expect: Expect) -> Part:
@@ -636,10 +601,10 @@ def nan_count(what: str, side: dict[str, Any], expect: Expect) -> Part:
         got = A.level_findings(study, cells, Level(side, nan_passes, "non-finite passes"))
         for f in got:
             f.value = stats.summarize([sum(f.sides[0].per.values())])
-            f.what, f.expect, f.exact, f.split = what, expect, True, on(*f.sides)
+            f.what, f.expect, f.exact, f.split = what, expect, True, A.device_split(*f.sides)
         return got
 
-    return _named(what, part)
+    return A.named_part(what, part)
 
 
 def per_config(side: dict[str, Any], metric: Metric, unit: str, expect: Expect | None = None) -> Part:
@@ -649,10 +614,10 @@ def per_config(side: dict[str, Any], metric: Metric, unit: str, expect: Expect |
         got = A.level_findings(study, cells, Level(side, metric, unit))
         for f in got:
             s = f.sides[0]
-            f.what, f.expect, f.split = f"{s.facets.get('model')} {s.facets.get('variant')}", expect, on(s)
+            f.what, f.expect, f.split = f"{s.facets.get('model')} {s.facets.get('variant')}", expect, A.device_split(s)
         return got
 
-    return part
+    return A.named_part("", part)
 
 
 def _bounds(at: float, one: float, other: float) -> stats.Summary:
@@ -672,10 +637,10 @@ def bar(what: str, side: dict[str, Any], expect: Expect) -> Part:
             if lows:
                 at = statistics.median(s.per.values())
                 value = _bounds(at, statistics.median(lows), at)
-                out.append(A.Finding(value, (s,), 0, what, "x", expect=expect, split=on(s)))
+                out.append(A.Finding(value, (s,), 0, what, "x", expect=expect, split=A.device_split(s)))
         return out
 
-    return _named(what, part)
+    return A.named_part(what, part)
 
 
 def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32") -> Part:
@@ -705,7 +670,7 @@ def ai_order(what: str, x: str, y: str, expect: Expect, precision: str = "fp32")
                     out.append(A.Finding(_bounds(hi, lo, hi), (sx, sy), 0, what, "x", expect=expect))
         return out
 
-    return _named(what, part)
+    return A.named_part(what, part)
 
 
 # ---- the Study hooks --------------------------------------------------------------------------------
