@@ -98,6 +98,8 @@ def _rules(obj: object, seen: set[int]) -> Iterator[C.Ratio | C.Level]:
         yield obj
     elif isinstance(obj, C.Measured):
         yield from _rules(obj.fn, seen)
+    elif isinstance(obj, A.Part):  # a study's derived figure (roofline's gain): the rules its function holds
+        yield from _rules(obj.fn, seen)
     elif isinstance(obj, types.FunctionType):
         for cell in obj.__closure__ or ():
             try:
