@@ -18,6 +18,7 @@ import functools
 import inspect
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
@@ -461,6 +462,33 @@ def _report(dirs: list[Path], out: Path, context: list[Path] | None = None, pric
     return info
 
 
+def _reap_orphans(out: Path) -> bool:
+    """Stop and remove this host's orphan kit containers that mount OUT (host/containers.py), saying
+    so; False where none was removed or no Docker engine answers (a native run's lock is held by a
+    live process)."""
+    try:
+        from host import containers, images
+
+        client = images.docker_client(timeout=10)
+        removed, _ = containers.reap(client, holding=out)
+    except Exception:  # noqa: BLE001 - no engine, no docker package: nothing of ours to reap
+        return False
+    for line in removed:  # only what was done: a refusal stays one line
+        print(line, file=sys.stderr)
+    return bool(removed)
+
+
+def _wait_free(out: Path, within_s: float = 30.0) -> None:
+    """Until OUT's lock is free (a reaped container's process lets go of it as the kernel tears it
+    down), at most WITHIN_S; then check_free's one line if it is still held."""
+    from bench.core.lock import check_free, holder
+
+    until = time.monotonic() + within_s
+    while holder(out) is not None and time.monotonic() < until:
+        time.sleep(0.2)
+    check_free(out)
+
+
 def _check_free(
     out: Path, report_dir: Path | None = None, context: list[Path] | None = None, label: str = "--report-dir"
 ) -> None:
@@ -474,7 +502,13 @@ def _check_free(
 
     check_writable(out)  # an unwritable results dir: one line here, not one from the matrix and one from here
     try:
-        check_free(out)
+        try:
+            check_free(out)
+        except KitError:
+            # an orphan container (its owner killed) holds the lock: reaped, it lets go, and this run starts
+            if not _reap_orphans(out):
+                raise
+            _wait_free(out)
         if report_dir is not None:
             check_out(report_dir, [out, *(context or [])], label)
     except KitError as err:

@@ -22,6 +22,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 OWNER_LABEL = "cnn-bench.owner"
@@ -154,11 +155,23 @@ def kit_containers(client) -> list[tuple[Any, bool, str]]:
     return found
 
 
-def reap(client, echo: Callable[[str], None] | None = None) -> tuple[list[str], list[str]]:
-    """Stop and remove every orphan of this host; ([what was removed], [kit containers left running
-    and why]), one line each, also said through ECHO."""
+def _mounts(c, results_dir: Path) -> bool:
+    """Whether container C mounts RESULTS_DIR (as its /results, or a folder holding it)."""
+    want = os.path.realpath(results_dir)
+    for m in (getattr(c, "attrs", None) or {}).get("Mounts") or []:
+        src = os.path.realpath(str(m.get("Source") or ""))
+        if src and (want == src or want.startswith(src.rstrip("/") + "/")):
+            return True
+    return False
+
+
+def reap(client, echo: Callable[[str], None] | None = None, holding: Path | None = None) -> tuple[list[str], list[str]]:
+    """Stop and remove every orphan of this host (HOLDING: only those that mount that results dir);
+    ([what was removed], [kit containers left running and why]), one line each, also said through ECHO."""
     removed, left = [], []
     for c, orphan, why in kit_containers(client):
+        if holding is not None and not _mounts(c, holding):
+            continue
         name = f"{getattr(c, 'short_id', '?')} ({(c.labels or {}).get('cnn-bench.platform', '?')}, {c.status})"
         if orphan:
             if c.status == "running":

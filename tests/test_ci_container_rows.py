@@ -84,8 +84,12 @@ def _loss_edit(key):
 
 
 def _roof_edit(rows):
+    """A point pushed above its roof, on a roof the row says was measured on a quiet machine: a roof
+    measured under load is not held (the smoke's roofs are measured under load where other work
+    shares CI's cores), so the edit says quiet too, and verify must still catch the point."""
     r = next(r for r in rows if isinstance(r.get("roof_fraction"), (int, float)))
     r["roof_fraction"] = 1.7
+    r["roofs_measured_busy"] = False
 
 
 OUT_OF_BAND = {
