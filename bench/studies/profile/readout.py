@@ -140,8 +140,7 @@ def own_gpu_mem(r: dict) -> dict:
     torch's allocator (per GPU position where the row has them, else the one GPU's figure). A row that
     already carries the key keeps it; a row without torch's figures gets none (never NVML's
     device-wide reading: an interleaved round keeps its other cells alive on the same GPU)."""
-    named = [d.strip() for d in str(r.get("devices") or "").split(",") if d.strip().isdigit()]
-    ids = named or sorted({m.group(1) for k in r if (m := GPU_KEY.fullmatch(k))}, key=int)
+    ids = _gpu_ids([r])
     if not ids and r.get("backend") == "torch-cuda":  # one GPU and no NVML: CUDA's device 0
         ids = ["0"]
     add: dict[str, float] = {}
