@@ -497,3 +497,65 @@ def test_the_gpu_reference_runs_its_rounds_first_and_says_so_in_its_plan(monkeyp
     plain = answer_plan.plan(req, ["cpu", "cuda"], False, (), "25m")  # `all`: their time kept in the budget
     assert plain is not None and "--rounds-first" not in plain.request.matrix_argv()
     assert "the compiled cells last, within --budget" in " ".join(answer_plan.lines(plain))
+
+
+# ---- `all`: the compiled cells inside the whole --budget, by their running estimates ---------------
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    costs=st.lists(st.floats(1.0, 500.0), min_size=1, max_size=6),
+    left=st.one_of(st.none(), st.floats(-100.0, 1500.0)),
+    stop=st.one_of(st.none(), st.floats(0.0, 1500.0)),
+)
+def test_the_compiled_cells_start_only_within_the_budget_or_the_stop_and_say_which_did_not(tmp_path, costs, left, stop):
+    """On one H200 the compiled cells ran after a spent budget (the README's main job 3 min past its 20):
+    each starts only where its estimate ends before the budget's end (matrix._in_budget), the ones left
+    out are named on one line, the run is not paused for them, and an earlier --stop-after still pauses."""
+    from bench.core.cell import Cell
+    from bench.core.request import Paths
+    from bench.run import matrix
+    from bench.run.schedule import Outcome, Paused, Scheduler
+
+    said: list[str] = []
+    cells = [Cell(study="mnist-cnn", backend="torch-cuda", variant="tuned", seed=i) for i in range(len(costs))]
+    cost = {c.key: s for c, s in zip(cells, costs)}
+    sched = Scheduler(Paths(tmp_path / "out", None), None, False, echo=said.append)
+    ran: list[Cell] = []
+
+    class Costs:  # the run's ETA: each cell's expected seconds from now
+        @staticmethod
+        def for_cells(todo, serial=True):
+            return Costs()
+
+        def cost_of(self, key):
+            return cost[key]
+
+    sched._child = lambda cell, env=None: cell  # type: ignore[method-assign,assignment]
+    sched._drive = lambda cell: ran.append(cell) or Outcome(cell, "ok", 0.0)  # type: ignore[method-assign,assignment,func-returns-value]
+    import bench.run.schedule as S
+
+    real_eta, S.Eta = S.Eta, Costs  # type: ignore[misc,assignment]
+    now = time.monotonic()
+    sched.stop_at = None if stop is None else now + stop
+    end = None if left is None else now + left
+    try:
+        got = matrix._in_budget(sched, cells, "sequential", end)
+        paused = False
+    except Paused as p:
+        got, paused = p.outcomes, True
+    finally:
+        S.Eta = real_eta  # type: ignore[misc]
+    assert sched.stop_at == (None if stop is None else now + stop) and sched.stop_by == "--stop-after"  # put back
+    limit = min(x for x in (left, stop) if x is not None) if (left, stop) != (None, None) else None
+    slack = 0.5  # the seconds this test itself takes between the two clocks
+    for c in ran:
+        assert limit is None or cost[c.key] <= limit + slack
+    for c in cells:
+        if c not in ran:
+            assert limit is not None and cost[c.key] > limit - slack
+    assert [o.cell for o in got] == ran
+    by_budget = end is not None and (stop is None or not now + stop <= end)  # the earlier of the two, ties to the stop
+    if len(ran) < len(cells):
+        assert paused != by_budget  # the budget's end is no pause; an earlier --stop-after is
+        assert any(s.startswith("not run --budget") for s in said) == by_budget
+    else:
+        assert not paused and not any(s.startswith(("not run", "paused")) for s in said)

@@ -592,3 +592,22 @@ def test_fixed_rounds_never_plan_past_the_budget_and_never_stop_one_whose_judged
     assert {id(c) for c in admitted} | {id(c) for c in stopped} == {id(c) for c in comps}
     for c in stopped:  # its rounds to being judged did not fit beside the ones admitted
         assert s.plan_s(admitted + [c], s.planned | {id(c): s._short(c)}, base) > left - 1e-6  # type: ignore[arg-type]
+
+
+def test_a_resumed_runs_stop_time_counts_its_earlier_calls(tmp_path):
+    """A comparison's `at_s` ("stopped budget 7 min 55 s into the run") is the run's time: on one H200 the
+    README's main job, resumed over three calls, said 7 min 55 s for a stop 16 minutes into its run."""
+    import time as _time
+
+    from bench.run.sequential import Comparison, Sequential
+
+    s = Sequential(cells=[], out=tmp_path, opts=Options(budget_s=1e9), run_round=lambda cells: [], echo=lambda line: None)
+    s.started = _time.monotonic() - 10.0
+    s.earlier_calls_s = 500.0
+    from types import SimpleNamespace
+
+    c = Comparison("seq", SimpleNamespace(id="x"), "", None, ("a", "b"), ("a", "b"))  # type: ignore[arg-type]
+    c.stopped = "budget"
+    s.comparisons = [c]
+    s.write()
+    assert 510.0 <= c.at_s < 520.0

@@ -27,7 +27,7 @@ from bench.core.study import Study, free_work, work_params
 # as each study's Config has them
 MARKED: dict[str, tuple[set[str], set[str]]] = {
     "cifar-opt": ({"epochs", "n_train", "trials"}, {"n_test", "latency_calls", "latency_warmup", "calib_batches"}),
-    "mlp-scratch": (set(), set()),
+    "mlp-scratch": (set(), {"plain_runs", "breakdown_iterations", "check_steps"}),  # the measured amounts (issue 53: verify)
     "mnist-cnn": ({"epochs", "limit_train"}, set()),
     "profile": (
         {"epochs", "max_steps", "synthetic_train_per_class"},

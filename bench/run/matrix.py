@@ -20,7 +20,7 @@ from bench.core.errors import KitError
 from bench.core.lock import results_lock
 from bench.core.provenance import environment_label
 from bench.core.registry import get_study, select
-from bench.core.request import MAX_REPEATS, RunRequest, effective_profile
+from bench.core.request import MAX_REPEATS, RunRequest, Until, effective_profile
 from bench.core.resultset import load_cells
 from bench.core.rows import write_json
 from bench.run import speedline
@@ -188,8 +188,9 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                             late = [c for c in cells if not _early(c)]
                             parts = [p for p in ([c for c in part if _early(c)] for part in parts) if p]
                         later_s = sum(estimate_s(c) for c in late)
+                        rounds_s = _rounds_s(until, [c for p in parts for c in p], earlier_s, later_s)
                         for i, part in enumerate(parts):
-                            sched.then_s = sum(estimate_s(c) for later in parts[i + 1 :] for c in later) + later_s
+                            sched.then_s = sum(estimate_s(c) for later in parts[i + 1 :] for c in later) + later_s + rounds_s
                             kept += sched.run(part, schedule)
                             hook()
                         sched.then_s = later_s
@@ -202,9 +203,15 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                         # is the unit the sequence pairs
                         again = schedule if schedule == "per-device" else "interleaved"
                         first = [c for c in cells if id(c) not in {id(x) for x in late}]
-                        seq = Sequential(
-                            first, Path(out), until, lambda more: sched.run(more, again), say or echo, started, hook, sched.fits
-                        )
+                        kept_s = 0.0 if until.rounds_first else sum(estimate_s(c) for c in late)
+
+                        def one_round(more: list[Cell]) -> list:
+                            # the ETA: this round, the rounds the budget still leaves after it, the compiled cells
+                            left = seq.left_s() if seq is not None else None
+                            sched.then_s = kept_s + max((left or 0.0) - sum(estimate_s(c) for c in more), 0.0)
+                            return sched.run(more, again)
+
+                        seq = Sequential(first, Path(out), until, one_round, say or echo, started, hook, sched.fits)
                         seq.reserve_s = 0.0 if until.rounds_first else sched.then_s
                         seq.earlier_calls_s = earlier_s
                         seq.first_serial = schedule == "sequential"
@@ -215,7 +222,7 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
                             late = _fitting(late, seq.left_s(), say or echo)
                         if late and hook is not None:
                             sched.then_s = 0.0
-                            kept = kept + sched.run(late, schedule)
+                            kept = kept + _in_budget(sched, late, schedule, seq.budget_end())
                             outcomes = kept
                             hook()
                 except Paused as p:  # --stop-after: what finished is kept; the same command resumes
@@ -259,6 +266,37 @@ def run_matrix(req: RunRequest, echo: Callable[[str], None] = print, bar: bool =
         )
         return PAUSED
     return 0
+
+
+def _rounds_s(until: Until | None, first: list[Cell], earlier_s: float, later_s: float) -> float:
+    """The seconds the ETA gives the added rounds before they start: what a whole --budget leaves after
+    round 1 (FIRST, by the estimates), the earlier calls (EARLIER_S) and the compiled cells (LATER_S),
+    at most every comparison's remaining rounds (a repeat of round 1 each). The rounds fill the budget
+    on a GPU host (on one H200, round 1 was 12 of the 20 minutes): an ETA of round 1 and the compiled
+    cells alone said 10 min 31 s at the first step of a run that went on for 23 minutes (2026-11-30)."""
+    if until is None or until.budget_s is None or not until.whole:
+        return 0.0
+    round1 = sum(estimate_s(c) for c in first)
+    return max(0.0, min(until.budget_s - earlier_s - round1 - later_s, (until.max_repeats - 1) * round1))
+
+
+def _in_budget(sched: Scheduler, cells: list[Cell], schedule: str, end: float | None) -> list:
+    """The cells after the rounds (the compiled ones), each started only where the run's ETA (its pace
+    so far included) ends it before END, the whole --budget's end, or --stop-after, whichever comes
+    first: the budget is the whole run's, theirs included. Their estimate is kept out of the rounds'
+    time, but it is an estimate: on one H200 four of the five compiled cells took 309 s of the 185 s kept
+    for all five, and ran the README's main job 3 min past its 20 (2026-11-30). A cell the budget leaves
+    out gets one line; a pause at --stop-after raises Paused as anywhere else."""
+    stop = sched.stop_at
+    if end is None or (stop is not None and stop <= end):
+        return sched.run(cells, schedule)
+    sched.stop_at, sched.stop_by = end, "--budget"
+    try:
+        return sched.run(cells, schedule)
+    except Paused as p:  # the budget's end, not a pause: the run is done
+        return p.outcomes
+    finally:
+        sched.stop_at, sched.stop_by = stop, "--stop-after"
 
 
 def _fitting(late: list[Cell], left: float | None, echo: Callable[[str], None]) -> list[Cell]:
@@ -332,6 +370,8 @@ def _after_round(req: RunRequest, echo: Callable[[str], None], started: float) -
             why = (got.stderr.strip().splitlines() or [f"exit code {got.returncode}"])[-1]
             echo(f"warning: the after-round command exited {got.returncode}: {why}; the run goes on")
         elif last:
-            echo(f"{last} ({time.monotonic() - t0:.0f} s; {time.monotonic() - started:.0f} s into the run)")
+            # the run's time: the journal holds this call's (just recorded) and the earlier calls' (resumed)
+            into = max(calls_s(Path(req.paths.out)), time.monotonic() - started)
+            echo(f"{last} ({time.monotonic() - t0:.0f} s; {into:.0f} s into the run)")
 
     return run

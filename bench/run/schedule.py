@@ -276,6 +276,7 @@ class Scheduler:
         self._repeats = 1  # distinct repeats in the run (labels say which one when > 1)
         self._eta = Eta([])  # the run's cells' estimates, made in run()
         self.stop_at: float | None = None  # time.monotonic() past which no cell or round is started (--stop-after)
+        self.stop_by = "--stop-after"  # what set stop_at: "--budget" for the cells after the rounds (matrix._in_budget)
         self.then_s = 0.0  # seconds planned after this run() call (the answer's later parts): the ETA adds them
 
     # ---- helpers
@@ -418,7 +419,10 @@ class Scheduler:
         if not self.fits(need):
             left = max(self.stop_at - time.monotonic(), 0.0)
             self._say(
-                f"paused  --stop-after: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} left; "
+                f"not run --budget: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} of the budget left "
+                f"({', '.join(c.key for c in cells)}; a bigger --budget runs them)"
+                if self.stop_by == "--budget"
+                else f"paused  --stop-after: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} left; "
                 "the same command again resumes"
             )
             raise Paused(done)

@@ -208,7 +208,7 @@ class Sequential:
                 comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n} rounds"
 
     def write(self) -> None:
-        now = time.monotonic() - self.started
+        now = time.monotonic() - self.started + self.earlier_calls_s  # into the run, its earlier calls included
         for comp in self.comparisons:
             if comp.stopped != "open" and comp.at_s is None:
                 comp.at_s = now
@@ -291,6 +291,12 @@ class Sequential:
         now = time.monotonic()
         spent = now - self.started + self._reused_s if self.opts.whole else now - self.added_from
         return self.opts.budget_s - spent - self.reserve_s
+
+    def budget_end(self) -> float | None:
+        """The time.monotonic() at which the whole budget ends, what is kept for the cells after the rounds
+        included (None: no budget): where those cells stop, by their running estimates."""
+        left = self.left_s()
+        return None if left is None else time.monotonic() + left + self.reserve_s
 
     def _ahead(self, comp: Comparison) -> int:
         """Rounds COMP needs at least before it can stop by itself: to its first bounded round, else one

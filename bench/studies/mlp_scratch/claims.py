@@ -50,7 +50,7 @@ from bench.studies.mlp_scratch import readout as R
 from bench.studies.mlp_scratch.config import MlpConfig
 
 MEM_TOL, SIGNIFICANT, SIMILAR_PTS = 0.25, 2.0, 1.0
-WORK = free_work(MlpConfig)  # its work params (config.py marks them; none today): a Level's default `free`
+WORK = free_work(MlpConfig)  # its work params (config.py marks the measured amounts): a Level's default `free`
 CP = {"backend": "cupy"}
 NP = {"backend": "numpy", "cell_platform": "cuda"}  # NumPy's runs inside the GPU cell
 GPU_CELL = "a GPU cell: NumPy and CuPy side by side (--platform cuda)"

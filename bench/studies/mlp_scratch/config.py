@@ -3,7 +3,7 @@ cell and its backends come from the registry: MlpScratch.platform_backend)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PROFILE_PARAMS = {
     "smoke": {"iterations": 100, "plain_runs": 2, "breakdown_iterations": 20},  # wiring check
@@ -35,9 +35,10 @@ class MlpConfig:
     iterations: int = 500  # full-batch gradient-descent steps
     lr: float = 0.1  # learning rate
     dtype: str = "float32"  # float32 | float64 (the matrix makes one cell of each, PROFILE_DTYPES)
-    plain_runs: int = 3  # timed plain runs per variant, interleaved in the cell's process
-    breakdown_iterations: int = 100  # iterations of the synced op-breakdown run
-    check_steps: int = 5  # steps compared with NumPy before timing
+    # timed plain runs per variant, interleaved in the cell's process
+    plain_runs: int = field(default=3, metadata={"work": "amount"})
+    breakdown_iterations: int = field(default=100, metadata={"work": "amount"})  # iterations of the synced op-breakdown run
+    check_steps: int = field(default=5, metadata={"work": "amount"})  # steps compared with NumPy before timing
     threads: int = 0  # NumPy's BLAS threads (threadpoolctl limit around every run); 0 = every core the process may use
     dataset: str = "auto"  # one of bench.data.DIGIT_DATASETS (the matrix resolves auto)
     dataset_sha256: str = ""  # checksum of the data the cell must see (filled by the matrix)
