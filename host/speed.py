@@ -7,6 +7,8 @@ between cells of one *speed class*:
   machine class  what the cell ran on, told by what it is, never by hostname: the CPU model and
                  the cores the cell could use (system.json `cpu_model`, `cpu_affinity`), and for
                  a GPU cell the GPU's name and how many it used (`world_size`, else its devices);
+                 where the CPU's name names no model (`generic_cpu`: a VM's "AMD EPYC"), also its
+                 microarchitecture and vector ISA (`cpu_arch`), when the cell recorded them;
   environment    what times the work besides the hardware: the runtime (native or container)
                  and the versions of the timing libraries (bench.core.provenance.TIMING_LIBS).
                  The image's content tag is left out: it changes with every edit of bench/.
@@ -33,6 +35,7 @@ exists for its class.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from typing import Any
 
@@ -52,14 +55,31 @@ def _study(name: str):
 
 
 # ---------------------------------------------------------------------------- classes
+def generic_cpu(name: object) -> bool:
+    """Whether a CPU model NAME names no model ("AMD EPYC", "Intel(R) Xeon(R) Processor @ 2.80GHz": a VM
+    that hides it): machines of one such name differ in what they run. CI's 2-core "AMD EPYC" VMs
+    are a Zen 3 (family 25 model 1, AVX2) on one draw and another EPYC on the next: the container
+    smoke's MobileNetV2 loss read 2.3368 against the ci-smoke entry's 2.3483 (0.49 %, its same-class
+    band 0.20 %), and its speeds 1.7-3.3x below the entry's, the same image and commit (2026-11-30)."""
+    if not isinstance(name, str):
+        return False
+    return not re.search(r"\d", re.sub(r"@\s*[\d.]+\s*[GM]Hz", "", name))
+
+
 def machine_class(cell: ResultCell) -> dict:
-    """{'cpu', 'cores', 'gpu', 'gpus'} of CELL; KitError (one line) when system.json does not say."""
+    """{'cpu', 'cores', 'gpu', 'gpus'} of CELL, and 'cpu_arch' where the CPU's name is generic and
+    system.json records its microarchitecture (`bench.core.machine.cpu_arch`); a generic name without
+    it (a cell from before it was recorded) is a class of its own, never matched to a recorded one.
+    KitError (one line) when system.json does not say."""
     sysinfo = cell.system or {}
     cpu = sysinfo.get("cpu_model")
     cores = number(sysinfo.get("cpu_affinity")) or number(sysinfo.get("cpu_logical_cores"))
     if not isinstance(cpu, str) or not cpu.strip() or not cores:
         raise KitError(f"{cell.dir}: machine class unknown (system.json lacks cpu_model or cpu_affinity)")
     out: dict[str, Any] = {"cpu": cpu.strip(), "cores": int(cores), "gpu": None, "gpus": 0}
+    arch = sysinfo.get("cpu_arch")
+    if generic_cpu(out["cpu"]) and isinstance(arch, str) and arch.strip():
+        out["cpu_arch"] = arch.strip()
     s = _study(cell.study)
     backend = str(cell.first.get("backend") or cell.spec.get("backend") or "")
     platform = s.backends[backend].platform if s is not None and backend in s.backends else "cpu"
@@ -94,7 +114,8 @@ def key(d: dict | None) -> str:
 
 
 def class_label(mc: dict) -> str:
-    cpu = f"{mc.get('cpu')}, {mc.get('cores')} cores"
+    arch = f" ({mc['cpu_arch']})" if mc.get("cpu_arch") else ""
+    cpu = f"{mc.get('cpu')}{arch}, {mc.get('cores')} cores"
     return f"{mc.get('gpus')}x {mc.get('gpu')} ({cpu})" if mc.get("gpu") else cpu
 
 
@@ -301,6 +322,7 @@ __all__ = [
     "class_label",
     "env_label",
     "environment",
+    "generic_cpu",
     "machine_class",
     "median_figures",
     "record",

@@ -59,6 +59,7 @@ from host.baselines import (
     BASELINES_DIR,
     DEFAULT_ACC_MARGIN,
     DEFAULT_LOSS_RTOL,
+    amount_free,
     band_overrides,
     check_part,
     cross_class_tolerances,
@@ -248,6 +249,20 @@ def _key_or_none(c: ResultCell) -> str:
         return ""
 
 
+def _amounts_differ(cell: ResultCell, es: list[dict]) -> str:
+    """The line of a cell held to entries ES of its work at other measured amounts ("" for none)."""
+    if not es:
+        return ""
+    mine = config_of(cell).get("params") or {}
+    theirs: dict[str, set] = {}
+    for e in es:
+        for k, v in (e["config"].get("params") or {}).items():
+            if k in mine and v != mine[k]:
+                theirs.setdefault(k, set()).add(str(v))
+    said = ", ".join(f"{k}={'/'.join(sorted(v))} (this cell {mine[k]})" for k, v in sorted(theirs.items()))
+    return f"held to the entry of the same work measured at {said or 'another amount'}: no entry of its own amounts"
+
+
 def verify(
     d: Path,
     baseline: str | None = None,
@@ -274,9 +289,11 @@ def verify(
             raise UsageError(f"no baseline set {only!r} in {bdir} (sets: {', '.join(known) or 'none'})")
     ents = entries(baselines, only) if use_baselines else []
     by_key: dict[str, list[dict]] = {}
+    near: dict[str, list[dict]] = {}  # the same, without the measured amounts (baselines.amount_free)
     for e in ents:
         by_key.setdefault(entry_key(e) + "|" + e["part"], []).append(e)
         by_key.setdefault(entry_key(e), []).append(e)
+        near.setdefault(entry_key(e, amounts=False) + "|" + e["part"], []).append(e)
 
     verdicts: list[CellVerdict] = []
     matched: set[int] = set()
@@ -328,11 +345,16 @@ def verify(
             unbased = []
             for p in parts(c):
                 es = by_key.get(key + "|" + p, [])
+                matched.update(id(e) for e in es)
+                held_near = ""
+                if not es:  # no entry of its own configuration: one that measured another amount of the same work
+                    es = near.get(match_key(amount_free(config_of(c)), keep_checksum=True) + "|" + p, [])
+                    held_near = _amounts_differ(c, es)
                 if not es:
                     unbased.append(p)
-                matched.update(id(e) for e in es)
                 if es:
                     w, i = check_part(c, p, es, with_speed, peers.get(key), cross)
+                    i = ([held_near] if held_near else []) + i
                     pre = f"[{p}] " if len(parts(c)) > 1 else ""
                     v.why += [pre + x for x in w]
                     v.info += [pre + x for x in i]

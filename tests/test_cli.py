@@ -71,9 +71,10 @@ def test_matrix_cell_writes_rows_and_provenance(tmp_path, backend, pipeline):
         assert 0 <= row["test_acc"] <= 1 and row["rss_peak_mb"] >= row["rss_mean_mb"] > 0
         assert row["compile_s"] >= 0 and row["eval_s"] > 0
         # the phases come from a separate pass over the same 6 batches, synced at every boundary
-        # (protocol.profile_phases): near an epoch, but not bounded by the timed one on a loaded host
+        # (protocol.profile_phases): its time is not bounded by the timed epoch's (a wall-clock relation
+        # between two passes: under CI's -n 2 they summed 2.25 s against a 0.47 s epoch, 2026-12-01)
         phases = [row[p] for p in ("data_s", "forward_s", "backward_s", "step_s")]
-        assert min(phases) >= 0 and 0 < sum(phases) <= 4 * row["epoch_s"], phases
+        assert min(phases) >= 0 and sum(phases) > 0, phases
         assert row["image_id"] == "native" and row["lock_hash"] == "native" and row["host"] and "cores" in row["device"]
         assert row["command"].startswith("python -m bench cell '{")
     assert (cell / "rows.csv").read_text().startswith("schema,study,cell,backend")

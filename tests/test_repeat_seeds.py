@@ -113,7 +113,7 @@ def _held(
     import host.baselines as B
 
     e = {"set": "t", "curve_x": "epoch", "curve_y": "train_loss", "loss_rtol": 0.02, "curve": [[1.0, 1.0]]}
-    e.update(acc_band=list(band), curves=curves or {"0": [[1.0, 1.0]]})
+    e.update(acc_band=list(band), curves=curves or {"0": [[1.0, 1.0]]}, environment={"runtime": "native"})
     rows = [{"n_test": n_test}] if n_test else []
     cell = SimpleNamespace(study="cifar-opt", repeat=repeat, system={}, ok_rows=rows, spec={"params": {}})
     real_acc, real_loss = B.final_accuracy, B.loss_curve
@@ -208,18 +208,24 @@ def test_another_seed_is_held_as_far_outside_the_seeds_range_as_they_spread(seed
     seed0=st.floats(0.1, 5.0),
     loss=st.floats(0.01, 50.0),
     repeat=st.integers(1, 9),
+    acc=st.floats(0.0, 1.0),
 )
-def test_a_one_seed_entry_never_fails_another_seeds_loss_whatever_the_class(cross, seed0, loss, repeat):
+def test_a_one_seed_entry_never_fails_another_seeds_loss_or_accuracy_whatever_the_class(cross, seed0, loss, repeat, acc):
     """The one place (baselines.check_accuracy) holds the rule for every cross mode: an entry with one
-    seed's curve says nothing of another seed's loss, on this class, another environment or another class."""
+    seed's curve says nothing of another seed's loss, on this class, another environment or another class,
+    nor its accuracy (the README's digits run on one H200: repeats 1 and 2 scored 0.747 and 0.647 where
+    the H200 set's one seed read 0.437, every backend alike)."""
     import host.baselines as B
 
     real, real_mc = B.other_seed, B.speed.machine_class_or_none
     B.other_seed = lambda cell, e: str(cell.repeat) not in {B.seed_of(k) for k in e.get("curves") or {}}
     B.speed.machine_class_or_none = lambda cell: {"cpu": "X", "cores": 2, "gpu": None, "gpus": 0}
     try:
-        why, info = _held(0.4, 500, (0.0, 1.0), repeat=repeat, loss=loss, curves={"0": [[1.0, seed0]]}, cross=cross)
+        why, info = _held(acc, 500, (0.43, 0.44), repeat=repeat, loss=loss, curves={"0": [[1.0, seed0]]}, cross=cross)
+        same, _ = _held(acc, 500, (0.43, 0.44), repeat=0, loss=seed0, curves={"0": [[1.0, seed0]]}, cross=cross)
     finally:
         B.other_seed, B.speed.machine_class_or_none = real, real_mc
-    assert not any("train_loss" in w for w in why), why
-    assert any("not compared" in x for x in info)
+    assert not why, why
+    assert any("train_loss not compared" in x for x in info) and any("test_acc not compared" in x for x in info)
+    if abs(acc - 0.435) > 0.2:  # its own seed's accuracy still is held
+        assert any("test_acc" in w for w in same), same

@@ -247,7 +247,7 @@ def test_a_set_holds_an_entry_per_cpu_and_each_cell_is_held_to_its_own(tmp_path)
     (other kernels round differently). A run on a CPU the set has no entry for is held to the set's
     other CPU at the cross tolerance and says so; `--make-baseline --keep-other-classes` then adds
     that CPU's entries beside the others, and each run is held to its own CPU's at the set's
-    tolerance: 3 % off its own entry fails, though within the cross tolerance of the other's."""
+    tolerance (3 % for a CPU name that names no model, SAME_NAME_LOSS_RTOL): 4 % off its own entry fails."""
     a = copy_ref(tmp_path, "cpu-2core-epyc")
     for p in a.glob("mnist-cnn/*"):  # one study is enough
         shutil.rmtree(p)
@@ -273,7 +273,9 @@ def test_a_set_holds_an_entry_per_cpu_and_each_cell_is_held_to_its_own(tmp_path)
         assert r.returncode == 0 and "not this cell's CPU" not in r.stdout and "no speed baseline" not in r.stdout, r.stdout[
             -2000:
         ]
-    scale_losses(b, "mlp-scratch", 1.03)
+    # 4 % off its own entry: past the 3 % a CPU name that names no model allows a machine the entry's cells
+    # may not have run on (baselines.SAME_NAME_LOSS_RTOL; these copied cells record no machine id)
+    scale_losses(b, "mlp-scratch", 1.04)
     r = orch("verify", b, "--baseline", "k", "--baselines-dir", bdir, "--speed", "off")
     assert r.returncode == 1 and "off baseline" in r.stdout and "[k]" in r.stdout, r.stdout[-2000:]
     r = orch(

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -66,7 +67,8 @@ def test_the_committed_cross_class_tolerance_is_twice_the_largest_measured_gap_p
     b = load_baselines()
     tol = cross_class_tolerances(b)
     ci = [e for e in entries(b, "ci-smoke") if e["study"] == "profile" and e["label"].startswith("torch-cpu finetune")]
-    (epyc,) = [e for e in ci if e["machine_class"]["cpu"] == "AMD EPYC"]
+    # the first "AMD EPYC" (no microarchitecture recorded); the Zen 3 one's gap to the Xeons is 5.7 %
+    (epyc,) = [e for e in ci if e["machine_class"]["cpu"] == "AMD EPYC" and not e["machine_class"].get("cpu_arch")]
     xeons = [e for e in ci if e["machine_class"]["cpu"].startswith("Intel")]  # two Xeon VM types: one loss
     a = dict(map(tuple, epyc["curve"]))[2.0]
     gap = max(abs(a - x) / min(a, x) for x in (dict(map(tuple, e["curve"]))[2.0] for e in xeons))
@@ -362,3 +364,214 @@ def test_baseline_completeness_names_an_interrupted_configuration_and_its_proven
     r = orch("verify", run, "--speed", "off")
     fails = [x for x in lines(r.stdout) if x.startswith("FAIL")]
     assert r.returncode == 1 and len(fails) == 1 and "no finished cell to verify" in fails[0], r.stdout
+
+
+# ---- a cell whose configuration no entry holds, but one of the same work at another measured amount
+KIT = ("mnist-cnn", "mlp-scratch", "cifar-opt", "roofline", "profile")
+
+
+@settings(max_examples=60, deadline=None)
+@given(study=st.sampled_from(KIT), data=st.data())
+def test_the_amount_free_key_drops_the_measured_amounts_and_nothing_else(study, data):
+    """baselines.amount_free: two configurations that differ only in params marked {"work": "amount"}
+    share a key; one that differs in any other param (what is trained, its data, its dtype) does not."""
+    from bench.core.registry import studies
+    from bench.core.study import work_params
+    from host.baselines import amount_free
+    from host.compare import complete_params
+
+    s = studies()[study]
+    amounts = set(work_params(s.Config, "amount"))
+    params = complete_params(study, {})
+    base = {"study": study, "backend": "b", "variant": "default", "seed": 0, "params": params}
+    names = sorted(params)
+    changed = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True)) if names else []
+    other = {**params, **{k: f"{params[k]}-other" for k in changed}}
+    same = match_key(amount_free(base), keep_checksum=True) == match_key(
+        amount_free({**base, "params": other}), keep_checksum=True
+    )
+    assert same == (set(changed) <= amounts), (changed, amounts)
+
+
+def test_a_cell_of_the_same_work_at_another_measured_amount_is_held_to_that_entry_and_says_so(tmp_path):
+    """The answer profile's mlp-scratch cells time one plain run; the H200 set's digits entries timed
+    three: `verify` failed all four cells of the README's main job on one H200 ("no baseline"). The
+    same training is held to the entry that measured another amount, and the line names the amount."""
+    from host.verify import verify
+
+    ref = ROOT / "results" / "reference" / "H200-main"
+    src = next(p for p in (ref / "mlp-scratch").iterdir() if p.name.startswith("numpy_float32-"))
+    d = tmp_path / "run"
+    shutil.copytree(ref, d, ignore=shutil.ignore_patterns("*.log"))
+    for other in (d / "mlp-scratch").iterdir():
+        if other.name != src.name:
+            shutil.rmtree(other)
+    for study in ("mnist-cnn", "cifar-opt", "roofline", "profile"):
+        shutil.rmtree(d / study, ignore_errors=True)
+    cdir = d / "mlp-scratch" / src.name
+    before = verify(d, strict=True)
+    assert not before["failed"], [v.why for v in before["verdicts"]]
+
+    def respec(cdir: Path, **params) -> Path:
+        """CDIR's cell with PARAMS changed, as the kit would have written it (its id, dir and commands)."""
+        from bench.run.cell import reproduce_command
+
+        spec = json.loads((cdir / "cell.json").read_text())
+        spec["params"].update(params)
+        cell = Cell.from_json(json.dumps(spec))
+        new = cdir.parent / cell.id
+        cdir.rename(new)
+        (new / "cell.json").write_text(json.dumps(spec))
+        rows = read_rows(new / "rows.jsonl")
+        for r in rows:
+            r["command"] = reproduce_command(cell, Paths(Path(shlex.split(r["command"])[6]), None))
+            r["cell"] = cell.id
+        write_rows(new / "rows.jsonl", rows)
+        return new
+
+    assert json.loads((cdir / "cell.json").read_text())["params"]["plain_runs"] == 3
+    cdir = respec(cdir, plain_runs=1)
+    [v] = [v for v in verify(d, strict=True)["verdicts"] if v.dir == cdir.name]
+    assert v.status == "ok", v.why
+    assert any("the same work measured at plain_runs=3 (this cell 1)" in i for i in v.info), v.info
+    cdir = respec(cdir, lr=0.2)  # other training: no entry holds it, at any amount
+    [v] = [v for v in verify(d, strict=True)["verdicts"] if v.dir == cdir.name]
+    assert v.status == "FAIL" and "no baseline" in v.why[-1], v.why
+
+
+# ---- a CPU name that hides its model: another machine of it may be another microarchitecture -------
+@settings(max_examples=120, deadline=None)
+@given(
+    generic=st.booleans(),
+    same_machine=st.booleans(),
+    off=st.floats(-0.2, 0.2),
+)
+def test_a_generic_cpu_names_other_machine_has_its_loss_held_wider_only_where_its_own_band_fails(generic, same_machine, off):
+    """CI's 2-core "AMD EPYC" VMs are more than one microarchitecture (Zen 3 with AVX2 on 2026-11-30): the
+    container smoke's MobileNetV2 loss read 0.49 % off the ci-smoke entry made on another "AMD EPYC", past
+    its 0.20 % same-class band. A cell of a name that names no model, from a machine the entry's cells did
+    not run on, has its loss held at the measured SAME_NAME_LOSS_RTOL where its class's band fails; the
+    same machine, or a named model, is held to the class's band."""
+    from types import SimpleNamespace
+
+    import host.baselines as B
+    from host import speed as S
+
+    name = "AMD EPYC" if generic else "AMD EPYC 7B13"
+    assert B.generic_cpu(name) == generic
+    system = {"cpu_model": name, "cpu_affinity": 2, "machine_id": "m1", "runtime": "container", "libraries": {"torch": "2.10.0"}}
+    cell = SimpleNamespace(
+        study="cifar-opt", repeat=0, system=system, ok_rows=[], rows=[], first={"backend": "torch-cpu"},
+        spec={"backend": "torch-cpu", "params": {}}, dir=Path("x"), device="cpu",
+    )  # fmt: skip
+    ref = 2.3483
+    e = {
+        "set": "t", "curve_x": "epoch", "curve_y": "train_loss", "loss_rtol": 0.002, "curve": [[1.0, ref]],
+        "curves": {"0": [[1.0, ref]]}, "machine_class": S.machine_class(cell), "environment": S.environment(cell),
+        "machines": ["m1" if same_machine else "m2"],
+    }  # fmt: skip
+    real = B.loss_curve, B.final_accuracy
+    B.loss_curve = lambda c, p: ("epoch", "train_loss", [(1.0, ref * (1 + off))])
+    B.final_accuracy = lambda c, p: None
+    try:
+        why, info = B.check_part(cell, "torch-cpu", [e], with_speed=False)  # type: ignore[arg-type]
+    finally:
+        B.loss_curve, B.final_accuracy = real
+    cross = B.SAME_NAME_LOSS_RTOL
+    if abs(off) <= 0.002 * 0.999:
+        assert not why, why
+    elif abs(off) > 0.002 * 1.001 and (not generic or same_machine or abs(off) > cross * 1.001):
+        assert why, (off, info)
+    elif abs(off) > 0.002 * 1.001 and abs(off) < cross * 0.999:
+        assert not why and any("names no model" in x for x in info), (why, info)
+
+
+# ---- a CPU name that hides its model: its microarchitecture is part of the class where recorded ----
+_ISA = {"avx512f": "AVX-512", "avx2": "AVX2", "avx": "AVX", "sse4_2": "SSE4.2"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    vendor=st.sampled_from(["AuthenticAMD", "GenuineIntel", "HygonGenuine"]),
+    family=st.integers(0, 40),
+    model=st.integers(0, 255),
+    flags=st.lists(st.sampled_from(["fpu", "sse4_2", "avx", "avx2", "avx512f", "avx512bw", "amx_tile", "fma"]), unique=True),
+    procs=st.integers(1, 3),
+    drop=st.sampled_from([None, "vendor_id", "cpu family", "model"]),
+)
+def test_arch_of_reads_the_first_processors_family_model_and_widest_isa(vendor, family, model, flags, procs, drop):
+    """`cpu_arch` (system.json) from /proc/cpuinfo text: the first processor's vendor, family and model
+    and the widest vector extension its flags name; None where a field is missing (ARM, another OS)."""
+    from bench.core.machine import arch_of
+
+    def block(i: int, fam: int) -> str:
+        lines = {"processor": str(i), "vendor_id": vendor, "cpu family": str(fam), "model": str(model),
+                 "model name": "AMD EPYC", "stepping": "1", "flags": " ".join(flags)}  # fmt: skip
+        return "\n".join(f"{k}\t: {v}" for k, v in lines.items() if k != drop) + "\n"
+
+    text = "\n".join(block(i, family if i == 0 else family + 1) for i in range(procs))
+    got = arch_of(text)
+    if drop:
+        assert got is None
+        return
+    isa = next((name for flag, name in _ISA.items() if flag in flags), "no AVX")
+    assert got == f"{vendor} family {family} model {model}, {isa}"
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    name=st.sampled_from(
+        ["AMD EPYC", "Intel(R) Xeon(R) Processor @ 2.80GHz", "AMD EPYC 7B13", "Intel(R) Xeon(R) Platinum 8480+"]
+    ),
+    mine=st.sampled_from([None, "AuthenticAMD family 25 model 1, AVX2", "AuthenticAMD family 23 model 49, AVX2"]),
+    theirs=st.sampled_from([None, "AuthenticAMD family 25 model 1, AVX2", "AuthenticAMD family 23 model 49, AVX2"]),
+    slower=st.floats(0.5, 4.0),
+)
+def test_a_generic_cpus_speed_is_held_to_its_own_microarchitectures_entry_only(name, mine, theirs, slower):
+    """CI's "AMD EPYC" VMs come as a Zen 3 and as a faster EPYC: the same smoke ran 1.7-3.3x slower on
+    the first than the ci-smoke entry made on the second (2026-11-30), a red CI for every commit. Where
+    the name hides the model, the class holds the recorded microarchitecture: a cell is held to an
+    entry of the same one only; one recorded against an entry that recorded none, or another, is a
+    class with no entry of its own (held cross-class to the other classes), never failed by a faster
+    microarchitecture's median at the same-class tolerance. A name that names its model ignores it."""
+    from types import SimpleNamespace
+
+    import host.baselines as B
+    from bench.core.study import Speed
+    from host import speed as S
+
+    def cell(cpu: str, arch: str | None):
+        system = {"cpu_model": cpu, "cpu_affinity": 2, "runtime": "container", "libraries": {"torch": "2.10.0"}}
+        if arch:
+            system["cpu_arch"] = arch
+        return SimpleNamespace(
+            study="mnist-cnn", repeat=0, system=system, ok_rows=[], rows=[], first={"backend": "torch-cpu"},
+            spec={"backend": "torch-cpu", "params": {}}, dir=Path("x"), device="cpu", flags=[],
+        )  # fmt: skip
+
+    c, made_on = cell(name, mine), cell(name, theirs)
+    mc, their_mc = S.machine_class(c), S.machine_class(made_on)
+    generic = S.generic_cpu(name)
+    assert ("cpu_arch" in mc) == (generic and mine is not None)
+    same = (mine == theirs) if generic else True
+    assert B.same_class(mc, their_mc) == same
+
+    def entry(mclass: dict, median: float) -> dict:
+        rec = {"median": median, "tolerance": 1.6, "higher_is_better": True, "unit": "samples/s"}
+        return {"set": "t", "speed": {"throughput": rec}, "machine_class": mclass, "environment": S.environment(c)}
+
+    xeon = {k: v for k, v in their_mc.items() if k != "cpu_arch"} | {"cpu": "Intel(R) Xeon(R) Processor"}
+    es = [entry(their_mc, 1000.0), entry(xeon, 500.0)]
+    real = S.figures
+    S.figures = lambda cell, part: {"throughput": Speed(1000.0 / slower, "samples/s", True)}  # type: ignore[assignment,call-arg]
+    try:
+        why, info = S.check(c, "torch-cpu", es)  # type: ignore[arg-type]
+    finally:
+        S.figures = real  # type: ignore[assignment]
+    lines = why + info
+    if same:
+        assert bool(why) == (slower > 1.6), lines
+        assert not any("cross-class" in x for x in lines), lines
+    else:  # no entry of its own: the slowest other class's median (500) at 1.6 x the gap (2x) = 3.2x
+        assert any("held cross-class" in x for x in lines), lines
+        assert bool(why) == (500.0 / (1000.0 / slower) > 3.2), lines

@@ -5,6 +5,7 @@
     pin_threads(n, family)    apply a count to a backend family's runtime (torch | numba | numpy | cupy)
     seed_family(family, s)    seed a family's global generator (torch.manual_seed)
     cpu_model()               the CPU's name
+    cpu_arch()                its microarchitecture and vector ISA (/proc/cpuinfo), where a VM's name hides them
     nvidia_smi_gpus()         what nvidia-smi lists (no torch import)
     visible_gpus()            GPU ids this process may use (CUDA_VISIBLE_DEVICES, else nvidia-smi)
     is_macos_arm64()          Apple silicon (the mps platform)
@@ -83,6 +84,41 @@ def cpu_model() -> str:
         except OSError:
             pass
     return platform.processor() or platform.machine()
+
+
+# the widest vector extension a flag names, widest first: what torch's CPU kernels dispatch on
+ISA_FLAGS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4_2", "SSE4.2"))
+
+
+def arch_of(cpuinfo: str) -> str | None:
+    """'<vendor> family F model M, <ISA>' of the first processor in CPUINFO (the text of
+    /proc/cpuinfo on x86), or None where it names no vendor, family and model (ARM, another OS).
+    Two VMs whose CPU reads only "AMD EPYC" are told apart by it: a Zen 3 (family 25 model 1, AVX2)
+    and another EPYC ran the same smoke 1.7-3.3x apart (2026-11-30)."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block only
+            continue
+        k, sep, v = line.partition(":")
+        if sep:
+            fields.setdefault(k.strip(), v.strip())
+    vendor, family, model = fields.get("vendor_id"), fields.get("cpu family"), fields.get("model")
+    if not (vendor and family and family.isdigit() and model and model.isdigit()):
+        return None
+    flags = set(fields.get("flags", "").split())
+    isa = next((name for flag, name in ISA_FLAGS if flag in flags), "no AVX")
+    return f"{vendor} family {int(family)} model {int(model)}, {isa}"
+
+
+def cpu_arch() -> str | None:
+    """This machine's `arch_of` (None where /proc/cpuinfo is not there or says too little)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return arch_of(f.read())
+    except OSError:
+        return None
 
 
 def is_macos_arm64() -> bool:

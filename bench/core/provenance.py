@@ -20,7 +20,7 @@ from pathlib import Path
 
 import bench
 from bench.core.errors import KitError
-from bench.core.machine import cpu_model, nvidia_smi_gpus, usable_cores
+from bench.core.machine import cpu_arch, cpu_model, nvidia_smi_gpus, usable_cores
 
 LIBS = (
     "torch",
@@ -356,6 +356,7 @@ def system_info(config: dict, dataset: dict | None, run_id: str, extra: dict | N
         "python_executable": sys.executable,
         "libraries": library_versions(),
         "cpu_model": cpu_model(),
+        "cpu_arch": cpu_arch(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpu_affinity": usable_cores(),

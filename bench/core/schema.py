@@ -220,6 +220,7 @@ def _types() -> Any:
         os: Text | None
         libraries: dict[StrictStr, Text | None] | None
         cpu_model: Text | None
+        cpu_arch: Text | None
         cpu_affinity: Count | None
         cpu_logical_cores: Count | None
         memory_total_mb: Num | None
