@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -557,5 +558,7 @@ def test_the_compiled_cells_start_only_within_the_budget_or_the_stop_and_say_whi
     if len(ran) < len(cells):
         assert paused != by_budget  # the budget's end is no pause; an earlier --stop-after is
         assert any(s.startswith("not run --budget") for s in said) == by_budget
+        for line in (s for s in said if s.startswith("not run --budget")):  # the cells by name, not their hashes
+            assert "torch-cuda" in line and not re.search(r"[0-9a-f]{40}", line), line
     else:
         assert not paused and not any(s.startswith(("not run", "paused")) for s in said)

@@ -611,3 +611,33 @@ def test_a_resumed_runs_stop_time_counts_its_earlier_calls(tmp_path):
     s.comparisons = [c]
     s.write()
     assert 510.0 <= c.at_s < 520.0
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    cost=st.dictionaries(st.sampled_from("abcd"), st.floats(1.0, 300.0), min_size=4, max_size=4),
+    done=st.sets(st.tuples(st.sampled_from("abcd"), st.integers(1, 6))),
+    start=st.integers(1, 5),
+    left=st.floats(-100.0, 2000.0),
+    pairs=st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from("abcd")), min_size=1, max_size=5),
+)
+def test_a_resumed_run_counts_no_time_for_rounds_an_earlier_call_ran(cost, done, start, left, pairs):
+    """A round an earlier call finished is reused at no cost: the plan counts only the rounds still to
+    run, and a comparison whose next rounds are all on disk is admitted whatever the budget has left
+    (on one H200 the third call of the README's main job stopped roofline's comparisons at round 1 with
+    30 s left, for rounds 2 and 3 the second call had run, and the report lost them)."""
+    s, comp = _seq(cost)
+    s._done = lambda cell, j: (cell, j) in done  # type: ignore[method-assign]
+    comps = [comp(a, b) for a, b in pairs]
+    base = {k: k for k in "abcd"}
+    for c in comps:  # one comparison, its next n rounds: the estimate of each round not on disk
+        for n in (1, 3):
+            want = sum(cost[k] * sum((k, j) not in done for j in range(start, start + n)) for k in set(c.keys))
+            assert s.plan_s([c], {id(c): n}, base, start) == pytest.approx(want)
+        assert s.plan_s([c], {id(c): 3}, base) == pytest.approx(3 * sum(cost[k] for k in set(c.keys)))  # no START: estimates
+    admitted, need, stopped = s._admit(comps, base, left, start=start)
+    for c in comps:
+        if s.plan_s([c], {id(c): s._ahead(c)}, base, start) == 0:  # every round it needs next is on disk
+            assert c in admitted and c not in stopped
+    keys = {k for c in admitted for k in c.keys}
+    assert need == pytest.approx(sum(cost[k] for k in keys if (k, start) not in done))

@@ -420,7 +420,7 @@ class Scheduler:
             left = max(self.stop_at - time.monotonic(), 0.0)
             self._say(
                 f"not run --budget: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} of the budget left "
-                f"({', '.join(c.key for c in cells)}; a bigger --budget runs them)"
+                f"({', '.join(self._label(c) for c in cells)}; a bigger --budget runs them)"
                 if self.stop_by == "--budget"
                 else f"paused  --stop-after: {len(cells)} cell(s) need ~{fmt_seconds(need)}, {fmt_seconds(left)} left; "
                 "the same command again resumes"

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.core import answers as A
 from bench.core import claims as C
+from bench.core import rows as R
 from bench.core import seqstats, stats
 from bench.core.cell import Cell
 from bench.core.errors import KitError
@@ -312,18 +313,36 @@ class Sequential:
         n = comp.value.n if comp.value else 0
         return max(1, C.MIN_DECIDING_RANGE - n)
 
-    def plan_s(self, trial: list[Comparison], ahead: dict[int, int], base: dict[str, Cell]) -> float:
+    def _done(self, cell: Cell, repeat: int) -> bool:
+        """Whether CELL's round REPEAT is finished in the results dir (an earlier call's: reused, no cost)."""
+        try:
+            return R.cell_status(cell.replace(repeat=repeat).dir(self.out)) in ("ok", "skipped")
+        except (KitError, OSError):
+            return False
+
+    def _rounds_s(self, cell: Cell, n: int, start: int | None) -> float:
+        """Seconds CELL's next N rounds take: its estimate each, but none for a round from START on that an
+        earlier call finished (START None: estimates alone). A resumed run's third call on one H200 stopped
+        roofline's and profile's comparisons at their first round, 30 s of the budget left, for rounds the
+        second call had run (3 rounds before, 1 after: its report lost two rounds of each)."""
+        one = self._estimate([cell])
+        if start is None:
+            return one * n
+        return one * sum(not self._done(cell, j) for j in range(start, start + n))
+
+    def plan_s(self, trial: list[Comparison], ahead: dict[int, int], base: dict[str, Cell], start: int | None = None) -> float:
         """Seconds the rounds TRIAL still needs: each cell's cost times the most rounds a comparison of
-        TRIAL that uses it still needs (AHEAD, by id; a cell shared by two comparisons runs once a round)."""
+        TRIAL that uses it still needs (AHEAD, by id; a cell shared by two comparisons runs once a round);
+        from round START on, a round already finished costs nothing."""
         rounds: dict[str, int] = {}
         for c in trial:
             for k in c.keys:
                 if k in base:
                     rounds[k] = max(rounds.get(k, 0), ahead[id(c)])
-        return sum(self._estimate([base[k]]) * n for k, n in rounds.items())
+        return sum(self._rounds_s(base[k], n, start) for k, n in rounds.items())
 
     def _admit(
-        self, open_: list[Comparison], base: dict[str, Cell], left: float | None
+        self, open_: list[Comparison], base: dict[str, Cell], left: float | None, start: int | None = None
     ) -> tuple[list[Comparison], float, list[Comparison]]:
         """The open comparisons the next round runs, GPU-vs-CPU ones first (`across`: the kit's question;
         H200-fixed-rounds gave 6 rounds to AMP over default and 2 to mnist-cnn's kit GPU-over-CPU pairs),
@@ -334,23 +353,27 @@ class Sequential:
         Under --fixed-rounds a waiting one could not reach its last round (rounds are numbered from the
         first), so one whose last round does not fit beside the cheaper ones is admitted short, when the
         rounds to be judged at all (`_short`) fit, and stopped otherwise.
-        The cheap ones are the ones that get decided."""
-        cost = {id(c): self._estimate([base[k] for k in c.keys if k in base]) for c in open_}
+        The cheap ones are the ones that get decided. From round START on (a resumed run), a round an
+        earlier call finished costs nothing, so rounds already run are always admitted, budget or not."""
+        cost = {id(c): self.plan_s([c], {id(c): 1}, base, start) for c in open_}
         admitted: list[Comparison] = []
         ahead: dict[int, int] = {}
         stopped: list[Comparison] = []
+
+        def fit(s: float) -> bool:
+            return left is None or s <= 0 or s <= left
+
         for comp in sorted(open_, key=lambda c: (not c.across, cost[id(c)])):
             trial = admitted + [comp]
-            fits = left is None or self.plan_s(trial, ahead | {id(comp): self._ahead(comp)}, base) <= left
-            if fits:
+            if fit(self.plan_s(trial, ahead | {id(comp): self._ahead(comp)}, base, start)):
                 admitted, ahead[id(comp)] = trial, self._ahead(comp)
-            elif self.opts.fixed and self.plan_s(trial, ahead | {id(comp): self._short(comp)}, base) <= (left or 0):
+            elif self.opts.fixed and fit(self.plan_s(trial, ahead | {id(comp): self._short(comp)}, base, start)):
                 admitted, ahead[id(comp)] = trial, self._short(comp)
-            elif self.opts.fixed or cost[id(comp)] * self._ahead(comp) > (left or 0):
+            elif self.opts.fixed or self.plan_s([comp], {id(comp): self._ahead(comp)}, base, start) > (left or 0):
                 stopped.append(comp)
         self.planned = ahead
         keys = list(dict.fromkeys(k for c in admitted for k in c.keys))
-        return admitted, self._estimate([base[k] for k in keys if k in base]), stopped
+        return admitted, sum(self._rounds_s(base[k], 1, start) for k in keys if k in base), stopped
 
     def run(self, first: list) -> list:
         """After the first rounds' outcomes FIRST: plan, then add rounds until every comparison stopped."""
@@ -376,7 +399,7 @@ class Sequential:
                         comp.stopped, comp.why = "max-repeats", f"{comp.verdict} at {comp.value.n if comp.value else 0} rounds"
                     break
                 left = self.left_s()
-                admitted, need, over = self._admit(open_, base, left)
+                admitted, need, over = self._admit(open_, base, left, start=r)
                 for comp in over:
                     per = self._estimate([base[k] for k in comp.keys if k in base])
                     ahead = self._ahead(comp)
