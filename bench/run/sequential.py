@@ -330,6 +330,18 @@ class Sequential:
             return one * n
         return one * sum(not self._done(cell, j) for j in range(start, start + n))
 
+    def _free(self, comp: Comparison, base: dict[str, Cell], start: int | None) -> int:
+        """How many of COMP's next rounds from START an earlier call finished, every cell of each (0 when
+        START is None). They are admitted beside any budget: the same H200 run's call, resumed, kept
+        roofline's MobileNetV2 pair at 1 round where its second was on disk, the other four it needed not."""
+        keys = [k for k in comp.keys if k in base]
+        n = 0
+        while (
+            start is not None and keys and start + n < self.opts.max_repeats and all(self._done(base[k], start + n) for k in keys)
+        ):
+            n += 1
+        return n
+
     def plan_s(self, trial: list[Comparison], ahead: dict[int, int], base: dict[str, Cell], start: int | None = None) -> float:
         """Seconds the rounds TRIAL still needs: each cell's cost times the most rounds a comparison of
         TRIAL that uses it still needs (AHEAD, by id; a cell shared by two comparisons runs once a round);
@@ -369,6 +381,8 @@ class Sequential:
                 admitted, ahead[id(comp)] = trial, self._ahead(comp)
             elif self.opts.fixed and fit(self.plan_s(trial, ahead | {id(comp): self._short(comp)}, base, start)):
                 admitted, ahead[id(comp)] = trial, self._short(comp)
+            elif free := self._free(comp, base, start):  # its next rounds are on disk: those, at no cost
+                admitted, ahead[id(comp)] = trial, free
             elif self.opts.fixed or self.plan_s([comp], {id(comp): self._ahead(comp)}, base, start) > (left or 0):
                 stopped.append(comp)
         self.planned = ahead
