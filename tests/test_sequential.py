@@ -641,3 +641,21 @@ def test_a_resumed_run_counts_no_time_for_rounds_an_earlier_call_ran(cost, done,
             assert c in admitted and c not in stopped and s.planned[id(c)] >= 1
     keys = {k for c in admitted for k in c.keys}
     assert need == pytest.approx(sum(cost[k] for k in keys if (k, start) not in done))
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_rounds_on_disk_when_its_budget_is_spent(tmp_path):
+    """The same rounds on disk, the same answer: a run that resumes with its budget spent reuses every round
+    an earlier call ran (free) instead of stopping each comparison at round 1 (the README's main job on one
+    H200: its third call's report said 1 round for comparisons the second call had run to 2 and 3)."""
+    out = tmp_path / "r"
+    args = ("-m", "bench", "matrix", "seq", "--set", "steps=1", "--repeats", "1", "--until-decided", "--max-repeats", "3")
+    r = _cli(*args, "--budget", "10m", "--out", str(out), env=SEQ_ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first = {c["claim"]: c["rounds"] for c in _record(out)["comparisons"]}
+    assert set(first.values()) == {3}, first
+    r = _cli(*args, "--budget", "1s", "--out", str(out), env=SEQ_ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "reused" in r.stdout
+    assert {c["claim"]: c["rounds"] for c in _record(out)["comparisons"]} == first
+    assert len(list((out / "seq").iterdir())) == 6  # nothing ran again
