@@ -133,6 +133,7 @@ class Sequential:
     first_serial: bool = False  # the first rounds ran one cell after another (a cell's wall time is its cost)
     earlier_calls_s: float = 0.0  # the earlier calls' wall time on this results dir (calls_s: their journal)
     planned: dict[int, int] = field(default_factory=dict)  # the last _admit: id(comparison) -> rounds planned for it
+    _on_disk: dict[tuple[str, int], bool] = field(default_factory=dict)  # (config, round) -> finished on disk, per _admit
 
     # ---- the plan and the judging
     def _findings(self, cells: list[Cell]) -> list[tuple[Study, C.Claim, A.Finding]]:
@@ -314,11 +315,15 @@ class Sequential:
         return max(1, C.MIN_DECIDING_RANGE - n)
 
     def _done(self, cell: Cell, repeat: int) -> bool:
-        """Whether CELL's round REPEAT is finished in the results dir (an earlier call's: reused, no cost)."""
-        try:
-            return R.cell_status(cell.replace(repeat=repeat).dir(self.out)) in ("ok", "skipped")
-        except (KitError, OSError):
-            return False
+        """Whether CELL's round REPEAT is finished in the results dir (an earlier call's: reused, no cost).
+        Read once per `_admit` (`_on_disk`): its trials ask again for every comparison they add."""
+        at = (_config(cell), repeat)
+        if at not in self._on_disk:
+            try:
+                self._on_disk[at] = R.cell_status(cell.replace(repeat=repeat).dir(self.out)) in ("ok", "skipped")
+            except (KitError, OSError):
+                self._on_disk[at] = False
+        return self._on_disk[at]
 
     def _rounds_s(self, cell: Cell, n: int, start: int | None) -> float:
         """Seconds CELL's next N rounds take: its estimate each, but none for a round from START on that an
@@ -367,13 +372,14 @@ class Sequential:
         rounds to be judged at all (`_short`) fit, and stopped otherwise.
         The cheap ones are the ones that get decided. From round START on (a resumed run), a round an
         earlier call finished costs nothing, so rounds already run are always admitted, budget or not."""
+        self._on_disk = {}  # the results dir as it is now: a round may have finished since the last _admit
         cost = {id(c): self.plan_s([c], {id(c): 1}, base, start) for c in open_}
         admitted: list[Comparison] = []
         ahead: dict[int, int] = {}
         stopped: list[Comparison] = []
 
-        def fit(s: float) -> bool:
-            return left is None or s <= 0 or s <= left
+        def fit(s: float) -> bool:  # nothing to run (s == 0) fits whatever is left
+            return left is None or s <= max(left, 0.0)
 
         for comp in sorted(open_, key=lambda c: (not c.across, cost[id(c)])):
             trial = admitted + [comp]
